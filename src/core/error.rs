@@ -1,0 +1,114 @@
+//! Errors a chat provider reports, as kosong classifies them. The JS glue turns each into the
+//! `Error` subclass of the same name.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatProviderError {
+    /// The request never got an answer: refused connection, DNS, reset mid-stream.
+    Connection(String),
+    /// No response headers, or no stream bytes, within the configured time.
+    Timeout(String),
+    /// The model answered nothing usable.
+    EmptyResponse(String),
+    /// The server answered with an HTTP error status.
+    Status { status: u16, message: String, request_id: Option<String>, retry_after_ms: Option<u64> },
+    /// Anything else: a malformed or truncated stream, an error event, a bad script.
+    Other(String),
+}
+
+impl ChatProviderError {
+    /// The JavaScript class name of this error.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            ChatProviderError::Connection(_) => "APIConnectionError",
+            ChatProviderError::Timeout(_) => "APITimeoutError",
+            ChatProviderError::EmptyResponse(_) => "APIEmptyResponseError",
+            ChatProviderError::Status { .. } => "APIStatusError",
+            ChatProviderError::Other(_) => "ChatProviderError",
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            ChatProviderError::Connection(m)
+            | ChatProviderError::Timeout(m)
+            | ChatProviderError::EmptyResponse(m)
+            | ChatProviderError::Other(m) => m,
+            ChatProviderError::Status { message, .. } => message,
+        }
+    }
+}
+
+impl std::fmt::Display for ChatProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.class_name(), self.message())
+    }
+}
+
+impl std::error::Error for ChatProviderError {}
+
+/// Parses `retry-after-ms` (milliseconds) or `Retry-After` (seconds; an HTTP date is not
+/// interpreted here because the core has no clock: the glue passes `now_ms` for that).
+pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>, now_ms: Option<f64>) -> Option<u64> {
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(ms.round() as u64);
+        }
+    }
+    let v = retry_after?.trim();
+    if let Ok(s) = v.parse::<f64>() {
+        if s.is_finite() && s >= 0.0 {
+            return Some((s * 1000.0).round() as u64);
+        }
+        return None;
+    }
+    let when = parse_http_date_ms(v)?;
+    let now = now_ms?;
+    Some(if when > now { (when - now).round() as u64 } else { 0 })
+}
+
+/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to Unix milliseconds.
+fn parse_http_date_ms(v: &str) -> Option<f64> {
+    let mut it = v.split_whitespace();
+    let _weekday = it.next()?;
+    let day: i64 = it.next()?.parse().ok()?;
+    let month = match it.next()? {
+        "Jan" => 1, "Feb" => 2, "Mar" => 3, "Apr" => 4, "May" => 5, "Jun" => 6,
+        "Jul" => 7, "Aug" => 8, "Sep" => 9, "Oct" => 10, "Nov" => 11, "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = it.next()?.parse().ok()?;
+    let mut hms = it.next()?.split(':').map(|x| x.parse::<i64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if it.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // days from civil (Howard Hinnant's algorithm)
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some(((days * 86400 + h * 3600 + m * 60 + s) * 1000) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after(Some("1500"), Some("9"), None), Some(1500));
+        assert_eq!(parse_retry_after(None, Some("2"), None), Some(2000));
+        assert_eq!(parse_retry_after(None, Some("0.5"), None), Some(500));
+        assert_eq!(parse_retry_after(None, Some("soon"), Some(0.0)), None);
+        assert_eq!(parse_retry_after(None, None, None), None);
+        let now = parse_http_date_ms("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(now, 784111777000.0);
+        assert_eq!(
+            parse_retry_after(None, Some("Sun, 06 Nov 1994 08:49:40 GMT"), Some(now)),
+            Some(3000)
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! Assembly of one streamed message, as kosong's `generate` does it, and the sources that
+//! feed it.
+//!
+//! Parts merge into the part before them when they can (see [`crate::core::message`]);
+//! a tool-call fragment that names its call goes to that call wherever it is, one without a
+//! name goes to the tool call right before it (or is dropped as an orphan, as in kosong).
+//! Tool calls are reported complete when the *source* says so — never because their
+//! arguments happen to parse — and any still open when the stream ends well complete then.
+
+use futures::future::LocalBoxFuture;
+
+use crate::core::error::ChatProviderError;
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::providers::{StreamDecoder, StreamEvent};
+use crate::core::sse::SseDecoder;
+
+/// A callback's answer: nothing to wait for, or a future to await before going on.
+pub type CallbackResult<E> = Result<Option<LocalBoxFuture<'static, Result<(), E>>>, E>;
+
+/// A stream of provider events, pulled a batch at a time.
+#[allow(async_fn_in_trait)]
+pub trait EventSource {
+    type Error: From<ChatProviderError>;
+    /// Appends the next batch of events to `out`; `Ok(false)` once the stream has ended well.
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, Self::Error>;
+    fn id(&self) -> Option<String>;
+    fn usage(&self) -> Option<TokenUsage>;
+    fn finish_reason(&self) -> Option<String>;
+}
+
+/// Bytes of a response body, pulled as they arrive.
+#[allow(async_fn_in_trait)]
+pub trait ByteSource {
+    type Error: From<ChatProviderError>;
+    /// Replaces `buf` with the next chunk; `Ok(false)` at the end of the body.
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, Self::Error>;
+}
+
+/// An HTTP body of Server-Sent Events, decoded by a provider's [`StreamDecoder`].
+pub struct SseEventSource<B, D> {
+    body: B,
+    sse: SseDecoder,
+    decoder: D,
+    chunk: Vec<u8>,
+    events: Vec<crate::core::sse::SseEvent>,
+    ended: bool,
+}
+
+impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
+    pub fn new(body: B, decoder: D) -> Self {
+        SseEventSource { body, sse: SseDecoder::new(), decoder, chunk: Vec::new(), events: Vec::new(), ended: false }
+    }
+
+    pub fn decoder(&self) -> &D {
+        &self.decoder
+    }
+}
+
+impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
+    type Error = B::Error;
+
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, B::Error> {
+        if self.ended {
+            return Ok(false);
+        }
+        let more = self.body.read_into(&mut self.chunk).await?;
+        let sse_err = |e: crate::core::sse::SseError| ChatProviderError::Other(e.to_string());
+        if more {
+            self.sse.feed(&self.chunk, &mut self.events).map_err(sse_err)?;
+        } else {
+            self.sse.finish(&mut self.events).map_err(sse_err)?;
+        }
+        for ev in self.events.drain(..) {
+            self.decoder.on_event(&ev, out)?;
+        }
+        if !more {
+            self.ended = true;
+            self.decoder.finish(out)?;
+        }
+        Ok(more)
+    }
+
+    fn id(&self) -> Option<String> {
+        self.decoder.id().map(str::to_owned)
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.decoder.usage()
+    }
+    fn finish_reason(&self) -> Option<String> {
+        self.decoder.finish_reason().map(str::to_owned)
+    }
+}
+
+/// A source that already holds all its events (the scripted provider).
+pub struct VecEventSource<E> {
+    pub events: Option<Vec<StreamEvent>>,
+    pub id: Option<String>,
+    pub usage: Option<TokenUsage>,
+    _e: std::marker::PhantomData<E>,
+}
+
+impl<E> VecEventSource<E> {
+    pub fn new(events: Vec<StreamEvent>, id: Option<String>, usage: Option<TokenUsage>) -> Self {
+        VecEventSource { events: Some(events), id, usage, _e: std::marker::PhantomData }
+    }
+}
+
+impl<E: From<ChatProviderError>> EventSource for VecEventSource<E> {
+    type Error = E;
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, E> {
+        match self.events.take() {
+            Some(ev) => {
+                out.extend(ev);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn id(&self) -> Option<String> {
+        self.id.clone()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<String> {
+        None
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    None,
+    Content,
+    Call(usize),
+}
+
+/// Builds the assistant message from streamed parts.
+#[derive(Debug)]
+pub struct MessageAssembler {
+    content: Vec<ContentPart>,
+    calls: Vec<ToolCall>,
+    completed: Vec<bool>,
+    pending: Pending,
+}
+
+impl Default for MessageAssembler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MessageAssembler {
+    pub fn new() -> Self {
+        MessageAssembler { content: Vec::new(), calls: Vec::new(), completed: Vec::new(), pending: Pending::None }
+    }
+
+    pub fn push(&mut self, part: StreamedMessagePart) {
+        match part {
+            StreamedMessagePart::Content(p) => {
+                if self.pending == Pending::Content {
+                    if let Some(last) = self.content.last_mut() {
+                        if last.merge_in_place(&p) {
+                            return;
+                        }
+                    }
+                }
+                self.content.push(p);
+                self.pending = Pending::Content;
+            }
+            StreamedMessagePart::ToolCall(c) => {
+                self.calls.push(c);
+                self.completed.push(false);
+                self.pending = Pending::Call(self.calls.len() - 1);
+            }
+            StreamedMessagePart::ToolCallPart(p) => {
+                let target = match &p.tool_call_id {
+                    Some(id) => self.calls.iter().rposition(|c| &c.id == id),
+                    None => match self.pending {
+                        Pending::Call(i) => Some(i),
+                        _ => None,
+                    },
+                };
+                match target {
+                    Some(i) => self.calls[i].append_arguments(p.arguments_part.as_deref()),
+                    // An orphaned fragment: nothing to attach it to (kosong drops it too).
+                    None if p.tool_call_id.is_none() => self.pending = Pending::None,
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// Marks the call complete; returns it the first time only.
+    pub fn complete(&mut self, id: &str) -> Option<&ToolCall> {
+        let i = self.calls.iter().position(|c| c.id == id)?;
+        if std::mem::replace(&mut self.completed[i], true) {
+            return None;
+        }
+        Some(&self.calls[i])
+    }
+
+    /// Indices of calls not yet reported complete.
+    pub fn open_calls(&self) -> Vec<usize> {
+        (0..self.calls.len()).filter(|&i| !self.completed[i]).collect()
+    }
+
+    pub fn call(&self, i: usize) -> &ToolCall {
+        &self.calls[i]
+    }
+
+    pub fn calls(&self) -> &[ToolCall] {
+        &self.calls
+    }
+
+    pub fn into_message(self) -> Message {
+        let mut m = Message::new(Role::Assistant, self.content);
+        if !self.calls.is_empty() {
+            m.tool_calls = Some(self.calls);
+        }
+        m
+    }
+
+    /// kosong's rule: an answer with nothing, or with only thinking, is an empty response.
+    pub fn check_not_empty(&self) -> Result<(), ChatProviderError> {
+        if !self.calls.is_empty() {
+            return Ok(());
+        }
+        if self.content.is_empty() {
+            return Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()));
+        }
+        let substantive = self.content.iter().any(|p| match p {
+            ContentPart::Think { .. } => false,
+            ContentPart::Text { text } => !text.trim().is_empty(),
+            _ => true,
+        });
+        let has_think = self.content.iter().any(|p| matches!(p, ContentPart::Think { .. }));
+        if !substantive && has_think {
+            return Err(ChatProviderError::EmptyResponse(
+                "The API returned a response with only thinking content and no text or tool calls."
+                    .into(),
+            ));
+        }
+        if !substantive {
+            return Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What `generate` gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateOutput {
+    pub id: Option<String>,
+    pub message: Message,
+    pub usage: Option<TokenUsage>,
+    pub finish_reason: Option<String>,
+}
+
+/// Streams one message from `source`, calling `on_part` with every part exactly as it came
+/// and `on_tool_call` with every call the moment the stream shows it complete (calls still
+/// open when the stream ends well complete then, in order). A callback's future is awaited
+/// before the next part; a callback's error ends the generation with that error.
+pub async fn generate<S, FP, FC>(
+    source: &mut S,
+    mut on_part: FP,
+    mut on_tool_call: FC,
+) -> Result<GenerateOutput, S::Error>
+where
+    S: EventSource,
+    FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
+    FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
+{
+    let mut asm = MessageAssembler::new();
+    let mut batch = Vec::new();
+    loop {
+        let more = source.next_batch(&mut batch).await?;
+        for ev in batch.drain(..) {
+            match ev {
+                StreamEvent::Part(p) => {
+                    if let Some(f) = on_part(&p)? {
+                        f.await?;
+                    }
+                    asm.push(p);
+                }
+                StreamEvent::ToolCallComplete(id) => {
+                    if let Some(call) = asm.complete(&id) {
+                        if let Some(f) = on_tool_call(call)? {
+                            f.await?;
+                        }
+                    }
+                }
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    for i in asm.open_calls() {
+        let id = asm.call(i).id.clone();
+        if let Some(call) = asm.complete(&id) {
+            if let Some(f) = on_tool_call(call)? {
+                f.await?;
+            }
+        }
+    }
+    asm.check_not_empty()?;
+    Ok(GenerateOutput {
+        id: source.id(),
+        usage: source.usage(),
+        finish_reason: source.finish_reason(),
+        message: asm.into_message(),
+    })
+}

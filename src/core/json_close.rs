@@ -1,0 +1,105 @@
+//! Tracks, byte by byte, whether a streamed JSON text has closed its top-level object or
+//! array. It is the cheap structural half of "a Chat Completions tool call is complete when
+//! a later call has begun *and* its arguments parse": the full parse runs only once the
+//! brackets balance, so following n streamed bytes costs O(n) in total.
+
+#[derive(Clone, Debug, Default)]
+pub struct JsonCloseTracker {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    started: bool,
+    closed: bool,
+    /// Something other than whitespace came after the top-level value closed, or the text
+    /// does not start with `{`/`[`: it can only be judged by a full parse at the end.
+    irregular: bool,
+}
+
+impl JsonCloseTracker {
+    pub fn feed(&mut self, piece: &str) {
+        if self.irregular {
+            return;
+        }
+        for &b in piece.as_bytes() {
+            if self.closed {
+                if !b.is_ascii_whitespace() {
+                    self.irregular = true;
+                    self.closed = false;
+                    return;
+                }
+                continue;
+            }
+            if !self.started {
+                match b {
+                    b'{' | b'[' => {
+                        self.started = true;
+                        self.depth = 1;
+                    }
+                    b if b.is_ascii_whitespace() => {}
+                    _ => {
+                        self.irregular = true;
+                        return;
+                    }
+                }
+                continue;
+            }
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth = self.depth.saturating_add(1),
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        self.closed = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The top-level object or array has closed (and nothing but whitespace followed).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+}
+
+/// True when `text` is one complete JSON object or array.
+pub fn parses_as_container(text: &str) -> bool {
+    matches!(
+        serde_json::from_str::<serde_json::Value>(text),
+        Ok(serde_json::Value::Object(_) | serde_json::Value::Array(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed_after(pieces: &[&str]) -> bool {
+        let mut t = JsonCloseTracker::default();
+        for p in pieces {
+            t.feed(p);
+        }
+        t.is_closed()
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        assert!(closed_after(&["{\"a\":", "\"}\\\"]\"", "}"]));
+        assert!(!closed_after(&["{\"a\":\"}\""]));
+        assert!(closed_after(&[" [1,{\"b\":[]}] \n"]));
+        assert!(!closed_after(&["{}", "x"]));
+        assert!(!closed_after(&["42"]));
+        assert!(!closed_after(&[""]));
+    }
+}

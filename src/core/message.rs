@@ -1,0 +1,293 @@
+//! The message model: kosong's content parts, tool calls, messages and token usage, with
+//! kosong's JSON shapes (snake_case, `type` tags) and merge rules.
+//!
+//! Merging: consecutive text parts merge; a think part absorbs the next think part until it
+//! carries `encrypted` (a signature closes it); a tool call absorbs the tool-call parts that
+//! follow it. Merges append to a `String`, so assembling n bytes costs O(n).
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MediaUrl {
+    pub url: String,
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// One part of a message's content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ContentPart {
+    #[serde(rename = "text")]
+    Text { text: String },
+    #[serde(rename = "think")]
+    Think {
+        think: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted: Option<String>,
+    },
+    #[serde(rename = "image_url")]
+    ImageUrl { image_url: MediaUrl },
+    #[serde(rename = "audio_url")]
+    AudioUrl { audio_url: MediaUrl },
+    #[serde(rename = "video_url")]
+    VideoUrl { video_url: MediaUrl },
+}
+
+impl ContentPart {
+    pub fn text(s: impl Into<String>) -> Self {
+        ContentPart::Text { text: s.into() }
+    }
+    pub fn think(s: impl Into<String>) -> Self {
+        ContentPart::Think { think: s.into(), encrypted: None }
+    }
+
+    /// kosong's `merge_in_place`: true when `other` was absorbed into `self`.
+    pub fn merge_in_place(&mut self, other: &ContentPart) -> bool {
+        match (self, other) {
+            (ContentPart::Text { text }, ContentPart::Text { text: more }) => {
+                text.push_str(more);
+                true
+            }
+            (
+                ContentPart::Think { think, encrypted },
+                ContentPart::Think { think: more, encrypted: more_enc },
+            ) => {
+                if encrypted.as_deref().is_some_and(|e| !e.is_empty()) {
+                    return false;
+                }
+                think.push_str(more);
+                if more_enc.as_deref().is_some_and(|e| !e.is_empty()) {
+                    encrypted.clone_from(more_enc);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionBody {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Option<String>,
+}
+
+/// A tool call requested by the assistant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    #[serde(rename = "type", default)]
+    pub kind: ToolCallType,
+    pub id: String,
+    pub function: FunctionBody,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extras: Option<Map<String, Value>>,
+}
+
+/// The only kind of tool call there is: `"function"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolCallType {
+    #[default]
+    #[serde(rename = "function")]
+    Function,
+}
+
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Option<String>) -> Self {
+        ToolCall {
+            kind: ToolCallType::Function,
+            id: id.into(),
+            function: FunctionBody { name: name.into(), arguments },
+            extras: None,
+        }
+    }
+
+    /// Appends a streamed fragment of the arguments (kosong: `None` adds nothing).
+    pub fn append_arguments(&mut self, piece: Option<&str>) {
+        match (&mut self.function.arguments, piece) {
+            (_, None) => {}
+            (Some(args), Some(p)) => args.push_str(p),
+            (slot @ None, Some(p)) => *slot = Some(p.to_owned()),
+        }
+    }
+}
+
+/// A streamed fragment of the arguments of an open tool call. `tool_call_id` names the call
+/// when the wire format says which one (several calls may stream interleaved); without it
+/// the fragment belongs to the tool call right before it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallPart {
+    pub arguments_part: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// What a provider streams: content parts, tool calls and tool-call fragments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamedMessagePart {
+    Content(ContentPart),
+    ToolCall(ToolCall),
+    ToolCallPart(ToolCallPart),
+}
+
+impl Serialize for StreamedMessagePart {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StreamedMessagePart::Content(p) => p.serialize(s),
+            StreamedMessagePart::ToolCall(c) => c.serialize(s),
+            StreamedMessagePart::ToolCallPart(p) => {
+                #[derive(Serialize)]
+                struct Tagged<'a> {
+                    #[serde(rename = "type")]
+                    kind: &'static str,
+                    #[serde(flatten)]
+                    part: &'a ToolCallPart,
+                }
+                Tagged { kind: "tool_call_part", part: p }.serialize(s)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StreamedMessagePart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        match v.get("type").and_then(Value::as_str) {
+            Some("function") => serde_json::from_value(v).map(StreamedMessagePart::ToolCall),
+            Some("tool_call_part") => {
+                serde_json::from_value(v).map(StreamedMessagePart::ToolCallPart)
+            }
+            _ => serde_json::from_value(v).map(StreamedMessagePart::Content),
+        }
+        .map_err(D::Error::custom)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A message in a conversation. `content` serializes as a plain string when it is a lone
+/// text part, as kosong does, and accepts a string, `null` or a list of parts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(serialize_with = "ser_content", deserialize_with = "de_content", default)]
+    pub content: Vec<ContentPart>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<bool>,
+}
+
+impl Message {
+    pub fn new(role: Role, content: Vec<ContentPart>) -> Self {
+        Message { role, name: None, content, tool_calls: None, tool_call_id: None, partial: None }
+    }
+
+    /// Concatenates the text parts.
+    pub fn extract_text(&self, sep: &str) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join(sep)
+    }
+}
+
+fn ser_content<S: Serializer>(content: &[ContentPart], s: S) -> Result<S::Ok, S::Error> {
+    match content {
+        [ContentPart::Text { text }] => s.serialize_str(text),
+        parts => parts.serialize(s),
+    }
+}
+
+fn de_content<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Content {
+        Text(String),
+        Parts(Vec<ContentPart>),
+    }
+    Ok(match Option::<Content>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Content::Text(t)) => vec![ContentPart::Text { text: t }],
+        Some(Content::Parts(p)) => p,
+    })
+}
+
+/// Token usage of one generation, split as kosong splits it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    #[serde(default)]
+    pub input_other: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub input_cache_read: u64,
+    #[serde(default)]
+    pub input_cache_creation: u64,
+}
+
+impl TokenUsage {
+    pub fn input(&self) -> u64 {
+        self.input_other + self.input_cache_read + self.input_cache_creation
+    }
+    pub fn total(&self) -> u64 {
+        self.input() + self.output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn think_merges_until_encrypted() {
+        let mut a = ContentPart::think("a");
+        assert!(a.merge_in_place(&ContentPart::Think { think: "b".into(), encrypted: Some("sig".into()) }));
+        assert!(!a.merge_in_place(&ContentPart::think("c")));
+        assert_eq!(a, ContentPart::Think { think: "ab".into(), encrypted: Some("sig".into()) });
+        assert!(!ContentPart::text("x").merge_in_place(&ContentPart::think("y")));
+    }
+
+    #[test]
+    fn json_shapes_round_trip() {
+        let m: Message = serde_json::from_str(
+            r#"{"role":"assistant","content":[{"type":"think","think":"hm"},{"type":"text","text":"hi"}],
+               "tool_calls":[{"type":"function","id":"c1","function":{"name":"f","arguments":"{}"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.content.len(), 2);
+        let back = serde_json::to_value(&m).unwrap();
+        assert_eq!(back["tool_calls"][0]["type"], "function");
+        assert_eq!(back["content"][0], serde_json::json!({"type":"think","think":"hm"}));
+        let lone: Message = serde_json::from_str(r#"{"role":"user","content":"hello"}"#).unwrap();
+        assert_eq!(serde_json::to_string(&lone).unwrap(), r#"{"role":"user","content":"hello"}"#);
+        let none: Message = serde_json::from_str(r#"{"role":"assistant","content":null}"#).unwrap();
+        assert!(none.content.is_empty());
+        let part: StreamedMessagePart =
+            serde_json::from_str(r#"{"type":"tool_call_part","arguments_part":null}"#).unwrap();
+        assert_eq!(part, StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: None, tool_call_id: None }));
+        assert_eq!(
+            serde_json::to_string(&part).unwrap(),
+            r#"{"type":"tool_call_part","arguments_part":null}"#
+        );
+    }
+}

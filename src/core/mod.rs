@@ -1,0 +1,11 @@
+//! The pure core: no wasm-bindgen, js-sys or web-sys. Sans-IO and single-threaded: bytes and
+//! plain values in, events and (`!Send`) futures out, on whatever executor the caller runs.
+
+pub mod error;
+pub mod generate;
+pub mod json_close;
+pub mod message;
+pub mod providers;
+pub mod sse;
+pub mod step;
+pub mod toolset;

@@ -1,0 +1,597 @@
+//! OpenAI Chat Completions (`POST {base}/chat/completions`, `stream: true`) and every server
+//! that speaks it.
+//!
+//! Stream decoding: `choices[0].delta` carries `content` (text), the reasoning key (think
+//! parts; `reasoning_content` unless configured) and `tool_calls` fragments keyed by
+//! `index` — the first fragment of a call has its `id` and `function.name`, later ones only
+//! `function.arguments` pieces, and fragments of several calls may interleave. Usage comes in
+//! a chunk of its own (`stream_options.include_usage`), cached prompt tokens in
+//! `prompt_tokens_details.cached_tokens`. The stream ends with `finish_reason` and
+//! `data: [DONE]`; a stream that stops before either is an error.
+//!
+//! Tool-call completion: a call is complete at `finish_reason`, at `[DONE]`, at the end of
+//! the stream, or once a later index has begun *and* its arguments parse as a JSON object or
+//! array. The parse runs only when its brackets balance ([`JsonCloseTracker`]).
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use crate::core::error::ChatProviderError;
+use crate::core::json_close::{parses_as_container, JsonCloseTracker};
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::sse::SseEvent;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_REASONING_KEY: &str = "reasoning_content";
+
+/// The provider's settings, as the JS constructor takes them (camelCase).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenAIChatConfig {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Where think parts travel: read from `delta[key]`, and written back into history
+    /// messages under this key. Unset: `reasoning_content` is read, nothing is written.
+    #[serde(default)]
+    pub reasoning_key: Option<String>,
+    #[serde(default)]
+    pub extra_body: Option<Map<String, Value>>,
+    /// Set by `withThinking`: `off`, `low`, `medium`, `high`, `xhigh`, `max`.
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+}
+
+impl OpenAIChatConfig {
+    pub fn reasoning_effort(&self) -> Option<&'static str> {
+        match self.thinking_effort.as_deref()? {
+            "low" => Some("low"),
+            "medium" => Some("medium"),
+            "high" | "xhigh" | "max" => Some("high"),
+            _ => None,
+        }
+    }
+
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> HttpRequest {
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        if !system_prompt.is_empty() {
+            messages.push(json!({"role": "system", "content": system_prompt}));
+        }
+        messages.extend(history.iter().map(|m| message_to_openai(m, self.reasoning_key.as_deref())));
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if !tools.is_empty() {
+            let tools: Vec<Value> = tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(n) = self.max_tokens {
+            body.insert("max_tokens".into(), json!(n));
+        }
+        if let Some(t) = self.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(e) = self.reasoning_effort() {
+            body.insert("reasoning_effort".into(), json!(e));
+        }
+        if let Some(extra) = &self.extra_body {
+            for (k, v) in extra {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+        ];
+        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        for (k, v) in &self.headers {
+            if let Some(v) = v.as_str() {
+                headers.push((k.clone(), v.to_owned()));
+            }
+        }
+        HttpRequest {
+            url: format!("{base}/chat/completions"),
+            headers,
+            body: Value::Object(body).to_string(),
+        }
+    }
+
+    pub fn decoder(&self) -> OpenAIChatDecoder {
+        OpenAIChatDecoder::new(
+            self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()),
+        )
+    }
+}
+
+fn part_to_openai(part: &ContentPart) -> Option<Value> {
+    Some(match part {
+        ContentPart::Text { text } => json!({"type": "text", "text": text}),
+        ContentPart::Think { .. } => return None,
+        ContentPart::ImageUrl { image_url } => json!({"type": "image_url", "image_url": {"url": image_url.url}}),
+        ContentPart::AudioUrl { audio_url } => json!({"type": "audio_url", "audio_url": {"url": audio_url.url}}),
+        ContentPart::VideoUrl { video_url } => json!({"type": "video_url", "video_url": {"url": video_url.url}}),
+    })
+}
+
+/// One history message in Chat Completions form. Think parts are dropped unless a
+/// reasoning key is configured, in which case they travel joined under that key.
+pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut out = Map::new();
+    out.insert("role".into(), json!(role));
+    let visible: Vec<&ContentPart> =
+        m.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. })).collect();
+    let content = match visible.as_slice() {
+        [] if m.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) => Value::Null,
+        [] => json!(""),
+        [ContentPart::Text { text }] => json!(text),
+        parts => Value::Array(parts.iter().filter_map(|p| part_to_openai(p)).collect()),
+    };
+    out.insert("content".into(), content);
+    if let Some(name) = &m.name {
+        out.insert("name".into(), json!(name));
+    }
+    if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|c| {
+                json!({"type": "function", "id": c.id, "function": {
+                    "name": c.function.name,
+                    "arguments": c.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}")}})
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(key) = reasoning_key {
+        let think: String = m
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Think { think, .. } => Some(think.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !think.is_empty() {
+            out.insert(key.to_owned(), json!(think));
+        }
+    }
+    Value::Object(out)
+}
+
+// ---- stream decoding -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy, Default)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    /// Moonshot reports cache hits at the top level.
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Clone, Copy, Default)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl Usage {
+    fn to_token_usage(self) -> TokenUsage {
+        let cached = self
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .or(self.cached_tokens)
+            .unwrap_or(0)
+            .min(self.prompt_tokens);
+        TokenUsage {
+            input_other: self.prompt_tokens - cached,
+            output: self.completion_tokens,
+            input_cache_read: cached,
+            input_cache_creation: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OpenCall {
+    index: u64,
+    id: String,
+    arguments: String,
+    tracker: JsonCloseTracker,
+    /// A later index has begun: the call completes as soon as its arguments parse.
+    superseded: bool,
+    completed: bool,
+}
+
+#[derive(Debug)]
+pub struct OpenAIChatDecoder {
+    reasoning_key: String,
+    id: Option<String>,
+    usage: Option<TokenUsage>,
+    finish_reason: Option<String>,
+    done: bool,
+    calls: Vec<OpenCall>,
+}
+
+impl OpenAIChatDecoder {
+    pub fn new(reasoning_key: String) -> Self {
+        OpenAIChatDecoder { reasoning_key, id: None, usage: None, finish_reason: None, done: false, calls: Vec::new() }
+    }
+
+    fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
+        for c in self.calls.iter_mut().filter(|c| !c.completed) {
+            c.completed = true;
+            out.push(StreamEvent::ToolCallComplete(c.id.clone()));
+        }
+    }
+
+    fn try_complete(call: &mut OpenCall, out: &mut Vec<StreamEvent>) {
+        if call.superseded && !call.completed && call.tracker.is_closed() && parses_as_container(&call.arguments) {
+            call.completed = true;
+            out.push(StreamEvent::ToolCallComplete(call.id.clone()));
+        }
+    }
+
+    fn on_tool_call_delta(&mut self, d: ToolCallDelta, out: &mut Vec<StreamEvent>) {
+        let (name, args) = match d.function {
+            Some(f) => (f.name, f.arguments),
+            None => (None, None),
+        };
+        let known = match d.index {
+            Some(i) => self.calls.iter().position(|c| c.index == i),
+            // No index (some servers): a new id starts a call, otherwise the last one goes on.
+            None => match &d.id {
+                Some(id) if !self.calls.iter().any(|c| &c.id == id) => None,
+                _ => self.calls.len().checked_sub(1),
+            },
+        };
+        let args = args.filter(|a| !a.is_empty());
+        match known {
+            Some(pos) => {
+                let Some(piece) = args else { return };
+                let call = &mut self.calls[pos];
+                call.tracker.feed(&piece);
+                call.arguments.push_str(&piece);
+                out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                    arguments_part: Some(piece),
+                    tool_call_id: Some(call.id.clone()),
+                })));
+                Self::try_complete(call, out);
+            }
+            None => {
+                let index = d.index.unwrap_or(self.calls.len() as u64);
+                let id = d.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{index}"));
+                let mut tracker = JsonCloseTracker::default();
+                if let Some(a) = &args {
+                    tracker.feed(a);
+                }
+                out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(
+                    id.clone(),
+                    name.unwrap_or_default(),
+                    args.clone(),
+                ))));
+                // Every call begun before this one may now complete once it parses.
+                for earlier in self.calls.iter_mut() {
+                    earlier.superseded = true;
+                    Self::try_complete(earlier, out);
+                }
+                self.calls.push(OpenCall {
+                    index,
+                    id,
+                    arguments: args.unwrap_or_default(),
+                    tracker,
+                    superseded: false,
+                    completed: false,
+                });
+            }
+        }
+    }
+}
+
+impl StreamDecoder for OpenAIChatDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if self.done {
+            return Ok(());
+        }
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            self.complete_all(out);
+            return Ok(());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            ChatProviderError::Other(format!("malformed stream chunk from the server: {e}"))
+        })?;
+        if let Some(err) = chunk.error {
+            let msg = super::error_message_from_body(&json!({"error": err}).to_string())
+                .unwrap_or_else(|| "unknown error".into());
+            return Err(ChatProviderError::Other(format!("the server reported an error mid-stream: {msg}")));
+        }
+        if let Some(id) = chunk.id.filter(|s| !s.is_empty()) {
+            self.id = Some(id);
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u.to_token_usage());
+        }
+        let Some(choice) = chunk.choices.into_iter().next() else { return Ok(()) };
+        if let Some(u) = choice.usage {
+            self.usage = Some(u.to_token_usage());
+        }
+        if let Some(delta) = choice.delta {
+            let think = match self.reasoning_key.as_str() {
+                "reasoning_content" => delta.reasoning_content,
+                "reasoning" => match delta.reasoning {
+                    Some(Value::String(s)) => Some(s),
+                    _ => None,
+                },
+                // A custom reasoning key: look it up in the raw chunk (the rare path).
+                key => serde_json::from_str::<Value>(data).ok().and_then(|v| {
+                    v.pointer("/choices/0/delta")?.get(key)?.as_str().map(str::to_owned)
+                }),
+            };
+            if let Some(t) = think.filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
+            }
+            if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: c })));
+            }
+            for d in delta.tool_calls.unwrap_or_default() {
+                self.on_tool_call_delta(d, out);
+            }
+        }
+        if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+            self.finish_reason = Some(reason);
+            self.complete_all(out);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(ChatProviderError::Other(
+                "the stream ended before the model finished its answer (no finish_reason and no [DONE])"
+                    .into(),
+            ));
+        }
+        self.complete_all(out);
+        Ok(())
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::sse::SseDecoder;
+
+    fn run(stream: &str) -> (Vec<StreamEvent>, Result<(), ChatProviderError>, OpenAIChatDecoder) {
+        let mut sse = SseDecoder::new();
+        let mut events = Vec::new();
+        sse.feed(stream.as_bytes(), &mut events).unwrap();
+        sse.finish(&mut events).unwrap();
+        let mut dec = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+        let mut out = Vec::new();
+        for e in &events {
+            if let Err(err) = dec.on_event(e, &mut out) {
+                return (out, Err(err), dec);
+            }
+        }
+        let r = dec.finish(&mut out);
+        (out, r, dec)
+    }
+
+    fn data(v: Value) -> String {
+        format!("data: {v}\n\n")
+    }
+
+    fn tc(index: u64, id: Option<&str>, name: Option<&str>, args: &str) -> String {
+        let mut f = json!({"arguments": args});
+        if let Some(n) = name {
+            f["name"] = json!(n);
+        }
+        let mut d = json!({"index": index, "function": f});
+        if let Some(id) = id {
+            d["id"] = json!(id);
+            d["type"] = json!("function");
+        }
+        data(json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [d]}}]}))
+    }
+
+    fn completions(out: &[StreamEvent]) -> Vec<(usize, String)> {
+        out.iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                StreamEvent::ToolCallComplete(id) => Some((i, id.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn interleaved_parallel_calls_complete_structurally() {
+        let mut s = String::new();
+        s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"let me think"}}]}));
+        s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Checking."}}]}));
+        s += &tc(0, Some("call_a"), Some("weather"), "");
+        s += &tc(0, None, None, "{\"city\":");
+        s += &tc(1, Some("call_b"), Some("time"), "{\"tz\":"); // a later index begins; a is unparsable
+        s += &tc(0, None, None, "\"Paris\"}"); // a's last fragment arrives after b began
+        s += &tc(1, None, None, "\"UTC\"}");
+        s += &tc(2, Some("call_c"), Some("noop"), "{}");
+        s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
+        s += &data(json!({"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":60}}}));
+        s += "data: [DONE]\n\n";
+        let (out, r, dec) = run(&s);
+        r.unwrap();
+        assert_eq!(dec.usage(), Some(TokenUsage { input_other: 40, output: 20, input_cache_read: 60, input_cache_creation: 0 }));
+        assert_eq!(dec.finish_reason(), Some("tool_calls"));
+        assert_eq!(dec.id(), Some("chatcmpl-1"));
+        assert!(matches!(&out[0], StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think { think, .. })) if think == "let me think"));
+        let done = completions(&out);
+        let ids: Vec<&str> = done.iter().map(|(_, id)| id.as_str()).collect();
+        assert_eq!(ids, ["call_a", "call_b", "call_c"]);
+        // call_a completes right after its closing fragment, call_b when call_c begins,
+        // call_c only at finish_reason: each before the stream's end.
+        let pos = |pred: &dyn Fn(&StreamEvent) -> bool| out.iter().position(|e| pred(e)).unwrap();
+        let a_close = pos(&|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCallPart(p)) if p.arguments_part.as_deref() == Some("\"Paris\"}")));
+        assert_eq!(done[0].0, a_close + 1);
+        let c_start = pos(&|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCall(c)) if c.id == "call_c"));
+        assert_eq!(done[1].0, c_start + 1);
+        assert_eq!(done[2].0, out.len() - 1);
+    }
+
+    #[test]
+    fn parsing_alone_never_completes_a_call() {
+        let mut s = tc(0, Some("call_a"), Some("f"), "{\"x\":1}");
+        s += &data(json!({"choices":[{"index":0,"delta":{"content":" more text"}}]}));
+        let (out, r, _) = run(&s);
+        assert!(r.is_err(), "no finish_reason, no [DONE]: truncated");
+        assert!(completions(&out).is_empty());
+    }
+
+    #[test]
+    fn truncated_stream_is_an_error_and_done_alone_is_enough() {
+        let s = data(json!({"choices":[{"index":0,"delta":{"content":"Hel"}}]}));
+        let (_, r, _) = run(&s);
+        assert!(matches!(r, Err(ChatProviderError::Other(m)) if m.contains("ended before")));
+        let s = s + "data: [DONE]\n\n";
+        assert!(run(&s).1.is_ok());
+    }
+
+    #[test]
+    fn error_chunk_and_malformed_chunk() {
+        let s = data(json!({"error":{"message":"overloaded","type":"server_error"}}));
+        assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("overloaded")));
+        assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Other(m)) if m.contains("malformed")));
+    }
+
+    #[test]
+    fn request_body_shape() {
+        let cfg = OpenAIChatConfig {
+            model: "gpt-x".into(),
+            api_key: Some("sk-test".into()),
+            base_url: Some("http://127.0.0.1:9/v1/".into()),
+            max_tokens: Some(100),
+            reasoning_key: Some("reasoning_content".into()),
+            ..Default::default()
+        };
+        let mut assistant = Message::new(Role::Assistant, vec![ContentPart::think("hmm"), ContentPart::text("ok")]);
+        assistant.tool_calls = Some(vec![ToolCall::new("c1", "f", None)]);
+        let mut tool = Message::new(Role::Tool, vec![ContentPart::text("42")]);
+        tool.tool_call_id = Some("c1".into());
+        let history = vec![Message::new(Role::User, vec![ContentPart::text("hi")]), assistant, tool];
+        let tools = vec![ToolDefinition { name: "f".into(), description: "d".into(), parameters: json!({"type":"object"}) }];
+        let req = cfg.build_request("be brief", &tools, &history);
+        assert_eq!(req.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert!(req.headers.contains(&("authorization".into(), "Bearer sk-test".into())));
+        let body: Value = serde_json::from_str(&req.body).unwrap();
+        assert_eq!(body["messages"][0], json!({"role":"system","content":"be brief"}));
+        assert_eq!(body["messages"][2], json!({"role":"assistant","content":"ok","reasoning_content":"hmm",
+            "tool_calls":[{"type":"function","id":"c1","function":{"name":"f","arguments":"{}"}}]}));
+        assert_eq!(body["messages"][3], json!({"role":"tool","content":"42","tool_call_id":"c1"}));
+        assert_eq!(body["tools"][0]["function"]["name"], "f");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(body["max_tokens"], 100);
+    }
+}

@@ -1,0 +1,272 @@
+//! An incremental Server-Sent Events decoder: bytes in, events out.
+//!
+//! It follows the WHATWG `text/event-stream` parsing rules and gives the same events for any
+//! split of the input into chunks: lines end in LF, CRLF or CR (a CR at the end of a chunk
+//! waits to see whether an LF follows), a line is decoded as UTF-8 only once it is complete
+//! (so a chunk boundary inside a multi-byte character is harmless), a leading BOM is skipped,
+//! `:` lines are comments, `data:` lines join with `\n`, and `event:`/`id:` are kept.
+//! Unlike a browser's `EventSource`, [`SseDecoder::finish`] also delivers a final event that
+//! the stream ended without a blank line after: for a model's answer that event is data.
+//!
+//! Work is linear in the bytes fed: each byte is scanned once and copied at most once.
+
+/// One dispatched event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if the event had one (the spec's default type is `message`).
+    pub event: Option<String>,
+    pub data: String,
+    /// The last `id:` seen so far in the stream.
+    pub id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SseError {
+    /// One event's data grew past the decoder's limit.
+    EventTooLarge { limit: usize },
+}
+
+impl std::fmt::Display for SseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SseError::EventTooLarge { limit } => {
+                write!(f, "a Server-Sent Event exceeded the limit of {limit} bytes")
+            }
+        }
+    }
+}
+
+/// Default cap on one event's size: far beyond any real model event, well short of an OOM.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug)]
+pub struct SseDecoder {
+    /// Bytes of a line that has not ended yet.
+    line: Vec<u8>,
+    /// The previous chunk ended in CR: an LF at the start of the next one is part of it.
+    after_cr: bool,
+    /// How many bytes of the stream's start were checked for a BOM (0..=3), or 3 when done.
+    bom_checked: usize,
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    last_id: Option<String>,
+    max_event_bytes: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+impl SseDecoder {
+    pub fn new() -> Self {
+        Self::with_limit(DEFAULT_MAX_EVENT_BYTES)
+    }
+
+    pub fn with_limit(max_event_bytes: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            after_cr: false,
+            bom_checked: 0,
+            data: String::new(),
+            has_data: false,
+            event: None,
+            last_id: None,
+            max_event_bytes,
+        }
+    }
+
+    /// Feeds one chunk; complete events are appended to `out`.
+    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        // A BOM may itself be split across chunks: hold its bytes in `line` until decided.
+        while self.bom_checked < 3 && !chunk.is_empty() {
+            if chunk[0] == BOM[self.bom_checked] {
+                self.line.push(chunk[0]);
+                self.bom_checked += 1;
+                chunk = &chunk[1..];
+                if self.bom_checked == 3 {
+                    self.line.clear();
+                }
+            } else {
+                self.bom_checked = 3; // not a BOM: what was held is ordinary line content
+            }
+        }
+        if self.bom_checked < 3 {
+            return Ok(());
+        }
+        if self.after_cr {
+            self.after_cr = false;
+            if chunk.first() == Some(&b'\n') {
+                chunk = &chunk[1..];
+            }
+        }
+        while let Some(pos) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            if self.line.is_empty() {
+                self.process_line(&chunk[..pos], out)?;
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&chunk[..pos]);
+                let r = self.process_line(&line, out);
+                line.clear();
+                self.line = line; // keep the allocation
+                r?;
+            }
+            let was_cr = chunk[pos] == b'\r';
+            chunk = &chunk[pos + 1..];
+            if was_cr {
+                match chunk.first() {
+                    Some(b'\n') => chunk = &chunk[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+        }
+        if self.line.len() + chunk.len() > self.max_event_bytes.saturating_add(16) {
+            return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
+        }
+        self.line.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Ends the stream: a last line without a line end is processed, and an event that was
+    /// not followed by a blank line is delivered.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        if self.bom_checked < 3 {
+            self.bom_checked = 3; // a stream of one or two BOM-like bytes: plain content
+        }
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.process_line(&line, out)?;
+        }
+        self.dispatch(out);
+        Ok(())
+    }
+
+    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        if line.is_empty() {
+            self.dispatch(out);
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(());
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                if self.data.len() + value.len() + 1 > self.max_event_bytes {
+                    return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
+                }
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.has_data = true;
+                self.data.push_str(&String::from_utf8_lossy(value));
+            }
+            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"id" => {
+                if !value.contains(&0) {
+                    self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+                }
+            }
+            _ => {} // `retry` and unknown fields do not matter to a one-shot stream
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        if !self.has_data {
+            self.event = None;
+            return;
+        }
+        self.has_data = false;
+        out.push(SseEvent {
+            event: self.event.take(),
+            data: std::mem::take(&mut self.data),
+            id: self.last_id.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_chunks(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        out
+    }
+
+    fn ev(event: Option<&str>, data: &str, id: Option<&str>) -> SseEvent {
+        SseEvent { event: event.map(Into::into), data: data.into(), id: id.map(Into::into) }
+    }
+
+    /// Every way of cutting `input` in two and in three gives the same events as one chunk.
+    fn assert_split_invariant(input: &[u8], expected: &[SseEvent]) {
+        assert_eq!(decode_chunks(&[input]), expected, "whole input");
+        for i in 0..=input.len() {
+            assert_eq!(decode_chunks(&[&input[..i], &input[i..]]), expected, "split at {i}");
+            for j in i..=input.len() {
+                let got = decode_chunks(&[&input[..i], &input[i..j], &input[j..]]);
+                assert_eq!(got, expected, "split at {i},{j}");
+            }
+        }
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(decode_chunks(&bytes), expected, "byte by byte");
+    }
+
+    #[test]
+    fn line_ends_comments_fields_and_multiline_data() {
+        let input = "\u{FEFF}: hello comment\r\ndata: one\r\n\r\nevent: custom\rdata: two\rdata:three\r\rid: 7\ndata: é✓😀\n\ndata: last-without-blank";
+        assert_split_invariant(
+            input.as_bytes(),
+            &[
+                ev(None, "one", None),
+                ev(Some("custom"), "two\nthree", None),
+                ev(None, "é✓😀", Some("7")),
+                ev(None, "last-without-blank", Some("7")),
+            ],
+        );
+    }
+
+    #[test]
+    fn bom_only_at_start_and_odd_fields() {
+        let input = b"data\n\ndata:  two spaces\nretry: 10\nfoo: bar\n\n\n\nevent: x\n\n";
+        assert_split_invariant(input, &[ev(None, "", None), ev(None, " two spaces", None)]);
+        // A stream that starts with only part of a BOM keeps those bytes as content.
+        assert_eq!(decode_chunks(&[b"\xEF", b"data: x\n\n"]).len(), 0);
+        assert_eq!(decode_chunks(&[b"\xEF\xBB\xBF\xEF\xBB\xBFdata: y\n\n"]), vec![]);
+    }
+
+    #[test]
+    fn openai_style_stream() {
+        let input = b"data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: [DONE]\n\n";
+        assert_split_invariant(
+            input,
+            &[ev(None, "{\"a\":1}", None), ev(None, "{\"b\":2}", None), ev(None, "[DONE]", None)],
+        );
+    }
+
+    #[test]
+    fn limit_is_an_error_not_an_oom() {
+        let mut d = SseDecoder::with_limit(8);
+        let mut out = Vec::new();
+        assert!(d.feed(b"data: 0123456789\n\n", &mut out).is_err());
+        let mut d = SseDecoder::with_limit(8);
+        assert!(d.feed(b"data: 0123456789012345678901234567890", &mut out).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! The step engine: one generation whose tool calls are handed to the toolset the moment
+//! the stream shows each complete, while the model keeps streaming.
+//!
+//! Each dispatched call becomes a shared future driven by a task of its own (so
+//! `on_tool_result` fires as each tool finishes, in completion order), and the results are
+//! gathered in call order. A tool whose toolset says it is not eager waits until the stream
+//! has ended well. If the generation fails, every driver task is dropped at once and the
+//! error is returned without waiting on any tool: stopping the tools themselves (their
+//! `AbortSignal`) is the caller's part, since only it knows how.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::{AbortHandle, Abortable, LocalBoxFuture, Shared};
+use futures::FutureExt;
+
+use crate::core::generate::{generate, CallbackResult, EventSource, GenerateOutput};
+use crate::core::message::{StreamedMessagePart, ToolCall};
+use crate::core::toolset::ToolResult;
+
+/// Where tool calls go: kosong's `Toolset` protocol as the engine sees it.
+pub trait ToolDispatch {
+    /// May the tool start mid-stream? (`eager: false` tools wait for the stream's end.)
+    fn is_eager(&self, name: &str) -> bool;
+    /// Starts the call; the future yields its result (tool failures are results, not errors).
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult>;
+}
+
+pub type ToolFuture = Shared<LocalBoxFuture<'static, ToolResult>>;
+pub type Spawner<'a> = &'a dyn Fn(LocalBoxFuture<'static, ()>);
+pub type ToolResultCallback = Rc<dyn Fn(&ToolResult)>;
+
+/// A finished generation and its tools, started or running.
+pub struct StepOutput {
+    pub generated: GenerateOutput,
+    /// One future per tool call of the message, in call order.
+    pub results: Vec<ToolFuture>,
+    /// Stops the driver tasks (when the caller gives up on the results).
+    pub drivers: Vec<AbortHandle>,
+}
+
+impl StepOutput {
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        self.generated.message.tool_calls.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Results in call order, whatever order the tools finished in.
+pub async fn collect_results(results: Vec<ToolFuture>) -> Vec<ToolResult> {
+    futures::future::join_all(results).await
+}
+
+struct Started {
+    id: String,
+    future: ToolFuture,
+    taken: bool,
+}
+
+fn start(
+    dispatch: &impl ToolDispatch,
+    call: &ToolCall,
+    spawn: Spawner<'_>,
+    on_tool_result: &Option<ToolResultCallback>,
+    drivers: &mut Vec<AbortHandle>,
+) -> ToolFuture {
+    let fut = dispatch.dispatch(call);
+    let cb = on_tool_result.clone();
+    let shared = async move {
+        let r = fut.await;
+        if let Some(cb) = cb {
+            cb(&r);
+        }
+        r
+    }
+    .boxed_local()
+    .shared();
+    let (handle, reg) = AbortHandle::new_pair();
+    drivers.push(handle);
+    spawn(Abortable::new(shared.clone(), reg).map(|_| ()).boxed_local());
+    shared
+}
+
+/// Runs one step. `on_part` sees every streamed part exactly as it came.
+pub async fn step<S, D, FP>(
+    source: &mut S,
+    dispatch: &D,
+    spawn: Spawner<'_>,
+    on_part: FP,
+    on_tool_result: Option<ToolResultCallback>,
+) -> Result<StepOutput, S::Error>
+where
+    S: EventSource,
+    D: ToolDispatch,
+    FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
+{
+    let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
+    let drivers: RefCell<Vec<AbortHandle>> = RefCell::new(Vec::new());
+    let outcome = generate(source, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
+        if dispatch.is_eager(&call.function.name) {
+            let future = start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut());
+            started.borrow_mut().push(Started { id: call.id.clone(), future, taken: false });
+        }
+        Ok(None)
+    })
+    .await;
+    let mut drivers = drivers.into_inner();
+    let generated = match outcome {
+        Ok(g) => g,
+        Err(e) => {
+            for d in &drivers {
+                d.abort();
+            }
+            return Err(e);
+        }
+    };
+    let mut started = started.into_inner();
+    let mut results = Vec::new();
+    for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
+        let early = started.iter_mut().find(|s| !s.taken && s.id == call.id);
+        let future = match early {
+            Some(s) => {
+                s.taken = true;
+                s.future.clone()
+            }
+            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers),
+        };
+        results.push(future);
+    }
+    Ok(StepOutput { generated, results, drivers })
+}
