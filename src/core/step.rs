@@ -30,13 +30,26 @@ pub type ToolFuture = Shared<LocalBoxFuture<'static, ToolResult>>;
 pub type Spawner<'a> = &'a dyn Fn(LocalBoxFuture<'static, ()>);
 pub type ToolResultCallback = Rc<dyn Fn(&ToolResult)>;
 
+/// The driver tasks of a step's tools. Dropping it stops them (the tools' own work is
+/// stopped through their signal by whoever gave them one).
+#[derive(Default)]
+pub struct Drivers(Vec<AbortHandle>);
+
+impl Drop for Drivers {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
 /// A finished generation and its tools, started or running.
 pub struct StepOutput {
     pub generated: GenerateOutput,
     /// One future per tool call of the message, in call order.
     pub results: Vec<ToolFuture>,
-    /// Stops the driver tasks (when the caller gives up on the results).
-    pub drivers: Vec<AbortHandle>,
+    /// Keep alive while the results matter; drop to stop waiting on the tools.
+    pub drivers: Drivers,
 }
 
 impl StepOutput {
@@ -61,7 +74,7 @@ fn start(
     call: &ToolCall,
     spawn: Spawner<'_>,
     on_tool_result: &Option<ToolResultCallback>,
-    drivers: &mut Vec<AbortHandle>,
+    drivers: &mut Drivers,
 ) -> ToolFuture {
     let fut = dispatch.dispatch(call);
     let cb = on_tool_result.clone();
@@ -75,7 +88,7 @@ fn start(
     .boxed_local()
     .shared();
     let (handle, reg) = AbortHandle::new_pair();
-    drivers.push(handle);
+    drivers.0.push(handle);
     spawn(Abortable::new(shared.clone(), reg).map(|_| ()).boxed_local());
     shared
 }
@@ -94,7 +107,7 @@ where
     FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
 {
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
-    let drivers: RefCell<Vec<AbortHandle>> = RefCell::new(Vec::new());
+    let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());
     let outcome = generate(source, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
             let future = start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut());
@@ -104,15 +117,8 @@ where
     })
     .await;
     let mut drivers = drivers.into_inner();
-    let generated = match outcome {
-        Ok(g) => g,
-        Err(e) => {
-            for d in &drivers {
-                d.abort();
-            }
-            return Err(e);
-        }
-    };
+    // On an error, returning drops `drivers`, which stops every driver task.
+    let generated = outcome?;
     let mut started = started.into_inner();
     let mut results = Vec::new();
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {

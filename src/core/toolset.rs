@@ -89,10 +89,6 @@ pub enum ToolFailure {
 /// parse (`{}` when the model sent none).
 pub trait ToolHandler {
     fn call(&self, arguments: &str, call: &ToolCall) -> LocalBoxFuture<'static, Result<ToolReturnValue, ToolFailure>>;
-    /// May start mid-stream, as soon as its call is complete (the default).
-    fn eager(&self) -> bool {
-        true
-    }
 }
 
 /// Tools by name. Adding a tool with a taken name replaces it.
@@ -114,7 +110,7 @@ pub enum Prepared<'a, H> {
     Done(ToolResult),
 }
 
-impl<H: ToolHandler> SimpleToolset<H> {
+impl<H> SimpleToolset<H> {
     pub fn add(&mut self, name: String, handler: H) {
         match self.tools.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = handler,
@@ -156,7 +152,9 @@ impl<H: ToolHandler> SimpleToolset<H> {
         }
         Prepared::Run(handler, raw)
     }
+}
 
+impl<H: ToolHandler> SimpleToolset<H> {
     /// Handles a call: the result, already there or to come.
     pub fn handle(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();

@@ -1,0 +1,310 @@
+// The JavaScript face of kosong-wasm (API.md). It owns the public classes and converts
+// options; the work — HTTP, SSE decoding, assembly, tool dispatch, cancellation — is done by
+// the wasm module. Data crosses as JSON text, parsed once on each side.
+import wasmInit, * as wasm from "./wasm/kosong_wasm.js";
+
+// ---- errors ---------------------------------------------------------------------------
+
+export class ChatProviderError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "ChatProviderError";
+  }
+}
+export class APIConnectionError extends ChatProviderError {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "APIConnectionError";
+  }
+}
+export class APITimeoutError extends ChatProviderError {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "APITimeoutError";
+  }
+}
+export class APIEmptyResponseError extends ChatProviderError {
+  constructor(message, options) {
+    super(message, options);
+    this.name = "APIEmptyResponseError";
+  }
+}
+export class APIStatusError extends ChatProviderError {
+  constructor(message, { status, requestId = null, retryAfterMs = null } = {}) {
+    super(message);
+    this.name = "APIStatusError";
+    this.status = status;
+    this.requestId = requestId;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+const errorClasses = { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError };
+
+function makeError(className, message, status, requestId, retryAfterMs) {
+  if (className === "APIStatusError") return new APIStatusError(message, { status, requestId, retryAfterMs });
+  return new (errorClasses[className] ?? ChatProviderError)(message);
+}
+
+// ---- loading --------------------------------------------------------------------------
+
+let ready = false;
+
+/** Marks the module ready after a runtime entry instantiated it synchronously. */
+export function _markReady() {
+  wasm.installErrorFactory(makeError);
+  ready = true;
+}
+
+/**
+ * Instantiates the wasm module (browsers and bundlers; Node and workerd are ready on import).
+ * Accepts nothing (the packaged .wasm next to this module), a URL, a Response, bytes or a
+ * compiled WebAssembly.Module. Idempotent.
+ */
+export async function init(source) {
+  if (ready) return;
+  await wasmInit(source === undefined ? undefined : { module_or_path: source });
+  _markReady();
+}
+
+function ensureReady() {
+  if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");
+}
+
+// ---- tools ----------------------------------------------------------------------------
+
+function briefDisplay(brief) {
+  return brief ? [{ type: "brief", text: brief }] : [];
+}
+
+/** kosong's ToolOk. */
+export function toolOk({ output = "", message = "", brief = "" } = {}) {
+  return { is_error: false, output, message, display: briefDisplay(brief) };
+}
+
+/** kosong's ToolError. */
+export function toolError({ message, brief, output = "" }) {
+  if (typeof message !== "string") throw new TypeError("toolError: message must be a string");
+  return { is_error: true, output, message, display: briefDisplay(brief ?? "") };
+}
+
+function definitionOf(tool) {
+  return { name: tool.name, description: tool.description ?? "", parameters: tool.parameters ?? { type: "object", properties: {} } };
+}
+
+/** Tools by name, with kosong's error results (see API.md). */
+export class SimpleToolset {
+  #core;
+  #tools = new Map();
+  #validate;
+
+  constructor(tools = [], options = {}) {
+    ensureReady();
+    this.#core = new wasm.SimpleToolsetCore();
+    this.#validate = options?.validate;
+    if (this.#validate !== undefined && typeof this.#validate !== "function") {
+      throw new TypeError("SimpleToolset: options.validate must be a function");
+    }
+    for (const t of tools ?? []) this.add(t);
+  }
+
+  get tools() {
+    return [...this.#tools.values()].map((t) => ({ ...definitionOf(t), ...(t.eager === false ? { eager: false } : {}) }));
+  }
+
+  add(tool) {
+    if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
+    if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
+    this.#tools.set(tool.name, tool);
+    const validate = this.#validate;
+    this.#core.add(tool.name, (raw, ctx) => {
+      const args = JSON.parse(raw);
+      if (validate) {
+        const problem = validate(tool.parameters, args);
+        if (problem) return { __kosongValidate: String(problem) };
+      }
+      return tool.handler(args, ctx);
+    });
+    return this;
+  }
+
+  remove(name) {
+    if (!this.#tools.delete(name)) throw new Error(`Tool \`${name}\` not found in the toolset.`);
+    this.#core.remove(name);
+    return this;
+  }
+
+  handle(call, ctx) {
+    return this.#core.handle(call, ctx ?? {});
+  }
+}
+
+// ---- providers ------------------------------------------------------------------------
+
+const EFFORTS = ["off", "low", "medium", "high", "xhigh", "max"];
+
+function checkEffort(effort) {
+  if (!EFFORTS.includes(effort)) throw new TypeError(`thinking effort must be one of ${EFFORTS.join(", ")}; got ${String(effort)}`);
+  return effort;
+}
+
+function checkHttpOptions(opts, who) {
+  if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError(`${who}: \`model\` must be a non-empty string`);
+  if (opts.fetch !== undefined && typeof opts.fetch !== "function") throw new TypeError(`${who}: \`fetch\` must be a function`);
+  if (opts.timeoutMs !== undefined && !(typeof opts.timeoutMs === "number" && opts.timeoutMs > 0)) {
+    throw new TypeError(`${who}: \`timeoutMs\` must be a positive number`);
+  }
+}
+
+/** OpenAI Chat Completions, and every OpenAI-compatible server. */
+export class OpenAIChatProvider {
+  #opts;
+  constructor(opts) {
+    checkHttpOptions(opts, "OpenAIChatProvider");
+    this.#opts = { ...opts };
+    if (opts.thinking !== undefined) checkEffort(opts.thinking);
+  }
+  get name() {
+    return "openai";
+  }
+  get modelName() {
+    return this.#opts.model;
+  }
+  get thinkingEffort() {
+    return this.#opts.thinking ?? null;
+  }
+  withThinking(effort) {
+    return new OpenAIChatProvider({ ...this.#opts, thinking: checkEffort(effort) });
+  }
+  /** @internal What the engine needs for one request. */
+  _request() {
+    const o = this.#opts;
+    const spec = {
+      kind: "openai",
+      model: o.model,
+      apiKey: o.apiKey,
+      baseUrl: o.baseUrl,
+      headers: o.headers,
+      maxTokens: o.maxTokens,
+      temperature: o.temperature,
+      reasoningKey: o.reasoningKey,
+      extraBody: o.extraBody,
+      thinkingEffort: o.thinking,
+    };
+    return { spec: JSON.stringify(spec), fetch: o.fetch, timeoutMs: o.timeoutMs };
+  }
+  toJSON() {
+    return { name: this.name, modelName: this.modelName };
+  }
+}
+
+/** kosong's scripted echo provider: each call streams the next script (echo DSL); no network. */
+export class ScriptedProvider {
+  #scripts;
+  #turn = 0;
+  constructor(scripts) {
+    if (!Array.isArray(scripts) || scripts.some((s) => typeof s !== "string")) {
+      throw new TypeError("ScriptedProvider: scripts must be an array of strings");
+    }
+    this.#scripts = [...scripts];
+  }
+  get name() {
+    return "scripted_echo";
+  }
+  get modelName() {
+    return "scripted_echo";
+  }
+  get thinkingEffort() {
+    return null;
+  }
+  withThinking(effort) {
+    checkEffort(effort);
+    return new ScriptedProvider(this.#scripts);
+  }
+  /** @internal */
+  _request() {
+    if (this.#scripts.length === 0) throw new ChatProviderError(`ScriptedProvider exhausted at call ${this.#turn + 1}.`);
+    this.#turn += 1;
+    return { spec: JSON.stringify({ kind: "scripted", script: this.#scripts.shift() }) };
+  }
+}
+
+// ---- generate and step ----------------------------------------------------------------
+
+function requestOf(provider) {
+  if (!provider || typeof provider._request !== "function") {
+    throw new TypeError("provider must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …)");
+  }
+  return provider._request();
+}
+
+function checkSignal(signal) {
+  if (signal !== undefined && signal !== null && !(typeof signal === "object" && "aborted" in signal && typeof signal.addEventListener === "function")) {
+    throw new TypeError("options.signal must be an AbortSignal");
+  }
+}
+
+function jsonHook(cb) {
+  return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
+}
+
+function common(provider, systemPrompt, history, options) {
+  ensureReady();
+  if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
+  if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
+  checkSignal(options.signal);
+  const req = requestOf(provider);
+  return {
+    req,
+    history: JSON.stringify(history),
+    hooks: {
+      onPart: jsonHook(options.onMessagePart),
+      signal: options.signal ?? undefined,
+      fetch: req.fetch,
+      timeoutMs: req.timeoutMs,
+    },
+  };
+}
+
+/** One generation (kosong's `generate`). */
+export async function generate(provider, systemPrompt, tools, history, options = {}) {
+  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
+  if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
+  hooks.onToolCall = jsonHook(options.onToolCall);
+  const raw = await wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks);
+  return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+}
+
+/** The outcome of `step`: the message, and its tools' results in call order. */
+export class StepResult {
+  #results;
+  constructor(raw, results) {
+    this.id = raw.id;
+    this.message = JSON.parse(raw.message);
+    this.usage = raw.usage;
+    this.finishReason = raw.finishReason;
+    this.toolCalls = this.message.tool_calls ?? [];
+    this.#results = results;
+    Object.freeze(this);
+  }
+  /** Results in call order, whatever order the tools finished in. */
+  toolResults() {
+    return this.#results;
+  }
+}
+
+/** One step (kosong's `step`): tools start as soon as their calls are complete. */
+export async function step(provider, systemPrompt, toolset, history, options = {}) {
+  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
+  if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
+    throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
+  }
+  const tools = toolset.tools;
+  hooks.toolset = toolset;
+  hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
+  if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
+  const raw = await wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks);
+  const results = raw.results.then((json) => JSON.parse(json));
+  results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
+  return new StepResult(raw, results);
+}

@@ -1,0 +1,2 @@
+// Browsers and bundlers: call `await init()` once before anything else.
+export * from "./api.js";

@@ -1,0 +1,9 @@
+// Node ≥ 20: ready on import (reads the packaged .wasm synchronously).
+import { readFileSync } from "node:fs";
+import { initSync } from "./wasm/kosong_wasm.js";
+import { _markReady } from "./api.js";
+
+initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.meta.url)) });
+_markReady();
+
+export * from "./api.js";

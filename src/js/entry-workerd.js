@@ -1,0 +1,9 @@
+// Cloudflare Workers (workerd): the bundler hands over the compiled module; ready on import.
+import module from "./wasm/kosong_wasm_bg.wasm";
+import { initSync } from "./wasm/kosong_wasm.js";
+import { _markReady } from "./api.js";
+
+initSync({ module });
+_markReady();
+
+export * from "./api.js";

@@ -1,0 +1,165 @@
+//! A request through `fetch` and its body read incrementally, chunk by chunk, as it arrives.
+//!
+//! `timeoutMs` bounds the wait for the response headers and each wait for the next body
+//! chunk (an idle stream), not the whole answer, which may legitimately stream for minutes.
+//! The request has an `AbortController` of its own: aborting it (on the caller's abort, a
+//! timeout or an error) makes the runtime close the connection.
+
+use futures::future::{select, Either};
+use js_sys::{Function, Object, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+use super::signals::Timer;
+use super::sys::{self, AbortController, Reader, ReadResult, Response};
+use super::GlueError;
+use crate::core::error::{parse_retry_after, ChatProviderError};
+use crate::core::generate::ByteSource;
+use crate::core::providers::{error_message_from_body, HttpRequest};
+
+/// Awaits `fut`, or fails with a timeout error after `ms` (when given).
+async fn with_timeout(
+    fut: JsFuture,
+    ms: Option<f64>,
+    ctrl: &AbortController,
+    what: &str,
+) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
+    let Some(ms) = ms else { return Ok(fut.await) };
+    let timer = Timer::new(ms);
+    let outcome = match select(fut, Box::pin(timer.elapsed())).await {
+        Either::Left((r, _)) => Some(r),
+        Either::Right(_) => None,
+    };
+    match outcome {
+        Some(r) => Ok(r),
+        None => {
+            ctrl.abort(&JsValue::UNDEFINED);
+            Err(ChatProviderError::Timeout(format!("Request timed out: no {what} within {ms} ms")))
+        }
+    }
+}
+
+/// What a rejected `fetch` or `read` says, with its `cause` (Node puts `ECONNREFUSED` there).
+fn describe_js_error(e: &JsValue) -> String {
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null());
+    let msg = get(e, "message").and_then(|m| m.as_string()).or_else(|| e.as_string()).unwrap_or_else(|| "unknown error".into());
+    match get(e, "cause") {
+        Some(cause) => {
+            let c = get(&cause, "code").and_then(|c| c.as_string())
+                .or_else(|| get(&cause, "message").and_then(|m| m.as_string()));
+            match c {
+                Some(c) => format!("{msg} ({c})"),
+                None => msg,
+            }
+        }
+        None => msg,
+    }
+}
+
+pub fn redact(text: String, api_key: Option<&str>) -> String {
+    match api_key.filter(|k| k.len() >= 4) {
+        Some(k) if text.contains(k) => text.replace(k, "[redacted]"),
+        _ => text,
+    }
+}
+
+/// Sends the request; on a 2xx answer returns its body as a byte source.
+pub async fn send(
+    fetch: &Function,
+    req: &HttpRequest,
+    ctrl: &AbortController,
+    timeout_ms: Option<f64>,
+    api_key: Option<&str>,
+) -> Result<BodySource, GlueError> {
+    let headers = Object::new();
+    for (k, v) in &req.headers {
+        Reflect::set(&headers, &JsValue::from_str(k), &JsValue::from_str(v)).map_err(GlueError::Js)?;
+    }
+    let init = Object::new();
+    let set = |k: &str, v: &JsValue| Reflect::set(&init, &JsValue::from_str(k), v).map_err(GlueError::Js);
+    set("method", &JsValue::from_str("POST"))?;
+    set("headers", &headers)?;
+    set("body", &JsValue::from_str(&req.body))?;
+    set("signal", &ctrl.signal())?;
+    let called = fetch
+        .call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init)
+        .map_err(|e| ChatProviderError::Connection(redact(format!("Connection error: {}", describe_js_error(&e)), api_key)))?;
+    let promise = called
+        .dyn_into::<js_sys::Promise>()
+        .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
+    let response = match with_timeout(JsFuture::from(promise), timeout_ms, ctrl, "response headers").await? {
+        Ok(r) => r.unchecked_into::<Response>(),
+        Err(e) => {
+            return Err(ChatProviderError::Connection(redact(
+                format!("Connection error: {}", describe_js_error(&e)),
+                api_key,
+            ))
+            .into())
+        }
+    };
+    let status = response.status();
+    let headers = response.headers();
+    let request_id = headers.get("x-request-id");
+    if !(200..300).contains(&status) {
+        let body = match with_timeout(JsFuture::from(response.text()), timeout_ms, ctrl, "error body").await? {
+            Ok(t) => t.as_string().unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let detail = error_message_from_body(&body).unwrap_or_else(|| "no error message".into());
+        let retry_after_ms = parse_retry_after(
+            headers.get("retry-after-ms").as_deref(),
+            headers.get("retry-after").as_deref(),
+            Some(sys::date_now()),
+        );
+        return Err(ChatProviderError::Status {
+            status,
+            message: redact(format!("Error code: {status} - {detail}"), api_key),
+            request_id,
+            retry_after_ms,
+        }
+        .into());
+    }
+    let reader = response.body().map(|b| b.get_reader());
+    Ok(BodySource { reader, ctrl: ctrl.clone_ref(), timeout_ms })
+}
+
+trait CloneRef {
+    fn clone_ref(&self) -> Self;
+}
+impl CloneRef for AbortController {
+    fn clone_ref(&self) -> Self {
+        JsValue::from(self).unchecked_into()
+    }
+}
+
+/// The body of a streaming response.
+pub struct BodySource {
+    reader: Option<Reader>,
+    ctrl: AbortController,
+    timeout_ms: Option<f64>,
+}
+
+impl ByteSource for BodySource {
+    type Error = GlueError;
+
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, GlueError> {
+        let Some(reader) = &self.reader else { return Ok(false) };
+        let r = with_timeout(JsFuture::from(reader.read()), self.timeout_ms, &self.ctrl, "stream data").await?;
+        let r = r.map_err(|e| {
+            ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)))
+        })?;
+        let r: ReadResult = r.unchecked_into();
+        if r.done() {
+            self.reader = None;
+            return Ok(false);
+        }
+        let chunk: Uint8Array = r
+            .value()
+            .dyn_into()
+            .map_err(|_| ChatProviderError::Other("the response body yielded a chunk that is not bytes".into()))?;
+        buf.resize(chunk.length() as usize, 0);
+        chunk.copy_to(buf);
+        Ok(true)
+    }
+}

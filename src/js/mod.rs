@@ -1,0 +1,322 @@
+//! The wasm-bindgen glue: converts between JavaScript and the core and does the I/O (fetch,
+//! timers, abort signals). Data crosses the boundary as JSON text, parsed once on each side.
+//!
+//! `runGenerate`/`runStep` are called by the JS layer (`src/js/api.js`), which owns the
+//! public classes; errors are built by the factory it installs, so they are the exported
+//! `Error` subclasses.
+
+mod http;
+mod signals;
+mod sys;
+mod tools;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::FutureExt;
+use js_sys::{Array, Function, Object, Promise, Reflect};
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+
+use crate::core::error::ChatProviderError;
+use crate::core::generate::{generate, CallbackResult, EventSource, SseEventSource, VecEventSource};
+use crate::core::message::{Message, StreamedMessagePart, ToolCall};
+use crate::core::providers::echo::parse_echo_script;
+use crate::core::providers::openai_chat::OpenAIChatConfig;
+use crate::core::providers::{StreamEvent, ToolDefinition};
+use crate::core::step::{collect_results, step, ToolResultCallback};
+use crate::core::toolset::ToolResult;
+use signals::AbortWatch;
+use sys::{AbortController, AbortSignal};
+
+
+/// An error on its way to JavaScript: a provider error (made into its class at the end) or
+/// a JS value thrown by user code, passed through unchanged.
+pub enum GlueError {
+    Provider(ChatProviderError),
+    Js(JsValue),
+}
+
+impl From<ChatProviderError> for GlueError {
+    fn from(e: ChatProviderError) -> Self {
+        GlueError::Provider(e)
+    }
+}
+
+thread_local! {
+    static ERROR_FACTORY: RefCell<Option<Function>> = const { RefCell::new(None) };
+}
+
+/// The JS layer's `(className, message, status, requestId, retryAfterMs) => Error`.
+#[wasm_bindgen(js_name = installErrorFactory)]
+pub fn install_error_factory(factory: Function) {
+    ERROR_FACTORY.with(|f| *f.borrow_mut() = Some(factory));
+}
+
+fn provider_error_to_js(e: &ChatProviderError) -> JsValue {
+    let (status, request_id, retry) = match e {
+        ChatProviderError::Status { status, request_id, retry_after_ms, .. } => (
+            JsValue::from(*status),
+            request_id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL),
+            retry_after_ms.map(|ms| JsValue::from(ms as f64)).unwrap_or(JsValue::NULL),
+        ),
+        _ => (JsValue::NULL, JsValue::NULL, JsValue::NULL),
+    };
+    let args = Array::of5(&e.class_name().into(), &e.message().into(), &status, &request_id, &retry);
+    let made = ERROR_FACTORY.with(|f| f.borrow().as_ref().map(|f| f.apply(&JsValue::UNDEFINED, &args)));
+    match made {
+        Some(Ok(err)) => err,
+        _ => {
+            let err = js_sys::Error::new(e.message());
+            err.set_name(e.class_name());
+            err.into()
+        }
+    }
+}
+
+impl GlueError {
+    fn into_js(self) -> JsValue {
+        match self {
+            GlueError::Provider(e) => provider_error_to_js(&e),
+            GlueError::Js(v) => v,
+        }
+    }
+}
+
+/// The provider, as the JS layer describes it.
+#[derive(Deserialize)]
+#[serde(tag = "kind")]
+enum ProviderSpec {
+    #[serde(rename = "openai")]
+    OpenAIChat(OpenAIChatConfig),
+    #[serde(rename = "scripted")]
+    Scripted { script: String },
+}
+
+/// Options read from the JS layer's hooks object.
+struct Hooks {
+    on_part: Option<Function>,
+    on_tool_call: Option<Function>,
+    on_tool_result: Option<Function>,
+    signal: Option<AbortSignal>,
+    fetch: Option<Function>,
+    timeout_ms: Option<f64>,
+    toolset: JsValue,
+    lazy_tools: Vec<String>,
+}
+
+fn get(o: &JsValue, k: &str) -> Option<JsValue> {
+    Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+impl Hooks {
+    fn read(hooks: &JsValue) -> Hooks {
+        let func = |k: &str| get(hooks, k).and_then(|v| v.dyn_into::<Function>().ok());
+        Hooks {
+            on_part: func("onPart"),
+            on_tool_call: func("onToolCall"),
+            on_tool_result: func("onToolResult"),
+            signal: get(hooks, "signal").map(|s| s.unchecked_into()),
+            fetch: func("fetch"),
+            timeout_ms: get(hooks, "timeoutMs").and_then(|v| v.as_f64()).filter(|v| *v > 0.0),
+            toolset: get(hooks, "toolset").unwrap_or(JsValue::UNDEFINED),
+            lazy_tools: get(hooks, "lazyTools")
+                .map(|v| Array::from(&v).iter().filter_map(|n| n.as_string()).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Calls a JS callback with a JSON argument; a returned Promise is awaited by the engine.
+fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> CallbackResult<GlueError> {
+    let Some(f) = f else { return Ok(None) };
+    let json = serde_json::to_string(value).map_err(|e| ChatProviderError::Other(e.to_string()))?;
+    let ret = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(&json)).map_err(GlueError::Js)?;
+    if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
+        let fut = JsFuture::from(Promise::resolve(&ret));
+        return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));
+    }
+    Ok(None)
+}
+
+/// A boxed event source, so one code path serves every provider.
+enum AnySource {
+    Http(SseEventSource<http::BodySource, crate::core::providers::openai_chat::OpenAIChatDecoder>),
+    Scripted(VecEventSource<GlueError>),
+}
+
+impl EventSource for AnySource {
+    type Error = GlueError;
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, GlueError> {
+        match self {
+            AnySource::Http(s) => s.next_batch(out).await,
+            AnySource::Scripted(s) => s.next_batch(out).await,
+        }
+    }
+    fn id(&self) -> Option<String> {
+        match self {
+            AnySource::Http(s) => s.id(),
+            AnySource::Scripted(s) => s.id(),
+        }
+    }
+    fn usage(&self) -> Option<crate::core::message::TokenUsage> {
+        match self {
+            AnySource::Http(s) => s.usage(),
+            AnySource::Scripted(s) => s.usage(),
+        }
+    }
+    fn finish_reason(&self) -> Option<String> {
+        match self {
+            AnySource::Http(s) => s.finish_reason(),
+            AnySource::Scripted(s) => s.finish_reason(),
+        }
+    }
+}
+
+/// Opens the provider's stream: sends the request (or reads the script).
+async fn open_source(
+    spec: &ProviderSpec,
+    system_prompt: &str,
+    tools: &[ToolDefinition],
+    history: &[Message],
+    hooks: &Hooks,
+    fetch_ctrl: &AbortController,
+) -> Result<AnySource, GlueError> {
+    match spec {
+        ProviderSpec::OpenAIChat(cfg) => {
+            let req = cfg.build_request(system_prompt, tools, history);
+            let fetch = match &hooks.fetch {
+                Some(f) => f.clone(),
+                None => get(&js_sys::global(), "fetch")
+                    .and_then(|f| f.dyn_into::<Function>().ok())
+                    .ok_or_else(|| ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into()))?,
+            };
+            let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms, cfg.api_key.as_deref()).await?;
+            Ok(AnySource::Http(SseEventSource::new(body, cfg.decoder())))
+        }
+        ProviderSpec::Scripted { script } => {
+            let s = parse_echo_script(script)?;
+            if s.parts.is_empty() {
+                return Err(ChatProviderError::Other("ScriptedProvider DSL produced no streamable parts.".into()).into());
+            }
+            Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id.clone(), s.usage)))
+        }
+    }
+}
+
+fn parse_inputs(spec: &str, tools: &str, history: &str) -> Result<(ProviderSpec, Vec<ToolDefinition>, Vec<Message>), JsValue> {
+    let bad = |what: &str, e: serde_json::Error| -> JsValue { js_sys::TypeError::new(&format!("invalid {what}: {e}")).into() };
+    let spec: ProviderSpec = serde_json::from_str(spec).map_err(|e| bad("provider", e))?;
+    let tools: Vec<ToolDefinition> = serde_json::from_str(tools).map_err(|e| bad("tools", e))?;
+    let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
+    Ok((spec, tools, history))
+}
+
+/// Races `fut` against the caller's signal. On abort or error the request is aborted (so
+/// the connection closes) and so is `tools_ctrl` (every started tool's signal).
+async fn guarded<T>(
+    fut: LocalBoxFuture<'_, Result<T, GlueError>>,
+    watch: Option<&AbortWatch>,
+    fetch_ctrl: &AbortController,
+    tools_ctrl: &AbortController,
+) -> Result<T, JsValue> {
+    let outcome = match watch {
+        Some(w) => match select(fut, Box::pin(w.fired())).await {
+            Either::Left((r, _)) => r.map_err(GlueError::into_js),
+            Either::Right((reason, _)) => Err(reason),
+        },
+        None => fut.await.map_err(GlueError::into_js),
+    };
+    if let Err(reason) = &outcome {
+        fetch_ctrl.abort(reason);
+        tools_ctrl.abort(reason);
+    }
+    outcome
+}
+
+fn result_object(out: &crate::core::generate::GenerateOutput) -> Object {
+    let o = Object::new();
+    let set = |k: &str, v: JsValue| {
+        let _ = Reflect::set(&o, &JsValue::from_str(k), &v);
+    };
+    set("id", out.id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+    set("message", JsValue::from_str(&serde_json::to_string(&out.message).unwrap_or_default()));
+    set("usage", out.usage.map(|u| tools::to_js(&u)).unwrap_or(JsValue::NULL));
+    set("finishReason", out.finish_reason.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+    o
+}
+
+fn already_aborted(hooks: &Hooks) -> Option<JsValue> {
+    hooks.signal.as_ref().filter(|s| s.aborted()).map(|s| s.reason())
+}
+
+/// One generation: `{id, message (JSON), usage, finishReason}`.
+#[wasm_bindgen(js_name = runGenerate)]
+pub fn run_generate(spec: String, system_prompt: String, tools: String, history: String, hooks: JsValue) -> Promise {
+    future_to_promise(async move {
+        let hooks = Hooks::read(&hooks);
+        if let Some(reason) = already_aborted(&hooks) {
+            return Err(reason);
+        }
+        let (spec, tools, history) = parse_inputs(&spec, &tools, &history)?;
+        let fetch_ctrl = AbortController::new();
+        let tools_ctrl = AbortController::new();
+        let watch = hooks.signal.clone().map(AbortWatch::new);
+        let work = async {
+            let mut source = open_source(&spec, &system_prompt, &tools, &history, &hooks, &fetch_ctrl).await?;
+            generate(
+                &mut source,
+                |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p),
+                |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c),
+            )
+            .await
+        };
+        let out = guarded(work.boxed_local(), watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
+        Ok(result_object(&out).into())
+    })
+}
+
+/// One step: the generation's object plus `results`, a Promise of the tool results (JSON,
+/// call order) that rejects with the signal's reason if the signal aborts first.
+#[wasm_bindgen(js_name = runStep)]
+pub fn run_step(spec: String, system_prompt: String, tools: String, history: String, hooks: JsValue) -> Promise {
+    future_to_promise(async move {
+        let hooks = Hooks::read(&hooks);
+        if let Some(reason) = already_aborted(&hooks) {
+            return Err(reason);
+        }
+        let (spec, tools, history) = parse_inputs(&spec, &tools, &history)?;
+        let fetch_ctrl = AbortController::new();
+        let tools_ctrl = AbortController::new();
+        let toolset = tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), tools_ctrl.signal())?;
+        let watch = hooks.signal.clone().map(AbortWatch::new);
+        let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
+            Rc::new(move |r: &ToolResult| {
+                // A throwing onToolResult cannot fail a tool that already finished.
+                let _ = call_json_hook(&Some(f.clone()), r);
+            }) as ToolResultCallback
+        });
+        let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
+        let work = async {
+            let mut source = open_source(&spec, &system_prompt, &tools, &history, &hooks, &fetch_ctrl).await?;
+            step(&mut source, &toolset, &spawn, |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p), on_tool_result)
+                .await
+        };
+        let out = guarded(work.boxed_local(), watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
+        let obj = result_object(&out.generated);
+        let results = out.results;
+        let drivers = out.drivers;
+        let results_promise = future_to_promise(async move {
+            let _drivers = drivers; // dropping them stops waiting on the tools
+            let gathered = async { Ok::<_, GlueError>(collect_results(results).await) }.boxed_local();
+            let rs = guarded(gathered, watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
+            drop(watch); // the abort listener goes with it
+            Ok(JsValue::from_str(&serde_json::to_string(&rs).unwrap_or_else(|_| "[]".into())))
+        });
+        let _ = Reflect::set(&obj, &"results".into(), &results_promise);
+        Ok(obj.into())
+    })
+}

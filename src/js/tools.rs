@@ -1,0 +1,213 @@
+//! JavaScript tools: any object with kosong's `Toolset` shape (`tools`, `handle(call, ctx)`),
+//! and the core of `SimpleToolset`. Sync results and Promises become one kind of future;
+//! a `handle` that throws or rejects becomes an error result, never a failed step.
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use js_sys::{Array, Function, Object, Promise, Reflect, JSON};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+
+use super::sys::AbortSignal;
+use crate::core::message::{ContentPart, ToolCall};
+use crate::core::step::ToolDispatch;
+use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
+
+pub fn to_js<T: serde::Serialize>(v: &T) -> JsValue {
+    match serde_json::to_string(v) {
+        Ok(s) => JSON::parse(&s).unwrap_or(JsValue::NULL),
+        Err(_) => JsValue::NULL,
+    }
+}
+
+pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {
+    let s = JSON::stringify(v).ok()?.as_string()?;
+    serde_json::from_str(&s).ok()
+}
+
+/// `error.message` for an `Error`, `String(value)` for anything else.
+pub fn error_text(e: &JsValue) -> String {
+    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
+        return String::from(err.message());
+    }
+    if let Some(s) = e.as_string() {
+        return s;
+    }
+    Reflect::get(e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+fn is_thenable(v: &JsValue) -> bool {
+    v.is_object() && Reflect::get(v, &"then".into()).map(|t| t.is_function()).unwrap_or(false)
+}
+
+/// A value or a Promise of one, as a future of the settled outcome.
+fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsValue, JsValue>> {
+    match v {
+        Ok(v) if is_thenable(&v) => {
+            let p = Promise::resolve(&v);
+            JsFuture::from(p).boxed_local()
+        }
+        other => futures::future::ready(other).boxed_local(),
+    }
+}
+
+fn tool_context(call_id: &str, signal: &AbortSignal) -> Object {
+    let ctx = Object::new();
+    let _ = Reflect::set(&ctx, &"toolCallId".into(), &JsValue::from_str(call_id));
+    let _ = Reflect::set(&ctx, &"signal".into(), signal);
+    ctx
+}
+
+/// Any JS object with the `Toolset` shape.
+pub struct JsToolset {
+    toolset: JsValue,
+    handle: Function,
+    lazy: Vec<String>,
+    signal: AbortSignal,
+}
+
+impl JsToolset {
+    /// `lazy` names the tools declared `eager: false`.
+    pub fn new(toolset: JsValue, lazy: Vec<String>, signal: AbortSignal) -> Result<JsToolset, JsValue> {
+        let handle = Reflect::get(&toolset, &"handle".into())?
+            .dyn_into::<Function>()
+            .map_err(|_| js_sys::TypeError::new("toolset.handle must be a function"))?;
+        Ok(JsToolset { toolset, handle, lazy, signal })
+    }
+}
+
+/// Reads a `ToolResult` the toolset gave back; anything else becomes an error result.
+fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
+    match from_js::<ToolResult>(v) {
+        Some(mut r) => {
+            r.tool_call_id = call_id.to_owned();
+            r
+        }
+        None => ToolResult {
+            tool_call_id: call_id.to_owned(),
+            return_value: ToolReturnValue::runtime_error("the toolset's handle() returned something that is not a ToolResult"),
+        },
+    }
+}
+
+impl ToolDispatch for JsToolset {
+    fn is_eager(&self, name: &str) -> bool {
+        !self.lazy.iter().any(|n| n == name)
+    }
+
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+        let id = call.id.clone();
+        let ctx = tool_context(&id, &self.signal);
+        let outcome = self.handle.call2(&self.toolset, &to_js(call), &ctx);
+        let fut = settle_js(outcome);
+        async move {
+            match fut.await {
+                Ok(v) => to_tool_result(&v, &id),
+                Err(e) => settle(id, Err(ToolFailure::Runtime(error_text(&e)))),
+            }
+        }
+        .boxed_local()
+    }
+}
+
+/// One tool of a `SimpleToolset`: `run(rawArguments, ctx)` parses, validates and calls the
+/// user's handler (built by the JS layer, which owns the user's function and validator).
+struct JsTool {
+    run: Function,
+}
+
+/// What a handler returned, as kosong reads it: a string or parts are a success with that
+/// output, `undefined` an empty success, a `ToolReturnValue` is kept, the rest is an error.
+fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
+    if let Some(s) = v.as_string() {
+        return Ok(ToolReturnValue::ok(ToolOutput::Text(s), "", ""));
+    }
+    if v.is_undefined() || v.is_null() {
+        return Ok(ToolReturnValue::ok(ToolOutput::Text(String::new()), "", ""));
+    }
+    if let Some(m) = Reflect::get(v, &"__kosongValidate".into()).ok().and_then(|m| m.as_string()) {
+        return Err(ToolFailure::Validate(m));
+    }
+    let invalid = |what: &str| {
+        Ok(ToolReturnValue::error(&format!("Invalid return type: {what}"), "Invalid return type", ToolOutput::Text(String::new())))
+    };
+    if Array::is_array(v) {
+        return match from_js::<Vec<ContentPart>>(v) {
+            Some(parts) => Ok(ToolReturnValue::ok(ToolOutput::Parts(parts), "", "")),
+            None => invalid("an array that is not content parts"),
+        };
+    }
+    if v.is_object() && Reflect::get(v, &"is_error".into()).map(|b| b.as_bool().is_some()).unwrap_or(false) {
+        return match from_js::<ToolReturnValue>(v) {
+            Some(r) => Ok(r),
+            None => invalid("a malformed ToolReturnValue"),
+        };
+    }
+    invalid(&String::from(v.js_typeof().as_string().unwrap_or_default()))
+}
+
+/// The core of the JS `SimpleToolset`: kosong's lookup, argument and error rules.
+#[wasm_bindgen]
+pub struct SimpleToolsetCore {
+    inner: SimpleToolset<JsTool>,
+}
+
+#[wasm_bindgen]
+impl SimpleToolsetCore {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> SimpleToolsetCore {
+        SimpleToolsetCore { inner: SimpleToolset::default() }
+    }
+
+    pub fn add(&mut self, name: String, run: Function) {
+        self.inner.add(name, JsTool { run });
+    }
+
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.inner.remove(name)
+    }
+
+    /// Handles a call: a `ToolResult`, or a Promise of one when the handler is async.
+    pub fn handle(&self, call: JsValue, ctx: JsValue) -> JsValue {
+        let Some(call) = from_js::<ToolCall>(&call) else {
+            return js_sys::TypeError::new("handle(call): call is not a ToolCall").into();
+        };
+        let (tool, raw) = match self.inner.prepare(&call) {
+            Prepared::Done(r) => return to_js(&r),
+            Prepared::Run(tool, raw) => (tool, raw.to_owned()),
+        };
+        let id = call.id.clone();
+        let ctx = if ctx.is_object() { ctx } else { Object::new().into() };
+        if !Reflect::has(&ctx, &"toolCallId".into()).unwrap_or(false) {
+            let _ = Reflect::set(&ctx, &"toolCallId".into(), &JsValue::from_str(&id));
+        }
+        let outcome = tool.run.call2(&JsValue::UNDEFINED, &JsValue::from_str(&raw), &ctx);
+        match outcome {
+            Ok(v) if is_thenable(&v) => {
+                let fut = settle_js(Ok(v));
+                future_to_promise(async move {
+                    let r = match fut.await {
+                        Ok(v) => settle(id, normalize_return(&v)),
+                        Err(e) => settle(id, Err(ToolFailure::Runtime(error_text(&e)))),
+                    };
+                    Ok(to_js(&r))
+                })
+                .into()
+            }
+            Ok(v) => to_js(&settle(id, normalize_return(&v))),
+            Err(e) => to_js(&settle(id, Err(ToolFailure::Runtime(error_text(&e))))),
+        }
+    }
+}
+
+impl Default for SimpleToolsetCore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
