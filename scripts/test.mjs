@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// `npm test`: installs what is missing (npm packages, the wasm32 target, the pinned
+// wasm-bindgen-cli), builds the .wasm once, then runs the native core tests and the
+// JavaScript tests against that one build.
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "./build.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const run = (cmd, args) => {
+  console.error(`$ ${cmd} ${args.join(" ")}`);
+  execFileSync(cmd, args, { stdio: "inherit", cwd: root });
+};
+
+export function ensureNpmPackages() {
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  const wanted = Object.keys({ ...pkg.dependencies, ...pkg.devDependencies });
+  const missing = wanted.filter((name) => !existsSync(join(root, "node_modules", name, "package.json")));
+  if (missing.length) run("npm", existsSync(join(root, "package-lock.json")) ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"]);
+}
+
+ensureNpmPackages();
+build();
+run("cargo", ["test", "--quiet"]);
+const jsTests = readdirSync(join(root, "tests", "js")).filter((f) => f.endsWith(".test.mjs")).map((f) => join("tests", "js", f));
+run(process.execPath, ["--test", "--test-reporter=spec", ...jsTests]);

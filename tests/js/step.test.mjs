@@ -1,0 +1,327 @@
+// The whole chain in Node, through the built package (imported by its name): a real
+// loopback HTTP server streams real SSE bytes; tools are plain JavaScript functions.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import * as k from "kosong-wasm";
+import { startMockServer, text, think, toolStart, toolArgs, finish, usage, done, gate, sleep, chunk } from "./mock-openai.mjs";
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+const API_KEY = "sk-test-abcdef123456";
+const provider = (extra = {}) => new k.OpenAIChatProvider({ model: "mock-model", apiKey: API_KEY, baseUrl: server.baseUrl, ...extra });
+const user = (t) => ({ role: "user", content: t });
+
+/** Settles with the promise's outcome, or "still pending" after `ms` (a bound, not a timing). */
+async function within(promise, ms = 5000) {
+  let timer;
+  const timeout = new Promise((r) => (timer = setTimeout(() => r({ pending: true }), ms)));
+  try {
+    return await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test("generate streams text, think parts and usage with cached tokens", async () => {
+  server.respond({ steps: [think("Let me "), think("think."), text("Hello, "), text("world!"), finish("stop"), usage(100, 7, 60), done()] });
+  const parts = [];
+  const r = await k.generate(provider(), "Be brief.", [], [user("hi")], { onMessagePart: (p) => parts.push(p) });
+  assert.deepEqual(r.message, {
+    role: "assistant",
+    content: [
+      { type: "think", think: "Let me think." },
+      { type: "text", text: "Hello, world!" },
+    ],
+  });
+  assert.deepEqual(r.usage, { input_other: 40, output: 7, input_cache_read: 60, input_cache_creation: 0 });
+  assert.equal(r.finishReason, "stop");
+  assert.equal(r.id, "chatcmpl-test");
+  assert.equal(parts.length, 4);
+  const req = server.requests.at(-1);
+  assert.equal(req.url, "/v1/chat/completions");
+  assert.equal(req.headers.authorization, `Bearer ${API_KEY}`);
+  assert.equal(req.body.stream, true);
+  assert.deepEqual(req.body.messages, [
+    { role: "system", content: "Be brief." },
+    { role: "user", content: "hi" },
+  ]);
+});
+
+test("parallel tool calls: the first tool starts while the answer is still streaming", async () => {
+  const firstToolStarted = gate();
+  let streamEnded = false;
+  let startedBeforeEnd = null;
+  server.respond({
+    steps: [
+      text("Checking both."),
+      toolStart(0, "call_w", "weather", ""),
+      toolArgs(0, '{"city":'),
+      toolArgs(0, '"Paris"}'),
+      toolStart(1, "call_t", "clock", '{"tz":'), // a later index begins: call_w is complete
+      { wait: firstToolStarted.promise },
+      toolArgs(1, '"UTC"}'),
+      finish("tool_calls"),
+      { mark: () => (streamEnded = true) },
+      done(),
+    ],
+  });
+  const toolset = new k.SimpleToolset([
+    {
+      name: "weather",
+      description: "weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+      handler: async ({ city }) => {
+        startedBeforeEnd = !streamEnded;
+        firstToolStarted.open();
+        return `sunny in ${city}`;
+      },
+    },
+    { name: "clock", description: "time", parameters: { type: "object" }, handler: ({ tz }) => `12:00 ${tz}` },
+  ]);
+  const r = await k.step(provider(), "", toolset, [user("weather and time?")]);
+  assert.equal(startedBeforeEnd, true, "the weather tool ran before the stream ended");
+  assert.deepEqual(r.toolCalls.map((c) => [c.id, c.function.name, c.function.arguments]), [
+    ["call_w", "weather", '{"city":"Paris"}'],
+    ["call_t", "clock", '{"tz":"UTC"}'],
+  ]);
+  const results = await r.toolResults();
+  assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.output, x.return_value.is_error]), [
+    ["call_w", "sunny in Paris", false],
+    ["call_t", "12:00 UTC", false],
+  ]);
+  // The tools' definitions went to the server.
+  assert.deepEqual(server.requests.at(-1).body.tools.map((t) => t.function.name), ["weather", "clock"]);
+});
+
+test("results come back in call order when tools finish out of order", async () => {
+  server.respond({
+    steps: [toolStart(0, "a", "slow", "{}"), toolStart(1, "b", "fast", "{}"), toolStart(2, "c", "slow", "{}"), finish("tool_calls"), done()],
+  });
+  const fastDone = gate();
+  const toolset = new k.SimpleToolset([
+    { name: "slow", description: "", parameters: {}, handler: async (_a, ctx) => { await fastDone.promise; return `slow ${ctx.toolCallId}`; } },
+    { name: "fast", description: "", parameters: {}, handler: async () => { setTimeout(fastDone.open, 10); return "fast"; } },
+  ]);
+  const finished = [];
+  const r = await k.step(provider(), "", toolset, [user("go")], { onToolResult: (res) => finished.push(res.tool_call_id) });
+  const results = await r.toolResults();
+  assert.deepEqual(results.map((x) => x.return_value.output), ["slow a", "fast", "slow c"]);
+  assert.equal(finished[0], "b", "the fast tool finished first");
+  assert.deepEqual([...finished].sort(), ["a", "b", "c"]);
+});
+
+test("a tool that throws, an unknown tool and arguments that are not JSON become error results", async () => {
+  server.respond({
+    steps: [
+      toolStart(0, "c1", "explode", "{}"),
+      toolStart(1, "c2", "nope", "{}"),
+      toolStart(2, "c3", "explode", "{bad json"),
+      toolStart(3, "c4", "rejects", "{}"),
+      finish("tool_calls"),
+      done(),
+    ],
+  });
+  const toolset = new k.SimpleToolset([
+    { name: "explode", description: "", parameters: {}, handler: () => { throw new Error("boom"); } },
+    { name: "rejects", description: "", parameters: {}, handler: async () => { throw new TypeError("async boom"); } },
+  ]);
+  const r = await k.step(provider(), "", toolset, [user("go")]);
+  const rv = (await r.toolResults()).map((x) => x.return_value);
+  assert.equal(rv[0].is_error, true);
+  assert.equal(rv[0].message, "Error running tool: boom");
+  assert.deepEqual(rv[0].display, [{ type: "brief", text: "Tool runtime error" }]);
+  assert.equal(rv[1].message, "Tool `nope` not found");
+  assert.match(rv[2].message, /^Error parsing JSON arguments: /);
+  assert.deepEqual(rv[2].display, [{ type: "brief", text: "Invalid arguments" }]);
+  assert.equal(rv[3].message, "Error running tool: async boom");
+});
+
+test("a validator's message becomes kosong's validation error", async () => {
+  server.respond({ steps: [toolStart(0, "v1", "echo", '{"n": "not a number"}'), finish("tool_calls"), done()] });
+  const toolset = new k.SimpleToolset(
+    [{ name: "echo", description: "", parameters: { type: "object" }, handler: ({ n }) => String(n) }],
+    { validate: (_schema, args) => (typeof args.n === "number" ? null : "n must be a number") },
+  );
+  const r = await k.step(provider(), "", toolset, [user("go")]);
+  const [res] = await r.toolResults();
+  assert.equal(res.return_value.message, "Error validating JSON arguments: n must be a number");
+});
+
+test("an eager: false tool waits for the stream to end well", async () => {
+  let streamEnded = false;
+  let sawEnd = null;
+  server.respond({
+    steps: [toolStart(0, "l1", "lazy", "{}"), toolStart(1, "l2", "lazy", "{}"), { pause: 50 }, finish("tool_calls"), { mark: () => (streamEnded = true) }, done()],
+  });
+  const toolset = new k.SimpleToolset([{ name: "lazy", description: "", parameters: {}, eager: false, handler: () => { sawEnd ??= streamEnded; return "ok"; } }]);
+  const r = await k.step(provider(), "", toolset, [user("go")]);
+  await r.toolResults();
+  assert.equal(sawEnd, true);
+});
+
+test("step never changes the history it is given", async () => {
+  server.respond({ steps: [text("ok"), finish(), done()] });
+  const history = [user("a"), { role: "assistant", content: [{ type: "text", text: "b" }] }, user("c")];
+  const copy = structuredClone(history);
+  await k.step(provider(), "", new k.SimpleToolset(), history);
+  assert.deepEqual(history, copy);
+});
+
+test("abort before the request: rejects with the signal's reason and sends nothing", async () => {
+  const before = server.requests.length;
+  const reason = new Error("user pressed stop");
+  const r = await within(k.step(provider(), "", new k.SimpleToolset(), [user("x")], { signal: AbortSignal.abort(reason) }));
+  assert.equal(r.error, reason);
+  assert.equal(server.requests.length, before);
+});
+
+test("abort mid-stream: rejects with the reason and the server sees the connection closed", async () => {
+  const midway = gate();
+  server.respond({ steps: [text("Hel"), { mark: midway.open }, { hang: true }] });
+  const ctrl = new AbortController();
+  const parts = [];
+  const p = k.step(provider(), "", new k.SimpleToolset(), [user("x")], { signal: ctrl.signal, onMessagePart: (x) => parts.push(x) });
+  await midway.promise;
+  await sleep(20);
+  const reason = new DOMException("stopped", "AbortError");
+  ctrl.abort(reason);
+  const r = await within(p);
+  assert.equal(r.error, reason);
+  const req = server.requests.at(-1);
+  assert.equal((await within(req.closed)).pending, undefined, "the connection was closed");
+  assert.equal(req.clientClosed, true);
+});
+
+test("abort mid-tool while streaming: the tool's signal aborts and step rejects though the tool never settles", async () => {
+  const toolRunning = gate();
+  server.respond({ steps: [toolStart(0, "t1", "stuck", "{}"), toolStart(1, "t2", "stuck", "{"), { wait: toolRunning.promise }, { hang: true }] });
+  let toolSignal;
+  const toolset = new k.SimpleToolset([{
+    name: "stuck", description: "", parameters: {},
+    handler: (_args, ctx) => { toolSignal = ctx.signal; toolRunning.open(); return new Promise(() => {}); },
+  }]);
+  const ctrl = new AbortController();
+  const p = k.step(provider(), "", toolset, [user("x")], { signal: ctrl.signal });
+  await toolRunning.promise;
+  assert.equal(toolSignal.aborted, false);
+  ctrl.abort("stop!");
+  const r = await within(p);
+  assert.equal(r.error, "stop!");
+  assert.equal(toolSignal.aborted, true);
+  assert.equal(toolSignal.reason, "stop!");
+});
+
+test("abort mid-tool after the stream: toolResults() rejects promptly though the tool ignores its signal", async () => {
+  server.respond({ steps: [toolStart(0, "t1", "stuck", "{}"), finish("tool_calls"), done()] });
+  let toolSignal;
+  const toolset = new k.SimpleToolset([{ name: "stuck", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; return new Promise(() => {}); } }]);
+  const ctrl = new AbortController();
+  const r = await k.step(provider(), "", toolset, [user("x")], { signal: ctrl.signal });
+  assert.ok(toolSignal, "the tool started");
+  const reason = new Error("cancelled");
+  ctrl.abort(reason);
+  const out = await within(r.toolResults());
+  assert.equal(out.error, reason);
+  assert.equal(toolSignal.aborted, true);
+});
+
+test("a provider error mid-stream aborts every started tool's signal and rejects with that error", async () => {
+  server.respond({ steps: [toolStart(0, "t1", "stuck", "{}"), toolStart(1, "t2", "stuck", "{"), { pause: 30 }, { destroy: true }] });
+  let toolSignal;
+  const toolset = new k.SimpleToolset([{ name: "stuck", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; return new Promise(() => {}); } }]);
+  const r = await within(k.step(provider(), "", toolset, [user("x")]));
+  assert.ok(r.error instanceof k.ChatProviderError, String(r.error));
+  assert.equal(toolSignal.aborted, true);
+});
+
+test("HTTP errors: 401 with the server's message and request id, the key never shown", async () => {
+  server.respond({
+    status: 401,
+    headers: { "x-request-id": "req_123" },
+    body: { error: { message: `Incorrect API key provided: ${API_KEY}`, type: "invalid_request_error" } },
+  });
+  const r = await within(k.generate(provider(), "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APIStatusError);
+  assert.ok(r.error instanceof k.ChatProviderError);
+  assert.equal(r.error.name, "APIStatusError");
+  assert.equal(r.error.status, 401);
+  assert.equal(r.error.requestId, "req_123");
+  assert.equal(r.error.retryAfterMs, null);
+  assert.match(r.error.message, /Incorrect API key provided/);
+  assert.ok(!r.error.message.includes(API_KEY), "the key is redacted");
+  assert.ok(!JSON.stringify(provider()).includes(API_KEY));
+});
+
+test("HTTP errors: 429 with Retry-After and retry-after-ms, 500", async () => {
+  server.respond({ status: 429, headers: { "retry-after": "2" }, body: { error: { message: "Rate limit reached" } } });
+  let r = await within(k.generate(provider(), "", [], [user("x")]));
+  assert.equal(r.error.status, 429);
+  assert.equal(r.error.retryAfterMs, 2000);
+  assert.match(r.error.message, /Rate limit reached/);
+  server.respond({ status: 429, headers: { "retry-after-ms": "1500", "retry-after": "9" }, body: { error: { message: "slow down" } } });
+  r = await within(k.generate(provider(), "", [], [user("x")]));
+  assert.equal(r.error.retryAfterMs, 1500);
+  server.respond({ status: 500, body: "upstream exploded" });
+  r = await within(k.step(provider(), "", new k.SimpleToolset(), [user("x")]));
+  assert.ok(r.error instanceof k.APIStatusError);
+  assert.equal(r.error.status, 500);
+  assert.match(r.error.message, /upstream exploded/);
+});
+
+test("a refused connection is an APIConnectionError", async () => {
+  const port = await new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+  const p = new k.OpenAIChatProvider({ model: "m", baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: API_KEY });
+  const r = await within(k.generate(p, "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APIConnectionError, String(r.error));
+  assert.match(r.error.message, /ECONNREFUSED|fetch failed/);
+});
+
+test("timeoutMs: no response headers in time is an APITimeoutError", async () => {
+  server.respond({ noHeaders: true });
+  const r = await within(k.generate(provider({ timeoutMs: 100 }), "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APITimeoutError, String(r.error));
+  const req = server.requests.at(-1);
+  assert.equal((await within(req.closed)).pending, undefined, "the request was abandoned");
+});
+
+test("a stream that stops before finish_reason or [DONE] is an error, not a success", async () => {
+  server.respond({ steps: [text("The answer is"), chunk({ content: " 4" })] });
+  const r = await within(k.generate(provider(), "", [], [user("2+2?")]));
+  assert.ok(r.error instanceof k.ChatProviderError, String(r.error));
+  assert.equal(r.error.name, "ChatProviderError");
+  assert.match(r.error.message, /ended before the model finished/);
+});
+
+test("an empty answer and a think-only answer are APIEmptyResponseError", async () => {
+  server.respond({ steps: [finish("stop"), done()] });
+  let r = await within(k.generate(provider(), "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APIEmptyResponseError);
+  server.respond({ steps: [think("hmm"), text("  "), finish("stop"), done()] });
+  r = await within(k.generate(provider(), "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APIEmptyResponseError);
+  assert.match(r.error.message, /only thinking/);
+});
+
+test("an onMessagePart that throws ends the step with its error; an async one is awaited in order", async () => {
+  server.respond({ steps: [text("a"), text("b"), finish(), done()] });
+  const boom = new Error("ui failed");
+  let r = await within(k.generate(provider(), "", [], [user("x")], { onMessagePart: () => { throw boom; } }));
+  assert.equal(r.error, boom);
+  server.respond({ steps: [text("a"), text("b"), text("c"), finish(), done()] });
+  const seen = [];
+  await k.generate(provider(), "", [], [user("x")], {
+    onMessagePart: async (p) => { await sleep(5); seen.push(p.text); },
+  });
+  assert.deepEqual(seen, ["a", "b", "c"]);
+});
+
+

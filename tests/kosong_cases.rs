@@ -1,0 +1,245 @@
+//! kosong's own test cases, run against the pure core on a native executor.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::executor::LocalPool;
+use futures::future::LocalBoxFuture;
+use futures::task::LocalSpawnExt;
+use futures::FutureExt;
+use serde_json::Value;
+
+use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::generate::{generate, GenerateOutput, VecEventSource};
+use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, ToolCall, ToolCallPart};
+use kosong_wasm::core::providers::echo::{parse_echo_script, EchoScript};
+use kosong_wasm::core::providers::StreamEvent;
+use kosong_wasm::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
+use kosong_wasm::core::toolset::{SimpleToolset, ToolFailure, ToolHandler, ToolOutput, ToolResult, ToolReturnValue};
+
+fn text(t: &str) -> StreamedMessagePart {
+    StreamedMessagePart::Content(ContentPart::text(t))
+}
+fn think(t: &str) -> StreamedMessagePart {
+    StreamedMessagePart::Content(ContentPart::think(t))
+}
+fn call(id: &str, name: &str, args: Option<&str>) -> StreamedMessagePart {
+    StreamedMessagePart::ToolCall(ToolCall::new(id, name, args.map(str::to_owned)))
+}
+fn frag(a: Option<&str>) -> StreamedMessagePart {
+    StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: a.map(str::to_owned), tool_call_id: None })
+}
+
+/// Parts as a provider streams them, with kosong's completion points.
+fn source(parts: Vec<StreamedMessagePart>) -> VecEventSource<ChatProviderError> {
+    let script = EchoScript { parts, id: None, usage: None };
+    VecEventSource::new(script.events(), None, None)
+}
+
+fn run_generate(parts: Vec<StreamedMessagePart>) -> (Result<GenerateOutput, ChatProviderError>, Vec<StreamedMessagePart>, Vec<ToolCall>) {
+    let seen = RefCell::new(Vec::new());
+    let calls = RefCell::new(Vec::new());
+    let mut src = source(parts);
+    let out = futures::executor::block_on(generate(
+        &mut src,
+        |p: &StreamedMessagePart| {
+            seen.borrow_mut().push(p.clone());
+            Ok(None)
+        },
+        |c: &ToolCall| {
+            calls.borrow_mut().push(c.clone());
+            Ok(None)
+        },
+    ));
+    (out, seen.into_inner(), calls.into_inner())
+}
+
+#[test]
+fn generate_merges_as_kosong_does() {
+    let input = vec![
+        text("Hello, "),
+        text("world"),
+        text("!"),
+        StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: MediaUrl { url: "https://example.com/image.png".into(), id: None } }),
+        text("Another text."),
+        text(""),
+        call("get_weather#123", "get_weather", None),
+        frag(Some("{")),
+        frag(Some("\"city\":")),
+        frag(Some("\"Beijing\"")),
+        frag(Some("}")),
+        frag(None),
+    ];
+    let (out, seen, calls) = run_generate(input.clone());
+    let m = out.unwrap().message;
+    assert_eq!(
+        m.content,
+        vec![
+            ContentPart::text("Hello, world!"),
+            ContentPart::ImageUrl { image_url: MediaUrl { url: "https://example.com/image.png".into(), id: None } },
+            ContentPart::text("Another text."),
+        ]
+    );
+    let expected_call = ToolCall::new("get_weather#123", "get_weather", Some("{\"city\":\"Beijing\"}".into()));
+    assert_eq!(m.tool_calls, Some(vec![expected_call.clone()]));
+    assert_eq!(seen, input, "on_message_part sees exactly the input parts");
+    assert_eq!(calls, vec![expected_call]);
+}
+
+#[test]
+fn on_tool_call_sees_each_complete_call() {
+    let input = vec![
+        call("get_weather#123", "get_weather", None),
+        frag(Some("{\"city\":\"Beijing\"}")),
+        call("get_time#123", "get_time", Some("")),
+    ];
+    let (out, seen, calls) = run_generate(input.clone());
+    let m = out.unwrap().message;
+    assert_eq!(seen, input);
+    assert_eq!(Some(calls), m.tool_calls);
+}
+
+#[test]
+fn think_only_is_an_empty_response_and_think_with_more_is_not() {
+    let (out, _, _) = run_generate(vec![think("Deep thinking about the problem...")]);
+    assert!(matches!(out, Err(ChatProviderError::EmptyResponse(m)) if m.contains("only thinking content")));
+    let (out, _, _) = run_generate(vec![think("Thinking..."), text("  \n  ")]);
+    assert!(matches!(out, Err(ChatProviderError::EmptyResponse(m)) if m.contains("only thinking content")));
+    let (out, _, _) = run_generate(vec![]);
+    assert!(matches!(out, Err(ChatProviderError::EmptyResponse(_))));
+
+    let m = run_generate(vec![think("Let me think..."), text("Here is the answer.")]).0.unwrap().message;
+    assert!(matches!(m.content[0], ContentPart::Think { .. }) && matches!(m.content[1], ContentPart::Text { .. }));
+    let m = run_generate(vec![think("I should call a tool..."), call("tool#1", "read_file", Some("{\"path\": \"/tmp\"}"))])
+        .0
+        .unwrap()
+        .message;
+    assert!(matches!(m.content[0], ContentPart::Think { .. }));
+    assert_eq!(m.tool_calls.unwrap().len(), 1);
+}
+
+// ---- tools ------------------------------------------------------------------------------
+
+/// A Rust handler: parses the arguments and runs a closure.
+struct FnTool(Rc<dyn Fn(Value) -> Result<ToolReturnValue, ToolFailure>>);
+
+impl ToolHandler for FnTool {
+    fn call(&self, arguments: &str, _call: &ToolCall) -> LocalBoxFuture<'static, Result<ToolReturnValue, ToolFailure>> {
+        let f = self.0.clone();
+        let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        async move { f(args) }.boxed_local()
+    }
+}
+
+fn plus_toolset() -> SimpleToolset<FnTool> {
+    let mut ts = SimpleToolset::default();
+    ts.add(
+        "plus".into(),
+        FnTool(Rc::new(|v: Value| {
+            let a = v["a"].as_i64().ok_or_else(|| ToolFailure::Validate("'a' is a required integer".into()))?;
+            let b = v["b"].as_i64().ok_or_else(|| ToolFailure::Validate("'b' is a required integer".into()))?;
+            Ok(ToolReturnValue::ok(ToolOutput::Text((a + b).to_string()), "", ""))
+        })),
+    );
+    ts.add("explode".into(), FnTool(Rc::new(|_| Err(ToolFailure::Runtime("boom".into())))));
+    ts
+}
+
+struct Dispatch(SimpleToolset<FnTool>);
+impl ToolDispatch for Dispatch {
+    fn is_eager(&self, _name: &str) -> bool {
+        true
+    }
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+        self.0.handle(call)
+    }
+}
+
+#[test]
+fn step_plus_gives_tool_ok_3() {
+    let plus = ToolCall::new("plus#123", "plus", Some("{\"a\": 1, \"b\": 2}".into()));
+    let input = vec![text("Hello, world!"), StreamedMessagePart::ToolCall(plus.clone())];
+    let mut pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let spawn = move |f: LocalBoxFuture<'static, ()>| {
+        let _ = spawner.spawn_local(f);
+    };
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let results_cb = Rc::new(RefCell::new(Vec::new()));
+    let rc = results_cb.clone();
+    let on_result: ToolResultCallback = Rc::new(move |r: &ToolResult| rc.borrow_mut().push(r.clone()));
+    let dispatch = Dispatch(plus_toolset());
+    let s2 = seen.clone();
+    let (out, results) = pool.run_until(async {
+        let mut src = source(input.clone());
+        let out = step(
+            &mut src,
+            &dispatch,
+            &spawn,
+            |p: &StreamedMessagePart| {
+                s2.borrow_mut().push(p.clone());
+                Ok(None)
+            },
+            Some(on_result),
+        )
+        .await
+        .unwrap();
+        let results = collect_results(out.results.clone()).await;
+        (out, results)
+    });
+    pool.run_until_stalled();
+    assert_eq!(out.generated.message.content, vec![ContentPart::text("Hello, world!")]);
+    assert_eq!(out.tool_calls(), &[plus]);
+    assert_eq!(*seen.borrow(), input);
+    let expected = vec![ToolResult {
+        tool_call_id: "plus#123".into(),
+        return_value: ToolReturnValue::ok(ToolOutput::Text("3".into()), "", ""),
+    }];
+    assert_eq!(results, expected);
+    assert_eq!(*results_cb.borrow(), expected);
+}
+
+fn handle_now(ts: &SimpleToolset<FnTool>, c: ToolCall) -> ToolReturnValue {
+    futures::executor::block_on(ts.handle(&c)).return_value
+}
+
+#[test]
+fn simple_toolset_error_kinds() {
+    let ts = plus_toolset();
+    let r = handle_now(&ts, ToolCall::new("1", "minus", Some("{}".into())));
+    assert!(r.is_error);
+    assert_eq!(r.message, "Tool `minus` not found");
+    assert_eq!(r.brief(), "Tool not found");
+
+    let r = handle_now(&ts, ToolCall::new("2", "plus", Some("{\"a\": 1,".into())));
+    assert!(r.is_error);
+    assert!(r.message.starts_with("Error parsing JSON arguments: "), "{}", r.message);
+    assert_eq!(r.brief(), "Invalid arguments");
+
+    let r = handle_now(&ts, ToolCall::new("3", "plus", Some("{\"a\": \"x\", \"b\": 2}".into())));
+    assert_eq!(r.message, "Error validating JSON arguments: 'a' is a required integer");
+    assert_eq!(r.brief(), "Invalid arguments");
+
+    let r = handle_now(&ts, ToolCall::new("4", "explode", None));
+    assert_eq!(r.message, "Error running tool: boom");
+    assert_eq!(r.brief(), "Tool runtime error");
+
+    // Missing and empty arguments mean `{}` (the handler sees an object, not a parse error).
+    let r = handle_now(&ts, ToolCall::new("5", "plus", Some(String::new())));
+    assert_eq!(r.message, "Error validating JSON arguments: 'a' is a required integer");
+}
+
+#[test]
+fn scripted_echo_round_trip_through_generate() {
+    let script = parse_echo_script(
+        "id: echo-1\nusage: input_other=3 output=2\nthink: hmm\ntext: Hi\ntool_call: {\"id\": \"c1\", \"name\": \"plus\", \"arguments\": \"{\\\"a\\\"\"}\ntool_call_part: {\"arguments_part\": \": 1}\"}",
+    )
+    .unwrap();
+    let events = script.events();
+    assert_eq!(events.last(), Some(&StreamEvent::ToolCallComplete("c1".into())));
+    let mut src: VecEventSource<ChatProviderError> = VecEventSource::new(events, script.id.clone(), script.usage);
+    let out = futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None))).unwrap();
+    assert_eq!(out.id.as_deref(), Some("echo-1"));
+    assert_eq!(out.usage.unwrap().output, 2);
+    assert_eq!(out.message.tool_calls.unwrap()[0].function.arguments.as_deref(), Some("{\"a\": 1}"));
+}
