@@ -61,7 +61,7 @@ export function build() {
   const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   rmSync(pkg, { recursive: true, force: true });
   mkdirSync(join(pkg, "wasm"), { recursive: true });
-  run(bindgen, ["--target", "web", "--weak-refs", "--out-dir", join(pkg, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
+  run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(pkg, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
   for (const [from, to] of [
     ["api.js", "api.js"],
     ["entry-node.js", "node.js"],

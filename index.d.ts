@@ -1,0 +1,184 @@
+// Types of kosong-wasm's public API (see README.md). Data is kosong-shaped JSON (snake_case);
+// options are JavaScript-shaped (camelCase, AbortSignal, Promises).
+
+/** Browsers/bundlers: instantiate once before anything else. Node and workerd are ready on import. Idempotent. */
+export function init(source?: URL | string | Response | BufferSource | WebAssembly.Module): Promise<void>;
+
+// ---- message model ----------------------------------------------------------------------
+
+export type Role = "system" | "user" | "assistant" | "tool";
+export type TextPart = { type: "text"; text: string };
+export type ThinkPart = { type: "think"; think: string; encrypted?: string | null };
+export type ImageURLPart = { type: "image_url"; image_url: { url: string; id?: string | null } };
+export type AudioURLPart = { type: "audio_url"; audio_url: { url: string; id?: string | null } };
+export type VideoURLPart = { type: "video_url"; video_url: { url: string; id?: string | null } };
+export type ContentPart = TextPart | ThinkPart | ImageURLPart | AudioURLPart | VideoURLPart;
+
+export interface ToolCall {
+  type: "function";
+  id: string;
+  function: { name: string; arguments: string | null };
+  extras?: Record<string, unknown> | null;
+}
+/** A streamed fragment of a tool call's arguments; `tool_call_id` names the call when the wire format says which. */
+export interface ToolCallPart {
+  type: "tool_call_part";
+  arguments_part: string | null;
+  tool_call_id?: string;
+}
+export interface Message {
+  role: Role;
+  /** A lone text part may be given as a string. */
+  content: string | ContentPart[];
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  partial?: boolean;
+}
+export type StreamedMessagePart = ContentPart | ToolCall | ToolCallPart;
+export interface TokenUsage {
+  input_other: number;
+  output: number;
+  input_cache_read: number;
+  input_cache_creation: number;
+}
+export type ThinkingEffort = "off" | "low" | "medium" | "high" | "xhigh" | "max";
+
+// ---- tools --------------------------------------------------------------------------------
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** JSON Schema */
+  parameters: object;
+}
+export interface ToolReturnValue {
+  is_error: boolean;
+  output: string | ContentPart[];
+  message: string;
+  display: Array<{ type: string; [k: string]: unknown }>;
+  extras?: Record<string, unknown> | null;
+}
+export interface ToolResult {
+  tool_call_id: string;
+  return_value: ToolReturnValue;
+}
+export function toolOk(init?: { output?: string | ContentPart[]; message?: string; brief?: string }): ToolReturnValue;
+export function toolError(init: { message: string; brief: string; output?: string | ContentPart[] }): ToolReturnValue;
+
+export interface ToolContext {
+  toolCallId: string;
+  /** Aborted when the step/run is cancelled or fails. */
+  signal: AbortSignal;
+}
+export interface Tool extends ToolDefinition {
+  handler(args: any, ctx: ToolContext): string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
+  /** Default true: may start as soon as its call is complete, mid-stream. */
+  eager?: boolean;
+}
+/** kosong's protocol: any object of this shape works. */
+export interface Toolset {
+  readonly tools: Array<ToolDefinition & { eager?: boolean }>;
+  handle(call: ToolCall, ctx: { signal: AbortSignal; toolCallId: string }): ToolResult | Promise<ToolResult>;
+}
+export class SimpleToolset implements Toolset {
+  constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined });
+  readonly tools: Array<ToolDefinition & { eager?: boolean }>;
+  add(tool: Tool): this;
+  /** Throws when no tool has that name. */
+  remove(name: string): this;
+  handle(call: ToolCall, ctx?: Partial<ToolContext>): ToolResult | Promise<ToolResult>;
+}
+
+// ---- providers ----------------------------------------------------------------------------
+
+export interface ChatProvider {
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  /** A new provider; the old one is unchanged. */
+  withThinking(effort: ThinkingEffort): ChatProvider;
+}
+export interface HttpOptions {
+  apiKey?: string;
+  baseUrl?: string;
+  headers?: Record<string, string>;
+  /** Used instead of the global fetch. */
+  fetch?: typeof fetch;
+  /** Longest wait for the response headers, and for each next chunk of the stream. */
+  timeoutMs?: number;
+}
+export class OpenAIChatProvider implements ChatProvider {
+  constructor(opts: {
+    model: string;
+    maxTokens?: number;
+    temperature?: number;
+    /** Where think parts travel (default: read `reasoning_content`, send none back). */
+    reasoningKey?: string;
+    extraBody?: Record<string, unknown>;
+    thinking?: ThinkingEffort;
+  } & HttpOptions);
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): OpenAIChatProvider;
+}
+/** kosong's echo DSL, one script a call; no network. */
+export class ScriptedProvider implements ChatProvider {
+  constructor(scripts: string[]);
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): ScriptedProvider;
+}
+
+export class ChatProviderError extends Error {}
+export class APIConnectionError extends ChatProviderError {}
+export class APITimeoutError extends ChatProviderError {}
+export class APIEmptyResponseError extends ChatProviderError {}
+export class APIStatusError extends ChatProviderError {
+  status: number;
+  requestId: string | null;
+  retryAfterMs: number | null;
+}
+
+// ---- one generation, one step ---------------------------------------------------------------
+
+export interface GenerateResult {
+  id: string | null;
+  message: Message;
+  usage: TokenUsage | null;
+  finishReason: string | null;
+}
+export function generate(
+  provider: ChatProvider,
+  systemPrompt: string,
+  tools: ToolDefinition[],
+  history: Message[],
+  options?: {
+    onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+    onToolCall?(c: ToolCall): void | Promise<void>;
+    signal?: AbortSignal;
+  },
+): Promise<GenerateResult>;
+
+export class StepResult {
+  readonly id: string | null;
+  readonly message: Message;
+  readonly usage: TokenUsage | null;
+  readonly finishReason: string | null;
+  readonly toolCalls: ToolCall[];
+  /** In call order, whatever order they finished in. Rejects with the signal's reason if it aborts first. */
+  toolResults(): Promise<ToolResult[]>;
+}
+export function step(
+  provider: ChatProvider,
+  systemPrompt: string,
+  toolset: Toolset,
+  history: Message[],
+  options?: {
+    onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+    onToolResult?(r: ToolResult): void;
+    signal?: AbortSignal;
+  },
+): Promise<StepResult>;
