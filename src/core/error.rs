@@ -79,7 +79,8 @@ fn parse_http_date_ms(v: &str) -> Option<f64> {
     let year: i64 = it.next()?.parse().ok()?;
     let mut hms = it.next()?.split(':').map(|x| x.parse::<i64>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if it.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+    let in_range = (1..=31).contains(&day) && (1970..=9999).contains(&year);
+    if it.next()? != "GMT" || !in_range || !(0..=23).contains(&h) || !(0..=59).contains(&m) || !(0..=60).contains(&s) {
         return None;
     }
     // days from civil (Howard Hinnant's algorithm)

@@ -247,10 +247,10 @@ pub struct TokenUsage {
 
 impl TokenUsage {
     pub fn input(&self) -> u64 {
-        self.input_other + self.input_cache_read + self.input_cache_creation
+        self.input_other.saturating_add(self.input_cache_read).saturating_add(self.input_cache_creation)
     }
     pub fn total(&self) -> u64 {
-        self.input() + self.output
+        self.input().saturating_add(self.output)
     }
 }
 

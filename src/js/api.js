@@ -67,8 +67,31 @@ export async function init(source) {
   _markReady();
 }
 
+// A trap in the wasm instance (a bug: the engine never panics on input) leaves it unusable.
+// Say so on every later call instead of failing with a confusing error somewhere unrelated.
+let poisoned = null;
+
+function notePoison(e) {
+  if (e instanceof WebAssembly.RuntimeError) poisoned ??= e;
+  return e;
+}
+
 function ensureReady() {
+  if (poisoned) {
+    throw new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process`, { cause: poisoned });
+  }
   if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");
+}
+
+/** Calls into the wasm instance, noting a trap. */
+function callWasm(f) {
+  ensureReady();
+  try {
+    const r = f();
+    return r instanceof Promise ? r.catch((e) => Promise.reject(notePoison(e))) : r;
+  } catch (e) {
+    throw notePoison(e);
+  }
 }
 
 // ---- tools ----------------------------------------------------------------------------
@@ -99,8 +122,7 @@ export class SimpleToolset {
   #validate;
 
   constructor(tools = [], options = {}) {
-    ensureReady();
-    this.#core = new wasm.SimpleToolsetCore();
+    this.#core = callWasm(() => new wasm.SimpleToolsetCore());
     this.#validate = options?.validate;
     if (this.#validate !== undefined && typeof this.#validate !== "function") {
       throw new TypeError("SimpleToolset: options.validate must be a function");
@@ -117,25 +139,25 @@ export class SimpleToolset {
     if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
     this.#tools.set(tool.name, tool);
     const validate = this.#validate;
-    this.#core.add(tool.name, (raw, ctx) => {
+    callWasm(() => this.#core.add(tool.name, (raw, ctx) => {
       const args = JSON.parse(raw);
       if (validate) {
         const problem = validate(tool.parameters, args);
         if (problem) return { __kosongValidate: String(problem) };
       }
       return tool.handler(args, ctx);
-    });
+    }));
     return this;
   }
 
   remove(name) {
     if (!this.#tools.delete(name)) throw new Error(`Tool \`${name}\` not found in the toolset.`);
-    this.#core.remove(name);
+    callWasm(() => this.#core.remove(name));
     return this;
   }
 
   handle(call, ctx) {
-    return this.#core.handle(call, ctx ?? {});
+    return callWasm(() => this.#core.handle(call, ctx ?? {}));
   }
 }
 
@@ -271,7 +293,7 @@ export async function generate(provider, systemPrompt, tools, history, options =
   const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
   hooks.onToolCall = jsonHook(options.onToolCall);
-  const raw = await wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks);
+  const raw = await callWasm(() => wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
   return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
 }
 
@@ -303,8 +325,8 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   hooks.toolset = toolset;
   hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
-  const raw = await wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks);
-  const results = raw.results.then((json) => JSON.parse(json));
+  const raw = await callWasm(() => wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  const results = raw.results.then((json) => JSON.parse(json), (e) => Promise.reject(notePoison(e)));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
   return new StepResult(raw, results);
 }

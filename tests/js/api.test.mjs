@@ -1,0 +1,107 @@
+// The package's JavaScript surface without a network: ScriptedProvider, SimpleToolset,
+// toolOk/toolError, argument checking.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as k from "kosong-wasm";
+
+const plus = {
+  name: "plus",
+  description: "Adds two integers",
+  parameters: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } },
+  handler: ({ a, b }) => k.toolOk({ output: String(a + b) }),
+};
+
+test("kosong's step test: plus#123 gives ToolOk('3') through toolResults() and onToolResult", async () => {
+  const provider = new k.ScriptedProvider([
+    'text: Hello, world!\ntool_call: {"id": "plus#123", "name": "plus", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}',
+  ]);
+  const parts = [];
+  const collected = [];
+  const r = await k.step(provider, "", new k.SimpleToolset([plus]), [], {
+    onMessagePart: (p) => parts.push(p),
+    onToolResult: (x) => collected.push(x),
+  });
+  assert.deepEqual(r.message.content, "Hello, world!");
+  assert.deepEqual(r.toolCalls, [{ type: "function", id: "plus#123", function: { name: "plus", arguments: '{"a": 1, "b": 2}' } }]);
+  assert.deepEqual(parts, [{ type: "text", text: "Hello, world!" }, r.toolCalls[0]]);
+  const results = await r.toolResults();
+  assert.deepEqual(results, [{ tool_call_id: "plus#123", return_value: k.toolOk({ output: "3" }) }]);
+  assert.deepEqual(collected, results);
+});
+
+test("ScriptedProvider: one script a call, then a clear error; withThinking copies the queue", async () => {
+  const p = new k.ScriptedProvider(["text: one", "text: two"]);
+  const copy = p.withThinking("high");
+  assert.equal((await k.generate(p, "", [], [])).message.content, "one");
+  assert.equal((await k.generate(p, "", [], [])).message.content, "two");
+  await assert.rejects(k.generate(p, "", [], []), (e) => e instanceof k.ChatProviderError && /exhausted at call 3/.test(e.message));
+  assert.equal((await k.generate(copy, "", [], [])).message.content, "one");
+  await assert.rejects(k.generate(new k.ScriptedProvider(["sparkle: x"]), "", [], []), /Unknown echo DSL kind 'sparkle'/);
+});
+
+test("SimpleToolset.handle: sync results stay sync, async ones are Promises, outputs are normalized", async () => {
+  const ts = new k.SimpleToolset([
+    plus,
+    { name: "str", description: "", parameters: {}, handler: () => "plain" },
+    { name: "parts", description: "", parameters: {}, handler: async () => [{ type: "text", text: "a" }, { type: "image_url", image_url: { url: "data:," } }] },
+    { name: "nothing", description: "", parameters: {}, handler: () => undefined },
+    { name: "number", description: "", parameters: {}, handler: () => 42 },
+    { name: "err", description: "", parameters: {}, handler: () => k.toolError({ message: "no such file", brief: "Not found" }) },
+  ]);
+  const call = (name, args = "{}") => ({ type: "function", id: `id-${name}`, function: { name, arguments: args } });
+  const sync = ts.handle(call("plus", '{"a": 2, "b": 40}'));
+  assert.ok(!(sync instanceof Promise));
+  assert.equal(sync.return_value.output, "42");
+  assert.equal(ts.handle(call("str")).return_value.output, "plain");
+  const parts = ts.handle(call("parts"));
+  assert.ok(parts instanceof Promise);
+  assert.deepEqual((await parts).return_value.output, [{ type: "text", text: "a" }, { type: "image_url", image_url: { url: "data:,", id: null } }]);
+  assert.deepEqual(ts.handle(call("nothing")).return_value, k.toolOk());
+  const num = ts.handle(call("number")).return_value;
+  assert.equal(num.is_error, true);
+  assert.match(num.message, /^Invalid return type/);
+  assert.deepEqual(ts.handle(call("err")).return_value, { is_error: true, output: "", message: "no such file", display: [{ type: "brief", text: "Not found" }] });
+  // Missing arguments mean {}.
+  assert.equal(ts.handle({ type: "function", id: "x", function: { name: "str", arguments: null } }).return_value.output, "plain");
+  assert.deepEqual(ts.tools.map((t) => t.name), ["plus", "str", "parts", "nothing", "number", "err"]);
+});
+
+test("SimpleToolset add/remove and the tool context", async () => {
+  let seen;
+  const ts = new k.SimpleToolset().add({ name: "ctx", description: "d", parameters: { type: "object" }, handler: (_a, ctx) => { seen = ctx; return "ok"; } });
+  const ctrl = new AbortController();
+  ts.handle({ type: "function", id: "c9", function: { name: "ctx", arguments: "{}" } }, { signal: ctrl.signal });
+  assert.equal(seen.toolCallId, "c9");
+  assert.equal(seen.signal, ctrl.signal);
+  assert.deepEqual(ts.tools, [{ name: "ctx", description: "d", parameters: { type: "object" } }]);
+  ts.remove("ctx");
+  assert.deepEqual(ts.tools, []);
+  assert.throws(() => ts.remove("ctx"), /Tool `ctx` not found/);
+  assert.equal(ts.handle({ type: "function", id: "c10", function: { name: "ctx", arguments: "{}" } }).return_value.message, "Tool `ctx` not found");
+});
+
+test("bad arguments are TypeErrors with a clear message, not crashes", async () => {
+  assert.throws(() => new k.OpenAIChatProvider({}), /model/);
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m", timeoutMs: -1 }), /timeoutMs/);
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m" }).withThinking("huge"), /thinking effort/);
+  assert.throws(() => new k.ScriptedProvider("text: x"), /array of strings/);
+  assert.throws(() => new k.SimpleToolset([{ name: "x" }]), /handler/);
+  const p = new k.ScriptedProvider(["text: x", "text: y", "text: z"]);
+  await assert.rejects(k.generate(p, 42, [], []), TypeError);
+  await assert.rejects(k.step(p, "", {}, []), /toolset must have/);
+  await assert.rejects(k.generate({ name: "fake" }, "", [], []), /provider must be/);
+  await assert.rejects(k.generate(p, "", [], [{ role: "wizard", content: "x" }]), /invalid history/);
+  await assert.rejects(k.generate(p, "", [], [], { signal: "nope" }), /AbortSignal/);
+  // The instance still works after all of that.
+  assert.equal((await k.generate(new k.ScriptedProvider(["text: fine"]), "", [], [])).message.content, "fine");
+});
+
+test("OpenAIChatProvider: withThinking returns a new provider and leaves the old one unchanged", () => {
+  const p = new k.OpenAIChatProvider({ model: "gpt-x", apiKey: "sk-secret-value" });
+  const q = p.withThinking("high");
+  assert.equal(p.thinkingEffort, null);
+  assert.equal(q.thinkingEffort, "high");
+  assert.equal(q.modelName, "gpt-x");
+  assert.equal(p.name, "openai");
+  assert.ok(!JSON.stringify(q).includes("sk-secret-value"));
+});
