@@ -249,24 +249,57 @@ fn result_object(out: &crate::core::generate::GenerateOutput) -> Object {
     o
 }
 
-fn already_aborted(hooks: &Hooks) -> Option<JsValue> {
-    hooks.signal.as_ref().filter(|s| s.aborted()).map(|s| s.reason())
+/// What one call of the engine works with: its inputs, its two controllers (the request's
+/// and the tools'), and the watch on the caller's signal.
+struct Call {
+    spec: ProviderSpec,
+    system_prompt: String,
+    tools: Vec<ToolDefinition>,
+    history: Vec<Message>,
+    hooks: Hooks,
+    fetch_ctrl: AbortController,
+    tools_ctrl: AbortController,
+    watch: Option<AbortWatch>,
+}
+
+impl Call {
+    /// Reads the inputs; a signal that has already aborted rejects with its reason at once.
+    fn begin(spec: &str, system_prompt: String, tools: &str, history: &str, hooks: &JsValue) -> Result<Call, JsValue> {
+        let hooks = Hooks::read(hooks);
+        if let Some(s) = hooks.signal.as_ref().filter(|s| s.aborted()) {
+            return Err(s.reason());
+        }
+        let (spec, tools, history) = parse_inputs(spec, tools, history)?;
+        let watch = hooks.signal.clone().map(AbortWatch::new);
+        Ok(Call {
+            spec,
+            system_prompt,
+            tools,
+            history,
+            hooks,
+            fetch_ctrl: AbortController::new(),
+            tools_ctrl: AbortController::new(),
+            watch,
+        })
+    }
+
+    async fn open(&self) -> Result<AnySource, GlueError> {
+        open_source(&self.spec, &self.system_prompt, &self.tools, &self.history, &self.hooks, &self.fetch_ctrl).await
+    }
+
+    async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
+        guarded(fut, self.watch.as_ref(), &self.fetch_ctrl, &self.tools_ctrl).await
+    }
 }
 
 /// One generation: `{id, message (JSON), usage, finishReason}`.
 #[wasm_bindgen(js_name = runGenerate)]
 pub fn run_generate(spec: String, system_prompt: String, tools: String, history: String, hooks: JsValue) -> Promise {
     future_to_promise(async move {
-        let hooks = Hooks::read(&hooks);
-        if let Some(reason) = already_aborted(&hooks) {
-            return Err(reason);
-        }
-        let (spec, tools, history) = parse_inputs(&spec, &tools, &history)?;
-        let fetch_ctrl = AbortController::new();
-        let tools_ctrl = AbortController::new();
-        let watch = hooks.signal.clone().map(AbortWatch::new);
+        let call = Call::begin(&spec, system_prompt, &tools, &history, &hooks)?;
+        let hooks = &call.hooks;
         let work = async {
-            let mut source = open_source(&spec, &system_prompt, &tools, &history, &hooks, &fetch_ctrl).await?;
+            let mut source = call.open().await?;
             generate(
                 &mut source,
                 |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p),
@@ -274,7 +307,7 @@ pub fn run_generate(spec: String, system_prompt: String, tools: String, history:
             )
             .await
         };
-        let out = guarded(work.boxed_local(), watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
+        let out = call.guard(work.boxed_local()).await?;
         Ok(result_object(&out).into())
     })
 }
@@ -284,15 +317,9 @@ pub fn run_generate(spec: String, system_prompt: String, tools: String, history:
 #[wasm_bindgen(js_name = runStep)]
 pub fn run_step(spec: String, system_prompt: String, tools: String, history: String, hooks: JsValue) -> Promise {
     future_to_promise(async move {
-        let hooks = Hooks::read(&hooks);
-        if let Some(reason) = already_aborted(&hooks) {
-            return Err(reason);
-        }
-        let (spec, tools, history) = parse_inputs(&spec, &tools, &history)?;
-        let fetch_ctrl = AbortController::new();
-        let tools_ctrl = AbortController::new();
-        let toolset = tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), tools_ctrl.signal())?;
-        let watch = hooks.signal.clone().map(AbortWatch::new);
+        let call = Call::begin(&spec, system_prompt, &tools, &history, &hooks)?;
+        let hooks = &call.hooks;
+        let toolset = tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), call.tools_ctrl.signal())?;
         let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
             Rc::new(move |r: &ToolResult| {
                 // A throwing onToolResult cannot fail a tool that already finished.
@@ -301,19 +328,19 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         });
         let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
         let work = async {
-            let mut source = open_source(&spec, &system_prompt, &tools, &history, &hooks, &fetch_ctrl).await?;
+            let mut source = call.open().await?;
             step(&mut source, &toolset, &spawn, |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p), on_tool_result)
                 .await
         };
-        let out = guarded(work.boxed_local(), watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
+        let out = call.guard(work.boxed_local()).await?;
         let obj = result_object(&out.generated);
         let results = out.results;
         let drivers = out.drivers;
         let results_promise = future_to_promise(async move {
             let _drivers = drivers; // dropping them stops waiting on the tools
             let gathered = async { Ok::<_, GlueError>(collect_results(results).await) }.boxed_local();
-            let rs = guarded(gathered, watch.as_ref(), &fetch_ctrl, &tools_ctrl).await?;
-            drop(watch); // the abort listener goes with it
+            let rs = call.guard(gathered).await?;
+            drop(call); // the abort listener goes with it
             Ok(JsValue::from_str(&serde_json::to_string(&rs).unwrap_or_else(|_| "[]".into())))
         });
         let _ = Reflect::set(&obj, &"results".into(), &results_promise);
