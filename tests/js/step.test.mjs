@@ -3,6 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
+import { getEventListeners } from "node:events";
 import * as k from "kosong-wasm";
 import { startMockServer, text, think, toolStart, toolArgs, finish, usage, done, gate, sleep, chunk } from "./mock-openai.mjs";
 
@@ -325,3 +326,66 @@ test("an onMessagePart that throws ends the step with its error; an async one is
 });
 
 
+
+test("interleaved fragments: an earlier call starts once its last fragment arrives after a later call began", async () => {
+  const aStarted = gate();
+  let streamEnded = false;
+  let aBeforeEnd = null;
+  server.respond({
+    steps: [
+      toolStart(0, "a", "record", '{"n":'),
+      toolStart(1, "b", "record", '{"n": 2'), // a is not complete yet: its arguments do not parse
+      toolArgs(0, " 1}"), // now a parses, and a later call has begun: a starts
+      { wait: aStarted.promise },
+      toolArgs(1, "}"),
+      finish("tool_calls"),
+      { mark: () => (streamEnded = true) },
+      done(),
+    ],
+  });
+  const order = [];
+  const toolset = new k.SimpleToolset([{
+    name: "record", description: "", parameters: {},
+    handler: ({ n }, ctx) => {
+      order.push(ctx.toolCallId);
+      if (ctx.toolCallId === "a") { aBeforeEnd = !streamEnded; aStarted.open(); }
+      return String(n);
+    },
+  }]);
+  const r = await k.step(provider(), "", toolset, [user("go")]);
+  assert.equal(aBeforeEnd, true);
+  assert.deepEqual(order, ["a", "b"]);
+  assert.deepEqual(r.toolCalls.map((c) => c.function.arguments), ['{"n": 1}', '{"n": 2}']);
+  assert.deepEqual((await r.toolResults()).map((x) => x.return_value.output), ["1", "2"]);
+});
+
+test("no abort listener is left on the caller's signal after a step, its results or an abort", async () => {
+  const ctrl = new AbortController();
+  server.respond({ steps: [toolStart(0, "t1", "quick", "{}"), finish("tool_calls"), done()] });
+  const toolset = new k.SimpleToolset([{ name: "quick", description: "", parameters: {}, handler: async () => "ok" }]);
+  const r = await k.step(provider(), "", toolset, [user("x")], { signal: ctrl.signal });
+  await r.toolResults();
+  await sleep(0);
+  assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
+
+  server.respond({ steps: [text("a"), finish(), done()] });
+  await k.generate(provider(), "", [], [user("x")], { signal: ctrl.signal });
+  assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
+
+  const hung = gate();
+  server.respond({ steps: [text("a"), { mark: hung.open }, { hang: true }] });
+  const ctrl2 = new AbortController();
+  const p = k.generate(provider(), "", [], [user("x")], { signal: ctrl2.signal });
+  await hung.promise;
+  assert.equal(getEventListeners(ctrl2.signal, "abort").length, 1, "the engine listens while it works");
+  ctrl2.abort();
+  await assert.rejects(p);
+  assert.equal(getEventListeners(ctrl2.signal, "abort").length, 0);
+});
+
+test("timeoutMs: a stream that goes quiet is an APITimeoutError", async () => {
+  server.respond({ steps: [text("partial"), { hang: true }] });
+  const r = await within(k.generate(provider({ timeoutMs: 150 }), "", [], [user("x")]));
+  assert.ok(r.error instanceof k.APITimeoutError, String(r.error));
+  assert.match(r.error.message, /stream data/);
+});
