@@ -1,0 +1,243 @@
+//! A conversation's context, as kimi-cli keeps it: the history, checkpoints, the token
+//! count, and its `context.jsonl` line format.
+//!
+//! Lines are JSON objects: `{"role":"_system_prompt","content":…}`, one message a line
+//! (kosong's shape, `null` fields left out), `{"role":"_checkpoint","id":N}` and
+//! `{"role":"_usage","token_count":N}`. The context is sans-IO: every change returns the
+//! lines to append to the store, and `revert_to` says the store must be rewritten whole.
+//!
+//! Token count: the count the provider reported last, plus an estimate (characters / 4) of
+//! the text appended since.
+
+use serde_json::Value;
+
+use crate::core::message::{ContentPart, Message};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Record {
+    SystemPrompt(String),
+    Message(Message),
+    Checkpoint(u64),
+    Usage(u64),
+}
+
+impl Record {
+    fn to_line(&self) -> String {
+        match self {
+            // `role` first, as kimi-cli writes them.
+            Record::SystemPrompt(p) => format!("{{\"role\":\"_system_prompt\",\"content\":{}}}", Value::from(p.as_str())),
+            Record::Message(m) => serde_json::to_string(m).unwrap_or_else(|_| "{}".into()),
+            Record::Checkpoint(id) => format!("{{\"role\":\"_checkpoint\",\"id\":{id}}}"),
+            Record::Usage(n) => format!("{{\"role\":\"_usage\",\"token_count\":{n}}}"),
+        }
+    }
+
+    fn from_line(line: &str) -> Result<Record, String> {
+        let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let role = v.get("role").and_then(Value::as_str).ok_or("a line without a role")?;
+        match role {
+            "_system_prompt" => Ok(Record::SystemPrompt(
+                v.get("content").and_then(Value::as_str).ok_or("a system prompt without content")?.to_owned(),
+            )),
+            "_checkpoint" => Ok(Record::Checkpoint(v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?)),
+            "_usage" => Ok(Record::Usage(
+                v.get("token_count").and_then(Value::as_u64).ok_or("a usage line without token_count")?,
+            )),
+            _ => serde_json::from_value(v).map(Record::Message).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Characters of text in a message, for the token estimate.
+fn text_chars(m: &Message) -> u64 {
+    m.content
+        .iter()
+        .map(|p| match p {
+            ContentPart::Text { text } => text.chars().count() as u64,
+            ContentPart::Think { think, .. } => think.chars().count() as u64,
+            _ => 0,
+        })
+        .sum::<u64>()
+        + m.tool_calls
+            .iter()
+            .flatten()
+            .map(|c| c.function.arguments.as_deref().map_or(0, |a| a.chars().count() as u64))
+            .sum::<u64>()
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Context {
+    records: Vec<Record>,
+    history: Vec<Message>,
+    usage_tokens: u64,
+    pending_chars: u64,
+    next_checkpoint: u64,
+    system_prompt: Option<String>,
+}
+
+impl Context {
+    pub fn new() -> Context {
+        Context::default()
+    }
+
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.system_prompt.as_deref()
+    }
+
+    /// Last reported usage plus characters/4 of what came after it.
+    pub fn token_count(&self) -> u64 {
+        self.usage_tokens.saturating_add(self.pending_chars / 4)
+    }
+
+    pub fn n_checkpoints(&self) -> u64 {
+        self.next_checkpoint
+    }
+
+    fn push(&mut self, r: Record) -> String {
+        self.apply(&r);
+        let line = r.to_line();
+        self.records.push(r);
+        line
+    }
+
+    fn apply(&mut self, r: &Record) {
+        match r {
+            Record::SystemPrompt(p) => self.system_prompt = Some(p.clone()),
+            Record::Message(m) => {
+                self.pending_chars = self.pending_chars.saturating_add(text_chars(m));
+                self.history.push(m.clone());
+            }
+            Record::Checkpoint(id) => self.next_checkpoint = id.saturating_add(1),
+            Record::Usage(n) => {
+                self.usage_tokens = *n;
+                self.pending_chars = 0;
+            }
+        }
+    }
+
+    pub fn write_system_prompt(&mut self, prompt: &str) -> String {
+        self.push(Record::SystemPrompt(prompt.to_owned()))
+    }
+
+    /// Starts a new checkpoint; returns its id and the line to store.
+    pub fn checkpoint(&mut self) -> (u64, String) {
+        let id = self.next_checkpoint;
+        (id, self.push(Record::Checkpoint(id)))
+    }
+
+    pub fn append(&mut self, messages: Vec<Message>) -> Vec<String> {
+        messages.into_iter().map(|m| self.push(Record::Message(m))).collect()
+    }
+
+    pub fn update_token_count(&mut self, n: u64) -> String {
+        self.push(Record::Usage(n))
+    }
+
+    /// Drops the checkpoint `id` and everything after it. The store must then be rewritten
+    /// from [`Context::to_jsonl`].
+    pub fn revert_to(&mut self, id: u64) -> Result<(), String> {
+        if id >= self.next_checkpoint {
+            return Err(format!("Checkpoint {id} does not exist"));
+        }
+        let cut = self
+            .records
+            .iter()
+            .position(|r| *r == Record::Checkpoint(id))
+            .ok_or_else(|| format!("Checkpoint {id} does not exist"))?;
+        let kept: Vec<Record> = self.records.drain(..cut).collect();
+        *self = Context::default();
+        for r in kept {
+            self.apply(&r);
+            self.records.push(r);
+        }
+        Ok(())
+    }
+
+    /// Empties the context (history, checkpoints, usage and system prompt).
+    pub fn clear(&mut self) {
+        *self = Context::default();
+    }
+
+    pub fn to_jsonl(&self) -> String {
+        let mut s = String::new();
+        for r in &self.records {
+            s.push_str(&r.to_line());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Reads `context.jsonl`. Blank lines are skipped, and so is a damaged *last* line (a
+    /// write cut short); a damaged line before others is an error naming it.
+    pub fn from_jsonl(text: &str) -> Result<Context, String> {
+        let lines: Vec<(usize, &str)> =
+            text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+        let mut ctx = Context::default();
+        let last = lines.len().saturating_sub(1);
+        for (i, (lineno, line)) in lines.iter().enumerate() {
+            match Record::from_line(line) {
+                Ok(r) => {
+                    ctx.apply(&r);
+                    ctx.records.push(r);
+                }
+                Err(_) if i == last => break,
+                Err(e) => return Err(format!("context.jsonl line {}: {e}", lineno + 1)),
+            }
+        }
+        Ok(ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::message::Role;
+
+    fn user(t: &str) -> Message {
+        Message::new(Role::User, vec![ContentPart::text(t)])
+    }
+
+    #[test]
+    fn lines_checkpoints_revert_and_round_trip() {
+        let mut c = Context::new();
+        let mut lines = vec![c.write_system_prompt("be brief")];
+        lines.push(c.checkpoint().1);
+        lines.extend(c.append(vec![user("hello there")]));
+        lines.push(c.update_token_count(100));
+        assert_eq!(c.token_count(), 100);
+        lines.push(c.checkpoint().1);
+        lines.extend(c.append(vec![user("12345678")]));
+        assert_eq!(c.token_count(), 102, "usage plus characters/4");
+        assert_eq!(c.n_checkpoints(), 2);
+        assert_eq!(lines[0], r#"{"role":"_system_prompt","content":"be brief"}"#);
+        assert_eq!(lines[1], r#"{"role":"_checkpoint","id":0}"#);
+        assert_eq!(lines[2], r#"{"role":"user","content":"hello there"}"#);
+        assert_eq!(lines[3], r#"{"role":"_usage","token_count":100}"#);
+        let text = lines.join("\n") + "\n";
+        assert_eq!(c.to_jsonl(), text);
+        assert_eq!(Context::from_jsonl(&text).unwrap(), c);
+
+        c.revert_to(1).unwrap();
+        assert_eq!(c.history().len(), 1);
+        assert_eq!(c.n_checkpoints(), 1);
+        assert_eq!(c.token_count(), 100);
+        assert_eq!(c.system_prompt(), Some("be brief"));
+        assert!(c.revert_to(1).is_err());
+        c.revert_to(0).unwrap();
+        assert!(c.history().is_empty());
+        assert_eq!(c.to_jsonl(), "{\"role\":\"_system_prompt\",\"content\":\"be brief\"}\n");
+    }
+
+    #[test]
+    fn damaged_lines() {
+        let good = "{\"role\":\"user\",\"content\":\"a\"}\n";
+        let c = Context::from_jsonl(&format!("{good}{{\"role\":\"user\",\"cont")).unwrap();
+        assert_eq!(c.history().len(), 1);
+        assert!(Context::from_jsonl(&format!("{{broken\n{good}")).unwrap_err().contains("line 1"));
+        assert!(Context::from_jsonl("").unwrap().history().is_empty());
+    }
+}
