@@ -64,6 +64,7 @@ export function build() {
   run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(pkg, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
   for (const [from, to] of [
     ["api.js", "api.js"],
+    ["soul.js", "soul.js"],
     ["entry-node.js", "node.js"],
     ["entry-workerd.js", "workerd.js"],
     ["entry-browser.js", "browser.js"],

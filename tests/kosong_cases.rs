@@ -243,3 +243,39 @@ fn scripted_echo_round_trip_through_generate() {
     assert_eq!(out.usage.unwrap().output, 2);
     assert_eq!(out.message.tool_calls.unwrap()[0].function.arguments.as_deref(), Some("{\"a\": 1}"));
 }
+
+/// A body that yields the given chunks.
+struct Chunks(std::collections::VecDeque<Vec<u8>>);
+
+impl kosong_wasm::core::generate::ByteSource for Chunks {
+    type Error = ChatProviderError;
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+        match self.0.pop_front() {
+            Some(c) => {
+                *buf = c;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+#[test]
+fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
+    use kosong_wasm::core::generate::SseEventSource;
+    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: {\"error\":{\"message\":\"Rate limit\",\"code\":429}}\n\n";
+    let decoder = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+    let mut src = SseEventSource::new(Chunks([body.as_bytes().to_vec()].into()), decoder);
+    let seen = RefCell::new(Vec::new());
+    let out = futures::executor::block_on(generate(
+        &mut src,
+        |p: &StreamedMessagePart| {
+            seen.borrow_mut().push(p.clone());
+            Ok(None)
+        },
+        |_: &ToolCall| Ok(None),
+    ));
+    assert!(matches!(out, Err(ChatProviderError::Status { status: 429, .. })));
+    assert_eq!(*seen.borrow(), vec![text("Hel"), text("lo")]);
+}

@@ -44,11 +44,21 @@ pub struct SseEventSource<B, D> {
     chunk: Vec<u8>,
     events: Vec<crate::core::sse::SseEvent>,
     ended: bool,
+    /// An error met after some events of the same chunk: those are delivered first.
+    failed: Option<ChatProviderError>,
 }
 
 impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
     pub fn new(body: B, decoder: D) -> Self {
-        SseEventSource { body, sse: SseDecoder::new(), decoder, chunk: Vec::new(), events: Vec::new(), ended: false }
+        SseEventSource {
+            body,
+            sse: SseDecoder::new(),
+            decoder,
+            chunk: Vec::new(),
+            events: Vec::new(),
+            ended: false,
+            failed: None,
+        }
     }
 
     pub fn decoder(&self) -> &D {
@@ -60,24 +70,44 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     type Error = B::Error;
 
     async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, B::Error> {
+        if let Some(e) = self.failed.take() {
+            self.ended = true;
+            return Err(e.into());
+        }
         if self.ended {
             return Ok(false);
         }
         let more = self.body.read_into(&mut self.chunk).await?;
         let sse_err = |e: crate::core::sse::SseError| ChatProviderError::Other(e.to_string());
-        if more {
-            self.sse.feed(&self.chunk, &mut self.events).map_err(sse_err)?;
+        let decoded = if more {
+            self.sse.feed(&self.chunk, &mut self.events).map_err(sse_err)
         } else {
-            self.sse.finish(&mut self.events).map_err(sse_err)?;
-        }
+            self.sse.finish(&mut self.events).map_err(sse_err)
+        };
+        let mut outcome = decoded;
         for ev in self.events.drain(..) {
-            self.decoder.on_event(&ev, out)?;
+            if outcome.is_ok() {
+                outcome = self.decoder.on_event(&ev, out);
+            }
         }
-        if !more {
-            self.ended = true;
-            self.decoder.finish(out)?;
+        if outcome.is_ok() && !more {
+            outcome = self.decoder.finish(out);
         }
-        Ok(more)
+        match outcome {
+            // What came before the error in this chunk is delivered; the error comes next.
+            Err(e) if !out.is_empty() => {
+                self.failed = Some(e);
+                Ok(true)
+            }
+            Err(e) => {
+                self.ended = true;
+                Err(e.into())
+            }
+            Ok(()) => {
+                self.ended = !more;
+                Ok(more)
+            }
+        }
     }
 
     fn id(&self) -> Option<String> {

@@ -94,6 +94,9 @@ function callWasm(f) {
   }
 }
 
+// For the soul runtime (soul.js), not for users: the wasm exports and the guarded call.
+export { callWasm as _callWasm, wasm as _wasm };
+
 // ---- tools ----------------------------------------------------------------------------
 
 function briefDisplay(brief) {
@@ -270,15 +273,19 @@ function jsonHook(cb) {
   return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
 }
 
-function common(provider, systemPrompt, history, options) {
+function historyJson(history) {
+  if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
+  return JSON.stringify(history);
+}
+
+function common(provider, systemPrompt, historyJson, options) {
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
-  if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
   checkSignal(options.signal);
   const req = requestOf(provider);
   return {
     req,
-    history: JSON.stringify(history),
+    history: historyJson,
     hooks: {
       onPart: jsonHook(options.onMessagePart),
       signal: options.signal ?? undefined,
@@ -290,7 +297,7 @@ function common(provider, systemPrompt, history, options) {
 
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
-  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
+  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
   hooks.onToolCall = jsonHook(options.onToolCall);
   const raw = await callWasm(() => wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
@@ -317,6 +324,11 @@ export class StepResult {
 
 /** One step (kosong's `step`): tools start as soon as their calls are complete. */
 export async function step(provider, systemPrompt, toolset, history, options = {}) {
+  return _stepWithHistoryJson(provider, systemPrompt, toolset, historyJson(history), options);
+}
+
+/** @internal `step` with the history already as JSON text (the agent keeps it that way). */
+export async function _stepWithHistoryJson(provider, systemPrompt, toolset, history, options = {}) {
   const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");

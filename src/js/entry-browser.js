@@ -1,2 +1,3 @@
 // Browsers and bundlers: call `await init()` once before anything else.
 export * from "./api.js";
+export * from "./soul.js";

@@ -7,3 +7,4 @@ initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.met
 _markReady();
 
 export * from "./api.js";
+export * from "./soul.js";

@@ -7,3 +7,4 @@ initSync({ module });
 _markReady();
 
 export * from "./api.js";
+export * from "./soul.js";

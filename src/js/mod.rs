@@ -7,6 +7,7 @@
 
 mod http;
 mod signals;
+mod soul;
 mod sys;
 mod tools;
 

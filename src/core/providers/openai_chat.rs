@@ -281,6 +281,29 @@ impl Usage {
     }
 }
 
+/// An error the server sent as a stream chunk. One that carries an HTTP status (`code` or
+/// `status`, as OpenRouter and others send rate limits mid-stream) is an `APIStatusError`
+/// with that status, so the agent's retry rules apply to it.
+fn mid_stream_error(err: &Value) -> ChatProviderError {
+    let msg = super::error_message_from_body(&json!({"error": err}).to_string()).unwrap_or_else(|| "unknown error".into());
+    let status = ["code", "status", "status_code"]
+        .iter()
+        .find_map(|k| {
+            let v = err.get(*k)?;
+            v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .filter(|s| (400..600).contains(s));
+    match status {
+        Some(status) => ChatProviderError::Status {
+            status: status as u16,
+            message: format!("Error code: {status} - {msg} (sent mid-stream)"),
+            request_id: None,
+            retry_after_ms: None,
+        },
+        None => ChatProviderError::Other(format!("the server reported an error mid-stream: {msg}")),
+    }
+}
+
 #[derive(Debug)]
 struct OpenCall {
     index: u64,
@@ -395,9 +418,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             ChatProviderError::Other(format!("malformed stream chunk from the server: {e}"))
         })?;
         if let Some(err) = chunk.error {
-            let msg = super::error_message_from_body(&json!({"error": err}).to_string())
-                .unwrap_or_else(|| "unknown error".into());
-            return Err(ChatProviderError::Other(format!("the server reported an error mid-stream: {msg}")));
+            return Err(mid_stream_error(&err));
         }
         if let Some(id) = chunk.id.filter(|s| !s.is_empty()) {
             self.id = Some(id);
@@ -563,6 +584,8 @@ mod tests {
     fn error_chunk_and_malformed_chunk() {
         let s = data(json!({"error":{"message":"overloaded","type":"server_error"}}));
         assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("overloaded")));
+        let s = data(json!({"error":{"message":"Rate limit exceeded","code":429}}));
+        assert!(matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit")));
         assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Other(m)) if m.contains("malformed")));
     }
 

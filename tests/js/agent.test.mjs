@@ -1,0 +1,337 @@
+// The soul runtime: Agent turns over ScriptedProvider and the loopback SSE server, the
+// Wire's merged and raw sides, recording and replay, Context, retries, compaction,
+// approvals and cancellation.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
+import * as k from "kosong-wasm";
+import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep, sse } from "./mock-openai.mjs";
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+const call = (id, name, args) => `tool_call: ${JSON.stringify({ id, name, arguments: JSON.stringify(args) })}`;
+const plusTool = { name: "plus", description: "adds", parameters: { type: "object" }, handler: ({ a, b }) => String(a + b) };
+
+/** Runs one turn and collects what a merged UI (and optionally a raw UI) saw. */
+async function runTurn(agent, input, { signal = new AbortController().signal, raw = false, recorder, onMessage } = {}) {
+  const merged = [];
+  const rawSeen = [];
+  let error;
+  try {
+    await k.runSoul(agent, input, async (wire) => {
+      const m = wire.uiSide({ merge: true });
+      const r = raw ? wire.uiSide({ merge: false }) : null;
+      const rawLoop = r && (async () => { for await (const x of r) rawSeen.push(x); })();
+      for await (const x of m) {
+        merged.push(x);
+        onMessage?.(x, wire);
+      }
+      await rawLoop;
+    }, signal, { recorder });
+  } catch (e) {
+    error = e;
+  }
+  return { merged, raw: rawSeen, error, types: merged.map((x) => x.type) };
+}
+
+test("a two-step turn with a tool: the exact merged wire sequence, and the context it leaves", async () => {
+  const provider = new k.ScriptedProvider([
+    `usage: input_other=10 output=5\nthink: I should add.\ntext: Let me add.\n${call("c1", "plus", { a: 1, b: 2 })}`,
+    "usage: input_other=30 output=3\ntext: It is 3.",
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "You add.", toolset: new k.SimpleToolset([plusTool]) });
+  const { merged, error } = await runTurn(agent, "1+2?");
+  assert.equal(error, undefined);
+  // The plus tool is synchronous and starts the moment its call is complete, so its
+  // result is published before the step's StatusUpdate.
+  assert.deepEqual(merged.map((m) => m.type), [
+    "TurnBegin", "StepBegin", "ContentPart", "ContentPart", "ToolCall", "ToolResult", "StatusUpdate",
+    "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd",
+  ]);
+  assert.deepEqual(merged[0].payload, { user_input: "1+2?" });
+  assert.deepEqual(merged[1].payload, { n: 1 });
+  assert.deepEqual(merged[2].payload, { type: "think", think: "I should add." });
+  assert.deepEqual(merged[3].payload, { type: "text", text: "Let me add." });
+  assert.equal(merged[4].payload.id, "c1");
+  assert.deepEqual(merged[5].payload, { tool_call_id: "c1", return_value: k.toolOk({ output: "3" }) });
+  assert.deepEqual(merged[6].payload.token_usage, { input_other: 10, output: 5, input_cache_read: 0, input_cache_creation: 0 });
+  assert.deepEqual(merged[7].payload, { n: 2 });
+  assert.deepEqual(merged.at(-1), { type: "TurnEnd", payload: {} });
+
+  const h = agent.context.history;
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.deepEqual(h[2], { role: "tool", content: "3", tool_call_id: "c1" });
+  assert.equal(agent.context.nCheckpoints, 3, "one for the turn, one per step");
+  assert.equal(agent.context.tokenCount, 33);
+});
+
+test("tool results become kimi-cli's tool messages: errors and empty output", async () => {
+  const provider = new k.ScriptedProvider([
+    `${call("e1", "fail", {})}\n${call("e2", "empty", {})}\n${call("e3", "nope", {})}`,
+    "text: done",
+  ]);
+  const toolset = new k.SimpleToolset([
+    { name: "fail", description: "", parameters: {}, handler: () => k.toolError({ message: "disk full", brief: "Failed", output: "partial" }) },
+    { name: "empty", description: "", parameters: {}, handler: () => "" },
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset });
+  await runTurn(agent, "go");
+  const tools = agent.context.history.filter((m) => m.role === "tool");
+  assert.deepEqual(tools[0].content, [{ type: "text", text: "<system>ERROR: disk full</system>" }, { type: "text", text: "partial" }]);
+  assert.equal(tools[1].content, "<system>Tool output is empty.</system>");
+  assert.equal(tools[2].content, "<system>ERROR: Tool `nope` not found</system>");
+});
+
+test("a failing step sends StepInterrupted then TurnEnd, and runSoul rethrows the soul's error", async () => {
+  const provider = new k.ScriptedProvider(["sparkle: not a kind"]);
+  const agent = new k.Agent({ provider, systemPrompt: "" });
+  const { types, error } = await runTurn(agent, "x");
+  assert.ok(error instanceof k.ChatProviderError);
+  assert.deepEqual(types, ["TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd"]);
+});
+
+test("no provider → LLMNotSet; an image for a text-only model → LLMNotSupported naming what is missing", async () => {
+  let r = await runTurn(new k.Agent({ provider: null, systemPrompt: "" }), "hi");
+  assert.ok(r.error instanceof k.LLMNotSet);
+  assert.deepEqual(r.types, ["TurnBegin", "TurnEnd"]);
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: x"]), systemPrompt: "", capabilities: ["thinking"] });
+  r = await runTurn(agent, [{ type: "text", text: "see" }, { type: "image_url", image_url: { url: "data:image/png;base64,AA" } }]);
+  assert.ok(r.error instanceof k.LLMNotSupported);
+  assert.deepEqual(r.error.capabilities, ["image_in"]);
+  assert.equal(r.error.modelName, "scripted_echo");
+  assert.equal(agent.context.history.length, 0);
+});
+
+test("MaxStepsReached after maxStepsPerTurn steps", async () => {
+  const provider = new k.ScriptedProvider([call("a", "plus", { a: 1, b: 1 }), call("b", "plus", { a: 2, b: 2 }), call("c", "plus", { a: 3, b: 3 })]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset: new k.SimpleToolset([plusTool]), maxStepsPerTurn: 2 });
+  const { error, types } = await runTurn(agent, "loop");
+  assert.ok(error instanceof k.MaxStepsReached);
+  assert.equal(error.nSteps, 2);
+  assert.equal(types.filter((t) => t === "StepBegin").length, 2);
+  assert.equal(types.at(-1), "TurnEnd");
+});
+
+test("the same tool call 12 times in a row stops the turn", async () => {
+  const scripts = Array.from({ length: 20 }, () => call("same", "plus", { a: 1, b: 1 }));
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(scripts), systemPrompt: "", toolset: new k.SimpleToolset([plusTool]) });
+  const { error, types } = await runTurn(agent, "again and again");
+  assert.ok(error instanceof k.RepeatedToolCallError);
+  assert.equal(error.count, 12);
+  assert.equal(types.filter((t) => t === "StepBegin").length, 12);
+});
+
+test("cancel during a tool: RunCancelled, the tool's signal aborted, TurnEnd without StepInterrupted", async () => {
+  const started = gate();
+  let toolSignal;
+  const toolset = new k.SimpleToolset([{ name: "wait", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; started.open(); return new Promise(() => {}); } }]);
+  const agent = new k.Agent({ provider: new k.ScriptedProvider([call("w", "wait", {})]), systemPrompt: "", toolset });
+  const ctrl = new AbortController();
+  const p = runTurn(agent, "wait", { signal: ctrl.signal });
+  await started.promise;
+  ctrl.abort(new Error("stop"));
+  const { error, types } = await p;
+  assert.ok(error instanceof k.RunCancelled);
+  assert.equal(error.cause.message, "stop");
+  assert.equal(toolSignal.aborted, true);
+  assert.ok(!types.includes("StepInterrupted"));
+  assert.equal(types.at(-1), "TurnEnd");
+  // The step never completed: no assistant message with a dangling tool call.
+  assert.deepEqual(agent.context.history.map((m) => m.role), ["user"]);
+  assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
+});
+
+test("a stream that sends parts then fails with 429 is retried; the merged UI sees both attempts in order", async () => {
+  server.respond({ steps: [text("Hel"), text("lo"), sse({ error: { message: "Rate limit exceeded", code: 429 } })] });
+  server.respond({ steps: [text("Hello"), text(" again"), finish(), usage(5, 2), done()] });
+  const before = server.requests.length;
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const agent = new k.Agent({ provider, systemPrompt: "" });
+  const { merged, error } = await runTurn(agent, "hi");
+  assert.equal(error, undefined);
+  assert.equal(server.requests.length - before, 2);
+  const seq = merged.map((m) => (m.type === "ContentPart" ? `text:${m.payload.text}` : m.type));
+  assert.deepEqual(seq, ["TurnBegin", "StepBegin", "text:Hello", "StepRetry", "text:Hello again", "StatusUpdate", "TurnEnd"]);
+  const retry = merged.find((m) => m.type === "StepRetry").payload;
+  assert.deepEqual({ ...retry, wait_s: typeof retry.wait_s }, { n: 1, next_attempt: 2, max_attempts: 3, wait_s: "number", error_type: "APIStatusError", status_code: 429 });
+  assert.equal(agent.context.history.at(-1).content, "Hello again");
+});
+
+test("503 twice then success; a 400 fails at once", async () => {
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl });
+  server.respond({ status: 503, body: { error: { message: "overloaded" } } });
+  server.respond({ status: 503, body: { error: { message: "overloaded" } } });
+  server.respond({ steps: [text("finally"), finish(), done()] });
+  let r = await runTurn(new k.Agent({ provider, systemPrompt: "" }), "x");
+  assert.equal(r.error, undefined);
+  assert.equal(r.types.filter((t) => t === "StepRetry").length, 2);
+
+  const before = server.requests.length;
+  server.respond({ status: 400, body: { error: { message: "bad request" } } });
+  r = await runTurn(new k.Agent({ provider, systemPrompt: "" }), "x");
+  assert.ok(r.error instanceof k.APIStatusError);
+  assert.equal(r.error.status, 400);
+  assert.equal(server.requests.length - before, 1);
+  assert.ok(!r.types.includes("StepRetry"));
+  assert.deepEqual(r.types.slice(-2), ["StepInterrupted", "TurnEnd"]);
+});
+
+test("cancel during a retry wait ends at once", async () => {
+  server.respond({ status: 429, headers: { "retry-after": "30" }, body: { error: { message: "slow down" } } });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl });
+  const ctrl = new AbortController();
+  const t0 = Date.now();
+  const r = await runTurn(new k.Agent({ provider, systemPrompt: "" }), "x", {
+    signal: ctrl.signal,
+    onMessage: (m) => m.type === "StepRetry" && ctrl.abort(),
+  });
+  assert.ok(r.error instanceof k.RunCancelled);
+  assert.ok(Date.now() - t0 < 10_000, "did not sit out the 30 s Retry-After");
+  const retry = r.merged.find((m) => m.type === "StepRetry");
+  assert.equal(retry.payload.wait_s, 30);
+});
+
+test("approvals: approve, approve_for_session remembers the action, reject tells the model and ends the turn", async () => {
+  const ran = [];
+  const toolset = new k.SimpleToolset([{
+    name: "rm", description: "", parameters: {},
+    handler: async ({ path }, ctx) => {
+      if (!(await ctx.requestApproval({ action: "delete file", description: `rm ${path}` }))) return "not deleted";
+      ran.push(path);
+      return `deleted ${path}`;
+    },
+  }]);
+  const provider = new k.ScriptedProvider([
+    call("r1", "rm", { path: "a" }), call("r2", "rm", { path: "b" }), call("r3", "rm", { path: "c" }), "text: ok",
+    call("r4", "rm", { path: "d" }), "text: never",
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset });
+  const answers = ["approve", "approve_for_session"];
+  let r = await runTurn(agent, "clean up", {
+    onMessage: (m, wire) => {
+      if (m.type === "ApprovalRequest") wire.respond(m.payload.id, answers.shift());
+    },
+  });
+  assert.equal(r.error, undefined);
+  assert.deepEqual(ran, ["a", "b", "c"], "c was approved for the session without asking");
+  assert.equal(r.types.filter((t) => t === "ApprovalRequest").length, 2);
+  const req = r.merged.find((m) => m.type === "ApprovalRequest").payload;
+  assert.deepEqual({ ...req, id: typeof req.id }, { id: "string", tool_call_id: "r1", sender: "agent", action: "delete file", description: "rm a", display: [] });
+  assert.deepEqual(r.merged.find((m) => m.type === "ApprovalResponse").payload, { request_id: req.id, response: "approve", feedback: "" });
+
+  // A new action is asked again; a rejection is what the model is told, and the turn returns to the user.
+  const agent2 = new k.Agent({ provider: new k.ScriptedProvider([call("x1", "rm", { path: "z" }), "text: never"]), systemPrompt: "", toolset });
+  r = await runTurn(agent2, "delete z", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject", "keep z") });
+  assert.equal(r.error, undefined);
+  const result = r.merged.find((m) => m.type === "ToolResult").payload.return_value;
+  assert.equal(result.is_error, true);
+  assert.match(result.message, /rejected.*keep z/);
+  assert.equal(r.types.filter((t) => t === "StepBegin").length, 1);
+  assert.match(JSON.stringify(agent2.context.history.at(-1)), /rejected/);
+});
+
+test("yolo approves everything; cancelling during an approval resolves it as rejected and cancels the run", async () => {
+  const toolset = new k.SimpleToolset([{ name: "act", description: "", parameters: {}, handler: async (_a, ctx) => String(await ctx.requestApproval({ action: "act", description: "" })) }]);
+  let r = await runTurn(new k.Agent({ provider: new k.ScriptedProvider([call("y", "act", {}), "text: ok"]), systemPrompt: "", toolset, yolo: true }), "go");
+  assert.ok(!r.types.includes("ApprovalRequest"));
+  assert.equal(r.merged.find((m) => m.type === "ToolResult").payload.return_value.output, "true");
+
+  const ctrl = new AbortController();
+  r = await runTurn(new k.Agent({ provider: new k.ScriptedProvider([call("y", "act", {}), "text: ok"]), systemPrompt: "", toolset }), "go", {
+    signal: ctrl.signal,
+    onMessage: (m) => m.type === "ApprovalRequest" && ctrl.abort(),
+  });
+  assert.ok(r.error instanceof k.RunCancelled);
+  assert.deepEqual(r.merged.find((m) => m.type === "ApprovalResponse")?.payload.response, "reject");
+  assert.equal(r.types.at(-1), "TurnEnd");
+});
+
+test("two runs at once keep their messages apart; tools publish on their own run's wire with ctx.send", async () => {
+  const mk = (label) => {
+    const toolset = new k.SimpleToolset([{
+      name: "note", description: "", parameters: {},
+      handler: async (_a, ctx) => {
+        await sleep(5);
+        ctx.send({ type: "ContentPart", payload: { type: "text", text: `[note from ${label}]` } });
+        await sleep(5);
+        return label;
+      },
+    }]);
+    return new k.Agent({
+      provider: new k.ScriptedProvider([`text: I am ${label}\n${call(`${label}-1`, "note", {})}`, `text: ${label} done`]),
+      systemPrompt: "",
+      toolset,
+    });
+  };
+  const [a, b] = await Promise.all([runTurn(mk("A"), "a", { raw: true }), runTurn(mk("B"), "b", { raw: true })]);
+  for (const [r, me, other] of [[a, "A", "B"], [b, "B", "A"]]) {
+    const all = JSON.stringify(r.merged) + JSON.stringify(r.raw);
+    assert.ok(all.includes(`[note from ${me}]`));
+    assert.ok(!all.includes(`from ${other}`) && !all.includes(`I am ${other}`), `${me} saw nothing of ${other}`);
+  }
+});
+
+test("the raw side sees every part; the merged side joins them; the recording replays to the merged sequence", async () => {
+  const lines = [];
+  const recorder = new k.WireRecorder((line) => { lines.push(line); });
+  const provider = new k.ScriptedProvider([
+    'text: Hel\ntext: lo\ntool_call: {"id": "p1", "name": "plus", "arguments": "{\\"a\\": 1,"}\ntool_call_part: " \\"b\\": 2}"',
+    "text: 3",
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset: new k.SimpleToolset([plusTool]) });
+  const r = await runTurn(agent, "1+2", { raw: true, recorder });
+  assert.equal(r.error, undefined);
+  assert.ok(r.raw.filter((m) => m.type === "ContentPart").length === 3 && r.raw.some((m) => m.type === "ToolCallPart"));
+  const call1 = r.merged.find((m) => m.type === "ToolCall").payload;
+  assert.equal(call1.function.arguments, '{"a": 1, "b": 2}');
+  assert.ok(!r.merged.some((m) => m.type === "ToolCallPart"));
+  assert.equal(JSON.parse(lines[0]).type, "metadata");
+  assert.equal(JSON.parse(lines[0]).protocol_version, "1.10");
+  assert.ok(lines.slice(1).every((l) => typeof JSON.parse(l).timestamp === "number"));
+  assert.equal(recorder.count, r.merged.length);
+  const replay = k.readWireRecord(lines.join("\n") + "\n{damaged line\n");
+  assert.deepEqual(replay, r.merged);
+});
+
+test("Context: JSONL round trip with checkpoints and revertTo, sink and onRewrite", async () => {
+  const sunk = [];
+  let rewritten = null;
+  const ctx = new k.Context({ systemPrompt: "be kind", sink: (l) => sunk.push(l), onRewrite: (t) => (rewritten = t) });
+  assert.equal(ctx.checkpoint(), 0);
+  ctx.append({ role: "user", content: "first" });
+  ctx.updateTokenCount(40);
+  assert.equal(ctx.checkpoint(), 1);
+  ctx.append([{ role: "assistant", content: "12345678" }]);
+  assert.equal(ctx.tokenCount, 42);
+  assert.equal(sunk.join("\n") + "\n", ctx.toJSONL());
+  const back = k.Context.fromJSONL(ctx.toJSONL() + '{"role":"user","cont');
+  assert.deepEqual(back.history, ctx.history);
+  assert.equal(back.nCheckpoints, 2);
+  assert.equal(back.systemPrompt, "be kind");
+  ctx.revertTo(1);
+  assert.deepEqual(ctx.history, [{ role: "user", content: "first" }]);
+  assert.equal(rewritten, ctx.toJSONL());
+  assert.throws(() => ctx.revertTo(5), /Checkpoint 5 does not exist/);
+  assert.throws(() => k.Context.fromJSONL('{bad\n{"role":"user","content":"x"}'), /line 1/);
+});
+
+test("compaction at the threshold: CompactionBegin/End, the summary plus the last two messages", async () => {
+  const context = new k.Context();
+  context.append([
+    { role: "user", content: "old question" }, { role: "assistant", content: "old answer" },
+    { role: "user", content: "recent question" }, { role: "assistant", content: "recent answer" },
+  ]);
+  context.updateTokenCount(90_000);
+  const provider = new k.ScriptedProvider(["text: SUMMARY of the old part", "text: fine"]);
+  const agent = new k.Agent({ provider, systemPrompt: "", context, maxContextTokens: 100_000 });
+  const { types, error } = await runTurn(agent, "next");
+  assert.equal(error, undefined);
+  assert.deepEqual(types.slice(0, 4), ["TurnBegin", "StepBegin", "CompactionBegin", "CompactionEnd"]);
+  const h = agent.context.history;
+  assert.match(JSON.stringify(h[0]), /Previous context has been compacted.*SUMMARY of the old part/);
+  assert.deepEqual(h.slice(1, 3).map((m) => m.content), ["recent answer", "next"]);
+  assert.equal(h.at(-1).content, "fine");
+  assert.ok(!JSON.stringify(h).includes("old question"));
+});
