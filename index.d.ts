@@ -182,3 +182,128 @@ export function step(
     signal?: AbortSignal;
   },
 ): Promise<StepResult>;
+
+// ---- the agent runtime (kimi-cli's soul) ---------------------------------------------------
+
+/** kimi-cli's envelope: `{type: "TurnBegin", payload: {user_input}}`, `{type: "ContentPart", payload: TextPart}`, … */
+export type WireMessage = { type: string; payload: any };
+
+export interface StatusSnapshot {
+  context_usage: number;
+  context_tokens: number;
+  max_context_tokens: number;
+  yolo_enabled: boolean;
+}
+/** What `runSoul` hands a soul for one run. */
+export interface RunContext {
+  wire: Wire;
+  signal: AbortSignal;
+  send(message: WireMessage): void;
+  requestApproval(req: { tool_call_id: string; sender: string; action: string; description: string }): Promise<{
+    response: "approve" | "approve_for_session" | "reject";
+    feedback: string;
+  }>;
+}
+export interface Soul {
+  readonly name: string;
+  readonly modelName: string;
+  readonly status: StatusSnapshot;
+  run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
+}
+/** Inside an agent run, a tool's context also has these. */
+export interface AgentToolContext extends ToolContext {
+  /** Publish on this run's wire. */
+  send(message: WireMessage): void;
+  /** Ask the user (through the wire); true when approved. `yolo` and `approve_for_session` skip the question. */
+  requestApproval(req: { action: string; description: string }): Promise<boolean>;
+}
+export class Agent implements Soul {
+  constructor(opts: {
+    name?: string;
+    provider: ChatProvider | null;
+    systemPrompt: string;
+    toolset?: Toolset;
+    context?: Context;
+    /** Default 100. */
+    maxStepsPerTurn?: number;
+    /** Attempts per step, the first included (kimi-cli's `max_retries_per_step`). Default 3. */
+    maxRetriesPerStep?: number;
+    /** The model's context window; compaction starts at 85% of it (or 50,000 tokens before it). 0: never. */
+    maxContextTokens?: number;
+    /** e.g. ["image_in", "video_in", "thinking"]; when given, input the model cannot take is refused. */
+    capabilities?: string[];
+    yolo?: boolean;
+  });
+  readonly name: string;
+  readonly modelName: string;
+  readonly status: StatusSnapshot;
+  readonly context: Context;
+  run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
+}
+export function runSoul(
+  soul: Soul,
+  userInput: string | ContentPart[],
+  uiLoop: (wire: Wire) => Promise<void>,
+  signal: AbortSignal,
+  options?: { recorder?: WireRecorder },
+): Promise<void>;
+
+export class RunCancelled extends Error {}
+export class MaxStepsReached extends Error {
+  nSteps: number;
+}
+export class LLMNotSet extends Error {}
+export class LLMNotSupported extends Error {
+  modelName: string;
+  capabilities: string[];
+}
+/** The same tool call (name and arguments) 12 times in a row stops the turn. */
+export class RepeatedToolCallError extends Error {
+  toolName: string;
+  count: number;
+}
+/** `receive()` after the wire shut down and every message was read. */
+export class QueueShutDown extends Error {}
+
+export class Wire {
+  /** A subscriber sees messages published after it subscribed. */
+  uiSide(opts?: { merge?: boolean }): WireUISide;
+  /** The soul side. Ignored after shutdown. */
+  send(message: WireMessage): void;
+  respond(requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string): void;
+  /** Flushes the merge buffer and ends every side after what it already holds. */
+  shutdown(): void;
+}
+/** Iteration ends at shutdown. */
+export interface WireUISide extends AsyncIterable<WireMessage> {
+  receive(): Promise<WireMessage>;
+}
+export const WIRE_PROTOCOL_VERSION: string;
+/** Writes kimi-cli's wire.jsonl: a metadata line, then `{"timestamp", "message"}` lines of merged messages. */
+export class WireRecorder {
+  constructor(sink: (jsonLine: string) => void | Promise<void>);
+  /** Messages written so far. */
+  readonly count: number;
+  /** The first error the sink threw, if any. */
+  error: unknown;
+}
+/** Reads wire.jsonl back (a damaged line is skipped). */
+export function readWireRecord(jsonl: string): WireMessage[];
+
+export class Context {
+  /** `sink` gets each new context.jsonl line; after `revertTo`/`clear`, `onRewrite` gets the whole new text. */
+  constructor(opts?: { systemPrompt?: string; sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void });
+  readonly history: Message[];
+  /** The last reported usage plus characters/4 of what came after it. */
+  readonly tokenCount: number;
+  readonly nCheckpoints: number;
+  readonly systemPrompt: string | null;
+  checkpoint(): number;
+  revertTo(id: number): void;
+  append(messages: Message | Message[]): void;
+  updateTokenCount(n: number): void;
+  clear(): void;
+  toJSONL(): string;
+  /** A damaged last line is skipped. */
+  static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void }): Context;
+}

@@ -1,0 +1,15 @@
+// The README's examples run as written.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+test("examples/agent-turn.mjs runs a two-step turn with a tool and prints the wire", () => {
+  const script = fileURLToPath(new URL("../../examples/agent-turn.mjs", import.meta.url));
+  const out = execFileSync(process.execPath, [script], { encoding: "utf8" }).trim().split("\n");
+  assert.deepEqual(out.map((l) => l.split(" ")[0]), [
+    "TurnBegin", "StepBegin", "ContentPart", "ToolCall", "ToolResult", "StatusUpdate", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd",
+  ]);
+  assert.match(out[4], /"output":"42"/);
+  assert.match(out[7], /2 \+ 40 = 42\./);
+});
