@@ -180,8 +180,14 @@ export function step(
     onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
     onToolResult?(r: ToolResult): void;
     signal?: AbortSignal;
+    /** Told (name, id, size — never contents) when a call's arguments were not JSON and the engine asked the model to resend it. */
+    logger?: Logger;
   },
 ): Promise<StepResult>;
+
+export interface Logger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
 
 // ---- the agent runtime (kimi-cli's soul) ---------------------------------------------------
 
@@ -233,6 +239,7 @@ export class Agent implements Soul {
     /** e.g. ["image_in", "video_in", "thinking"]; when given, input the model cannot take is refused. */
     capabilities?: string[];
     yolo?: boolean;
+    logger?: Logger;
   });
   readonly name: string;
   readonly modelName: string;

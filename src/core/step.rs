@@ -16,7 +16,7 @@ use futures::FutureExt;
 
 use crate::core::generate::{generate, CallbackResult, EventSource, GenerateOutput};
 use crate::core::message::{StreamedMessagePart, ToolCall};
-use crate::core::toolset::ToolResult;
+use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// Where tool calls go: kosong's `Toolset` protocol as the engine sees it.
 pub trait ToolDispatch {
@@ -24,6 +24,28 @@ pub trait ToolDispatch {
     fn is_eager(&self, name: &str) -> bool;
     /// Starts the call; the future yields its result (tool failures are results, not errors).
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult>;
+    /// The engine settled a call itself because its arguments never became JSON. For a log
+    /// line: the call's name, id and size, never its contents.
+    fn on_malformed_arguments(&self, _call: &ToolCall) {}
+}
+
+/// The result for a complete call whose arguments are not JSON: the tool does not run, and
+/// the model is told to send the call again. `None` when the arguments are fine (missing
+/// or empty arguments mean `{}`).
+pub fn malformed_arguments_result(call: &ToolCall) -> Option<ToolResult> {
+    let raw = call.function.arguments.as_deref().filter(|a| !a.trim().is_empty())?;
+    let err = serde_json::from_str::<serde::de::IgnoredAny>(raw).err()?;
+    Some(ToolResult {
+        tool_call_id: call.id.clone(),
+        return_value: ToolReturnValue::error(
+            &format!(
+                "Error parsing JSON arguments: {err}. The arguments of this call were not valid JSON, \
+                 so the tool did not run; send the call again with complete, valid JSON arguments."
+            ),
+            "Invalid arguments",
+            ToolOutput::Text(String::new()),
+        ),
+    })
 }
 
 pub type ToolFuture = Shared<LocalBoxFuture<'static, ToolResult>>;
@@ -76,7 +98,13 @@ fn start(
     on_tool_result: &Option<ToolResultCallback>,
     drivers: &mut Drivers,
 ) -> ToolFuture {
-    let fut = dispatch.dispatch(call);
+    let fut = match malformed_arguments_result(call) {
+        Some(r) => {
+            dispatch.on_malformed_arguments(call);
+            futures::future::ready(r).boxed_local()
+        }
+        None => dispatch.dispatch(call),
+    };
     let cb = on_tool_result.clone();
     let shared = async move {
         let r = fut.await;

@@ -263,6 +263,12 @@ function requestOf(provider) {
   return provider._request();
 }
 
+function checkLogger(logger) {
+  if (logger !== undefined && logger !== null && typeof logger.warn !== "function") {
+    throw new TypeError("options.logger must have a warn(message, fields) method");
+  }
+}
+
 function checkSignal(signal) {
   if (signal !== undefined && signal !== null && !(typeof signal === "object" && "aborted" in signal && typeof signal.addEventListener === "function")) {
     throw new TypeError("options.signal must be an AbortSignal");
@@ -282,6 +288,7 @@ function common(provider, systemPrompt, historyJson, options) {
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
+  checkLogger(options.logger);
   const req = requestOf(provider);
   return {
     req,
@@ -289,6 +296,7 @@ function common(provider, systemPrompt, historyJson, options) {
     hooks: {
       onPart: jsonHook(options.onMessagePart),
       signal: options.signal ?? undefined,
+      warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
       fetch: req.fetch,
       timeoutMs: req.timeoutMs,
     },

@@ -107,6 +107,7 @@ struct Hooks {
     timeout_ms: Option<f64>,
     toolset: JsValue,
     lazy_tools: Vec<String>,
+    warn: Option<Function>,
 }
 
 fn get(o: &JsValue, k: &str) -> Option<JsValue> {
@@ -127,6 +128,7 @@ impl Hooks {
             lazy_tools: get(hooks, "lazyTools")
                 .map(|v| Array::from(&v).iter().filter_map(|n| n.as_string()).collect())
                 .unwrap_or_default(),
+            warn: func("warn"),
         }
     }
 }
@@ -320,7 +322,8 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
     future_to_promise(async move {
         let call = Call::begin(&spec, system_prompt, &tools, &history, &hooks)?;
         let hooks = &call.hooks;
-        let toolset = tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), call.tools_ctrl.signal())?;
+        let toolset =
+            tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), call.tools_ctrl.signal(), hooks.warn.clone())?;
         let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
             Rc::new(move |r: &ToolResult| {
                 // A throwing onToolResult cannot fail a tool that already finished.

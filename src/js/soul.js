@@ -443,12 +443,13 @@ export class Agent {
   #maxContextTokens;
   #capabilities;
   #yolo;
+  #logger;
   #approvedForSession = new Set();
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn = 100, maxRetriesPerStep = 3,
-      maxContextTokens = 0, capabilities, yolo = false } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger } = opts;
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     if (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
     if (!Number.isInteger(maxRetriesPerStep) || maxRetriesPerStep < 1) throw new TypeError("Agent: maxRetriesPerStep must be a positive integer (attempts per step)");
@@ -463,6 +464,7 @@ export class Agent {
     this.#maxContextTokens = maxContextTokens;
     this.#capabilities = capabilities;
     this.#yolo = Boolean(yolo);
+    this.#logger = logger;
   }
 
   get name() {
@@ -545,6 +547,7 @@ export class Agent {
     const result = await this.#withRetries(run, n, () =>
       _stepWithHistoryJson(this.#provider, this.#systemPrompt, toolset, this.#context._historyJson(), {
         signal,
+        logger: this.#logger,
         onMessagePart: (part) => wire.send(partMessage(part)),
         onToolResult: (r) => wire.send({ type: "ToolResult", payload: rejected.has(r.tool_call_id) ? rejectedResult(r, rejected) : r }),
       }),

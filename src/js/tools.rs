@@ -69,15 +69,17 @@ pub struct JsToolset {
     handle: Function,
     lazy: Vec<String>,
     signal: AbortSignal,
+    /// `(message, fields) => void`, for calls the engine settles itself.
+    warn: Option<Function>,
 }
 
 impl JsToolset {
     /// `lazy` names the tools declared `eager: false`.
-    pub fn new(toolset: JsValue, lazy: Vec<String>, signal: AbortSignal) -> Result<JsToolset, JsValue> {
+    pub fn new(toolset: JsValue, lazy: Vec<String>, signal: AbortSignal, warn: Option<Function>) -> Result<JsToolset, JsValue> {
         let handle = Reflect::get(&toolset, &"handle".into())?
             .dyn_into::<Function>()
             .map_err(|_| js_sys::TypeError::new("toolset.handle must be a function"))?;
-        Ok(JsToolset { toolset, handle, lazy, signal })
+        Ok(JsToolset { toolset, handle, lazy, signal, warn })
     }
 }
 
@@ -98,6 +100,17 @@ fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
 impl ToolDispatch for JsToolset {
     fn is_eager(&self, name: &str) -> bool {
         !self.lazy.iter().any(|n| n == name)
+    }
+
+    fn on_malformed_arguments(&self, call: &ToolCall) {
+        let Some(warn) = &self.warn else { return };
+        let fields = Object::new();
+        let _ = Reflect::set(&fields, &"tool".into(), &JsValue::from_str(&call.function.name));
+        let _ = Reflect::set(&fields, &"id".into(), &JsValue::from_str(&call.id));
+        let bytes = call.function.arguments.as_deref().map_or(0, str::len);
+        let _ = Reflect::set(&fields, &"bytes".into(), &JsValue::from(bytes as f64));
+        let msg = JsValue::from_str("kosong-wasm: a tool call's arguments are not valid JSON; the model was asked to send it again");
+        let _ = warn.call2(&JsValue::UNDEFINED, &msg, &fields);
     }
 
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {

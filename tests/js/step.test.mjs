@@ -389,3 +389,20 @@ test("timeoutMs: a stream that goes quiet is an APITimeoutError", async () => {
   assert.ok(r.error instanceof k.APITimeoutError, String(r.error));
   assert.match(r.error.message, /stream data/);
 });
+
+test("a call whose arguments never became JSON is settled by the engine: the tool does not run, the model is asked to resend, the log has no contents", async () => {
+  const secret = "hunter2-secret-argument";
+  server.respond({ steps: [toolStart(0, "bad1", "write", `{"text": "${secret}`), toolStart(1, "ok1", "write", '{"text": "fine"}'), finish("tool_calls"), done()] });
+  const ran = [];
+  const logged = [];
+  const toolset = new k.SimpleToolset([{ name: "write", description: "", parameters: {}, handler: ({ text }) => { ran.push(text); return "written"; } }]);
+  const r = await k.step(provider(), "", toolset, [user("x")], { logger: { warn: (message, fields) => logged.push({ message, fields }) } });
+  const [bad, good] = await r.toolResults();
+  assert.deepEqual(ran, ["fine"]);
+  assert.equal(bad.return_value.is_error, true);
+  assert.match(bad.return_value.message, /^Error parsing JSON arguments: .*send the call again with complete, valid JSON arguments\.$/s);
+  assert.equal(good.return_value.output, "written");
+  assert.equal(logged.length, 1);
+  assert.deepEqual(logged[0].fields, { tool: "write", id: "bad1", bytes: `{"text": "${secret}`.length });
+  assert.ok(!JSON.stringify(logged).includes(secret));
+});
