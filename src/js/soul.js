@@ -543,13 +543,18 @@ export class Agent {
   async #step(run, n, repeat) {
     const { wire, signal } = run;
     const rejected = new Map();
+    const finished = new Map();
     const toolset = this.#runToolset(run, rejected);
+    const settle = (r) => (rejected.has(r.tool_call_id) ? rejectedResult(r, rejected) : r);
     const result = await this.#withRetries(run, n, () =>
       _stepWithHistoryJson(this.#provider, this.#systemPrompt, toolset, this.#context._historyJson(), {
         signal,
         logger: this.#logger,
         onMessagePart: (part) => wire.send(partMessage(part)),
-        onToolResult: (r) => wire.send({ type: "ToolResult", payload: rejected.has(r.tool_call_id) ? rejectedResult(r, rejected) : r }),
+        onToolResult: (r) => {
+          finished.set(r.tool_call_id, r);
+          wire.send({ type: "ToolResult", payload: settle(r) });
+        },
       }),
     );
     const tokens = result.usage ? usageTotal(result.usage) : this.#context.tokenCount;
@@ -558,12 +563,24 @@ export class Agent {
       type: "StatusUpdate",
       payload: { context_usage: max > 0 ? tokens / max : null, context_tokens: tokens, max_context_tokens: max || null, token_usage: result.usage, message_id: result.id },
     });
-    const results = (await result.toolResults()).map((r) => (rejected.has(r.tool_call_id) ? rejectedResult(r, rejected) : r));
-    const toolMessages = results.map((r) => JSON.parse(callWasm(() => wasm.toolResultToMessage(JSON.stringify(r)))));
-    for (const m of toolMessages) this.#checkCapabilities(m);
-    this.#context.append(result.message);
-    if (result.usage) this.#context.updateTokenCount(usageTotal(result.usage));
-    this.#context.append(toolMessages);
+    let results;
+    try {
+      results = (await result.toolResults()).map(settle);
+    } catch (e) {
+      if (signal?.aborted) {
+        // Cancelled while tools ran: the context keeps the call and a result for each one
+        // (what finished, and "aborted" for the rest), so no tool call is left unanswered.
+        const settled = result.toolCalls.map((c) => {
+          if (finished.has(c.id)) return settle(finished.get(c.id));
+          const aborted = abortedResult(c.id);
+          wire.send({ type: "ToolResult", payload: aborted });
+          return aborted;
+        });
+        this.#grow(result, settled);
+      }
+      throw e;
+    }
+    this.#grow(result, results);
     for (const call of result.toolCalls) {
       const key = `${call.function.name}\u0000${call.function.arguments ?? ""}`;
       repeat.count = key === repeat.key ? repeat.count + 1 : 1;
@@ -572,6 +589,15 @@ export class Agent {
     }
     // A rejected call returns the turn to the user, as kimi-cli does.
     return result.toolCalls.length === 0 || rejected.size > 0;
+  }
+
+  /** Appends a step's message, its usage and one tool message per result. */
+  #grow(result, results) {
+    const toolMessages = results.map((r) => JSON.parse(callWasm(() => wasm.toolResultToMessage(JSON.stringify(r)))));
+    for (const m of toolMessages) this.#checkCapabilities(m);
+    this.#context.append(result.message);
+    if (result.usage) this.#context.updateTokenCount(usageTotal(result.usage));
+    this.#context.append(toolMessages);
   }
 
   /** The toolset as this run's tools see it: their context gains `send` and `requestApproval`. */
@@ -615,6 +641,13 @@ export class Agent {
     }
     run.wire.send({ type: "CompactionEnd", payload: {} });
   }
+}
+
+function abortedResult(toolCallId) {
+  return {
+    tool_call_id: toolCallId,
+    return_value: toolError({ message: "The tool call was aborted: the user cancelled the run before it finished.", brief: "Aborted" }),
+  };
 }
 
 function rejectedResult(r, rejected) {

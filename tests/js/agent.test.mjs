@@ -132,14 +132,18 @@ test("cancel during a tool: RunCancelled, the tool's signal aborted, TurnEnd wit
   const p = runTurn(agent, "wait", { signal: ctrl.signal });
   await started.promise;
   ctrl.abort(new Error("stop"));
-  const { error, types } = await p;
+  const { error, types, merged } = await p;
   assert.ok(error instanceof k.RunCancelled);
   assert.equal(error.cause.message, "stop");
   assert.equal(toolSignal.aborted, true);
   assert.ok(!types.includes("StepInterrupted"));
   assert.equal(types.at(-1), "TurnEnd");
-  // The step never completed: no assistant message with a dangling tool call.
-  assert.deepEqual(agent.context.history.map((m) => m.role), ["user"]);
+  // No tool call is left without a result: the dispatched call got an "aborted" one.
+  assert.deepEqual(agent.context.history.map((m) => m.role), ["user", "assistant", "tool"]);
+  assert.match(JSON.stringify(agent.context.history[2]), /aborted: the user cancelled the run/);
+  const aborted = merged.find((m) => m.type === "ToolResult");
+  assert.deepEqual(aborted.payload.return_value.display, [{ type: "brief", text: "Aborted" }], "the UI is told too");
+  assert.deepEqual(types.slice(-2), ["ToolResult", "TurnEnd"]);
   assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
 });
 
