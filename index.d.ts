@@ -159,6 +159,7 @@ export function generate(
     onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
     onToolCall?(c: ToolCall): void | Promise<void>;
     signal?: AbortSignal;
+    limits?: Limits;
   },
 ): Promise<GenerateResult>;
 
@@ -182,8 +183,19 @@ export function step(
     signal?: AbortSignal;
     /** Told (name, id, size — never contents) when a call's arguments were not JSON and the engine asked the model to resend it. */
     logger?: Logger;
+    limits?: Limits;
   },
 ): Promise<StepResult>;
+
+/** Caps that keep a broken or hostile stream from exhausting memory; going past one is a ChatProviderError naming it. */
+export interface Limits {
+  /** One Server-Sent Event. Default 16 MiB. */
+  maxEventBytes?: number;
+  /** One tool call's arguments. Default 16 MiB. */
+  maxToolArgumentsBytes?: number;
+  /** The whole message (text, thinking, arguments). Default 64 MiB. */
+  maxMessageBytes?: number;
+}
 
 export interface Logger {
   warn(message: string, fields?: Record<string, unknown>): void;
@@ -240,6 +252,7 @@ export class Agent implements Soul {
     capabilities?: string[];
     yolo?: boolean;
     logger?: Logger;
+    limits?: Limits;
   });
   readonly name: string;
   readonly modelName: string;

@@ -14,6 +14,24 @@ use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, Toke
 use crate::core::providers::{StreamDecoder, StreamEvent};
 use crate::core::sse::SseDecoder;
 
+/// Caps that keep a hostile or broken stream from exhausting memory. Going past one is an
+/// error that names the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// One Server-Sent Event's data.
+    pub max_event_bytes: usize,
+    /// One tool call's arguments.
+    pub max_tool_arguments_bytes: usize,
+    /// The whole message: text, thinking and arguments.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_event_bytes: 16 << 20, max_tool_arguments_bytes: 16 << 20, max_message_bytes: 64 << 20 }
+    }
+}
+
 /// A callback's answer: nothing to wait for, or a future to await before going on.
 pub type CallbackResult<E> = Result<Option<LocalBoxFuture<'static, Result<(), E>>>, E>;
 
@@ -26,6 +44,9 @@ pub trait EventSource {
     fn id(&self) -> Option<String>;
     fn usage(&self) -> Option<TokenUsage>;
     fn finish_reason(&self) -> Option<String>;
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
 }
 
 /// Bytes of a response body, pulled as they arrive.
@@ -46,6 +67,7 @@ pub struct SseEventSource<B, D> {
     ended: bool,
     /// An error met after some events of the same chunk: those are delivered first.
     failed: Option<ChatProviderError>,
+    limits: Limits,
 }
 
 impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
@@ -58,7 +80,14 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             events: Vec::new(),
             ended: false,
             failed: None,
+            limits: Limits::default(),
         }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.sse = SseDecoder::with_limit(limits.max_event_bytes);
+        self.limits = limits;
+        self
     }
 
     pub fn decoder(&self) -> &D {
@@ -119,6 +148,9 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     fn finish_reason(&self) -> Option<String> {
         self.decoder.finish_reason().map(str::to_owned)
     }
+    fn limits(&self) -> Limits {
+        self.limits
+    }
 }
 
 /// A source that already holds all its events (the scripted provider).
@@ -171,6 +203,8 @@ pub struct MessageAssembler {
     calls: Vec<ToolCall>,
     completed: Vec<bool>,
     pending: Pending,
+    limits: Limits,
+    bytes: usize,
 }
 
 impl Default for MessageAssembler {
@@ -179,9 +213,74 @@ impl Default for MessageAssembler {
     }
 }
 
+fn part_bytes(p: &StreamedMessagePart) -> usize {
+    match p {
+        StreamedMessagePart::Content(ContentPart::Text { text }) => text.len(),
+        StreamedMessagePart::Content(ContentPart::Think { think, encrypted }) => {
+            think.len() + encrypted.as_deref().map_or(0, str::len)
+        }
+        StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: u })
+        | StreamedMessagePart::Content(ContentPart::AudioUrl { audio_url: u })
+        | StreamedMessagePart::Content(ContentPart::VideoUrl { video_url: u }) => u.url.len(),
+        StreamedMessagePart::ToolCall(c) => {
+            c.id.len() + c.function.name.len() + c.function.arguments.as_deref().map_or(0, str::len)
+        }
+        StreamedMessagePart::ToolCallPart(p) => p.arguments_part.as_deref().map_or(0, str::len),
+    }
+}
+
 impl MessageAssembler {
     pub fn new() -> Self {
-        MessageAssembler { content: Vec::new(), calls: Vec::new(), completed: Vec::new(), pending: Pending::None }
+        Self::with_limits(Limits::default())
+    }
+
+    pub fn with_limits(limits: Limits) -> Self {
+        MessageAssembler {
+            content: Vec::new(),
+            calls: Vec::new(),
+            completed: Vec::new(),
+            pending: Pending::None,
+            limits,
+            bytes: 0,
+        }
+    }
+
+    /// Adds a part, or fails when it would take the message past a limit.
+    pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
+        self.bytes = self.bytes.saturating_add(part_bytes(&part));
+        if self.bytes > self.limits.max_message_bytes {
+            return Err(ChatProviderError::Other(format!(
+                "the model's message exceeded the limit of {} bytes (limits.maxMessageBytes)",
+                self.limits.max_message_bytes
+            )));
+        }
+        let target = match &part {
+            StreamedMessagePart::ToolCall(_) => None,
+            StreamedMessagePart::ToolCallPart(p) => match &p.tool_call_id {
+                Some(id) => self.calls.iter().rposition(|c| &c.id == id),
+                None => match self.pending {
+                    Pending::Call(i) => Some(i),
+                    _ => None,
+                },
+            },
+            _ => None,
+        };
+        let args_len = match (&part, target) {
+            (StreamedMessagePart::ToolCall(c), _) => c.function.arguments.as_deref().map_or(0, str::len),
+            (StreamedMessagePart::ToolCallPart(p), Some(i)) => {
+                self.calls[i].function.arguments.as_deref().map_or(0, str::len)
+                    + p.arguments_part.as_deref().map_or(0, str::len)
+            }
+            _ => 0,
+        };
+        if args_len > self.limits.max_tool_arguments_bytes {
+            return Err(ChatProviderError::Other(format!(
+                "a tool call's arguments exceeded the limit of {} bytes (limits.maxToolArgumentsBytes)",
+                self.limits.max_tool_arguments_bytes
+            )));
+        }
+        self.push(part);
+        Ok(())
     }
 
     pub fn push(&mut self, part: StreamedMessagePart) {
@@ -300,7 +399,7 @@ where
     FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
     FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
 {
-    let mut asm = MessageAssembler::new();
+    let mut asm = MessageAssembler::with_limits(source.limits());
     let mut batch = Vec::new();
     loop {
         let more = source.next_batch(&mut batch).await?;
@@ -310,7 +409,7 @@ where
                     if let Some(f) = on_part(&p)? {
                         f.await?;
                     }
-                    asm.push(p);
+                    asm.try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
                     if let Some(call) = asm.complete(&id) {

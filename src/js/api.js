@@ -269,6 +269,17 @@ function checkLogger(logger) {
   }
 }
 
+const LIMIT_KEYS = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes"];
+
+function checkLimits(limits) {
+  if (limits === undefined || limits === null) return;
+  if (typeof limits !== "object") throw new TypeError("options.limits must be an object");
+  for (const [key, v] of Object.entries(limits)) {
+    if (!LIMIT_KEYS.includes(key)) throw new TypeError(`options.limits: unknown limit \`${key}\` (known: ${LIMIT_KEYS.join(", ")})`);
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new TypeError(`options.limits.${key} must be a positive integer`);
+  }
+}
+
 function checkSignal(signal) {
   if (signal !== undefined && signal !== null && !(typeof signal === "object" && "aborted" in signal && typeof signal.addEventListener === "function")) {
     throw new TypeError("options.signal must be an AbortSignal");
@@ -289,6 +300,7 @@ function common(provider, systemPrompt, historyJson, options) {
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
   checkLogger(options.logger);
+  checkLimits(options.limits);
   const req = requestOf(provider);
   return {
     req,
@@ -297,6 +309,7 @@ function common(provider, systemPrompt, historyJson, options) {
       onPart: jsonHook(options.onMessagePart),
       signal: options.signal ?? undefined,
       warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
+      limits: options.limits ?? undefined,
       fetch: req.fetch,
       timeoutMs: req.timeoutMs,
     },

@@ -23,7 +23,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
 
 use crate::core::error::ChatProviderError;
-use crate::core::generate::{generate, CallbackResult, EventSource, SseEventSource, VecEventSource};
+use crate::core::generate::{generate, CallbackResult, EventSource, Limits, SseEventSource, VecEventSource};
 use crate::core::message::{Message, StreamedMessagePart, ToolCall};
 use crate::core::providers::echo::parse_echo_script;
 use crate::core::providers::openai_chat::OpenAIChatConfig;
@@ -108,6 +108,7 @@ struct Hooks {
     toolset: JsValue,
     lazy_tools: Vec<String>,
     warn: Option<Function>,
+    limits: Limits,
 }
 
 fn get(o: &JsValue, k: &str) -> Option<JsValue> {
@@ -129,8 +130,26 @@ impl Hooks {
                 .map(|v| Array::from(&v).iter().filter_map(|n| n.as_string()).collect())
                 .unwrap_or_default(),
             warn: func("warn"),
+            limits: read_limits(get(hooks, "limits")),
         }
     }
+}
+
+/// `{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes}`, each optional (checked by the JS layer).
+fn read_limits(v: Option<JsValue>) -> Limits {
+    let mut l = Limits::default();
+    let Some(v) = v else { return l };
+    let num = |k: &str| get(&v, k).and_then(|x| x.as_f64()).filter(|x| x.is_finite() && *x >= 1.0).map(|x| x as usize);
+    if let Some(n) = num("maxEventBytes") {
+        l.max_event_bytes = n;
+    }
+    if let Some(n) = num("maxToolArgumentsBytes") {
+        l.max_tool_arguments_bytes = n;
+    }
+    if let Some(n) = num("maxMessageBytes") {
+        l.max_message_bytes = n;
+    }
+    l
 }
 
 /// Calls a JS callback with a JSON argument; a returned Promise is awaited by the engine.
@@ -177,6 +196,12 @@ impl EventSource for AnySource {
             AnySource::Scripted(s) => s.finish_reason(),
         }
     }
+    fn limits(&self) -> Limits {
+        match self {
+            AnySource::Http(s) => s.limits(),
+            AnySource::Scripted(s) => s.limits(),
+        }
+    }
 }
 
 /// Opens the provider's stream: sends the request (or reads the script).
@@ -198,7 +223,7 @@ async fn open_source(
                     .ok_or_else(|| ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into()))?,
             };
             let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms, cfg.api_key.as_deref()).await?;
-            Ok(AnySource::Http(SseEventSource::new(body, cfg.decoder())))
+            Ok(AnySource::Http(SseEventSource::new(body, cfg.decoder()).with_limits(hooks.limits)))
         }
         ProviderSpec::Scripted { script } => {
             let s = parse_echo_script(script)?;

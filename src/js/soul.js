@@ -444,12 +444,13 @@ export class Agent {
   #capabilities;
   #yolo;
   #logger;
+  #limits;
   #approvedForSession = new Set();
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn = 100, maxRetriesPerStep = 3,
-      maxContextTokens = 0, capabilities, yolo = false, logger } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger, limits } = opts;
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     if (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
     if (!Number.isInteger(maxRetriesPerStep) || maxRetriesPerStep < 1) throw new TypeError("Agent: maxRetriesPerStep must be a positive integer (attempts per step)");
@@ -465,6 +466,7 @@ export class Agent {
     this.#capabilities = capabilities;
     this.#yolo = Boolean(yolo);
     this.#logger = logger;
+    this.#limits = limits;
   }
 
   get name() {
@@ -550,6 +552,7 @@ export class Agent {
       _stepWithHistoryJson(this.#provider, this.#systemPrompt, toolset, this.#context._historyJson(), {
         signal,
         logger: this.#logger,
+        limits: this.#limits,
         onMessagePart: (part) => wire.send(partMessage(part)),
         onToolResult: (r) => {
           finished.set(r.tool_call_id, r);

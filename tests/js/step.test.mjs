@@ -406,3 +406,23 @@ test("a call whose arguments never became JSON is settled by the engine: the too
   assert.deepEqual(logged[0].fields, { tool: "write", id: "bad1", bytes: `{"text": "${secret}`.length });
   assert.ok(!JSON.stringify(logged).includes(secret));
 });
+
+test("limits: an oversized event, tool arguments or message is a clear error, and the request is dropped", async () => {
+  server.respond({ steps: [text("x".repeat(5000)), finish(), done()] });
+  let r = await within(k.generate(provider(), "", [], [user("x")], { limits: { maxEventBytes: 1024 } }));
+  assert.ok(r.error instanceof k.ChatProviderError, String(r.error));
+  assert.match(r.error.message, /exceeded the limit of 1024 bytes/);
+
+  const pieces = Array.from({ length: 200 }, () => toolArgs(0, '"aaaaaaaaaa",'));
+  server.respond({ steps: [toolStart(0, "big", "f", "["), ...pieces, { hang: true }] });
+  r = await within(k.step(provider(), "", new k.SimpleToolset(), [user("x")], { limits: { maxToolArgumentsBytes: 1000 } }));
+  assert.match(String(r.error?.message), /tool call's arguments exceeded the limit of 1000 bytes \(limits.maxToolArgumentsBytes\)/);
+  assert.equal((await within(server.requests.at(-1).closed)).pending, undefined, "the hung stream was closed");
+
+  server.respond({ steps: [...Array.from({ length: 50 }, () => text("y".repeat(100))), finish(), done()] });
+  r = await within(k.generate(provider(), "", [], [user("x")], { limits: { maxMessageBytes: 2000 } }));
+  assert.match(String(r.error?.message), /message exceeded the limit of 2000 bytes/);
+
+  await assert.rejects(k.generate(provider(), "", [], [user("x")], { limits: { maxBytes: 5 } }), /unknown limit `maxBytes`/);
+  await assert.rejects(k.generate(provider(), "", [], [user("x")], { limits: { maxEventBytes: -1 } }), /positive integer/);
+});
