@@ -90,6 +90,25 @@ export class SimpleToolset implements Toolset {
   handle(call: ToolCall, ctx?: Partial<ToolContext>): ToolResult | Promise<ToolResult>;
 }
 
+// ---- argument previews ----
+
+export type PartialJsonEdit =
+  | { op: "set"; path: Array<string | number>; value: unknown }
+  | { op: "append"; path: Array<string | number>; text: string };
+/**
+ * A best-effort preview of JSON that is still streaming (a tool call's arguments): strings cut
+ * mid-way, numbers, arrays and objects so far. Feeding n bytes costs O(n) in total; `value` is
+ * updated in place. Text that is not JSON stops the preview; it never throws.
+ */
+export class PartialJson {
+  constructor();
+  /** The edits this piece made to `value`. */
+  feed(piece: string): PartialJsonEdit[];
+  readonly value: unknown;
+  readonly done: boolean;
+  readonly failed: boolean;
+}
+
 // ---- providers ----------------------------------------------------------------------------
 
 export interface ChatProvider {

@@ -90,3 +90,78 @@ proptest! {
         let _ = parse_echo_script(&String::from_utf8_lossy(&input));
     }
 }
+
+mod partial_json_props {
+    use kosong_wasm::core::partial_json::{apply, PartialJson};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| Value::from(n)),
+            (-1e6f64..1e6).prop_map(|f| serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(".{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Feeds `text` cut at `cuts` (byte offsets moved to char boundaries).
+    fn feed_split(text: &str, cuts: &[usize]) -> (Value, bool, bool) {
+        let mut points: Vec<usize> = cuts
+            .iter()
+            .map(|c| {
+                let mut i = c % (text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                i
+            })
+            .collect();
+        points.sort();
+        let mut p = PartialJson::new();
+        let mut v = Value::Null;
+        let mut last = 0;
+        for i in points.into_iter().chain([text.len()]) {
+            apply(&mut v, &p.feed(&text[last..i]));
+            last = i;
+        }
+        (v, p.done(), p.failed())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn complete_json_previews_to_itself_for_any_split(v in json_value(), pretty in any::<bool>(), cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { serde_json::to_string(&v).unwrap() };
+            // A bare top-level number only ends with the stream: give it a delimiter.
+            let text = format!("{text} ");
+            let (got, done, failed) = feed_split(&text, &cuts);
+            prop_assert!(!failed);
+            prop_assert!(done);
+            prop_assert_eq!(got, v);
+        }
+
+        #[test]
+        fn any_split_gives_the_same_preview(text in prop_oneof![".{0,64}", "[-0-9.eE+ ,\\[\\]{}\"a:]{0,160}"], cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            prop_assert_eq!(feed_split(&text, &cuts).0, feed_split(&text, &[]).0);
+        }
+
+        #[test]
+        fn prefixes_of_json_never_fail(v in json_value(), cut in any::<usize>()) {
+            let text = serde_json::to_string(&v).unwrap();
+            let mut i = cut % (text.len() + 1);
+            while !text.is_char_boundary(i) { i -= 1; }
+            let (_, _, failed) = feed_split(&text[..i], &[]);
+            prop_assert!(!failed, "a prefix of JSON is not an error: {:?}", &text[..i]);
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod error;
 pub mod generate;
 pub mod json_close;
 pub mod message;
+pub mod partial_json;
 pub mod providers;
 pub mod sse;
 pub mod step;

@@ -156,3 +156,42 @@ pub fn compaction_build(summary_json: &str, kept_json: &str) -> Result<String, J
 pub fn compaction_system_prompt() -> String {
     compaction::COMPACTION_SYSTEM_PROMPT.to_owned()
 }
+
+/// The state behind the JS `PartialJson`.
+#[wasm_bindgen]
+pub struct PartialJsonCore {
+    inner: crate::core::partial_json::PartialJson,
+}
+
+#[wasm_bindgen]
+impl PartialJsonCore {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> PartialJsonCore {
+        PartialJsonCore { inner: crate::core::partial_json::PartialJson::new() }
+    }
+
+    /// The edits (JSON) that the piece makes to the preview.
+    pub fn feed(&mut self, piece: &str) -> String {
+        let edits = self.inner.feed(piece);
+        if edits.is_empty() {
+            return "[]".into();
+        }
+        serde_json::to_string(&edits).unwrap_or_else(|_| "[]".into())
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn done(&self) -> bool {
+        self.inner.done()
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn failed(&self) -> bool {
+        self.inner.failed()
+    }
+}
+
+impl Default for PartialJsonCore {
+    fn default() -> Self {
+        Self::new()
+    }
+}

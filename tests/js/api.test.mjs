@@ -105,3 +105,25 @@ test("OpenAIChatProvider: withThinking returns a new provider and leaves the old
   assert.equal(p.name, "openai");
   assert.ok(!JSON.stringify(q).includes("sk-secret-value"));
 });
+
+test("PartialJson: a live preview of streaming arguments, kept in place; garbage stops it without throwing", () => {
+  const p = new k.PartialJson();
+  assert.equal(p.value, undefined);
+  p.feed('{"query": "weather in Pa');
+  assert.deepEqual(p.value, { query: "weather in Pa" });
+  const same = p.value;
+  p.feed('ris", "days": [1, 2');
+  assert.equal(p.value, same, "the same object, updated in place");
+  assert.deepEqual(p.value, { query: "weather in Paris", days: [1, 2] });
+  p.feed('0], "deep": {"a": [{"b": "\\u00e9"}]}, "ok": false}');
+  assert.deepEqual(p.value, { query: "weather in Paris", days: [1, 20], deep: { a: [{ b: "é" }] }, ok: false });
+  assert.equal(p.done, true);
+
+  const bad = new k.PartialJson();
+  bad.feed('{"a": 1, "b": "x');
+  assert.doesNotThrow(() => bad.feed('"} oops'));
+  assert.equal(bad.failed, true);
+  assert.deepEqual(bad.value, { a: 1, b: "x" });
+  assert.deepEqual(bad.feed("more"), []);
+  assert.throws(() => bad.feed(42), TypeError);
+});

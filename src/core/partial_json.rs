@@ -1,0 +1,516 @@
+//! Incremental previews of JSON that is still streaming (a tool call's arguments).
+//!
+//! [`PartialJson::feed`] takes the next piece of text and returns *edits* that bring a
+//! best-effort value up to date: `Set` a value at a path (a finished scalar, or an empty
+//! object/array/string that has just begun) and `Append` text to the string at a path.
+//! Applying the edits in order to a value keeps it equal to "everything parsed so far",
+//! strings cut mid-way included. Each byte is looked at once, so feeding n bytes in any
+//! number of pieces costs O(n) in total — there is no re-parse of the buffer per piece.
+//! Partial numbers are previewed at the end of a piece when they are short; keys appear
+//! once complete. Input that is not JSON stops the preview (no more edits); it never panics.
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum PathSeg {
+    Key(String),
+    Index(usize),
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Edit {
+    Set { path: Vec<PathSeg>, value: Value },
+    Append { path: Vec<PathSeg>, text: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjState {
+    KeyOrEnd,
+    Key,
+    Colon,
+    Value,
+    After,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArrState {
+    ValueOrEnd,
+    Value,
+    After,
+}
+
+#[derive(Clone, Debug)]
+enum Frame {
+    Object(ObjState),
+    Array(ArrState, usize),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Escape {
+    None,
+    Backslash,
+    /// `\u` and the hex digits so far, plus a high surrogate waiting for its pair.
+    Unicode(String, Option<u16>),
+    /// A high surrogate was read; expecting `\` then `u` of its low half.
+    Pair(u16, u8),
+}
+
+#[derive(Clone, Debug)]
+enum Token {
+    None,
+    /// A string; `key` when it is an object key (kept, not previewed).
+    Str { key: bool, esc: Escape },
+    Number(String),
+    Literal(String),
+}
+
+const NUMBER_PREVIEW_MAX: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct PartialJson {
+    stack: Vec<Frame>,
+    path: Vec<PathSeg>,
+    token: Token,
+    key: String,
+    /// Text for the string being read, not yet handed out as an edit.
+    pending: String,
+    root_done: bool,
+    failed: bool,
+}
+
+impl Default for PartialJson {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialJson {
+    pub fn new() -> Self {
+        PartialJson {
+            stack: Vec::new(),
+            path: Vec::new(),
+            token: Token::None,
+            key: String::new(),
+            pending: String::new(),
+            root_done: false,
+            failed: false,
+        }
+    }
+
+    /// The input so far is not JSON: no more edits will come.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// The top-level value is complete.
+    pub fn done(&self) -> bool {
+        self.root_done && matches!(self.token, Token::None)
+    }
+
+    pub fn feed(&mut self, piece: &str) -> Vec<Edit> {
+        let mut out = Vec::new();
+        if self.failed {
+            return out;
+        }
+        for c in piece.chars() {
+            if !self.step(c, &mut out) {
+                // What was read before the fault still stands (the same for any split).
+                self.failed = true;
+                self.flush_pending(&mut out);
+                return out;
+            }
+        }
+        self.flush_pending(&mut out);
+        if let Token::Number(n) = &self.token {
+            // Number characters are ASCII, so any byte offset is a char boundary. Looking at
+            // a bounded head keeps a huge number fed in tiny pieces linear.
+            let head = &n[..n.len().min(NUMBER_PREVIEW_MAX)];
+            if let Some(v) = number_value(&head[..json_number_prefix_len(head)]) {
+                out.push(Edit::Set { path: self.path.clone(), value: v });
+            }
+        }
+        out
+    }
+
+    fn flush_pending(&mut self, out: &mut Vec<Edit>) {
+        if !self.pending.is_empty() {
+            out.push(Edit::Append { path: self.path.clone(), text: std::mem::take(&mut self.pending) });
+        }
+    }
+
+    /// Handles one character; false when the text cannot be JSON.
+    fn step(&mut self, c: char, out: &mut Vec<Edit>) -> bool {
+        match &mut self.token {
+            Token::Str { .. } => return self.string_char(c, out),
+            Token::Number(n) => {
+                if matches!(c, '0'..='9' | '-' | '+' | '.' | 'e' | 'E') {
+                    n.push(c);
+                    return true;
+                }
+                let text = std::mem::take(n);
+                self.token = Token::None;
+                match number_value(&text) {
+                    Some(v) => out.push(Edit::Set { path: self.path.clone(), value: v }),
+                    None => {
+                        // Show the number as far as it was one, as a preview at any earlier
+                        // piece boundary could have: the outcome must not depend on the split.
+                        let valid = json_number_prefix_len(&text);
+                        if let Some(v) = number_value(&text[..valid]) {
+                            out.push(Edit::Set { path: self.path.clone(), value: v });
+                        }
+                        return false;
+                    }
+                }
+                if !self.value_done() {
+                    return false;
+                }
+                // the character that ended the number is structure: handle it below
+            }
+            Token::Literal(l) => {
+                if c.is_ascii_alphabetic() {
+                    l.push(c);
+                    return ["true", "false", "null"].iter().any(|w| w.starts_with(l.as_str()));
+                }
+                let v = match l.as_str() {
+                    "true" => Value::Bool(true),
+                    "false" => Value::Bool(false),
+                    "null" => Value::Null,
+                    _ => return false,
+                };
+                self.token = Token::None;
+                out.push(Edit::Set { path: self.path.clone(), value: v });
+                if !self.value_done() {
+                    return false;
+                }
+            }
+            Token::None => {}
+        }
+        if c.is_whitespace() {
+            return true;
+        }
+        if self.root_done {
+            return false;
+        }
+        match self.stack.last().cloned() {
+            None => self.begin_value(c, out),
+            Some(Frame::Object(st)) => match (st, c) {
+                (ObjState::KeyOrEnd, '}') => self.close(out),
+                (ObjState::KeyOrEnd | ObjState::Key, '"') => {
+                    self.set_obj(ObjState::Key);
+                    self.key.clear();
+                    self.token = Token::Str { key: true, esc: Escape::None };
+                    true
+                }
+                (ObjState::Colon, ':') => {
+                    self.set_obj(ObjState::Value);
+                    true
+                }
+                (ObjState::Value, _) => {
+                    self.path.push(PathSeg::Key(std::mem::take(&mut self.key)));
+                    self.set_obj(ObjState::After);
+                    self.begin_value(c, out)
+                }
+                (ObjState::After, ',') => {
+                    self.set_obj(ObjState::Key);
+                    true
+                }
+                (ObjState::After, '}') => self.close(out),
+                _ => false,
+            },
+            Some(Frame::Array(st, i)) => match (st, c) {
+                (ArrState::ValueOrEnd, ']') | (ArrState::After, ']') => self.close(out),
+                (ArrState::ValueOrEnd | ArrState::Value, _) => {
+                    self.path.push(PathSeg::Index(i));
+                    if let Some(Frame::Array(s, _)) = self.stack.last_mut() {
+                        *s = ArrState::After;
+                    }
+                    self.begin_value(c, out)
+                }
+                (ArrState::After, ',') => {
+                    if let Some(Frame::Array(s, n)) = self.stack.last_mut() {
+                        *s = ArrState::Value;
+                        *n += 1;
+                    }
+                    true
+                }
+                _ => false,
+            },
+        }
+    }
+
+    fn set_obj(&mut self, st: ObjState) {
+        if let Some(Frame::Object(s)) = self.stack.last_mut() {
+            *s = st;
+        }
+    }
+
+    /// A value starts with `c` at the current path.
+    fn begin_value(&mut self, c: char, out: &mut Vec<Edit>) -> bool {
+        match c {
+            '{' => {
+                out.push(Edit::Set { path: self.path.clone(), value: Value::Object(Default::default()) });
+                self.stack.push(Frame::Object(ObjState::KeyOrEnd));
+            }
+            '[' => {
+                out.push(Edit::Set { path: self.path.clone(), value: Value::Array(Vec::new()) });
+                self.stack.push(Frame::Array(ArrState::ValueOrEnd, 0));
+            }
+            '"' => {
+                out.push(Edit::Set { path: self.path.clone(), value: Value::String(String::new()) });
+                self.token = Token::Str { key: false, esc: Escape::None };
+            }
+            '-' | '0'..='9' => self.token = Token::Number(c.to_string()),
+            't' | 'f' | 'n' => self.token = Token::Literal(c.to_string()),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Closes the innermost container, which is itself a finished value.
+    fn close(&mut self, _out: &mut Vec<Edit>) -> bool {
+        self.stack.pop();
+        self.value_done()
+    }
+
+    /// The value at the current path is complete: leave it.
+    fn value_done(&mut self) -> bool {
+        if self.stack.is_empty() {
+            self.root_done = true;
+            return true;
+        }
+        self.path.pop().is_some()
+    }
+
+    fn string_char(&mut self, c: char, out: &mut Vec<Edit>) -> bool {
+        let Token::Str { key, esc } = &mut self.token else { return false };
+        let key = *key;
+        let mut emit: Option<char> = None;
+        match esc {
+            Escape::None => match c {
+                '"' => {
+                    self.token = Token::None;
+                    if key {
+                        self.set_obj(ObjState::Colon);
+                        return true;
+                    }
+                    self.flush_pending(out);
+                    return self.value_done();
+                }
+                '\\' => *esc = Escape::Backslash,
+                c if (c as u32) < 0x20 => return false,
+                c => emit = Some(c),
+            },
+            Escape::Backslash => {
+                let ch = match c {
+                    '"' => '"',
+                    '\\' => '\\',
+                    '/' => '/',
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'n' => '\n',
+                    'r' => '\r',
+                    't' => '\t',
+                    'u' => {
+                        *esc = Escape::Unicode(String::new(), None);
+                        return true;
+                    }
+                    _ => return false,
+                };
+                *esc = Escape::None;
+                emit = Some(ch);
+            }
+            Escape::Unicode(hex, high) => {
+                if !c.is_ascii_hexdigit() {
+                    return false;
+                }
+                hex.push(c);
+                if hex.len() < 4 {
+                    return true;
+                }
+                let Ok(unit) = u16::from_str_radix(hex, 16) else { return false };
+                match (*high, unit) {
+                    (None, 0xD800..=0xDBFF) => *esc = Escape::Pair(unit, 0),
+                    (None, 0xDC00..=0xDFFF) => return false,
+                    (None, u) => {
+                        emit = char::from_u32(u as u32);
+                        *esc = Escape::None;
+                    }
+                    (Some(h), 0xDC00..=0xDFFF) => {
+                        let cp = 0x10000 + (((h as u32) - 0xD800) << 10) + ((unit as u32) - 0xDC00);
+                        emit = char::from_u32(cp);
+                        *esc = Escape::None;
+                    }
+                    (Some(_), _) => return false,
+                }
+            }
+            Escape::Pair(h, seen) => {
+                let h = *h;
+                match (*seen, c) {
+                    (0, '\\') => *esc = Escape::Pair(h, 1),
+                    (1, 'u') => *esc = Escape::Unicode(String::new(), Some(h)),
+                    _ => return false,
+                }
+            }
+        }
+        if let Some(ch) = emit {
+            if key {
+                self.key.push(ch);
+            } else {
+                self.pending.push(ch);
+            }
+        }
+        true
+    }
+}
+
+/// The length of the longest prefix of `n` that is a whole JSON number
+/// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`), in one pass.
+fn json_number_prefix_len(n: &str) -> usize {
+    let b = n.as_bytes();
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > start
+    };
+    if b.first() == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return 0,
+    }
+    let mut best = i;
+    if b.get(i) == Some(&b'.') {
+        let mut j = i + 1;
+        if !digits(&mut j) {
+            return best;
+        }
+        i = j;
+        best = i;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) {
+            best = j;
+        }
+    }
+    best
+}
+
+fn is_json_number(n: &str) -> bool {
+    !n.is_empty() && json_number_prefix_len(n) == n.len()
+}
+
+/// A number's value, exactly as written where a double can hold it.
+fn number_value(n: &str) -> Option<Value> {
+    if !is_json_number(n) {
+        return None;
+    }
+    if !n.contains(['.', 'e', 'E']) {
+        if let Ok(i) = n.parse::<i64>() {
+            return Some(Value::from(i));
+        }
+        if let Ok(u) = n.parse::<u64>() {
+            return Some(Value::from(u));
+        }
+    }
+    n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+}
+
+
+
+/// The slot at `path`, made when it is the next key or index of its container.
+fn slot<'a>(v: &'a mut Value, path: &[PathSeg]) -> Option<&'a mut Value> {
+    let Some((seg, rest)) = path.split_first() else { return Some(v) };
+    let next = match (v, seg) {
+        (Value::Object(m), PathSeg::Key(k)) => {
+            if rest.is_empty() && !m.contains_key(k) {
+                m.insert(k.clone(), Value::Null);
+            }
+            m.get_mut(k)?
+        }
+        (Value::Array(a), PathSeg::Index(ix)) => {
+            if rest.is_empty() && *ix == a.len() {
+                a.push(Value::Null);
+            }
+            a.get_mut(*ix)?
+        }
+        _ => return None,
+    };
+    slot(next, rest)
+}
+
+/// Applies edits to a value (what the JS layer does; used by tests).
+pub fn apply(root: &mut Value, edits: &[Edit]) {
+    for e in edits {
+        match e {
+            Edit::Set { path, value } => {
+                if let Some(s) = slot(root, path) {
+                    *s = value.clone();
+                }
+            }
+            Edit::Append { path, text } => {
+                if let Some(Value::String(s)) = slot(root, path) {
+                    s.push_str(text);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn preview(pieces: &[&str]) -> (Value, Vec<Vec<Edit>>) {
+        let mut p = PartialJson::new();
+        let mut v = Value::Null;
+        let mut all = Vec::new();
+        for piece in pieces {
+            let e = p.feed(piece);
+            apply(&mut v, &e);
+            all.push(e);
+        }
+        (v, all)
+    }
+
+    #[test]
+    fn previews_grow_with_the_stream() {
+        let (v, edits) = preview(&["{\"city\": \"Par", "is\", \"days\": [1, 2", "3, 4], \"ok\": tr", "ue, \"n\": -1.5e2}"]);
+        assert_eq!(v, json!({"city": "Paris", "days": [1, 23, 4], "ok": true, "n": -150.0}));
+        // After the first piece the string is there, cut mid-way.
+        let mut first = Value::Null;
+        apply(&mut first, &edits[0]);
+        assert_eq!(first, json!({"city": "Par"}));
+        let mut second = first.clone();
+        apply(&mut second, &edits[1]);
+        assert_eq!(second, json!({"city": "Paris", "days": [1, 2]}), "a short partial number is shown");
+    }
+
+    #[test]
+    fn escapes_across_pieces_and_failure() {
+        let (v, _) = preview(&["[\"a\\", "n\\u00", "e9\\ud83d", "\\ude00\", {\"k\\\"ey\": null}]"]);
+        assert_eq!(v, json!(["a\né😀", {"k\"ey": null}]));
+        let mut p = PartialJson::new();
+        assert!(!p.feed("{\"a\": 1").is_empty());
+        let e = p.feed("}}");
+        assert!(p.failed(), "a second close is not JSON");
+        assert_eq!(e, vec![Edit::Set { path: vec![PathSeg::Key("a".into())], value: json!(1) }], "what came before it counts");
+        assert!(p.feed("more").is_empty());
+        let mut q = PartialJson::new();
+        assert!(q.feed("{\"a\": tru").iter().all(|e| !matches!(e, Edit::Set { value: Value::Bool(_), .. })));
+        assert!(q.feed("x").is_empty() && q.failed());
+    }
+}
