@@ -53,6 +53,9 @@ let ready = false;
 /** Marks the module ready after a runtime entry instantiated it synchronously. */
 export function _markReady() {
   wasm.installErrorFactory(makeError);
+  wasm.installPanicReporter((message) => {
+    poisoned ??= new Error(message);
+  });
   ready = true;
 }
 
@@ -78,7 +81,7 @@ function notePoison(e) {
 
 function ensureReady() {
   if (poisoned) {
-    throw new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process`, { cause: poisoned });
+    throw new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process. Please report this bug.`, { cause: poisoned });
   }
   if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");
 }

@@ -376,3 +376,35 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         Ok(obj.into())
     })
 }
+
+thread_local! {
+    static PANIC_REPORTER: RefCell<Option<Function>> = const { RefCell::new(None) };
+}
+
+/// Installs `report(message)`, called when the instance panics (just before it traps), from
+/// whatever task the panic happens in, so the JS layer can refuse later calls clearly.
+#[wasm_bindgen(js_name = installPanicReporter)]
+pub fn install_panic_reporter(report: Function) {
+    PANIC_REPORTER.with(|r| *r.borrow_mut() = Some(report));
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string();
+        PANIC_REPORTER.with(|r| {
+            if let Ok(r) = r.try_borrow() {
+                if let Some(f) = r.as_ref() {
+                    let _ = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(&msg));
+                }
+            }
+        });
+    }));
+}
+
+/// Breaks the instance on purpose: 0 traps, 1 panics, 2 panics inside a spawned task. Only
+/// for the tests that prove a broken instance is reported clearly; the package never calls it.
+#[wasm_bindgen(js_name = __kosongTestTrap)]
+pub fn test_trap(kind: u32) {
+    match kind {
+        0 => core::arch::wasm32::unreachable(),
+        1 => panic!("deliberate test panic"),
+        _ => spawn_local(async { panic!("deliberate test panic in a task") }),
+    }
+}

@@ -1,0 +1,44 @@
+// A broken wasm instance is never silent: every later call says so clearly.
+// Each case runs in a child process, since the instance stays broken.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+
+function afterBreaking(kind) {
+  const script = `
+    import * as k from "kosong-wasm";
+    process.on("uncaughtException", () => {}); // a panic inside a task surfaces here
+    const ok = (await k.generate(new k.ScriptedProvider(["text: fine"]), "", [], [])).message.content;
+    try { k._callWasm(() => k._wasm.__kosongTestTrap(${kind})); } catch {}
+    await new Promise((r) => setTimeout(r, 20));
+    const errors = [];
+    for (const f of [
+      () => k.generate(new k.ScriptedProvider(["text: x"]), "", [], []),
+      () => k.step(new k.ScriptedProvider(["text: x"]), "", { tools: [], handle() {} }, []),
+      () => new k.SimpleToolset(),
+      () => new k.Context(),
+      () => new k.PartialJson(),
+    ]) {
+      try { await f(); errors.push("no error"); } catch (e) { errors.push(e.message); }
+    }
+    console.log(JSON.stringify({ ok, errors }));
+  `;
+  const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", cwd: new URL("../..", import.meta.url) });
+  return JSON.parse(out.trim().split("\n").at(-1));
+}
+
+for (const [kind, what, cause] of [
+  [0, "a trap", /unreachable/],
+  [1, "a panic", /deliberate test panic/],
+  [2, "a panic inside an async task", /deliberate test panic in a task/],
+]) {
+  test(`after ${what}, every call fails with an error that says the instance crashed`, () => {
+    const { ok, errors } = afterBreaking(kind);
+    assert.equal(ok, "fine");
+    assert.equal(errors.length, 5);
+    for (const e of errors) {
+      assert.match(e, /the WebAssembly instance crashed earlier \(.*\) and cannot be used again/s);
+      assert.match(e, cause);
+    }
+  });
+}
