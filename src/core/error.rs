@@ -27,6 +27,25 @@ impl ChatProviderError {
         }
     }
 
+    /// The same error with every occurrence of `secret` (an API key) replaced, in the message
+    /// and the request id: servers do echo keys back in their error bodies.
+    pub fn redact(self, secret: Option<&str>) -> Self {
+        let Some(secret) = secret.filter(|s| s.len() >= 4) else { return self };
+        let clean = |s: String| if s.contains(secret) { s.replace(secret, "[redacted]") } else { s };
+        match self {
+            ChatProviderError::Connection(m) => ChatProviderError::Connection(clean(m)),
+            ChatProviderError::Timeout(m) => ChatProviderError::Timeout(clean(m)),
+            ChatProviderError::EmptyResponse(m) => ChatProviderError::EmptyResponse(clean(m)),
+            ChatProviderError::Other(m) => ChatProviderError::Other(clean(m)),
+            ChatProviderError::Status { status, message, request_id, retry_after_ms } => ChatProviderError::Status {
+                status,
+                message: clean(message),
+                request_id: request_id.map(clean),
+                retry_after_ms,
+            },
+        }
+    }
+
     pub fn message(&self) -> &str {
         match self {
             ChatProviderError::Connection(m)
@@ -97,6 +116,28 @@ fn parse_http_date_ms(v: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redaction() {
+        let e = ChatProviderError::Status {
+            status: 401,
+            message: "bad key sk-abc123 (sk-abc123)".into(),
+            request_id: Some("sk-abc123".into()),
+            retry_after_ms: None,
+        };
+        assert_eq!(
+            e.redact(Some("sk-abc123")),
+            ChatProviderError::Status {
+                status: 401,
+                message: "bad key [redacted] ([redacted])".into(),
+                request_id: Some("[redacted]".into()),
+                retry_after_ms: None
+            }
+        );
+        let e = ChatProviderError::Other("x".into());
+        assert_eq!(e.clone().redact(Some("")), e, "an empty key redacts nothing");
+        assert_eq!(e.clone().redact(None), e);
+    }
 
     #[test]
     fn retry_after_forms() {

@@ -49,9 +49,11 @@ function makeError(className, message, status, requestId, retryAfterMs) {
 // ---- loading --------------------------------------------------------------------------
 
 let ready = false;
+let instance = null;
 
-/** Marks the module ready after a runtime entry instantiated it synchronously. */
-export function _markReady() {
+/** @internal Marks the module ready once a runtime entry (or `init`) instantiated it. */
+export function _markReady(exports) {
+  instance = exports;
   wasm.installErrorFactory(makeError);
   wasm.installPanicReporter((message) => {
     poisoned ??= new Error(message);
@@ -66,8 +68,7 @@ export function _markReady() {
  */
 export async function init(source) {
   if (ready) return;
-  await wasmInit(source === undefined ? undefined : { module_or_path: source });
-  _markReady();
+  _markReady(await wasmInit(source === undefined ? undefined : { module_or_path: source }));
 }
 
 // A trap in the wasm instance (a bug: the engine never panics on input) leaves it unusable.
@@ -77,6 +78,11 @@ let poisoned = null;
 function notePoison(e) {
   if (e instanceof WebAssembly.RuntimeError) poisoned ??= e;
   return e;
+}
+
+/** @internal The instance's linear memory in bytes (it never shrinks: growth is what leaks show as). */
+export function _memoryBytes() {
+  return instance?.memory?.buffer.byteLength ?? 0;
 }
 
 function ensureReady() {

@@ -3,8 +3,7 @@ import { readFileSync } from "node:fs";
 import { initSync } from "./wasm/kosong_wasm.js";
 import { _markReady } from "./api.js";
 
-initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.meta.url)) });
-_markReady();
+_markReady(initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.meta.url)) }));
 
 export * from "./api.js";
 export * from "./soul.js";

@@ -3,8 +3,7 @@ import module from "./wasm/kosong_wasm_bg.wasm";
 import { initSync } from "./wasm/kosong_wasm.js";
 import { _markReady } from "./api.js";
 
-initSync({ module });
-_markReady();
+_markReady(initSync({ module }));
 
 export * from "./api.js";
 export * from "./soul.js";

@@ -57,20 +57,13 @@ fn describe_js_error(e: &JsValue) -> String {
     }
 }
 
-pub fn redact(text: String, api_key: Option<&str>) -> String {
-    match api_key.filter(|k| k.len() >= 4) {
-        Some(k) if text.contains(k) => text.replace(k, "[redacted]"),
-        _ => text,
-    }
-}
-
-/// Sends the request; on a 2xx answer returns its body as a byte source.
+/// Sends the request; on a 2xx answer returns its body as a byte source. (Errors are
+/// cleaned of the API key by the caller, in one place for every path.)
 pub async fn send(
     fetch: &Function,
     req: &HttpRequest,
     ctrl: &AbortController,
     timeout_ms: Option<f64>,
-    api_key: Option<&str>,
 ) -> Result<BodySource, GlueError> {
     let headers = Object::new();
     for (k, v) in &req.headers {
@@ -84,18 +77,14 @@ pub async fn send(
     set("signal", &ctrl.signal())?;
     let called = fetch
         .call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init)
-        .map_err(|e| ChatProviderError::Connection(redact(format!("Connection error: {}", describe_js_error(&e)), api_key)))?;
+        .map_err(|e| ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))))?;
     let promise = called
         .dyn_into::<js_sys::Promise>()
         .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
     let response = match with_timeout(JsFuture::from(promise), timeout_ms, ctrl, "response headers").await? {
         Ok(r) => r.unchecked_into::<Response>(),
         Err(e) => {
-            return Err(ChatProviderError::Connection(redact(
-                format!("Connection error: {}", describe_js_error(&e)),
-                api_key,
-            ))
-            .into())
+            return Err(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))).into())
         }
     };
     let status = response.status();
@@ -114,7 +103,7 @@ pub async fn send(
         );
         return Err(ChatProviderError::Status {
             status,
-            message: redact(format!("Error code: {status} - {detail}"), api_key),
+            message: format!("Error code: {status} - {detail}"),
             request_id,
             retry_after_ms,
         }

@@ -222,7 +222,7 @@ async fn open_source(
                     .and_then(|f| f.dyn_into::<Function>().ok())
                     .ok_or_else(|| ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into()))?,
             };
-            let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms, cfg.api_key.as_deref()).await?;
+            let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms).await?;
             Ok(AnySource::Http(SseEventSource::new(body, cfg.decoder()).with_limits(hooks.limits)))
         }
         ProviderSpec::Scripted { script } => {
@@ -244,19 +244,25 @@ fn parse_inputs(spec: &str, tools: &str, history: &str) -> Result<(ProviderSpec,
 }
 
 /// Races `fut` against the caller's signal. On abort or error the request is aborted (so
-/// the connection closes) and so is `tools_ctrl` (every started tool's signal).
+/// the connection closes) and so is `tools_ctrl` (every started tool's signal). Provider
+/// errors leave here cleaned of the API key: one place for every error path.
 async fn guarded<T>(
     fut: LocalBoxFuture<'_, Result<T, GlueError>>,
     watch: Option<&AbortWatch>,
     fetch_ctrl: &AbortController,
     tools_ctrl: &AbortController,
+    secret: Option<&str>,
 ) -> Result<T, JsValue> {
+    let to_js = |e: GlueError| match e {
+        GlueError::Provider(e) => GlueError::Provider(e.redact(secret)).into_js(),
+        other => other.into_js(),
+    };
     let outcome = match watch {
         Some(w) => match select(fut, Box::pin(w.fired())).await {
-            Either::Left((r, _)) => r.map_err(GlueError::into_js),
+            Either::Left((r, _)) => r.map_err(to_js),
             Either::Right((reason, _)) => Err(reason),
         },
-        None => fut.await.map_err(GlueError::into_js),
+        None => fut.await.map_err(to_js),
     };
     if let Err(reason) = &outcome {
         fetch_ctrl.abort(reason);
@@ -316,7 +322,11 @@ impl Call {
     }
 
     async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
-        guarded(fut, self.watch.as_ref(), &self.fetch_ctrl, &self.tools_ctrl).await
+        let secret = match &self.spec {
+            ProviderSpec::OpenAIChat(cfg) => cfg.api_key.as_deref(),
+            ProviderSpec::Scripted { .. } => None,
+        };
+        guarded(fut, self.watch.as_ref(), &self.fetch_ctrl, &self.tools_ctrl, secret).await
     }
 }
 

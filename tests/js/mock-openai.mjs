@@ -32,15 +32,22 @@ export async function startMockServer() {
   const requests = [];
   const sockets = new Set();
   const server = createServer(async (req, res) => {
-    let body = "";
-    for await (const c of req) body += c;
-    const record = { method: req.method, url: req.url, headers: req.headers, body: safeJson(body), clientClosed: false, ended: false };
+    // Recorded on arrival, so a request aborted while its body is still coming is seen too.
+    const record = { method: req.method, url: req.url, headers: req.headers, body: undefined, clientClosed: false, ended: false };
     requests.push(record);
+    record.closed = new Promise((r) => (record.closedResolve = r));
     res.on("close", () => {
       if (!record.ended) record.clientClosed = true;
-      record.closedResolve?.();
+      record.closedResolve();
     });
-    record.closed = new Promise((r) => (record.closedResolve = r));
+    let body = "";
+    try {
+      for await (const c of req) body += c;
+    } catch {
+      return; // the client went away mid-body
+    }
+    record.body = safeJson(body);
+    if (res.destroyed || record.clientClosed) return; // gone before asking: take no response
     const script = queue.shift() ?? { status: 500, body: { error: { message: "mock server: no response queued" } } };
     if (script.status && script.status !== 200) {
       res.writeHead(script.status, { "content-type": "application/json", ...(script.headers ?? {}) });
@@ -86,6 +93,10 @@ export async function startMockServer() {
     /** Queue the next response: `{steps: [...]}` for a stream, `{status, body, headers}` for an error. */
     respond(script) {
       queue.push(script);
+    },
+    /** Drops responses no request took (after a test that aborts before sending). */
+    clearQueue() {
+      queue.length = 0;
     },
     async close() {
       for (const s of sockets) s.destroy();
