@@ -151,6 +151,34 @@ export class ScriptedProvider implements ChatProvider {
   withThinking(effort: ThinkingEffort): ScriptedProvider;
 }
 
+/**
+ * Wraps a provider and injects faults through its real fetch path (a ScriptedProvider inside is
+ * served as an OpenAI-compatible SSE stream): HTTP errors (429 with Retry-After), a stream cut
+ * mid-event or between events (a connection error), a tool call missing its final `}`, slow
+ * chunks. Repeatable with `seed`. A request that failed by an injected fault is replayed on the
+ * next call, as a transient fault would be.
+ */
+export class ChaosProvider implements ChatProvider {
+  constructor(inner: ChatProvider, opts?: {
+    errorProbability?: number;
+    /** HTTP statuses to pick from; default [429, 500, 502, 503]. */
+    errorTypes?: number[];
+    /** The injected 429's Retry-After; default 1. */
+    retryAfterS?: number;
+    seed?: number;
+    corruptToolCallProbability?: number;
+    truncateStreamProbability?: number;
+    slowChunkProbability?: number;
+    slowChunkMs?: number;
+  });
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): ChaosProvider;
+  /** What was injected so far. */
+  readonly injected: { http: number; truncateMidEvent: number; truncateBetweenEvents: number; corruptToolCall: number; slowChunks: number };
+}
+
 export class ChatProviderError extends Error {}
 export class APIConnectionError extends ChatProviderError {}
 export class APITimeoutError extends ChatProviderError {}
@@ -272,6 +300,8 @@ export class Agent implements Soul {
     yolo?: boolean;
     logger?: Logger;
     limits?: Limits;
+    /** The retry backoff; default kimi-cli's: 300 ms doubling to at most 5,000 ms, plus up to 500 ms of jitter. */
+    retryBackoff?: { initialMs?: number; maxMs?: number; jitterMs?: number };
   });
   readonly name: string;
   readonly modelName: string;

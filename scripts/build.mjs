@@ -65,6 +65,7 @@ export function build() {
   for (const [from, to] of [
     ["api.js", "api.js"],
     ["soul.js", "soul.js"],
+    ["chaos.js", "chaos.js"],
     ["entry-node.js", "node.js"],
     ["entry-workerd.js", "workerd.js"],
     ["entry-browser.js", "browser.js"],

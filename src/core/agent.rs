@@ -62,13 +62,26 @@ pub fn is_retryable(error_class: &str, status: Option<u16>) -> bool {
 /// The longest wait before a retry, even when the server asks for more.
 pub const MAX_RETRY_WAIT_MS: f64 = 60_000.0;
 
-/// Exponential backoff with jitter (0.3 s doubling, at most 5 s, plus up to 0.5 s of
-/// jitter from `random` in [0, 1)), or the server's `Retry-After` when it asks for longer,
-/// capped at [`MAX_RETRY_WAIT_MS`]. `attempt` counts from 1.
-pub fn retry_wait_ms(attempt: u32, retry_after_ms: Option<f64>, random: f64) -> f64 {
-    let exp = 300.0 * 2f64.powi(attempt.saturating_sub(1).min(30) as i32);
-    let jitter = 500.0 * random.clamp(0.0, 1.0);
-    let own = (exp + jitter).min(5_000.0);
+/// kimi-cli's backoff: 0.3 s doubling, at most 5 s, plus up to 0.5 s of jitter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    pub initial_ms: f64,
+    pub max_ms: f64,
+    pub jitter_ms: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { initial_ms: 300.0, max_ms: 5_000.0, jitter_ms: 500.0 }
+    }
+}
+
+/// Exponential backoff with jitter (`random` in [0, 1)), or the server's `Retry-After` when
+/// it asks for longer, capped at [`MAX_RETRY_WAIT_MS`]. `attempt` counts from 1.
+pub fn retry_wait_ms(attempt: u32, retry_after_ms: Option<f64>, random: f64, b: Backoff) -> f64 {
+    let exp = b.initial_ms * 2f64.powi(attempt.saturating_sub(1).min(30) as i32);
+    let jitter = b.jitter_ms * random.clamp(0.0, 1.0);
+    let own = (exp + jitter).min(b.max_ms);
     let wait = match retry_after_ms {
         Some(ms) if ms.is_finite() && ms > own => ms,
         _ => own,
@@ -125,12 +138,12 @@ mod tests {
         assert!(is_retryable("APIConnectionError", None));
         assert!(is_retryable("APIStatusError", Some(429)) && is_retryable("APIStatusError", Some(504)));
         assert!(!is_retryable("APIStatusError", Some(400)) && !is_retryable("ChatProviderError", None));
-        assert_eq!(retry_wait_ms(1, None, 0.0), 300.0);
-        assert_eq!(retry_wait_ms(2, None, 1.0), 1100.0);
-        assert_eq!(retry_wait_ms(10, None, 0.5), 5000.0);
-        assert_eq!(retry_wait_ms(1, Some(2000.0), 0.0), 2000.0);
-        assert_eq!(retry_wait_ms(1, Some(1e9), 0.0), MAX_RETRY_WAIT_MS);
-        assert_eq!(retry_wait_ms(1, Some(f64::NAN), 0.0), 300.0);
+        assert_eq!(retry_wait_ms(1, None, 0.0, Backoff::default()), 300.0);
+        assert_eq!(retry_wait_ms(2, None, 1.0, Backoff::default()), 1100.0);
+        assert_eq!(retry_wait_ms(10, None, 0.5, Backoff::default()), 5000.0);
+        assert_eq!(retry_wait_ms(1, Some(2000.0), 0.0, Backoff::default()), 2000.0);
+        assert_eq!(retry_wait_ms(1, Some(1e9), 0.0, Backoff::default()), MAX_RETRY_WAIT_MS);
+        assert_eq!(retry_wait_ms(1, Some(f64::NAN), 0.0, Backoff::default()), 300.0);
     }
 
     #[test]

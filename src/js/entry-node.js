@@ -7,3 +7,4 @@ _markReady(initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm",
 
 export * from "./api.js";
 export * from "./soul.js";
+export * from "./chaos.js";

@@ -7,3 +7,4 @@ _markReady(initSync({ module }));
 
 export * from "./api.js";
 export * from "./soul.js";
+export * from "./chaos.js";

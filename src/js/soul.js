@@ -445,12 +445,13 @@ export class Agent {
   #yolo;
   #logger;
   #limits;
+  #backoff;
   #approvedForSession = new Set();
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn = 100, maxRetriesPerStep = 3,
-      maxContextTokens = 0, capabilities, yolo = false, logger, limits } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {} } = opts;
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     if (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
     if (!Number.isInteger(maxRetriesPerStep) || maxRetriesPerStep < 1) throw new TypeError("Agent: maxRetriesPerStep must be a positive integer (attempts per step)");
@@ -467,6 +468,11 @@ export class Agent {
     this.#yolo = Boolean(yolo);
     this.#logger = logger;
     this.#limits = limits;
+    for (const [key, v] of Object.entries(retryBackoff ?? {})) {
+      if (!["initialMs", "maxMs", "jitterMs"].includes(key)) throw new TypeError(`Agent: retryBackoff has no \`${key}\` (initialMs, maxMs, jitterMs)`);
+      if (!(typeof v === "number" && v >= 0)) throw new TypeError(`Agent: retryBackoff.${key} must be a number ≥ 0`);
+    }
+    this.#backoff = { initialMs: NaN, maxMs: NaN, jitterMs: NaN, ...retryBackoff };
   }
 
   get name() {
@@ -530,7 +536,8 @@ export class Agent {
         if (run.signal?.aborted) throw run.signal.reason;
         const status = typeof e?.status === "number" ? e.status : undefined;
         const retryAfter = typeof e?.retryAfterMs === "number" ? e.retryAfterMs : undefined;
-        const wait = i >= this.#maxRetries ? -1 : callWasm(() => wasm.retryWaitMs(String(e?.name), status, i, retryAfter, Math.random()));
+        const b = this.#backoff;
+        const wait = i >= this.#maxRetries ? -1 : callWasm(() => wasm.retryWaitMs(String(e?.name), status, i, retryAfter, Math.random(), b.initialMs, b.maxMs, b.jitterMs));
         if (wait < 0) throw e;
         run.wire.send({
           type: "StepRetry",
@@ -545,9 +552,14 @@ export class Agent {
   async #step(run, n, repeat) {
     const { wire, signal } = run;
     const rejected = new Map();
+    // Results by call id, across this step's attempts: a retried attempt that streams the
+    // very same call (same id, name and arguments) gets the result it already has instead
+    // of running the tool a second time, and the UI is not told twice.
     const finished = new Map();
-    const toolset = this.#runToolset(run, rejected);
+    const calls = new Map();
+    const toolset = this.#runToolset(run, rejected, calls, finished);
     const settle = (r) => (rejected.has(r.tool_call_id) ? rejectedResult(r, rejected) : r);
+    const published = new Set();
     const result = await this.#withRetries(run, n, () =>
       _stepWithHistoryJson(this.#provider, this.#systemPrompt, toolset, this.#context._historyJson(), {
         signal,
@@ -556,6 +568,8 @@ export class Agent {
         onMessagePart: (part) => wire.send(partMessage(part)),
         onToolResult: (r) => {
           finished.set(r.tool_call_id, r);
+          if (published.has(r.tool_call_id)) return;
+          published.add(r.tool_call_id);
           wire.send({ type: "ToolResult", payload: settle(r) });
         },
       }),
@@ -604,12 +618,15 @@ export class Agent {
   }
 
   /** The toolset as this run's tools see it: their context gains `send` and `requestApproval`. */
-  #runToolset(run, rejected) {
+  #runToolset(run, rejected, calls, finished) {
     const inner = this.#toolset;
+    const sameCall = (a, b) => a && a.function.name === b.function.name && (a.function.arguments ?? "") === (b.function.arguments ?? "");
     return {
       tools: inner.tools,
-      handle: (call, ctx) =>
-        inner.handle(call, {
+      handle: (call, ctx) => {
+        if (finished.has(call.id) && sameCall(calls.get(call.id), call)) return finished.get(call.id);
+        calls.set(call.id, call);
+        return inner.handle(call, {
           ...ctx,
           send: run.send,
           requestApproval: async ({ action, description } = {}) => {
@@ -625,7 +642,8 @@ export class Agent {
             if (response === "reject") rejected.set(ctx.toolCallId, feedback);
             return response !== "reject";
           },
-        }),
+        });
+      },
     };
   }
 

@@ -3,7 +3,7 @@
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
-use crate::core::agent::{missing_capabilities, retry_wait_ms, tool_result_to_message};
+use crate::core::agent::{missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
 use crate::core::compaction;
 use crate::core::context::Context;
 use crate::core::message::Message;
@@ -110,14 +110,27 @@ pub fn tool_result_to_message_json(result_json: &str) -> Result<String, JsValue>
     serde_json::to_string(&tool_result_to_message(&r)).map_err(|e| bad_input("tool result", e))
 }
 
-/// Milliseconds to wait before retry `attempt` (from 1), or -1 when the error is not retryable.
+/// Milliseconds to wait before retry `attempt` (from 1), or -1 when the error is not
+/// retryable. `initial`, `max` and `jitter` (ms) shape the backoff; NaN means the default.
 #[wasm_bindgen(js_name = retryWaitMs)]
-pub fn retry_wait(error_class: &str, status: Option<u16>, attempt: u32, retry_after_ms: Option<f64>, random: f64) -> f64 {
-    if crate::core::agent::is_retryable(error_class, status) {
-        retry_wait_ms(attempt, retry_after_ms, random)
-    } else {
-        -1.0
+#[allow(clippy::too_many_arguments)]
+pub fn retry_wait(
+    error_class: &str,
+    status: Option<u16>,
+    attempt: u32,
+    retry_after_ms: Option<f64>,
+    random: f64,
+    initial: f64,
+    max: f64,
+    jitter: f64,
+) -> f64 {
+    if !crate::core::agent::is_retryable(error_class, status) {
+        return -1.0;
     }
+    let d = Backoff::default();
+    let pick = |v: f64, default: f64| if v.is_finite() && v >= 0.0 { v } else { default };
+    let b = Backoff { initial_ms: pick(initial, d.initial_ms), max_ms: pick(max, d.max_ms), jitter_ms: pick(jitter, d.jitter_ms) };
+    retry_wait_ms(attempt, retry_after_ms, random, b)
 }
 
 #[wasm_bindgen(js_name = missingCapabilities)]
@@ -194,4 +207,12 @@ impl Default for PartialJsonCore {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// An echo-DSL script as `{parts, id, usage}` (JSON), for `ChaosProvider` to stream it
+/// through a real fetch path. Errors are the DSL's own messages.
+#[wasm_bindgen(js_name = parseEchoScript)]
+pub fn parse_echo_script_json(script: &str) -> Result<String, JsValue> {
+    let s = crate::core::providers::echo::parse_echo_script(script).map_err(|e| js_sys::Error::new(e.message()))?;
+    Ok(serde_json::json!({ "parts": s.parts, "id": s.id, "usage": s.usage }).to_string())
 }
