@@ -150,15 +150,7 @@ export class SimpleToolset {
     if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
     if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
     this.#tools.set(tool.name, tool);
-    const validate = this.#validate;
-    callWasm(() => this.#core.add(tool.name, (raw, ctx) => {
-      const args = JSON.parse(raw);
-      if (validate) {
-        const problem = validate(tool.parameters, args);
-        if (problem) return { __kosongValidate: String(problem) };
-      }
-      return tool.handler(args, ctx);
-    }));
+    callWasm(() => this.#core.add(tool.name));
     return this;
   }
 
@@ -169,8 +161,35 @@ export class SimpleToolset {
   }
 
   handle(call, ctx) {
-    return callWasm(() => this.#core.handle(call, ctx ?? {}));
+    const core = this.#core;
+    const prepared = callWasm(() => core.prepare(call));
+    if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
+    const id = call.id;
+    const context = { toolCallId: id, ...(ctx && typeof ctx === "object" ? ctx : {}) };
+    let out;
+    try {
+      out = runHandler(this.#tools.get(call.function.name), this.#validate, prepared, context);
+    } catch (e) {
+      return callWasm(() => core.settleThrown(id, e));
+    }
+    if (out !== null && typeof out === "object" && typeof out.then === "function") {
+      return Promise.resolve(out).then(
+        (v) => callWasm(() => core.settle(id, v)),
+        (e) => callWasm(() => core.settleThrown(id, e)),
+      );
+    }
+    return callWasm(() => core.settle(id, out));
   }
+}
+
+/** Parses, validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
+function runHandler(tool, validate, raw, ctx) {
+  const args = JSON.parse(raw);
+  if (validate) {
+    const problem = validate(tool.parameters, args);
+    if (problem) return { __kosongValidate: String(problem) };
+  }
+  return tool.handler(args, ctx);
 }
 
 // ---- argument previews ----------------------------------------------------------------

@@ -20,7 +20,7 @@ use js_sys::{Array, Function, Object, Promise, Reflect};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, CallbackResult, EventSource, Limits, SseEventSource, VecEventSource};
@@ -158,7 +158,7 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
     let json = serde_json::to_string(value).map_err(|e| ChatProviderError::Other(e.to_string()))?;
     let ret = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(&json)).map_err(GlueError::Js)?;
     if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
-        let fut = JsFuture::from(Promise::resolve(&ret));
+        let fut = signals::Awaited::new(&ret);
         return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));
     }
     Ok(None)

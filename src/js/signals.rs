@@ -12,6 +12,7 @@ use super::sys::{self, AbortSignal};
 pub struct AbortWatch {
     signal: AbortSignal,
     promise: Promise,
+    resolve: Option<Function>,
     listener: Option<Closure<dyn FnMut()>>,
 }
 
@@ -19,14 +20,14 @@ impl AbortWatch {
     pub fn new(signal: AbortSignal) -> AbortWatch {
         let mut resolve: Option<Function> = None;
         let promise = Promise::new(&mut |res, _rej| resolve = Some(res));
-        let listener = resolve.map(|resolve| {
+        let listener = resolve.clone().map(|resolve| {
             let l = Closure::<dyn FnMut()>::new(move || {
                 let _ = resolve.call0(&JsValue::UNDEFINED);
             });
             signal.add_event_listener("abort", l.as_ref().unchecked_ref());
             l
         });
-        AbortWatch { signal, promise, listener }
+        AbortWatch { signal, promise, resolve, listener }
     }
 
     /// Resolves with `signal.reason` when the signal aborts (at once if it already has).
@@ -43,6 +44,10 @@ impl Drop for AbortWatch {
         if let Some(l) = self.listener.take() {
             self.signal.remove_event_listener("abort", l.as_ref().unchecked_ref());
         }
+        // Settle the promise so no `JsFuture` still waiting on it is left behind.
+        if let Some(r) = self.resolve.take() {
+            let _ = r.call0(&JsValue::UNDEFINED);
+        }
     }
 }
 
@@ -50,6 +55,7 @@ impl Drop for AbortWatch {
 pub struct Timer {
     id: JsValue,
     promise: Promise,
+    resolve: Option<Function>,
     _callback: Closure<dyn FnMut()>,
 }
 
@@ -57,13 +63,14 @@ impl Timer {
     pub fn new(ms: f64) -> Timer {
         let mut resolve: Option<Function> = None;
         let promise = Promise::new(&mut |res, _rej| resolve = Some(res));
+        let fire = resolve.clone();
         let callback = Closure::<dyn FnMut()>::new(move || {
-            if let Some(r) = &resolve {
+            if let Some(r) = &fire {
                 let _ = r.call0(&JsValue::UNDEFINED);
             }
         });
         let id = sys::set_timeout(callback.as_ref().unchecked_ref(), ms);
-        Timer { id, promise, _callback: callback }
+        Timer { id, promise, resolve, _callback: callback }
     }
 
     pub async fn elapsed(&self) {
@@ -74,5 +81,45 @@ impl Timer {
 impl Drop for Timer {
     fn drop(&mut self) {
         sys::clear_timeout(&self.id);
+        if let Some(r) = self.resolve.take() {
+            let _ = r.call0(&JsValue::UNDEFINED); // no `JsFuture` is left waiting on it
+        }
+    }
+}
+
+/// Awaits a JS promise (or thenable). If this future is dropped before the promise settles,
+/// it settles the awaited race itself: a `JsFuture` keeps its callbacks (and itself) alive
+/// until its promise settles, so one left on a promise that never settles — a tool that
+/// ignores its signal — would stay in the instance's memory for good.
+pub struct Awaited {
+    future: JsFuture,
+    cancel: Option<Function>,
+}
+
+impl Awaited {
+    pub fn new(thenable: &JsValue) -> Awaited {
+        let mut cancel: Option<Function> = None;
+        let canceller = Promise::new(&mut |_resolve, reject| cancel = Some(reject));
+        let race = Promise::race(&js_sys::Array::of2(&Promise::resolve(thenable), &canceller));
+        Awaited { future: JsFuture::from(race), cancel }
+    }
+}
+
+impl std::future::Future for Awaited {
+    type Output = Result<JsValue, JsValue>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let out = std::pin::Pin::new(&mut self.future).poll(cx);
+        if out.is_ready() {
+            self.cancel = None; // settled: nothing to clean up
+        }
+        out
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            let _ = cancel.call0(&JsValue::UNDEFINED);
+        }
     }
 }

@@ -4,10 +4,9 @@
 
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
-use js_sys::{Array, Function, Object, Promise, Reflect, JSON};
+use js_sys::{Array, Function, Object, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
 use super::sys::AbortSignal;
 use crate::core::message::{ContentPart, ToolCall};
@@ -48,10 +47,7 @@ fn is_thenable(v: &JsValue) -> bool {
 /// A value or a Promise of one, as a future of the settled outcome.
 fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsValue, JsValue>> {
     match v {
-        Ok(v) if is_thenable(&v) => {
-            let p = Promise::resolve(&v);
-            JsFuture::from(p).boxed_local()
-        }
+        Ok(v) if is_thenable(&v) => super::signals::Awaited::new(&v).boxed_local(),
         other => futures::future::ready(other).boxed_local(),
     }
 }
@@ -128,12 +124,6 @@ impl ToolDispatch for JsToolset {
     }
 }
 
-/// One tool of a `SimpleToolset`: `run(rawArguments, ctx)` parses, validates and calls the
-/// user's handler (built by the JS layer, which owns the user's function and validator).
-struct JsTool {
-    run: Function,
-}
-
 /// What a handler returned, as kosong reads it: a string or parts are a success with that
 /// output, `undefined` an empty success, a `ToolReturnValue` is kept, the rest is an error.
 fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
@@ -167,7 +157,7 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
 /// The core of the JS `SimpleToolset`: kosong's lookup, argument and error rules.
 #[wasm_bindgen]
 pub struct SimpleToolsetCore {
-    inner: SimpleToolset<JsTool>,
+    inner: SimpleToolset<()>,
 }
 
 #[wasm_bindgen]
@@ -177,44 +167,38 @@ impl SimpleToolsetCore {
         SimpleToolsetCore { inner: SimpleToolset::default() }
     }
 
-    pub fn add(&mut self, name: String, run: Function) {
-        self.inner.add(name, JsTool { run });
+    pub fn add(&mut self, name: String) {
+        self.inner.add(name, ());
     }
 
     pub fn remove(&mut self, name: &str) -> bool {
         self.inner.remove(name)
     }
 
-    /// Handles a call: a `ToolResult`, or a Promise of one when the handler is async.
-    pub fn handle(&self, call: JsValue, ctx: JsValue) -> JsValue {
+    /// kosong's checks on a call: a `ToolResult` when they answer it already (unknown tool,
+    /// arguments that are not JSON), or the raw JSON arguments to run the handler with.
+    /// (The handlers stay on the JS side: holding JS functions here would keep the toolset
+    /// alive through the instance, beyond the garbage collector's sight.)
+    pub fn prepare(&self, call: JsValue) -> JsValue {
         let Some(call) = from_js::<ToolCall>(&call) else {
             return js_sys::TypeError::new("handle(call): call is not a ToolCall").into();
         };
-        let (tool, raw) = match self.inner.prepare(&call) {
-            Prepared::Done(r) => return to_js(&r),
-            Prepared::Run(tool, raw) => (tool, raw.to_owned()),
-        };
-        let id = call.id.clone();
-        let ctx = if ctx.is_object() { ctx } else { Object::new().into() };
-        if !Reflect::has(&ctx, &"toolCallId".into()).unwrap_or(false) {
-            let _ = Reflect::set(&ctx, &"toolCallId".into(), &JsValue::from_str(&id));
+        match self.inner.prepare(&call) {
+            Prepared::Done(r) => to_js(&r),
+            Prepared::Run((), raw) => JsValue::from_str(raw),
         }
-        let outcome = tool.run.call2(&JsValue::UNDEFINED, &JsValue::from_str(&raw), &ctx);
-        match outcome {
-            Ok(v) if is_thenable(&v) => {
-                let fut = settle_js(Ok(v));
-                future_to_promise(async move {
-                    let r = match fut.await {
-                        Ok(v) => settle(id, normalize_return(&v)),
-                        Err(e) => settle(id, Err(ToolFailure::Runtime(error_text(&e)))),
-                    };
-                    Ok(to_js(&r))
-                })
-                .into()
-            }
-            Ok(v) => to_js(&settle(id, normalize_return(&v))),
-            Err(e) => to_js(&settle(id, Err(ToolFailure::Runtime(error_text(&e))))),
-        }
+    }
+
+    /// The result for what a handler returned (kosong's reading of strings, parts,
+    /// `ToolReturnValue`s and anything else).
+    pub fn settle(&self, id: String, value: JsValue) -> JsValue {
+        to_js(&settle(id, normalize_return(&value)))
+    }
+
+    /// The result for a handler that threw or rejected.
+    #[wasm_bindgen(js_name = settleThrown)]
+    pub fn settle_thrown(&self, id: String, error: JsValue) -> JsValue {
+        to_js(&settle(id, Err(ToolFailure::Runtime(error_text(&error)))))
     }
 }
 

@@ -3,6 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
+import { execFileSync } from "node:child_process";
 import * as k from "kosong-wasm";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, sse, sleep } from "./mock-openai.mjs";
 
@@ -186,4 +187,31 @@ test("the API key appears in no error message, recording or log line, on any err
   assert.ok(seen.length >= 12);
   for (const s of seen) assert.ok(!s.includes(KEY), `the key leaked: ${s.slice(0, 200)}`);
   assert.ok(seen.some((s) => s.includes("[redacted]")), "the server's echo was redacted, not dropped");
+});
+
+test("memory stays flat across cancelled runs whose tools never settle (after garbage collection)", () => {
+  // In a child with --expose-gc, so the measurement is after the GC has had its say.
+  const script = `
+    import * as k from "kosong-wasm";
+    const call = (id) => "tool_call: " + JSON.stringify({ id, name: "stuck", arguments: "{}" });
+    const toolset = () => new k.SimpleToolset([{ name: "stuck", description: "", parameters: {}, handler: () => new Promise(() => {}) }]);
+    async function run(i) {
+      const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: a\\n" + call("c" + i), "text: b"]), systemPrompt: "", toolset: toolset() });
+      const ctrl = new AbortController();
+      const p = k.runSoul(agent, "x", async (w) => { for await (const m of w.uiSide()) if (m.type === "ToolCall") setTimeout(() => ctrl.abort(), 0); }, ctrl.signal);
+      await p.catch(() => {});
+    }
+    const settle = async () => { for (let j = 0; j < 3; j++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); } };
+    const sizes = [];
+    for (let round = 0; round < 4; round++) {
+      for (let i = 0; i < 400; i++) await run(i);
+      await settle();
+      sizes.push(k._memoryBytes());
+    }
+    console.log(JSON.stringify(sizes));
+  `;
+  const out = execFileSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], { encoding: "utf8", cwd: new URL("../..", import.meta.url) });
+  const sizes = JSON.parse(out.trim().split("\n").at(-1));
+  console.log(`# cancelled runs with stuck tools: wasm memory by round of 400: ${sizes.join(", ")}`);
+  assert.ok(sizes[3] - sizes[1] <= 64 * 1024, `wasm memory kept growing: ${sizes}`);
 });
