@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "./build.mjs";
+import { fuzz } from "./fuzz.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const run = (cmd, args) => {
@@ -24,5 +25,6 @@ export function ensureNpmPackages() {
 ensureNpmPackages();
 build();
 run("cargo", ["test", "--quiet"]);
+fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)
 const jsTests = readdirSync(join(root, "tests", "js")).filter((f) => f.endsWith(".test.mjs")).map((f) => join("tests", "js", f));
 run(process.execPath, ["--test", "--test-reporter=spec", ...jsTests]);

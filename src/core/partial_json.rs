@@ -418,6 +418,9 @@ fn number_value(n: &str) -> Option<Value> {
         return None;
     }
     if !n.contains(['.', 'e', 'E']) {
+        if n == "-0" {
+            return serde_json::Number::from_f64(-0.0).map(Value::Number); // as serde_json reads it
+        }
         if let Ok(i) = n.parse::<i64>() {
             return Some(Value::from(i));
         }
@@ -425,7 +428,9 @@ fn number_value(n: &str) -> Option<Value> {
             return Some(Value::from(u));
         }
     }
-    n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number)
+    // A valid number too large for a double (`1e400`) has no JSON value here: it previews as
+    // `null`, the same whether it arrived whole or in pieces.
+    Some(n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number))
 }
 
 
@@ -501,8 +506,8 @@ mod tests {
 
     #[test]
     fn escapes_across_pieces_and_failure() {
-        let (v, _) = preview(&["[\"a\\", "n\\u00", "e9\\ud83d", "\\ude00\", {\"k\\\"ey\": null}]"]);
-        assert_eq!(v, json!(["a\né😀", {"k\"ey": null}]));
+        let (v, _) = preview(&["[\"a\\", "n\\u00", "e9\\ud83d", "\\ude00\", {\"k\\\"ey\": null}, 1e400, 2E5]"]);
+        assert_eq!(v, json!(["a\né😀", {"k\"ey": null}, null, 200000.0]));
         let mut p = PartialJson::new();
         assert!(!p.feed("{\"a\": 1").is_empty());
         let e = p.feed("}}");

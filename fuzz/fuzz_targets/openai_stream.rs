@@ -1,0 +1,56 @@
+//! SSE + the Chat Completions decoder + message assembly never panic on any bytes, and the
+//! outcome does not depend on where the bytes are split.
+#![no_main]
+use kosong_wasm::core::generate::MessageAssembler;
+use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+use kosong_wasm::core::providers::{StreamDecoder, StreamEvent};
+use kosong_wasm::core::sse::SseDecoder;
+use libfuzzer_sys::fuzz_target;
+
+fn outcome(chunks: &[&[u8]]) -> String {
+    let mut sse = SseDecoder::new();
+    let mut dec = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+    let mut asm = MessageAssembler::new();
+    let mut events = Vec::new();
+    let mut out = Vec::new();
+    let mut result = Ok(());
+    'outer: for (i, c) in chunks.iter().enumerate() {
+        let fed = sse.feed(c, &mut events).map_err(|e| e.to_string());
+        if let Err(e) = fed {
+            result = Err(e);
+            break;
+        }
+        if i + 1 == chunks.len() {
+            let _ = sse.finish(&mut events);
+        }
+        for e in events.drain(..) {
+            if let Err(e) = dec.on_event(&e, &mut out) {
+                result = Err(e.to_string());
+                break 'outer;
+            }
+        }
+    }
+    if result.is_ok() {
+        result = dec.finish(&mut out).map_err(|e| e.to_string());
+    }
+    let mut completed = Vec::new();
+    for ev in out {
+        match ev {
+            StreamEvent::Part(p) => {
+                if let Err(e) = asm.try_push(p) {
+                    result = Err(e.to_string());
+                    break;
+                }
+            }
+            StreamEvent::ToolCallComplete(id) => completed.push(id),
+        }
+    }
+    let empty = asm.check_not_empty().err().map(|e| e.to_string());
+    format!("{result:?} {completed:?} {empty:?} {:?}", asm.into_message())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&cut, rest)) = data.split_first() else { return };
+    let at = (cut as usize) % (rest.len() + 1);
+    assert_eq!(outcome(&[&rest[..at], &rest[at..]]), outcome(&[rest]));
+});
