@@ -66,9 +66,14 @@ export function _markReady(exports) {
  * Accepts nothing (the packaged .wasm next to this module), a URL, a Response, bytes or a
  * compiled WebAssembly.Module. Idempotent.
  */
+let initializing = null;
 export async function init(source) {
   if (ready) return;
-  _markReady(await wasmInit(source === undefined ? undefined : { module_or_path: source }));
+  initializing ??= wasmInit(source === undefined ? undefined : { module_or_path: source }).then(_markReady, (e) => {
+    initializing = null; // a failed load may be retried (say, with another source)
+    throw e;
+  });
+  await initializing;
 }
 
 // A trap in the wasm instance (a bug: the engine never panics on input) leaves it unusable.
@@ -375,6 +380,7 @@ function historyJson(history) {
   return JSON.stringify(history);
 }
 
+/** Checks everything first, so a bad argument never uses up a scripted answer. */
 function common(provider, systemPrompt, historyJson, options) {
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
@@ -398,8 +404,8 @@ function common(provider, systemPrompt, historyJson, options) {
 
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
-  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
+  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   hooks.onToolCall = jsonHook(options.onToolCall);
   const raw = await callWasm(() => wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
   return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
@@ -430,10 +436,10 @@ export async function step(provider, systemPrompt, toolset, history, options = {
 
 /** @internal `step` with the history already as JSON text (the agent keeps it that way). */
 export async function _stepWithHistoryJson(provider, systemPrompt, toolset, history, options = {}) {
-  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
+  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
   const tools = toolset.tools;
   hooks.toolset = toolset;
   hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
