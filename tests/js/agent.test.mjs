@@ -339,3 +339,37 @@ test("compaction at the threshold: CompactionBegin/End, the summary plus the las
   assert.equal(h.at(-1).content, "fine");
   assert.ok(!JSON.stringify(h).includes("old question"));
 });
+
+test("Wire: a late subscriber sees only what follows; merging joins text, think (until a signature) and a call's fragments", async () => {
+  const wire = new k.Wire();
+  const early = wire.uiSide({ merge: true });
+  const raw = wire.uiSide();
+  wire.send({ type: "TurnBegin", payload: { user_input: "x" } });
+  const late = wire.uiSide({ merge: true });
+  const parts = [
+    { type: "ContentPart", payload: { type: "think", think: "a" } },
+    { type: "ContentPart", payload: { type: "think", think: "b", encrypted: "sig" } },
+    { type: "ContentPart", payload: { type: "think", think: "c" } },
+    { type: "ContentPart", payload: { type: "text", text: "Hel" } },
+    { type: "ContentPart", payload: { type: "text", text: "lo" } },
+    { type: "ToolCall", payload: { type: "function", id: "t1", function: { name: "f", arguments: null } } },
+    { type: "ToolCallPart", payload: { type: "tool_call_part", arguments_part: "{\"a\":", tool_call_id: "t1" } },
+    { type: "ToolCallPart", payload: { type: "tool_call_part", arguments_part: "1}" } },
+    { type: "ToolCallPart", payload: { type: "tool_call_part", arguments_part: "{}", tool_call_id: "t0" } },
+  ];
+  for (const p of parts) wire.send(p);
+  wire.send({ type: "TurnEnd", payload: {} });
+  wire.shutdown();
+  wire.send({ type: "TurnBegin", payload: {} }); // after shutdown: ignored
+  const drain = async (side) => { const out = []; for await (const m of side) out.push(m); return out; };
+  const [e, r, l] = await Promise.all([drain(early), drain(raw), drain(late)]);
+  assert.equal(r.length, 11);
+  assert.deepEqual(l.map((m) => m.type), ["ContentPart", "ContentPart", "ContentPart", "ToolCall", "ToolCallPart", "TurnEnd"]);
+  assert.deepEqual(e.slice(1).map((m) => m.payload.think ?? m.payload.text ?? m.payload.function?.arguments ?? m.payload.arguments_part ?? m.type), [
+    "ab", "c", "Hello", '{"a":1}', "{}", "TurnEnd",
+  ]);
+  assert.equal(e[1].payload.encrypted, "sig");
+  assert.deepEqual(parts[0].payload, { type: "think", think: "a" }, "what the raw side got was not changed by merging");
+  await assert.rejects(early.receive(), k.QueueShutDown);
+  assert.throws(() => wire.respond("nope", "approve"), /No approval request nope/);
+});
