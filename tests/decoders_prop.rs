@@ -100,7 +100,7 @@ mod partial_json_props {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| Value::from(n)),
+            any::<i64>().prop_map(Value::from),
             (-1e6f64..1e6).prop_map(|f| serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)),
             ".{0,12}".prop_map(Value::String),
         ];

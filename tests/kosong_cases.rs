@@ -36,7 +36,9 @@ fn source(parts: Vec<StreamedMessagePart>) -> VecEventSource<ChatProviderError> 
     VecEventSource::new(script.events(), None, None)
 }
 
-fn run_generate(parts: Vec<StreamedMessagePart>) -> (Result<GenerateOutput, ChatProviderError>, Vec<StreamedMessagePart>, Vec<ToolCall>) {
+fn run_generate(
+    parts: Vec<StreamedMessagePart>,
+) -> (Result<GenerateOutput, ChatProviderError>, Vec<StreamedMessagePart>, Vec<ToolCall>) {
     let seen = RefCell::new(Vec::new());
     let calls = RefCell::new(Vec::new());
     let mut src = source(parts);
@@ -60,7 +62,9 @@ fn generate_merges_as_kosong_does() {
         text("Hello, "),
         text("world"),
         text("!"),
-        StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: MediaUrl { url: "https://example.com/image.png".into(), id: None } }),
+        StreamedMessagePart::Content(ContentPart::ImageUrl {
+            image_url: MediaUrl { url: "https://example.com/image.png".into(), id: None },
+        }),
         text("Another text."),
         text(""),
         call("get_weather#123", "get_weather", None),
@@ -110,10 +114,11 @@ fn think_only_is_an_empty_response_and_think_with_more_is_not() {
 
     let m = run_generate(vec![think("Let me think..."), text("Here is the answer.")]).0.unwrap().message;
     assert!(matches!(m.content[0], ContentPart::Think { .. }) && matches!(m.content[1], ContentPart::Text { .. }));
-    let m = run_generate(vec![think("I should call a tool..."), call("tool#1", "read_file", Some("{\"path\": \"/tmp\"}"))])
-        .0
-        .unwrap()
-        .message;
+    let m =
+        run_generate(vec![think("I should call a tool..."), call("tool#1", "read_file", Some("{\"path\": \"/tmp\"}"))])
+            .0
+            .unwrap()
+            .message;
     assert!(matches!(m.content[0], ContentPart::Think { .. }));
     assert_eq!(m.tool_calls.unwrap().len(), 1);
 }
@@ -238,7 +243,9 @@ fn scripted_echo_round_trip_through_generate() {
     let events = script.events();
     assert_eq!(events.last(), Some(&StreamEvent::ToolCallComplete("c1".into())));
     let mut src: VecEventSource<ChatProviderError> = VecEventSource::new(events, script.id.clone(), script.usage);
-    let out = futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None))).unwrap();
+    let out =
+        futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)))
+            .unwrap();
     assert_eq!(out.id.as_deref(), Some("echo-1"));
     assert_eq!(out.usage.unwrap().output, 2);
     assert_eq!(out.message.tool_calls.unwrap()[0].function.arguments.as_deref(), Some("{\"a\": 1}"));

@@ -124,7 +124,11 @@ mod tests {
         assert_eq!(m.tool_call_id.as_deref(), Some("c1"));
         let m = tool_result_to_message(&result(ToolReturnValue::ok(ToolOutput::Text("42".into()), "done", "")));
         assert_eq!(m.extract_text("|"), "<system>done</system>|42");
-        let m = tool_result_to_message(&result(ToolReturnValue::error("no such file", "Not found", ToolOutput::Text("partial".into()))));
+        let m = tool_result_to_message(&result(ToolReturnValue::error(
+            "no such file",
+            "Not found",
+            ToolOutput::Text("partial".into()),
+        )));
         assert_eq!(m.extract_text("|"), "<system>ERROR: no such file</system>|partial");
         let m = tool_result_to_message(&result(ToolReturnValue::runtime_error("boom")));
         assert_eq!(

@@ -5,8 +5,7 @@
 use crate::core::message::{ContentPart, Message, Role};
 
 pub const COMPACTION_SYSTEM_PROMPT: &str = "You are a helpful assistant that compacts conversation context.";
-pub const COMPACTION_OUTPUT_PREFIX: &str =
-    "Previous context has been compacted. Here is the compaction output:";
+pub const COMPACTION_OUTPUT_PREFIX: &str = "Previous context has been compacted. Here is the compaction output:";
 /// Compaction starts at this share of the context window…
 pub const TRIGGER_RATIO: f64 = 0.85;
 /// …or when fewer than this many tokens are left.
@@ -63,7 +62,9 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
             Role::Tool => "tool",
         };
         content.push(ContentPart::text(format!("## Message {}\nRole: {role}\nContent:\n", i + 1)));
-        content.extend(m.content.iter().filter(|p| matches!(p, ContentPart::Text { text } if !text.trim().is_empty())).cloned());
+        content.extend(
+            m.content.iter().filter(|p| matches!(p, ContentPart::Text { text } if !text.trim().is_empty())).cloned(),
+        );
         for call in m.tool_calls.iter().flatten() {
             content.push(ContentPart::text(format!(
                 "Tool call `{}`: {}",
@@ -109,11 +110,13 @@ mod tests {
     fn keeps_the_last_two_user_or_assistant_messages() {
         let mut tool = m(Role::Tool, "42");
         tool.tool_call_id = Some("c".into());
-        let h = vec![m(Role::User, "q1"), m(Role::Assistant, "a1"), m(Role::User, "q2"), tool, m(Role::Assistant, "a2")];
+        let h =
+            vec![m(Role::User, "q1"), m(Role::Assistant, "a1"), m(Role::User, "q2"), tool, m(Role::Assistant, "a2")];
         let (ask, kept) = prepare(&h, 2).unwrap();
         assert_eq!(kept.len(), 3, "q2, the tool result and a2");
         assert!(ask.extract_text("").contains("## Message 2\nRole: assistant"));
-        let out = build(&Message::new(Role::Assistant, vec![ContentPart::think("hm"), ContentPart::text("summary")]), kept);
+        let out =
+            build(&Message::new(Role::Assistant, vec![ContentPart::think("hm"), ContentPart::text("summary")]), kept);
         assert_eq!(out.len(), 4);
         assert_eq!(out[0].extract_text(""), format!("<system>{COMPACTION_OUTPUT_PREFIX}</system>summary"));
         assert!(prepare(&h[..2], 2).is_none(), "nothing older than the kept two");

@@ -25,7 +25,9 @@ impl Record {
     fn to_line(&self) -> String {
         match self {
             // `role` first, as kimi-cli writes them.
-            Record::SystemPrompt(p) => format!("{{\"role\":\"_system_prompt\",\"content\":{}}}", Value::from(p.as_str())),
+            Record::SystemPrompt(p) => {
+                format!("{{\"role\":\"_system_prompt\",\"content\":{}}}", Value::from(p.as_str()))
+            }
             Record::Message(m) => serde_json::to_string(m).unwrap_or_else(|_| "{}".into()),
             Record::Checkpoint(id) => format!("{{\"role\":\"_checkpoint\",\"id\":{id}}}"),
             Record::Usage(n) => format!("{{\"role\":\"_usage\",\"token_count\":{n}}}"),
@@ -39,7 +41,9 @@ impl Record {
             "_system_prompt" => Ok(Record::SystemPrompt(
                 v.get("content").and_then(Value::as_str).ok_or("a system prompt without content")?.to_owned(),
             )),
-            "_checkpoint" => Ok(Record::Checkpoint(v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?)),
+            "_checkpoint" => {
+                Ok(Record::Checkpoint(v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?))
+            }
             "_usage" => Ok(Record::Usage(
                 v.get("token_count").and_then(Value::as_u64).ok_or("a usage line without token_count")?,
             )),
@@ -174,8 +178,7 @@ impl Context {
     /// Reads `context.jsonl`. Blank lines are skipped, and so is a damaged *last* line (a
     /// write cut short); a damaged line before others is an error naming it.
     pub fn from_jsonl(text: &str) -> Result<Context, String> {
-        let lines: Vec<(usize, &str)> =
-            text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+        let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
         let mut ctx = Context::default();
         let last = lines.len().saturating_sub(1);
         for (i, (lineno, line)) in lines.iter().enumerate() {

@@ -91,8 +91,18 @@ fn parse_http_date_ms(v: &str) -> Option<f64> {
     let _weekday = it.next()?;
     let day: i64 = it.next()?.parse().ok()?;
     let month = match it.next()? {
-        "Jan" => 1, "Feb" => 2, "Mar" => 3, "Apr" => 4, "May" => 5, "Jun" => 6,
-        "Jul" => 7, "Aug" => 8, "Sep" => 9, "Oct" => 10, "Nov" => 11, "Dec" => 12,
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
         _ => return None,
     };
     let year: i64 = it.next()?.parse().ok()?;
@@ -148,9 +158,6 @@ mod tests {
         assert_eq!(parse_retry_after(None, None, None), None);
         let now = parse_http_date_ms("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
         assert_eq!(now, 784111777000.0);
-        assert_eq!(
-            parse_retry_after(None, Some("Sun, 06 Nov 1994 08:49:40 GMT"), Some(now)),
-            Some(3000)
-        );
+        assert_eq!(parse_retry_after(None, Some("Sun, 06 Nov 1994 08:49:40 GMT"), Some(now)), Some(3000));
     }
 }

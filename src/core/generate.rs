@@ -365,8 +365,7 @@ impl MessageAssembler {
         let has_think = self.content.iter().any(|p| matches!(p, ContentPart::Think { .. }));
         if !substantive && has_think {
             return Err(ChatProviderError::EmptyResponse(
-                "The API returned a response with only thinking content and no text or tool calls."
-                    .into(),
+                "The API returned a response with only thinking content and no text or tool calls.".into(),
             ));
         }
         if !substantive {

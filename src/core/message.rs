@@ -51,10 +51,7 @@ impl ContentPart {
                 text.push_str(more);
                 true
             }
-            (
-                ContentPart::Think { think, encrypted },
-                ContentPart::Think { think: more, encrypted: more_enc },
-            ) => {
+            (ContentPart::Think { think, encrypted }, ContentPart::Think { think: more, encrypted: more_enc }) => {
                 if encrypted.as_deref().is_some_and(|e| !e.is_empty()) {
                     return false;
                 }
@@ -157,9 +154,7 @@ impl<'de> Deserialize<'de> for StreamedMessagePart {
         let v = Value::deserialize(d)?;
         match v.get("type").and_then(Value::as_str) {
             Some("function") => serde_json::from_value(v).map(StreamedMessagePart::ToolCall),
-            Some("tool_call_part") => {
-                serde_json::from_value(v).map(StreamedMessagePart::ToolCallPart)
-            }
+            Some("tool_call_part") => serde_json::from_value(v).map(StreamedMessagePart::ToolCallPart),
             _ => serde_json::from_value(v).map(StreamedMessagePart::Content),
         }
         .map_err(D::Error::custom)
@@ -285,9 +280,6 @@ mod tests {
         let part: StreamedMessagePart =
             serde_json::from_str(r#"{"type":"tool_call_part","arguments_part":null}"#).unwrap();
         assert_eq!(part, StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: None, tool_call_id: None }));
-        assert_eq!(
-            serde_json::to_string(&part).unwrap(),
-            r#"{"type":"tool_call_part","arguments_part":null}"#
-        );
+        assert_eq!(serde_json::to_string(&part).unwrap(), r#"{"type":"tool_call_part","arguments_part":null}"#);
     }
 }

@@ -61,7 +61,10 @@ enum Escape {
 enum Token {
     None,
     /// A string; `key` when it is an object key (kept, not previewed).
-    Str { key: bool, esc: Escape },
+    Str {
+        key: bool,
+        esc: Escape,
+    },
     Number(String),
     Literal(String),
 }
@@ -433,8 +436,6 @@ fn number_value(n: &str) -> Option<Value> {
     Some(n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number))
 }
 
-
-
 /// The slot at `path`, made when it is the next key or index of its container.
 fn slot<'a>(v: &'a mut Value, path: &[PathSeg]) -> Option<&'a mut Value> {
     let Some((seg, rest)) = path.split_first() else { return Some(v) };
@@ -493,7 +494,8 @@ mod tests {
 
     #[test]
     fn previews_grow_with_the_stream() {
-        let (v, edits) = preview(&["{\"city\": \"Par", "is\", \"days\": [1, 2", "3, 4], \"ok\": tr", "ue, \"n\": -1.5e2}"]);
+        let (v, edits) =
+            preview(&["{\"city\": \"Par", "is\", \"days\": [1, 2", "3, 4], \"ok\": tr", "ue, \"n\": -1.5e2}"]);
         assert_eq!(v, json!({"city": "Paris", "days": [1, 23, 4], "ok": true, "n": -150.0}));
         // After the first piece the string is there, cut mid-way.
         let mut first = Value::Null;
@@ -512,7 +514,11 @@ mod tests {
         assert!(!p.feed("{\"a\": 1").is_empty());
         let e = p.feed("}}");
         assert!(p.failed(), "a second close is not JSON");
-        assert_eq!(e, vec![Edit::Set { path: vec![PathSeg::Key("a".into())], value: json!(1) }], "what came before it counts");
+        assert_eq!(
+            e,
+            vec![Edit::Set { path: vec![PathSeg::Key("a".into())], value: json!(1) }],
+            "what came before it counts"
+        );
         assert!(p.feed("more").is_empty());
         let mut q = PartialJson::new();
         assert!(q.feed("{\"a\": tru").iter().all(|e| !matches!(e, Edit::Set { value: Value::Bool(_), .. })));

@@ -173,11 +173,7 @@ impl SseDecoder {
                 self.data.push_str(&String::from_utf8_lossy(value));
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
-            b"id" => {
-                if !value.contains(&0) {
-                    self.last_id = Some(String::from_utf8_lossy(value).into_owned());
-                }
-            }
+            b"id" if !value.contains(&0) => self.last_id = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {} // `retry` and unknown fields do not matter to a one-shot stream
         }
         Ok(())
@@ -189,11 +185,7 @@ impl SseDecoder {
             return;
         }
         self.has_data = false;
-        out.push(SseEvent {
-            event: self.event.take(),
-            data: std::mem::take(&mut self.data),
-            id: self.last_id.clone(),
-        });
+        out.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data), id: self.last_id.clone() });
     }
 }
 

@@ -50,10 +50,18 @@ impl ToolReturnValue {
         Self::error(&format!("Tool `{name}` not found"), "Tool not found", ToolOutput::Text(String::new()))
     }
     pub fn parse_error(detail: &str) -> Self {
-        Self::error(&format!("Error parsing JSON arguments: {detail}"), "Invalid arguments", ToolOutput::Text(String::new()))
+        Self::error(
+            &format!("Error parsing JSON arguments: {detail}"),
+            "Invalid arguments",
+            ToolOutput::Text(String::new()),
+        )
     }
     pub fn validate_error(detail: &str) -> Self {
-        Self::error(&format!("Error validating JSON arguments: {detail}"), "Invalid arguments", ToolOutput::Text(String::new()))
+        Self::error(
+            &format!("Error validating JSON arguments: {detail}"),
+            "Invalid arguments",
+            ToolOutput::Text(String::new()),
+        )
     }
     pub fn runtime_error(detail: &str) -> Self {
         Self::error(&format!("Error running tool: {detail}"), "Tool runtime error", ToolOutput::Text(String::new()))

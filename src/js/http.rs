@@ -12,7 +12,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use super::signals::Timer;
-use super::sys::{self, AbortController, Reader, ReadResult, Response};
+use super::sys::{self, AbortController, ReadResult, Reader, Response};
 use super::GlueError;
 use crate::core::error::{parse_retry_after, ChatProviderError};
 use crate::core::generate::ByteSource;
@@ -42,11 +42,17 @@ async fn with_timeout(
 
 /// What a rejected `fetch` or `read` says, with its `cause` (Node puts `ECONNREFUSED` there).
 fn describe_js_error(e: &JsValue) -> String {
-    let get = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null());
-    let msg = get(e, "message").and_then(|m| m.as_string()).or_else(|| e.as_string()).unwrap_or_else(|| "unknown error".into());
+    let get = |o: &JsValue, k: &str| {
+        Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
+    };
+    let msg = get(e, "message")
+        .and_then(|m| m.as_string())
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "unknown error".into());
     match get(e, "cause") {
         Some(cause) => {
-            let c = get(&cause, "code").and_then(|c| c.as_string())
+            let c = get(&cause, "code")
+                .and_then(|c| c.as_string())
                 .or_else(|| get(&cause, "message").and_then(|m| m.as_string()));
             match c {
                 Some(c) => format!("{msg} ({c})"),

@@ -33,7 +33,6 @@ use crate::core::toolset::ToolResult;
 use signals::AbortWatch;
 use sys::{AbortController, AbortSignal};
 
-
 /// An error on its way to JavaScript: a provider error (made into its class at the end) or
 /// a JS value thrown by user code, passed through unchanged.
 pub enum GlueError {
@@ -166,7 +165,7 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
 
 /// A boxed event source, so one code path serves every provider.
 enum AnySource {
-    Http(SseEventSource<http::BodySource, crate::core::providers::openai_chat::OpenAIChatDecoder>),
+    Http(Box<SseEventSource<http::BodySource, crate::core::providers::openai_chat::OpenAIChatDecoder>>),
     Scripted(VecEventSource<GlueError>),
 }
 
@@ -218,25 +217,37 @@ async fn open_source(
             let req = cfg.build_request(system_prompt, tools, history);
             let fetch = match &hooks.fetch {
                 Some(f) => f.clone(),
-                None => get(&js_sys::global(), "fetch")
-                    .and_then(|f| f.dyn_into::<Function>().ok())
-                    .ok_or_else(|| ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into()))?,
+                None => {
+                    get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
+                        ChatProviderError::Other(
+                            "no fetch function in this runtime; pass `fetch` in the provider options".into(),
+                        )
+                    })?
+                }
             };
             let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms).await?;
-            Ok(AnySource::Http(SseEventSource::new(body, cfg.decoder()).with_limits(hooks.limits)))
+            Ok(AnySource::Http(Box::new(SseEventSource::new(body, cfg.decoder()).with_limits(hooks.limits))))
         }
         ProviderSpec::Scripted { script } => {
             let s = parse_echo_script(script)?;
             if s.parts.is_empty() {
-                return Err(ChatProviderError::Other("ScriptedProvider DSL produced no streamable parts.".into()).into());
+                return Err(
+                    ChatProviderError::Other("ScriptedProvider DSL produced no streamable parts.".into()).into()
+                );
             }
             Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id.clone(), s.usage)))
         }
     }
 }
 
-fn parse_inputs(spec: &str, tools: &str, history: &str) -> Result<(ProviderSpec, Vec<ToolDefinition>, Vec<Message>), JsValue> {
-    let bad = |what: &str, e: serde_json::Error| -> JsValue { js_sys::TypeError::new(&format!("invalid {what}: {e}")).into() };
+fn parse_inputs(
+    spec: &str,
+    tools: &str,
+    history: &str,
+) -> Result<(ProviderSpec, Vec<ToolDefinition>, Vec<Message>), JsValue> {
+    let bad = |what: &str, e: serde_json::Error| -> JsValue {
+        js_sys::TypeError::new(&format!("invalid {what}: {e}")).into()
+    };
     let spec: ProviderSpec = serde_json::from_str(spec).map_err(|e| bad("provider", e))?;
     let tools: Vec<ToolDefinition> = serde_json::from_str(tools).map_err(|e| bad("tools", e))?;
     let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
@@ -357,8 +368,12 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
     future_to_promise(async move {
         let call = Call::begin(&spec, system_prompt, &tools, &history, &hooks)?;
         let hooks = &call.hooks;
-        let toolset =
-            tools::JsToolset::new(hooks.toolset.clone(), hooks.lazy_tools.clone(), call.tools_ctrl.signal(), hooks.warn.clone())?;
+        let toolset = tools::JsToolset::new(
+            hooks.toolset.clone(),
+            hooks.lazy_tools.clone(),
+            call.tools_ctrl.signal(),
+            hooks.warn.clone(),
+        )?;
         let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
             Rc::new(move |r: &ToolResult| {
                 // A throwing onToolResult cannot fail a tool that already finished.
@@ -368,8 +383,14 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
         let work = async {
             let mut source = call.open().await?;
-            step(&mut source, &toolset, &spawn, |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p), on_tool_result)
-                .await
+            step(
+                &mut source,
+                &toolset,
+                &spawn,
+                |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p),
+                on_tool_result,
+            )
+            .await
         };
         let out = call.guard(work.boxed_local()).await?;
         let obj = result_object(&out.generated);

@@ -129,7 +129,11 @@ pub fn retry_wait(
     }
     let d = Backoff::default();
     let pick = |v: f64, default: f64| if v.is_finite() && v >= 0.0 { v } else { default };
-    let b = Backoff { initial_ms: pick(initial, d.initial_ms), max_ms: pick(max, d.max_ms), jitter_ms: pick(jitter, d.jitter_ms) };
+    let b = Backoff {
+        initial_ms: pick(initial, d.initial_ms),
+        max_ms: pick(max, d.max_ms),
+        jitter_ms: pick(jitter, d.jitter_ms),
+    };
     retry_wait_ms(attempt, retry_after_ms, random, b)
 }
 

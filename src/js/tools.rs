@@ -71,7 +71,12 @@ pub struct JsToolset {
 
 impl JsToolset {
     /// `lazy` names the tools declared `eager: false`.
-    pub fn new(toolset: JsValue, lazy: Vec<String>, signal: AbortSignal, warn: Option<Function>) -> Result<JsToolset, JsValue> {
+    pub fn new(
+        toolset: JsValue,
+        lazy: Vec<String>,
+        signal: AbortSignal,
+        warn: Option<Function>,
+    ) -> Result<JsToolset, JsValue> {
         let handle = Reflect::get(&toolset, &"handle".into())?
             .dyn_into::<Function>()
             .map_err(|_| js_sys::TypeError::new("toolset.handle must be a function"))?;
@@ -88,7 +93,9 @@ fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
         }
         None => ToolResult {
             tool_call_id: call_id.to_owned(),
-            return_value: ToolReturnValue::runtime_error("the toolset's handle() returned something that is not a ToolResult"),
+            return_value: ToolReturnValue::runtime_error(
+                "the toolset's handle() returned something that is not a ToolResult",
+            ),
         },
     }
 }
@@ -105,7 +112,9 @@ impl ToolDispatch for JsToolset {
         let _ = Reflect::set(&fields, &"id".into(), &JsValue::from_str(&call.id));
         let bytes = call.function.arguments.as_deref().map_or(0, str::len);
         let _ = Reflect::set(&fields, &"bytes".into(), &JsValue::from(bytes as f64));
-        let msg = JsValue::from_str("kosong-wasm: a tool call's arguments are not valid JSON; the model was asked to send it again");
+        let msg = JsValue::from_str(
+            "kosong-wasm: a tool call's arguments are not valid JSON; the model was asked to send it again",
+        );
         let _ = warn.call2(&JsValue::UNDEFINED, &msg, &fields);
     }
 
@@ -137,7 +146,11 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
         return Err(ToolFailure::Validate(m));
     }
     let invalid = |what: &str| {
-        Ok(ToolReturnValue::error(&format!("Invalid return type: {what}"), "Invalid return type", ToolOutput::Text(String::new())))
+        Ok(ToolReturnValue::error(
+            &format!("Invalid return type: {what}"),
+            "Invalid return type",
+            ToolOutput::Text(String::new()),
+        ))
     };
     if Array::is_array(v) {
         return match from_js::<Vec<ContentPart>>(v) {
@@ -151,7 +164,7 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
             None => invalid("a malformed ToolReturnValue"),
         };
     }
-    invalid(&String::from(v.js_typeof().as_string().unwrap_or_default()))
+    invalid(&v.js_typeof().as_string().unwrap_or_default())
 }
 
 /// The core of the JS `SimpleToolset`: kosong's lookup, argument and error rules.
@@ -207,4 +220,3 @@ impl Default for SimpleToolsetCore {
         Self::new()
     }
 }
-

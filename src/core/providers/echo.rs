@@ -66,15 +66,15 @@ pub fn parse_echo_script(script: &str) -> Result<EchoScript, ChatProviderError> 
             "usage" => s.usage = Some(parse_usage(payload)?),
             "text" => s.parts.push(StreamedMessagePart::Content(ContentPart::text(strip_quotes(payload)))),
             "think" => s.parts.push(StreamedMessagePart::Content(ContentPart::think(strip_quotes(payload)))),
-            "image_url" => s.parts.push(StreamedMessagePart::Content(ContentPart::ImageUrl {
-                image_url: parse_url(payload, &kind)?,
-            })),
-            "audio_url" => s.parts.push(StreamedMessagePart::Content(ContentPart::AudioUrl {
-                audio_url: parse_url(payload, &kind)?,
-            })),
-            "video_url" => s.parts.push(StreamedMessagePart::Content(ContentPart::VideoUrl {
-                video_url: parse_url(payload, &kind)?,
-            })),
+            "image_url" => s
+                .parts
+                .push(StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: parse_url(payload, &kind)? })),
+            "audio_url" => s
+                .parts
+                .push(StreamedMessagePart::Content(ContentPart::AudioUrl { audio_url: parse_url(payload, &kind)? })),
+            "video_url" => s
+                .parts
+                .push(StreamedMessagePart::Content(ContentPart::VideoUrl { video_url: parse_url(payload, &kind)? })),
             "tool_call" => s.parts.push(StreamedMessagePart::ToolCall(parse_tool_call(payload, lineno, raw)?)),
             "tool_call_part" => s.parts.push(StreamedMessagePart::ToolCallPart(parse_tool_call_part(payload))),
             other => return Err(err(format!("Unknown echo DSL kind '{other}' at line {lineno}: {raw:?}"))),
@@ -142,9 +142,10 @@ fn parse_usage(payload: &str) -> Result<TokenUsage, ChatProviderError> {
 fn parse_url(payload: &str, kind: &str) -> Result<MediaUrl, ChatProviderError> {
     match parse_value(payload) {
         Value::Object(m) => {
-            let url = m.get("url").and_then(Value::as_str).ok_or_else(|| {
-                err(format!("{kind} requires a url field, got {}", Value::Object(m.clone())))
-            })?;
+            let url = m
+                .get("url")
+                .and_then(Value::as_str)
+                .ok_or_else(|| err(format!("{kind} requires a url field, got {}", Value::Object(m.clone()))))?;
             let id = match m.get("id") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(s.clone()),
@@ -161,25 +162,17 @@ fn parse_tool_call(payload: &str, lineno: usize, raw: &str) -> Result<ToolCall, 
     let m = parse_mapping(payload, "tool_call")?;
     let function = m.get("function").and_then(Value::as_object);
     let id = m.get("id").and_then(Value::as_str);
-    let name = m
-        .get("name")
-        .and_then(Value::as_str)
-        .or_else(|| function.and_then(|f| f.get("name")).and_then(Value::as_str));
+    let name =
+        m.get("name").and_then(Value::as_str).or_else(|| function.and_then(|f| f.get("name")).and_then(Value::as_str));
     let (Some(id), Some(name)) = (id, name) else {
         return Err(err(format!("tool_call requires string id and name at line {lineno}: {raw:?}")));
     };
     let arguments = match m.get("arguments").or_else(|| function.and_then(|f| f.get("arguments"))) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(err(format!("tool_call.arguments must be a string at line {lineno}, got {other}")))
-        }
+        Some(other) => return Err(err(format!("tool_call.arguments must be a string at line {lineno}, got {other}"))),
     };
-    let extras = m
-        .get("extras")
-        .or_else(|| function.and_then(|f| f.get("extras")))
-        .and_then(Value::as_object)
-        .cloned();
+    let extras = m.get("extras").or_else(|| function.and_then(|f| f.get("extras"))).and_then(Value::as_object).cloned();
     let mut call = ToolCall::new(id, name, arguments);
     call.extras = extras;
     Ok(call)
@@ -229,7 +222,9 @@ tool_call_part: {"arguments_part": " it?\"}"}
     fn key_value_forms_and_errors() {
         let s = parse_echo_script("usage: input_other=1 output=2 input_cache_read=3\ntool_call: id=c1 name=plus arguments='{\"a\":1}'\ntext: 'quoted'").unwrap();
         assert_eq!(s.usage.unwrap().input_cache_read, 3);
-        assert!(matches!(&s.parts[0], StreamedMessagePart::ToolCall(c) if c.function.arguments.as_deref() == Some("{\"a\":1}")));
+        assert!(
+            matches!(&s.parts[0], StreamedMessagePart::ToolCall(c) if c.function.arguments.as_deref() == Some("{\"a\":1}"))
+        );
         assert_eq!(s.events()[1], StreamEvent::ToolCallComplete("c1".into()));
         assert!(parse_echo_script("nonsense line").is_err());
         assert!(parse_echo_script("sparkle: x").is_err());

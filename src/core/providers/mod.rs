@@ -66,9 +66,8 @@ pub fn error_message_from_body(body: &str) -> Option<String> {
             return Some(s);
         }
     };
-    let pick = |v: &serde_json::Value| -> Option<String> {
-        v.get("message").and_then(|m| m.as_str()).map(str::to_owned)
-    };
+    let pick =
+        |v: &serde_json::Value| -> Option<String> { v.get("message").and_then(|m| m.as_str()).map(str::to_owned) };
     match v.get("error") {
         Some(serde_json::Value::String(s)) => Some(s.clone()),
         Some(e @ serde_json::Value::Object(_)) => pick(e).or_else(|| Some(e.to_string())),

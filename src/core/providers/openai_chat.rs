@@ -61,12 +61,7 @@ impl OpenAIChatConfig {
         }
     }
 
-    pub fn build_request(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-    ) -> HttpRequest {
+    pub fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> HttpRequest {
         let mut messages = Vec::with_capacity(history.len() + 1);
         if !system_prompt.is_empty() {
             messages.push(json!({"role": "system", "content": system_prompt}));
@@ -114,17 +109,11 @@ impl OpenAIChatConfig {
                 headers.push((k.clone(), v.to_owned()));
             }
         }
-        HttpRequest {
-            url: format!("{base}/chat/completions"),
-            headers,
-            body: Value::Object(body).to_string(),
-        }
+        HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {
-        OpenAIChatDecoder::new(
-            self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()),
-        )
+        OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()))
     }
 }
 
@@ -149,8 +138,7 @@ pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
     };
     let mut out = Map::new();
     out.insert("role".into(), json!(role));
-    let visible: Vec<&ContentPart> =
-        m.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. })).collect();
+    let visible: Vec<&ContentPart> = m.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. })).collect();
     let content = match visible.as_slice() {
         [] if m.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) => Value::Null,
         [] => json!(""),
@@ -285,7 +273,8 @@ impl Usage {
 /// `status`, as OpenRouter and others send rate limits mid-stream) is an `APIStatusError`
 /// with that status, so the agent's retry rules apply to it.
 fn mid_stream_error(err: &Value) -> ChatProviderError {
-    let msg = super::error_message_from_body(&json!({"error": err}).to_string()).unwrap_or_else(|| "unknown error".into());
+    let msg =
+        super::error_message_from_body(&json!({"error": err}).to_string()).unwrap_or_else(|| "unknown error".into());
     let status = ["code", "status", "status_code"]
         .iter()
         .find_map(|k| {
@@ -414,9 +403,8 @@ impl StreamDecoder for OpenAIChatDecoder {
         if data.is_empty() {
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            ChatProviderError::Other(format!("malformed stream chunk from the server: {e}"))
-        })?;
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| ChatProviderError::Other(format!("malformed stream chunk from the server: {e}")))?;
         if let Some(err) = chunk.error {
             return Err(mid_stream_error(&err));
         }
@@ -438,9 +426,9 @@ impl StreamDecoder for OpenAIChatDecoder {
                     _ => None,
                 },
                 // A custom reasoning key: look it up in the raw chunk (the rare path).
-                key => serde_json::from_str::<Value>(data).ok().and_then(|v| {
-                    v.pointer("/choices/0/delta")?.get(key)?.as_str().map(str::to_owned)
-                }),
+                key => serde_json::from_str::<Value>(data)
+                    .ok()
+                    .and_then(|v| v.pointer("/choices/0/delta")?.get(key)?.as_str().map(str::to_owned)),
             };
             if let Some(t) = think.filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
@@ -462,8 +450,7 @@ impl StreamDecoder for OpenAIChatDecoder {
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(ChatProviderError::Other(
-                "the stream ended before the model finished its answer (no finish_reason and no [DONE])"
-                    .into(),
+                "the stream ended before the model finished its answer (no finish_reason and no [DONE])".into(),
             ));
         }
         self.complete_all(out);
@@ -532,7 +519,9 @@ mod tests {
     #[test]
     fn interleaved_parallel_calls_complete_structurally() {
         let mut s = String::new();
-        s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"let me think"}}]}));
+        s += &data(
+            json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"let me think"}}]}),
+        );
         s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Checking."}}]}));
         s += &tc(0, Some("call_a"), Some("weather"), "");
         s += &tc(0, None, None, "{\"city\":");
@@ -541,21 +530,30 @@ mod tests {
         s += &tc(1, None, None, "\"UTC\"}");
         s += &tc(2, Some("call_c"), Some("noop"), "{}");
         s += &data(json!({"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
-        s += &data(json!({"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":60}}}));
+        s += &data(
+            json!({"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":60}}}),
+        );
         s += "data: [DONE]\n\n";
         let (out, r, dec) = run(&s);
         r.unwrap();
-        assert_eq!(dec.usage(), Some(TokenUsage { input_other: 40, output: 20, input_cache_read: 60, input_cache_creation: 0 }));
+        assert_eq!(
+            dec.usage(),
+            Some(TokenUsage { input_other: 40, output: 20, input_cache_read: 60, input_cache_creation: 0 })
+        );
         assert_eq!(dec.finish_reason(), Some("tool_calls"));
         assert_eq!(dec.id(), Some("chatcmpl-1"));
-        assert!(matches!(&out[0], StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think { think, .. })) if think == "let me think"));
+        assert!(
+            matches!(&out[0], StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think { think, .. })) if think == "let me think")
+        );
         let done = completions(&out);
         let ids: Vec<&str> = done.iter().map(|(_, id)| id.as_str()).collect();
         assert_eq!(ids, ["call_a", "call_b", "call_c"]);
         // call_a completes right after its closing fragment, call_b when call_c begins,
         // call_c only at finish_reason: each before the stream's end.
-        let pos = |pred: &dyn Fn(&StreamEvent) -> bool| out.iter().position(|e| pred(e)).unwrap();
-        let a_close = pos(&|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCallPart(p)) if p.arguments_part.as_deref() == Some("\"Paris\"}")));
+        let pos = |pred: &dyn Fn(&StreamEvent) -> bool| out.iter().position(pred).unwrap();
+        let a_close = pos(
+            &|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCallPart(p)) if p.arguments_part.as_deref() == Some("\"Paris\"}")),
+        );
         assert_eq!(done[0].0, a_close + 1);
         let c_start = pos(&|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCall(c)) if c.id == "call_c"));
         assert_eq!(done[1].0, c_start + 1);
@@ -585,7 +583,9 @@ mod tests {
         let s = data(json!({"error":{"message":"overloaded","type":"server_error"}}));
         assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("overloaded")));
         let s = data(json!({"error":{"message":"Rate limit exceeded","code":429}}));
-        assert!(matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit")));
+        assert!(
+            matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit"))
+        );
         assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Other(m)) if m.contains("malformed")));
     }
 
@@ -604,14 +604,18 @@ mod tests {
         let mut tool = Message::new(Role::Tool, vec![ContentPart::text("42")]);
         tool.tool_call_id = Some("c1".into());
         let history = vec![Message::new(Role::User, vec![ContentPart::text("hi")]), assistant, tool];
-        let tools = vec![ToolDefinition { name: "f".into(), description: "d".into(), parameters: json!({"type":"object"}) }];
+        let tools =
+            vec![ToolDefinition { name: "f".into(), description: "d".into(), parameters: json!({"type":"object"}) }];
         let req = cfg.build_request("be brief", &tools, &history);
         assert_eq!(req.url, "http://127.0.0.1:9/v1/chat/completions");
         assert!(req.headers.contains(&("authorization".into(), "Bearer sk-test".into())));
         let body: Value = serde_json::from_str(&req.body).unwrap();
         assert_eq!(body["messages"][0], json!({"role":"system","content":"be brief"}));
-        assert_eq!(body["messages"][2], json!({"role":"assistant","content":"ok","reasoning_content":"hmm",
-            "tool_calls":[{"type":"function","id":"c1","function":{"name":"f","arguments":"{}"}}]}));
+        assert_eq!(
+            body["messages"][2],
+            json!({"role":"assistant","content":"ok","reasoning_content":"hmm",
+            "tool_calls":[{"type":"function","id":"c1","function":{"name":"f","arguments":"{}"}}]})
+        );
         assert_eq!(body["messages"][3], json!({"role":"tool","content":"42","tool_call_id":"c1"}));
         assert_eq!(body["tools"][0]["function"]["name"], "f");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
