@@ -385,7 +385,7 @@ test("no abort listener is left on the caller's signal after a step, its results
 
 test("timeoutMs: a stream that goes quiet is an APITimeoutError", async () => {
   server.respond({ steps: [text("partial"), { hang: true }] });
-  const r = await within(k.generate(provider({ timeoutMs: 150 }), "", [], [user("x")]));
+  const r = await within(k.generate(provider({ timeoutMs: 400 }), "", [], [user("x")]));
   assert.ok(r.error instanceof k.APITimeoutError, String(r.error));
   assert.match(r.error.message, /stream data/);
 });
