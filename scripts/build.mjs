@@ -66,6 +66,7 @@ export function build() {
     ["api.js", "api.js"],
     ["soul.js", "soul.js"],
     ["chaos.js", "chaos.js"],
+    ["util.js", "util.js"],
     ["entry-node.js", "node.js"],
     ["entry-workerd.js", "workerd.js"],
     ["entry-browser.js", "browser.js"],

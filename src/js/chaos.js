@@ -4,6 +4,7 @@
 // through the provider's real fetch path, so retries and error classes run for real. A
 // ScriptedProvider inside is served as an OpenAI-compatible SSE stream for the same reason.
 import { _callWasm as callWasm, _wasm as wasm } from "./api.js";
+import { sleep } from "./util.js";
 
 /** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
 function mulberry32(seed) {
@@ -81,21 +82,6 @@ function corruptToolCall(sse, random) {
   }
   events[pos] = `data: ${JSON.stringify(chunk)}`;
   return events.join("\n\n");
-}
-
-function abortableSleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /**
@@ -226,7 +212,7 @@ export class ChaosProvider {
             }
             if (slowness[next]) {
               this.injected.slowChunks += 1;
-              await abortableSleep(o.slowChunkMs, signal);
+              await sleep(o.slowChunkMs, signal);
             }
             controller.enqueue(chunks[next++]);
           } catch (e) {

@@ -3,6 +3,7 @@
 // its rules (tool messages, retries, capabilities, compaction, context.jsonl) are the wasm
 // core's.
 import { _callWasm as callWasm, _wasm as wasm, _stepWithHistoryJson, generate, SimpleToolset, toolError } from "./api.js";
+import { sleep, within } from "./util.js";
 
 // ---- errors -----------------------------------------------------------------------------
 
@@ -52,34 +53,6 @@ export class QueueShutDown extends Error {
 }
 
 // ---- small helpers ------------------------------------------------------------------------
-
-/** Waits `ms`, or rejects with the signal's reason the moment it aborts; leaves nothing behind. */
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/** Settles with `promise`, or after `ms` with `undefined`; the timer is cleared either way. */
-async function within(promise, ms) {
-  let timer;
-  try {
-    return await Promise.race([promise, new Promise((r) => (timer = setTimeout(r, ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-const CONTENT_TYPES = new Set(["text", "think", "image_url", "audio_url", "video_url"]);
 
 /** The wire envelope of a streamed part. */
 function partMessage(part) {
