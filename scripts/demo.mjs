@@ -10,7 +10,6 @@ import { build } from "./build.mjs";
 import { think, text, toolStart, toolArgs, finish, usage, done, sleep } from "../tests/js/mock-openai.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-build();
 
 const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".wasm": "application/wasm", ".json": "application/json" };
 
@@ -47,10 +46,20 @@ async function mockModel(req, res) {
   res.end(done());
 }
 
-const server = createServer(async (req, res) => {
+/** The demo's one server: the page, the package and the mock model. */
+export function createDemoServer() {
+  return createServer(handle);
+}
+
+async function handle(req, res) {
   const url = new URL(req.url, "http://127.0.0.1");
   if (req.method === "POST" && url.pathname === "/mock/v1/chat/completions") return mockModel(req, res);
-  let path = url.pathname === "/" ? "/www/index.html" : url.pathname;
+  if (url.pathname === "/favicon.ico") return res.writeHead(204).end();
+  if (url.pathname === "/" || url.pathname === "/www" || url.pathname === "/www/") {
+    res.writeHead(302, { location: "/www/index.html" }).end(); // so the page's relative imports resolve
+    return;
+  }
+  let path = url.pathname;
   path = normalize(path).replace(/^(\.\.[/\\])+/, "");
   if (!path.startsWith("/www/") && !path.startsWith("/pkg/")) {
     res.writeHead(404).end("not found");
@@ -62,6 +71,11 @@ const server = createServer(async (req, res) => {
   } catch {
     res.writeHead(404).end("not found");
   }
-});
-const port = Number(process.env.PORT ?? 8787);
-server.listen(port, "127.0.0.1", () => console.log(`kosong-wasm demo: http://127.0.0.1:${server.address().port}/`));
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  build();
+  const server = createDemoServer();
+  const port = Number(process.env.PORT ?? 8787);
+  server.listen(port, "127.0.0.1", () => console.log(`kosong-wasm demo: http://127.0.0.1:${server.address().port}/`));
+}

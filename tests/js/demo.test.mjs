@@ -1,0 +1,47 @@
+// The demo server serves what the page needs, and its mock model carries a two-step,
+// two-tool conversation. (The page itself in real Chromium is the browser tests' job.)
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import * as k from "kosong-wasm";
+import { createDemoServer } from "../../scripts/demo.mjs";
+
+let server;
+let base;
+before(async () => {
+  server = createDemoServer();
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${server.address().port}`;
+});
+after(() => new Promise((r) => server.close(r)));
+
+test("the page and everything it imports are served, with the right types", async () => {
+  const page = await fetch(`${base}/`);
+  assert.equal(page.status, 200);
+  assert.match(page.url, /\/www\/index\.html$/, "the page is at a URL its relative imports resolve from");
+  const html = await page.text();
+  const script = new URL(html.match(/<script type="module" src="([^"]+)"/)[1], page.url);
+  const app = await fetch(script);
+  assert.equal(app.status, 200);
+  const imported = new URL((await app.text()).match(/from "([^"]+)"/)[1], script);
+  assert.equal((await fetch(imported)).status, 200);
+  for (const f of ["api.js", "soul.js", "chaos.js", "util.js", "wasm/kosong_wasm.js"]) {
+    assert.equal((await fetch(new URL(f, imported))).status, 200, f);
+  }
+  const wasm = await fetch(new URL("wasm/kosong_wasm_bg.wasm", imported));
+  assert.equal(wasm.headers.get("content-type"), "application/wasm");
+  assert.equal((await fetch(`${base}/../package.json`)).status, 404);
+});
+
+test("the mock model streams a two-step conversation with two parallel tool calls", async () => {
+  const provider = new k.OpenAIChatProvider({ model: "mock", baseUrl: `${base}/mock/v1` });
+  const tools = new k.SimpleToolset([
+    { name: "weather", description: "", parameters: {}, handler: ({ city }) => `${city}: sunny` },
+    { name: "clock", description: "", parameters: {}, handler: ({ timezone }) => `${timezone}: noon` },
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset: tools });
+  const seen = [];
+  await k.runSoul(agent, "weather and time?", async (w) => { for await (const m of w.uiSide({ merge: true })) seen.push(m); }, new AbortController().signal);
+  const calls = seen.filter((m) => m.type === "ToolCall").map((m) => m.payload.function.name);
+  assert.deepEqual(calls, ["weather", "clock"]);
+  assert.match(JSON.stringify(agent.context.history.at(-1)), /Paris: sunny.*Asia\/Tokyo: noon/);
+});
