@@ -33,6 +33,7 @@ $("ask").addEventListener("submit", async (ev) => {
   $("chat").append(el("div", "msg user", q));
   ctrl = new AbortController();
   $("stop").disabled = false;
+  const allCards = [];
   try {
     for (let n = 1; n <= 5; n++) {
       log(`step ${n} begins`);
@@ -52,7 +53,7 @@ $("ask").addEventListener("submit", async (ev) => {
             const card = el("div", "card"); const status = el("span", "status running", "streaming…");
             const args = el("div", "", p.function.arguments ?? "");
             card.append(status, el("b", "", `${p.function.name}`), args);
-            cards.set(p.id, { status, args }); box.append(card);
+            cards.set(p.id, { status, args }); allCards.push(status); box.append(card);
             log(`tool call ${p.function.name} begins`);
           } else if (p.type === "tool_call_part" && p.tool_call_id) {
             cards.get(p.tool_call_id).args.textContent += p.arguments_part ?? "";
@@ -74,6 +75,9 @@ $("ask").addEventListener("submit", async (ev) => {
       }
     }
   } catch (e) {
+    for (const status of allCards) {
+      if (!["done", "failed"].includes(status.textContent)) { status.textContent = "aborted"; status.className = "status aborted"; }
+    }
     log(`stopped: ${e?.name ?? ""} ${e?.message ?? e}`);
     $("chat").append(el("div", "msg", `⏹ ${e?.message ?? e}`));
     history.length = 0;
