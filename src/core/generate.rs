@@ -10,7 +10,7 @@
 use futures::future::LocalBoxFuture;
 
 use crate::core::error::ChatProviderError;
-use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::providers::{StreamDecoder, StreamEvent};
 use crate::core::sse::SseDecoder;
 
@@ -88,10 +88,6 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
         self.sse = SseDecoder::with_limit(limits.max_event_bytes);
         self.limits = limits;
         self
-    }
-
-    pub fn decoder(&self) -> &D {
-        &self.decoder
     }
 }
 
@@ -245,6 +241,17 @@ impl MessageAssembler {
         }
     }
 
+    /// The call a fragment belongs to: the one it names, else the call right before it.
+    fn target_of(&self, p: &ToolCallPart) -> Option<usize> {
+        match &p.tool_call_id {
+            Some(id) => self.calls.iter().rposition(|c| &c.id == id),
+            None => match self.pending {
+                Pending::Call(i) => Some(i),
+                _ => None,
+            },
+        }
+    }
+
     /// Adds a part, or fails when it would take the message past a limit.
     pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
         self.bytes = self.bytes.saturating_add(part_bytes(&part));
@@ -254,24 +261,15 @@ impl MessageAssembler {
                 self.limits.max_message_bytes
             )));
         }
-        let target = match &part {
-            StreamedMessagePart::ToolCall(_) => None,
-            StreamedMessagePart::ToolCallPart(p) => match &p.tool_call_id {
-                Some(id) => self.calls.iter().rposition(|c| &c.id == id),
-                None => match self.pending {
-                    Pending::Call(i) => Some(i),
-                    _ => None,
-                },
-            },
-            _ => None,
-        };
-        let args_len = match (&part, target) {
-            (StreamedMessagePart::ToolCall(c), _) => c.function.arguments.as_deref().map_or(0, str::len),
-            (StreamedMessagePart::ToolCallPart(p), Some(i)) => {
-                self.calls[i].function.arguments.as_deref().map_or(0, str::len)
-                    + p.arguments_part.as_deref().map_or(0, str::len)
+        let len = |a: Option<&str>| a.map_or(0, str::len);
+        let (args_len, target) = match &part {
+            StreamedMessagePart::ToolCall(c) => (len(c.function.arguments.as_deref()), None),
+            StreamedMessagePart::ToolCallPart(p) => {
+                let target = self.target_of(p);
+                let before = target.map_or(0, |i| len(self.calls[i].function.arguments.as_deref()));
+                (before + len(p.arguments_part.as_deref()), target)
             }
-            _ => 0,
+            StreamedMessagePart::Content(_) => (0, None),
         };
         if args_len > self.limits.max_tool_arguments_bytes {
             return Err(ChatProviderError::Other(format!(
@@ -279,11 +277,21 @@ impl MessageAssembler {
                 self.limits.max_tool_arguments_bytes
             )));
         }
-        self.push(part);
+        self.insert(part, target);
         Ok(())
     }
 
+    /// Adds a part (no limits).
     pub fn push(&mut self, part: StreamedMessagePart) {
+        let target = match &part {
+            StreamedMessagePart::ToolCallPart(p) => self.target_of(p),
+            _ => None,
+        };
+        self.insert(part, target);
+    }
+
+    /// `target`: for a fragment, the call it belongs to (from [`Self::target_of`]), found once.
+    fn insert(&mut self, part: StreamedMessagePart, target: Option<usize>) {
         match part {
             StreamedMessagePart::Content(p) => {
                 if self.pending == Pending::Content {
@@ -301,21 +309,12 @@ impl MessageAssembler {
                 self.completed.push(false);
                 self.pending = Pending::Call(self.calls.len() - 1);
             }
-            StreamedMessagePart::ToolCallPart(p) => {
-                let target = match &p.tool_call_id {
-                    Some(id) => self.calls.iter().rposition(|c| &c.id == id),
-                    None => match self.pending {
-                        Pending::Call(i) => Some(i),
-                        _ => None,
-                    },
-                };
-                match target {
-                    Some(i) => self.calls[i].append_arguments(p.arguments_part.as_deref()),
-                    // An orphaned fragment: nothing to attach it to (kosong drops it too).
-                    None if p.tool_call_id.is_none() => self.pending = Pending::None,
-                    None => {}
-                }
-            }
+            StreamedMessagePart::ToolCallPart(p) => match target {
+                Some(i) => self.calls[i].append_arguments(p.arguments_part.as_deref()),
+                // An orphaned fragment: nothing to attach it to (kosong drops it too).
+                None if p.tool_call_id.is_none() => self.pending = Pending::None,
+                None => {}
+            },
         }
     }
 
@@ -335,10 +334,6 @@ impl MessageAssembler {
 
     pub fn call(&self, i: usize) -> &ToolCall {
         &self.calls[i]
-    }
-
-    pub fn calls(&self) -> &[ToolCall] {
-        &self.calls
     }
 
     pub fn into_message(self) -> Message {

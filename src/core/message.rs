@@ -240,15 +240,6 @@ pub struct TokenUsage {
     pub input_cache_creation: u64,
 }
 
-impl TokenUsage {
-    pub fn input(&self) -> u64 {
-        self.input_other.saturating_add(self.input_cache_read).saturating_add(self.input_cache_creation)
-    }
-    pub fn total(&self) -> u64 {
-        self.input().saturating_add(self.output)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -137,10 +137,6 @@ impl<H> SimpleToolset<H> {
         self.tools.iter().find(|(n, _)| n == name).map(|(_, h)| h)
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|(n, _)| n.as_str())
-    }
-
     pub fn prepare<'a>(&'a self, call: &'a ToolCall) -> Prepared<'a, H> {
         let Some(handler) = self.get(&call.function.name) else {
             return Prepared::Done(ToolResult {
