@@ -2,11 +2,18 @@
 //! and the errors. Each decoder turns Server-Sent Events into [`StreamEvent`]s and says,
 //! structurally, when a tool call is complete.
 
+pub mod anthropic;
 pub mod echo;
+pub mod gemini;
 pub mod openai_chat;
+pub mod openai_responses;
+
+use std::collections::HashSet;
+
+use serde::Deserialize;
 
 use crate::core::error::ChatProviderError;
-use crate::core::message::{StreamedMessagePart, TokenUsage};
+use crate::core::message::{Message, StreamedMessagePart, TokenUsage};
 use crate::core::sse::SseEvent;
 
 /// What a provider's stream yields, in order.
@@ -25,6 +32,171 @@ pub trait StreamDecoder {
     fn id(&self) -> Option<&str>;
     fn usage(&self) -> Option<TokenUsage>;
     fn finish_reason(&self) -> Option<&str>;
+}
+
+impl StreamDecoder for Box<dyn StreamDecoder> {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        (**self).on_event(event, out)
+    }
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        (**self).finish(out)
+    }
+    fn id(&self) -> Option<&str> {
+        (**self).id()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        (**self).usage()
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        (**self).finish_reason()
+    }
+}
+
+/// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format;
+/// the rest are the constructor's options, camelCase).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind")]
+pub enum HttpProvider {
+    #[serde(rename = "openai")]
+    OpenAIChat(openai_chat::OpenAIChatConfig),
+    #[serde(rename = "kimi")]
+    Kimi(openai_chat::OpenAIChatConfig),
+    #[serde(rename = "anthropic")]
+    Anthropic(anthropic::AnthropicConfig),
+    #[serde(rename = "openai_responses")]
+    Responses(openai_responses::ResponsesConfig),
+    #[serde(rename = "gemini")]
+    Gemini(gemini::GeminiConfig),
+}
+
+impl HttpProvider {
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<HttpRequest, ChatProviderError> {
+        match self {
+            HttpProvider::OpenAIChat(c) => Ok(c.build_request(system_prompt, tools, history)),
+            HttpProvider::Kimi(c) => Ok(c.clone().into_kimi().build_request(system_prompt, tools, history)),
+            HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history),
+            HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history)),
+            HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history),
+        }
+    }
+
+    pub fn decoder(&self) -> Box<dyn StreamDecoder> {
+        match self {
+            HttpProvider::OpenAIChat(c) => Box::new(c.decoder()),
+            HttpProvider::Kimi(c) => Box::new(c.clone().into_kimi().decoder()),
+            HttpProvider::Anthropic(_) => Box::new(anthropic::AnthropicDecoder::default()),
+            HttpProvider::Responses(_) => Box::new(openai_responses::ResponsesDecoder::default()),
+            HttpProvider::Gemini(_) => Box::new(gemini::GeminiDecoder::default()),
+        }
+    }
+
+    /// The key to keep out of every error message.
+    pub fn api_key(&self) -> Option<&str> {
+        match self {
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.api_key.as_deref(),
+            HttpProvider::Anthropic(c) => c.api_key.as_deref(),
+            HttpProvider::Responses(c) => c.api_key.as_deref(),
+            HttpProvider::Gemini(c) => c.api_key.as_deref(),
+        }
+    }
+}
+
+/// Tool-call ids as the toolset sees them: unique within one answer. A call the server sent
+/// without an id gets `{prefix}{n}`; an id the server repeats gets a suffix, so two calls'
+/// results can never mix.
+#[derive(Debug, Default)]
+pub struct CallIds {
+    used: HashSet<String>,
+    n: usize,
+}
+
+impl CallIds {
+    pub fn assign(&mut self, server_id: Option<&str>, prefix: &str) -> String {
+        let base = match server_id.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(id) => id.to_owned(),
+            None => {
+                self.n += 1;
+                format!("{prefix}{}", self.n)
+            }
+        };
+        let mut id = base.clone();
+        let mut k = 1;
+        while self.used.contains(&id) {
+            k += 1;
+            id = format!("{base}_{k}");
+        }
+        self.used.insert(id.clone());
+        id
+    }
+}
+
+/// `data:<mime>;base64,<data>` split into its media type and data.
+pub fn split_data_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:")?;
+    let (mime, data) = rest.split_once(";base64,")?;
+    Some((mime, data))
+}
+
+/// Copies the string values of a JS `headers` object into a request's headers.
+pub fn push_headers(headers: &mut Vec<(String, String)>, extra: &serde_json::Map<String, serde_json::Value>) {
+    for (k, v) in extra {
+        if let Some(v) = v.as_str() {
+            headers.retain(|(h, _)| !h.eq_ignore_ascii_case(k));
+            headers.push((k.clone(), v.to_owned()));
+        }
+    }
+}
+
+/// Merges `extraBody` into a request body, key by key.
+pub fn merge_extra_body(body: &mut serde_json::Map<String, serde_json::Value>, extra: &Option<serde_json::Map<String, serde_json::Value>>) {
+    if let Some(extra) = extra {
+        for (k, v) in extra {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// An HTTP status for an error the server sent inside a 200 stream, from the error's type or
+/// code as Anthropic and OpenAI name them: the agent's retry rules then treat it like the
+/// same error sent as a status.
+pub fn status_for_error_type(kind: &str) -> Option<u16> {
+    Some(match kind {
+        "invalid_request_error" | "invalid_argument" | "INVALID_ARGUMENT" => 400,
+        "authentication_error" | "invalid_api_key" | "UNAUTHENTICATED" => 401,
+        "permission_error" | "PERMISSION_DENIED" => 403,
+        "not_found_error" | "NOT_FOUND" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => 429,
+        "api_error" | "server_error" | "internal_error" | "INTERNAL" => 500,
+        "UNAVAILABLE" | "service_unavailable" => 503,
+        "timeout_error" | "DEADLINE_EXCEEDED" => 504,
+        "overloaded_error" => 529,
+        _ => return None,
+    })
+}
+
+/// The error for an error event inside a 200 stream: a status error when the kind maps to
+/// one (so it is retried like one), otherwise a plain provider error.
+pub fn mid_stream_error(kind: Option<&str>, status: Option<u16>, message: &str) -> ChatProviderError {
+    let status = status.filter(|s| (400..600).contains(s)).or_else(|| kind.and_then(status_for_error_type));
+    let what = match kind {
+        Some(k) => format!("{k}: {message}"),
+        None => message.to_owned(),
+    };
+    match status {
+        Some(status) => ChatProviderError::Status {
+            status,
+            message: format!("Error code: {status} - {what} (sent mid-stream)"),
+            request_id: None,
+            retry_after_ms: None,
+        },
+        None => ChatProviderError::Other(format!("the server reported an error mid-stream: {what}")),
+    }
 }
 
 /// Everything the glue needs to send a request: where, which headers, what body.
@@ -52,7 +224,7 @@ fn empty_object() -> serde_json::Value {
 /// Pulls a human message out of an error body: `{"error":{"message":…}}`, `{"message":…}`,
 /// `{"error":"…"}`, or the text itself (shortened).
 pub fn error_message_from_body(body: &str) -> Option<String> {
-    let v: serde_json::Value = match serde_json::from_str(body) {
+    let mut v: serde_json::Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(_) => {
             let t = body.trim();
@@ -66,6 +238,12 @@ pub fn error_message_from_body(body: &str) -> Option<String> {
             return Some(s);
         }
     };
+    // Google sends `[{"error": {...}}]`.
+    if let serde_json::Value::Array(items) = &mut v {
+        if let Some(first) = items.first_mut() {
+            v = first.take();
+        }
+    }
     let pick =
         |v: &serde_json::Value| -> Option<String> { v.get("message").and_then(|m| m.as_str()).map(str::to_owned) };
     match v.get("error") {

@@ -49,9 +49,41 @@ pub struct OpenAIChatConfig {
     /// Set by `withThinking`: `off`, `low`, `medium`, `high`, `xhigh`, `max`.
     #[serde(default)]
     pub thinking_effort: Option<String>,
+    /// Moonshot's dialect (KimiProvider): see [`OpenAIChatConfig::into_kimi`].
+    #[serde(skip)]
+    pub kimi: bool,
 }
 
+pub const KIMI_BASE_URL: &str = "https://api.moonshot.ai/v1";
+
 impl OpenAIChatConfig {
+    /// Moonshot's Kimi API: think parts travel as `reasoning_content` both ways (an empty
+    /// one still yields a think part), tools named `$…` are Moonshot's builtin functions,
+    /// parameter schemas get the `type` Moonshot insists on, thinking is switched with
+    /// `thinking: {type}`; kosong's defaults for `max_tokens` (32000) and temperature
+    /// (1.0 for thinking models, 0.6 for other kimi-k2 models) apply when not given.
+    pub fn into_kimi(mut self) -> Self {
+        self.kimi = true;
+        if self.reasoning_key.is_none() {
+            self.reasoning_key = Some(DEFAULT_REASONING_KEY.to_owned());
+        }
+        if self.base_url.is_none() {
+            self.base_url = Some(KIMI_BASE_URL.to_owned());
+        }
+        if self.max_tokens.is_none() {
+            self.max_tokens = Some(32000);
+        }
+        if self.temperature.is_none() {
+            let thinking = self.thinking_effort.as_deref().is_some_and(|e| e != "off");
+            if self.model.contains("kimi-k2-thinking") || thinking {
+                self.temperature = Some(1.0);
+            } else if self.model.contains("kimi-k2-") {
+                self.temperature = Some(0.6);
+            }
+        }
+        self
+    }
+
     pub fn reasoning_effort(&self) -> Option<&'static str> {
         match self.thinking_effort.as_deref()? {
             "low" => Some("low"),
@@ -76,8 +108,12 @@ impl OpenAIChatConfig {
             let tools: Vec<Value> = tools
                 .iter()
                 .map(|t| {
+                    if self.kimi && t.name.starts_with('$') {
+                        return json!({"type": "builtin_function", "function": {"name": t.name}});
+                    }
+                    let parameters = if self.kimi { with_schema_types(&t.parameters) } else { t.parameters.clone() };
                     json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                        "name": t.name, "description": t.description, "parameters": parameters}})
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
@@ -88,14 +124,15 @@ impl OpenAIChatConfig {
         if let Some(t) = self.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        if let Some(e) = self.reasoning_effort() {
+        if self.kimi {
+            if let Some(effort) = self.thinking_effort.as_deref() {
+                let kind = if effort == "off" { "disabled" } else { "enabled" };
+                body.insert("thinking".into(), json!({"type": kind}));
+            }
+        } else if let Some(e) = self.reasoning_effort() {
             body.insert("reasoning_effort".into(), json!(e));
         }
-        if let Some(extra) = &self.extra_body {
-            for (k, v) in extra {
-                body.insert(k.clone(), v.clone());
-            }
-        }
+        super::merge_extra_body(&mut body, &self.extra_body);
         let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
@@ -104,16 +141,86 @@ impl OpenAIChatConfig {
         if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));
         }
-        for (k, v) in &self.headers {
-            if let Some(v) = v.as_str() {
-                headers.push((k.clone(), v.to_owned()));
-            }
-        }
+        super::push_headers(&mut headers, &self.headers);
         HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {
-        OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()))
+        let mut d = OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()));
+        d.empty_think = self.kimi;
+        d
+    }
+}
+
+/// A copy of a JSON Schema where every schema that lacks `type` gets one, inferred from its
+/// `enum`/`const` values or its structure (`properties` → object, `items` → array).
+/// Moonshot rejects schemas without it; the caller's object is not changed.
+pub fn with_schema_types(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    fill_types(&mut s, 0);
+    s
+}
+
+fn json_type(v: &Value) -> Option<&'static str> {
+    Some(match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    })
+}
+
+fn fill_types(schema: &mut Value, depth: usize) {
+    // Schemas nest as deep as the caller wrote them; a bound keeps hostile input from
+    // exhausting the stack.
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(obj) = schema else { return };
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(Value::Object(props)) = obj.get_mut(key) {
+            for v in props.values_mut() {
+                fill_types(v, depth + 1);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(v) = obj.get_mut(key) {
+            match v {
+                Value::Array(items) => items.iter_mut().for_each(|i| fill_types(i, depth + 1)),
+                v => fill_types(v, depth + 1),
+            }
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(items)) = obj.get_mut(key) {
+            items.iter_mut().for_each(|i| fill_types(i, depth + 1));
+        }
+    }
+    if obj.contains_key("type") || obj.contains_key("$ref") {
+        return;
+    }
+    let inferred = if let Some(c) = obj.get("const") {
+        json_type(c)
+    } else if let Some(Value::Array(values)) = obj.get("enum") {
+        let kinds: Vec<&'static str> = values.iter().filter_map(json_type).collect();
+        match kinds.first() {
+            Some(first) if kinds.iter().all(|k| k == first) => Some(*first),
+            Some(_) if kinds.iter().all(|k| *k == "integer" || *k == "number") => Some("number"),
+            _ => None,
+        }
+    } else if obj.contains_key("properties") {
+        Some("object")
+    } else if obj.contains_key("items") {
+        Some("array")
+    } else {
+        None
+    };
+    if let Some(t) = inferred {
+        obj.insert("type".into(), json!(t));
     }
 }
 
@@ -270,33 +377,25 @@ impl Usage {
 }
 
 /// An error the server sent as a stream chunk. One that carries an HTTP status (`code` or
-/// `status`, as OpenRouter and others send rate limits mid-stream) is an `APIStatusError`
-/// with that status, so the agent's retry rules apply to it.
+/// `status`, as OpenRouter and others send rate limits mid-stream) or a known error type is an
+/// `APIStatusError` with that status, so the agent's retry rules apply to it.
 fn mid_stream_error(err: &Value) -> ChatProviderError {
     let msg =
         super::error_message_from_body(&json!({"error": err}).to_string()).unwrap_or_else(|| "unknown error".into());
-    let status = ["code", "status", "status_code"]
-        .iter()
-        .find_map(|k| {
-            let v = err.get(*k)?;
-            v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-        })
-        .filter(|s| (400..600).contains(s));
-    match status {
-        Some(status) => ChatProviderError::Status {
-            status: status as u16,
-            message: format!("Error code: {status} - {msg} (sent mid-stream)"),
-            request_id: None,
-            retry_after_ms: None,
-        },
-        None => ChatProviderError::Other(format!("the server reported an error mid-stream: {msg}")),
-    }
+    let status = ["code", "status", "status_code"].iter().find_map(|k| {
+        let v = err.get(*k)?;
+        v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).and_then(|s| u16::try_from(s).ok())
+    });
+    let kind = ["type", "code"].iter().find_map(|k| err.get(*k)?.as_str());
+    super::mid_stream_error(kind, status, &msg)
 }
 
 #[derive(Debug)]
 struct OpenCall {
     index: u64,
+    /// Unique within the answer (see [`super::CallIds`]).
     id: String,
+    server_id: String,
     arguments: String,
     tracker: JsonCloseTracker,
     /// A later index has begun: the call completes as soon as its arguments parse.
@@ -307,6 +406,9 @@ struct OpenCall {
 #[derive(Debug)]
 pub struct OpenAIChatDecoder {
     reasoning_key: String,
+    /// A reasoning field that is present but empty still yields a think part (Moonshot).
+    pub empty_think: bool,
+    ids: super::CallIds,
     id: Option<String>,
     usage: Option<TokenUsage>,
     finish_reason: Option<String>,
@@ -316,7 +418,16 @@ pub struct OpenAIChatDecoder {
 
 impl OpenAIChatDecoder {
     pub fn new(reasoning_key: String) -> Self {
-        OpenAIChatDecoder { reasoning_key, id: None, usage: None, finish_reason: None, done: false, calls: Vec::new() }
+        OpenAIChatDecoder {
+            reasoning_key,
+            empty_think: false,
+            ids: super::CallIds::default(),
+            id: None,
+            usage: None,
+            finish_reason: None,
+            done: false,
+            calls: Vec::new(),
+        }
     }
 
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
@@ -342,7 +453,7 @@ impl OpenAIChatDecoder {
             Some(i) => self.calls.iter().position(|c| c.index == i),
             // No index (some servers): a new id starts a call, otherwise the last one goes on.
             None => match &d.id {
-                Some(id) if !self.calls.iter().any(|c| &c.id == id) => None,
+                Some(id) if !self.calls.iter().any(|c| &c.server_id == id) => None,
                 _ => self.calls.len().checked_sub(1),
             },
         };
@@ -361,7 +472,8 @@ impl OpenAIChatDecoder {
             }
             None => {
                 let index = d.index.unwrap_or(self.calls.len() as u64);
-                let id = d.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{index}"));
+                let server_id = d.id.unwrap_or_default();
+                let id = self.ids.assign(Some(&server_id), "call_");
                 let mut tracker = JsonCloseTracker::default();
                 if let Some(a) = &args {
                     tracker.feed(a);
@@ -379,6 +491,7 @@ impl OpenAIChatDecoder {
                 self.calls.push(OpenCall {
                     index,
                     id,
+                    server_id,
                     arguments: args.unwrap_or_default(),
                     tracker,
                     superseded: false,
@@ -430,7 +543,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                     .ok()
                     .and_then(|v| v.pointer("/choices/0/delta")?.get(key)?.as_str().map(str::to_owned)),
             };
-            if let Some(t) = think.filter(|t| !t.is_empty()) {
+            if let Some(t) = think.filter(|t| self.empty_think || !t.is_empty()) {
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
             }
             if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
@@ -581,7 +694,11 @@ mod tests {
     #[test]
     fn error_chunk_and_malformed_chunk() {
         let s = data(json!({"error":{"message":"overloaded","type":"server_error"}}));
-        assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("overloaded")));
+        assert!(
+            matches!(run(&s).1, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("overloaded"))
+        );
+        let s = data(json!({"error":{"message":"something odd"}}));
+        assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("something odd")));
         let s = data(json!({"error":{"message":"Rate limit exceeded","code":429}}));
         assert!(
             matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit"))

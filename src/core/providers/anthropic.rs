@@ -1,0 +1,524 @@
+//! Anthropic's Messages API (`POST {base}/messages`, `stream: true`).
+//!
+//! Request: the system prompt is a text block with an ephemeral `cache_control`, as are the
+//! last block of the last message and the last tool (prompt caching); tool results become
+//! `tool_result` blocks of one user message (consecutive ones merged); think parts with a
+//! signature go back as `thinking` blocks, a think part with no text but a signature is a
+//! `redacted_thinking` block (its data), think parts without a signature are dropped.
+//!
+//! Stream: `message_start` (id, input usage), `content_block_start` / `_delta` / `_stop`
+//! (text, thinking with `signature_delta`, redacted thinking, `tool_use` with
+//! `input_json_delta`), `message_delta` (stop reason, usage), `message_stop`, `ping`, and
+//! `error` events. A tool call is complete at its `content_block_stop`.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use crate::core::error::ChatProviderError;
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::sse::SseEvent;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
+pub const API_VERSION: &str = "2023-06-01";
+const DEFAULT_MAX_TOKENS: u64 = 8192;
+/// Models with adaptive thinking have large output limits; their thinking counts against it.
+const ADAPTIVE_MAX_TOKENS: u64 = 32000;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnthropicConfig {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// `off`, `low`, `medium`, `high`, `xhigh`, `max` (the constructor's `thinking`, or
+    /// `withThinking`).
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+    /// Force adaptive thinking on (`true`) or off (`false`); by default it is used for the
+    /// models that support it (Claude 4.6 and later).
+    #[serde(default)]
+    pub adaptive_thinking: Option<bool>,
+    #[serde(default)]
+    pub extra_body: Option<Map<String, Value>>,
+}
+
+/// Whether a model takes `thinking: {type: "adaptive"}`: Claude 4.6 and later (and the
+/// families named without a version number that only exist from then on).
+pub fn supports_adaptive_thinking(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    if m.contains("mythos") || m.contains("fable") {
+        return true;
+    }
+    // claude-{family}-{major}[-{minor}][-date]
+    let Some(rest) = m.split("claude-").nth(1) else { return false };
+    let mut parts = rest.split(['-', '.']).skip(1);
+    let major: u32 = match parts.next().and_then(|p| p.parse().ok()) {
+        Some(n) => n,
+        None => return false,
+    };
+    let minor: u32 = parts.next().and_then(|p| if p.len() <= 2 { p.parse().ok() } else { None }).unwrap_or(0);
+    (major, minor) >= (4, 6)
+}
+
+impl AnthropicConfig {
+    fn adaptive(&self) -> bool {
+        self.adaptive_thinking.unwrap_or_else(|| supports_adaptive_thinking(&self.model))
+    }
+
+    /// `thinking` (and `output_config`) for the body, and the `max_tokens` to send.
+    fn thinking(&self) -> (Option<Value>, Option<Value>, u64) {
+        let effort = self.thinking_effort.as_deref();
+        let adaptive = self.adaptive();
+        let default_max = if adaptive { ADAPTIVE_MAX_TOKENS } else { DEFAULT_MAX_TOKENS };
+        match effort {
+            None => (None, None, self.max_tokens.unwrap_or(default_max)),
+            Some("off") => (Some(json!({"type": "disabled"})), None, self.max_tokens.unwrap_or(default_max)),
+            Some(e) if adaptive => {
+                let effort = match e {
+                    "low" => "low",
+                    "medium" => "medium",
+                    "max" => "max",
+                    _ => "high",
+                };
+                (
+                    Some(json!({"type": "adaptive"})),
+                    Some(json!({"effort": effort})),
+                    self.max_tokens.unwrap_or(default_max),
+                )
+            }
+            Some(e) => {
+                let budget: u64 = match e {
+                    "low" => 1024,
+                    "medium" => 4096,
+                    "high" => 16000,
+                    "xhigh" => 24000,
+                    _ => 32000,
+                };
+                // The budget must stay below max_tokens: a given max_tokens wins and the budget
+                // shrinks (not below Anthropic's minimum, 1024); otherwise max_tokens grows.
+                let (budget, max) = match self.max_tokens {
+                    Some(max) => (budget.min(max.saturating_sub(1)).max(1024), max),
+                    None => (budget, (budget + DEFAULT_MAX_TOKENS).max(default_max)),
+                };
+                (Some(json!({"type": "enabled", "budget_tokens": budget})), None, max)
+            }
+        }
+    }
+
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<HttpRequest, ChatProviderError> {
+        let mut messages = messages_to_anthropic(history)?;
+        if let Some(last) = messages.last_mut().and_then(|m| m.get_mut("content")).and_then(Value::as_array_mut) {
+            if let Some(block) = last.last_mut() {
+                let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind != "thinking" && kind != "redacted_thinking" {
+                    block["cache_control"] = json!({"type": "ephemeral"});
+                }
+            }
+        }
+        let (thinking, output_config, max_tokens) = self.thinking();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("max_tokens".into(), json!(max_tokens));
+        if !system_prompt.is_empty() {
+            body.insert(
+                "system".into(),
+                json!([{"type": "text", "text": system_prompt, "cache_control": {"type": "ephemeral"}}]),
+            );
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        if !tools.is_empty() {
+            let mut list: Vec<Value> = tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            if let Some(last) = list.last_mut() {
+                last["cache_control"] = json!({"type": "ephemeral"});
+            }
+            body.insert("tools".into(), Value::Array(list));
+        }
+        body.insert("stream".into(), json!(true));
+        let budget_thinking = thinking.as_ref().is_some_and(|t| t["type"] == "enabled");
+        if let Some(t) = thinking {
+            body.insert("thinking".into(), t);
+        }
+        if let Some(o) = output_config {
+            body.insert("output_config".into(), o);
+        }
+        if let Some(t) = self.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        super::merge_extra_body(&mut body, &self.extra_body);
+
+        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+            ("anthropic-version".to_owned(), API_VERSION.to_owned()),
+            // This package runs in browsers by design; the key is the caller's to expose.
+            ("anthropic-dangerous-direct-browser-access".to_owned(), "true".to_owned()),
+        ];
+        if budget_thinking {
+            headers.push(("anthropic-beta".to_owned(), "interleaved-thinking-2025-05-14".to_owned()));
+        }
+        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("x-api-key".to_owned(), key.to_owned()));
+        }
+        super::push_headers(&mut headers, &self.headers);
+        Ok(HttpRequest { url: format!("{base}/messages"), headers, body: Value::Object(body).to_string() })
+    }
+}
+
+fn media_block(kind: &str, url: &str) -> Result<Value, ChatProviderError> {
+    if url.starts_with("data:") {
+        let (mime, data) = super::split_data_url(url)
+            .ok_or_else(|| ChatProviderError::Other(format!("an {kind} data URL must be base64: data:<type>;base64,…")))?;
+        return Ok(json!({"type": kind, "source": {"type": "base64", "media_type": mime, "data": data}}));
+    }
+    Ok(json!({"type": kind, "source": {"type": "url", "url": url}}))
+}
+
+fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Value>, ChatProviderError> {
+    let mut blocks = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            ContentPart::Text { text } if text.is_empty() => {}
+            ContentPart::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+            ContentPart::ImageUrl { image_url } => blocks.push(media_block("image", &image_url.url)?),
+            ContentPart::Think { think, encrypted } if !in_tool_result => match encrypted.as_deref() {
+                Some(sig) if !sig.is_empty() && think.is_empty() => {
+                    blocks.push(json!({"type": "redacted_thinking", "data": sig}))
+                }
+                Some(sig) if !sig.is_empty() => {
+                    blocks.push(json!({"type": "thinking", "thinking": think, "signature": sig}))
+                }
+                // Without a signature Anthropic would reject the block: it is left out.
+                _ => {}
+            },
+            ContentPart::Think { .. } => {}
+            ContentPart::AudioUrl { .. } | ContentPart::VideoUrl { .. } => {
+                return Err(ChatProviderError::Other(
+                    "the Anthropic Messages API accepts no audio or video parts; remove them from the history".into(),
+                ))
+            }
+        }
+    }
+    Ok(blocks)
+}
+
+fn tool_result_block(m: &Message) -> Result<Value, ChatProviderError> {
+    let id = m.tool_call_id.as_deref().ok_or_else(|| {
+        ChatProviderError::Other("a tool message in the history has no `tool_call_id`".into())
+    })?;
+    let content = match m.content.as_slice() {
+        [ContentPart::Text { text }] => json!(text),
+        parts => Value::Array(content_blocks(parts, true)?),
+    };
+    Ok(json!({"type": "tool_result", "tool_use_id": id, "content": content}))
+}
+
+/// The history as Anthropic messages. Consecutive tool messages become one user message of
+/// `tool_result` blocks; a system message in the history becomes a `<system>` user text;
+/// messages left empty are skipped (Anthropic rejects them).
+pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProviderError> {
+    let mut out: Vec<Value> = Vec::with_capacity(history.len());
+    let mut results: Vec<Value> = Vec::new();
+    for m in history {
+        if m.role == Role::Tool {
+            results.push(tool_result_block(m)?);
+            continue;
+        }
+        if !results.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+        }
+        let (role, blocks) = match m.role {
+            Role::System => {
+                ("user", vec![json!({"type": "text", "text": format!("<system>{}</system>", m.extract_text("\n"))})])
+            }
+            Role::User => ("user", content_blocks(&m.content, false)?),
+            _ => {
+                let mut blocks = content_blocks(&m.content, false)?;
+                for call in m.tool_calls.iter().flatten() {
+                    // Arguments that never became a JSON object (the engine asked the model to
+                    // resend them) go back as `{}`: Anthropic only takes an object here.
+                    let input = call
+                        .function
+                        .arguments
+                        .as_deref()
+                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}));
+                }
+                ("assistant", blocks)
+            }
+        };
+        if !blocks.is_empty() {
+            out.push(json!({"role": role, "content": blocks}));
+        }
+    }
+    if !results.is_empty() {
+        out.push(json!({"role": "user", "content": results}));
+    }
+    Ok(out)
+}
+
+// ---- stream decoding -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    message: Option<StartMessage>,
+    #[serde(default)]
+    content_block: Option<Value>,
+    #[serde(default)]
+    delta: Option<Value>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Debug)]
+enum Block {
+    Text,
+    Thinking,
+    Tool { id: String, done: bool },
+    Other,
+}
+
+#[derive(Debug, Default)]
+pub struct AnthropicDecoder {
+    id: Option<String>,
+    usage: Option<TokenUsage>,
+    stop_reason: Option<String>,
+    stopped: bool,
+    blocks: Vec<(u64, Block)>,
+    ids: CallIds,
+}
+
+fn text_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+impl AnthropicDecoder {
+    fn update_usage(&mut self, u: Usage) {
+        let cur = self.usage.get_or_insert_with(TokenUsage::default);
+        if let Some(n) = u.input_tokens {
+            cur.input_other = n;
+        }
+        if let Some(n) = u.output_tokens {
+            cur.output = n;
+        }
+        if let Some(n) = u.cache_read_input_tokens {
+            cur.input_cache_read = n;
+        }
+        if let Some(n) = u.cache_creation_input_tokens {
+            cur.input_cache_creation = n;
+        }
+    }
+
+    fn block(&mut self, index: Option<u64>) -> Option<&mut Block> {
+        let index = index?;
+        self.blocks.iter_mut().rev().find(|(i, _)| *i == index).map(|(_, b)| b)
+    }
+
+    fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
+        for (_, b) in self.blocks.iter_mut() {
+            if let Block::Tool { id, done } = b {
+                if !*done {
+                    *done = true;
+                    out.push(StreamEvent::ToolCallComplete(id.clone()));
+                }
+            }
+        }
+    }
+
+    fn on_block_start(&mut self, index: u64, block: &Value, out: &mut Vec<StreamEvent>) {
+        let content = |p: ContentPart| StreamEvent::Part(StreamedMessagePart::Content(p));
+        let b = match text_of(block, "type").unwrap_or("") {
+            "text" => {
+                if let Some(t) = text_of(block, "text").filter(|t| !t.is_empty()) {
+                    out.push(content(ContentPart::text(t)));
+                }
+                Block::Text
+            }
+            "thinking" => {
+                let think = text_of(block, "thinking").unwrap_or("");
+                let sig = text_of(block, "signature").filter(|s| !s.is_empty()).map(str::to_owned);
+                out.push(content(ContentPart::Think { think: think.to_owned(), encrypted: sig }));
+                Block::Thinking
+            }
+            "redacted_thinking" => {
+                let data = text_of(block, "data").unwrap_or("").to_owned();
+                out.push(content(ContentPart::Think { think: String::new(), encrypted: Some(data) }));
+                Block::Other
+            }
+            "tool_use" => {
+                let id = self.ids.assign(text_of(block, "id"), "toolu_");
+                let name = text_of(block, "name").unwrap_or("").to_owned();
+                // Some compatible servers send the whole input at the start.
+                let args = block
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(|i| i.to_string());
+                out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
+                Block::Tool { id, done: false }
+            }
+            // server_tool_use, web_search_tool_result, …: not part of kosong's model.
+            _ => Block::Other,
+        };
+        self.blocks.push((index, b));
+    }
+
+    fn on_delta(&mut self, index: Option<u64>, delta: &Value, out: &mut Vec<StreamEvent>) {
+        let content = |p: ContentPart| StreamEvent::Part(StreamedMessagePart::Content(p));
+        match text_of(delta, "type").unwrap_or("") {
+            "text_delta" => {
+                if let Some(t) = text_of(delta, "text").filter(|t| !t.is_empty()) {
+                    out.push(content(ContentPart::text(t)));
+                }
+            }
+            "thinking_delta" => {
+                if let Some(t) = text_of(delta, "thinking").filter(|t| !t.is_empty()) {
+                    out.push(content(ContentPart::think(t)));
+                }
+            }
+            "signature_delta" => {
+                if let Some(s) = text_of(delta, "signature").filter(|s| !s.is_empty()) {
+                    out.push(content(ContentPart::Think { think: String::new(), encrypted: Some(s.to_owned()) }));
+                }
+            }
+            "input_json_delta" => {
+                let piece = text_of(delta, "partial_json").filter(|p| !p.is_empty()).map(str::to_owned);
+                if let (Some(Block::Tool { id, done: false }), Some(piece)) = (self.block(index), piece) {
+                    let id = id.clone();
+                    out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                        arguments_part: Some(piece),
+                        tool_call_id: Some(id),
+                    })));
+                }
+            }
+            // citations_delta and future kinds carry nothing kosong keeps.
+            _ => {}
+        }
+    }
+}
+
+impl StreamDecoder for AnthropicDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() || self.stopped {
+            return Ok(());
+        }
+        let ev: Event = serde_json::from_str(data)
+            .map_err(|e| ChatProviderError::Other(format!("malformed stream event from the server: {e}")))?;
+        match ev.kind.as_str() {
+            "message_start" => {
+                if let Some(m) = ev.message {
+                    self.id = m.id.filter(|s| !s.is_empty());
+                    if let Some(u) = m.usage {
+                        self.update_usage(u);
+                    }
+                }
+            }
+            "content_block_start" => {
+                if let (Some(i), Some(b)) = (ev.index, ev.content_block.as_ref()) {
+                    self.on_block_start(i, b, out);
+                }
+            }
+            "content_block_delta" => {
+                if let Some(d) = ev.delta.as_ref() {
+                    self.on_delta(ev.index, d, out);
+                }
+            }
+            "content_block_stop" => {
+                if let Some(Block::Tool { id, done }) = self.block(ev.index) {
+                    if !*done {
+                        *done = true;
+                        let id = id.clone();
+                        out.push(StreamEvent::ToolCallComplete(id));
+                    }
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = ev.delta.as_ref().and_then(|d| text_of(d, "stop_reason")) {
+                    self.stop_reason = Some(r.to_owned());
+                }
+                if let Some(u) = ev.usage {
+                    self.update_usage(u);
+                }
+            }
+            "message_stop" => {
+                self.stopped = true;
+                self.complete_all(out);
+            }
+            "error" => {
+                let err = ev.error.unwrap_or(Value::Null);
+                let kind = text_of(&err, "type");
+                let msg = text_of(&err, "message").unwrap_or("unknown error");
+                return Err(super::mid_stream_error(kind, None, msg));
+            }
+            // ping, and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if !self.stopped {
+            return Err(ChatProviderError::Other(
+                "the stream ended before the model finished its answer (no message_stop)".into(),
+            ));
+        }
+        self.complete_all(out);
+        Ok(())
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.stop_reason.as_deref()
+    }
+}

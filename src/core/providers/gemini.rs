@@ -1,0 +1,399 @@
+//! Google's Gemini API (`POST {base}/models/{model}:streamGenerateContent?alt=sse`, the key
+//! in `x-goog-api-key`).
+//!
+//! Request: roles `user` and `model`; an assistant turn's tool calls are `functionCall`
+//! parts (with their `thoughtSignature`, kept in the call's `extras.thought_signature`), and
+//! the results of one turn are packed into one `user` content of `functionResponse` parts, in
+//! call order. A result missing from the history or given twice is an error before anything
+//! is sent: Gemini matches results by position, so a gap would pair a result with the wrong
+//! call.
+//!
+//! Stream: each event is a whole `GenerateContentResponse`; thought parts (`thought: true`)
+//! are think parts, `functionCall` parts arrive whole and are complete at once; usage comes
+//! from `usageMetadata` (cached tokens split out, thinking tokens counted as output); the
+//! answer ends with a `finishReason`.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use crate::core::error::ChatProviderError;
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::sse::SseEvent;
+
+pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+/// The key under which a call's thought signature travels in `ToolCall.extras`.
+pub const THOUGHT_SIGNATURE: &str = "thought_signature";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeminiConfig {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+    #[serde(default)]
+    pub extra_body: Option<Map<String, Value>>,
+}
+
+fn is_gemini_3(model: &str) -> bool {
+    model.contains("gemini-3")
+}
+
+impl GeminiConfig {
+    fn thinking_config(&self) -> Option<Value> {
+        let effort = self.thinking_effort.as_deref()?;
+        if is_gemini_3(&self.model) {
+            // Gemini 3 takes a level and cannot switch thinking off: `off` asks for the least.
+            let level = match effort {
+                "off" | "low" => "low",
+                _ => "high",
+            };
+            return Some(json!({"thinkingLevel": level, "includeThoughts": effort != "off"}));
+        }
+        let budget: i64 = match effort {
+            "off" => 0,
+            "low" => 1024,
+            "medium" => 8192,
+            "high" => 24576,
+            _ => -1, // dynamic: as much as the model decides
+        };
+        Some(json!({"thinkingBudget": budget, "includeThoughts": effort != "off"}))
+    }
+
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<HttpRequest, ChatProviderError> {
+        let mut body = Map::new();
+        body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.model))?));
+        if !system_prompt.is_empty() {
+            body.insert("systemInstruction".into(), json!({"parts": [{"text": system_prompt}]}));
+        }
+        if !tools.is_empty() {
+            let decls: Vec<Value> = tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
+                .collect();
+            body.insert("tools".into(), json!([{"functionDeclarations": decls}]));
+        }
+        let mut gen = Map::new();
+        if let Some(n) = self.max_tokens {
+            gen.insert("maxOutputTokens".into(), json!(n));
+        }
+        if let Some(t) = self.temperature {
+            gen.insert("temperature".into(), json!(t));
+        }
+        if let Some(t) = self.thinking_config() {
+            gen.insert("thinkingConfig".into(), t);
+        }
+        if !gen.is_empty() {
+            body.insert("generationConfig".into(), Value::Object(gen));
+        }
+        super::merge_extra_body(&mut body, &self.extra_body);
+        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let model = self.model.strip_prefix("models/").unwrap_or(&self.model);
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+        ];
+        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("x-goog-api-key".to_owned(), key.to_owned()));
+        }
+        super::push_headers(&mut headers, &self.headers);
+        Ok(HttpRequest {
+            url: format!("{base}/models/{model}:streamGenerateContent?alt=sse"),
+            headers,
+            body: Value::Object(body).to_string(),
+        })
+    }
+}
+
+fn media_part(url: &str, default_mime: &str) -> Value {
+    match super::split_data_url(url) {
+        Some((mime, data)) => json!({"inlineData": {"mimeType": mime, "data": data}}),
+        None => json!({"fileData": {"fileUri": url, "mimeType": default_mime}}),
+    }
+}
+
+fn parts_of(content: &[ContentPart]) -> Vec<Value> {
+    content
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text { text } if text.is_empty() => None,
+            ContentPart::Text { text } => Some(json!({"text": text})),
+            ContentPart::Think { think, encrypted } => {
+                if think.is_empty() && encrypted.is_none() {
+                    return None;
+                }
+                let mut part = json!({"text": think, "thought": true});
+                if let Some(sig) = encrypted {
+                    part["thoughtSignature"] = json!(sig);
+                }
+                Some(part)
+            }
+            ContentPart::ImageUrl { image_url } => Some(media_part(&image_url.url, "image/png")),
+            ContentPart::AudioUrl { audio_url } => Some(media_part(&audio_url.url, "audio/mpeg")),
+            ContentPart::VideoUrl { video_url } => Some(media_part(&video_url.url, "video/mp4")),
+        })
+        .collect()
+}
+
+fn function_response(call: &ToolCall, result: &Message) -> Value {
+    let text = result.extract_text("\n");
+    let mut parts = vec![json!({"functionResponse": {"name": call.function.name, "response": {"output": text}}})];
+    // Media a tool returned travels next to its response.
+    for p in &result.content {
+        if let ContentPart::ImageUrl { image_url } = p {
+            parts.push(media_part(&image_url.url, "image/png"));
+        }
+    }
+    Value::Array(parts)
+}
+
+/// The history as Gemini contents (see the module docs for how results are packed).
+pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatProviderError> {
+    let mut out = Vec::with_capacity(history.len());
+    let mut i = 0;
+    while i < history.len() {
+        let m = &history[i];
+        i += 1;
+        match m.role {
+            Role::User | Role::System => {
+                let mut parts = parts_of(&m.content);
+                if m.role == Role::System {
+                    parts = vec![json!({"text": format!("<system>{}</system>", m.extract_text("\n"))})];
+                }
+                if !parts.is_empty() {
+                    out.push(json!({"role": "user", "parts": parts}));
+                }
+            }
+            Role::Tool => {
+                return Err(ChatProviderError::Other(format!(
+                    "a tool result (tool_call_id {:?}) in the history follows no assistant message that called it",
+                    m.tool_call_id.as_deref().unwrap_or("")
+                )))
+            }
+            Role::Assistant => {
+                let mut parts = parts_of(&m.content);
+                let calls: &[ToolCall] = m.tool_calls.as_deref().unwrap_or(&[]);
+                let any_signature = calls.iter().any(|c| signature_of(c).is_some());
+                for (n, call) in calls.iter().enumerate() {
+                    let args = call
+                        .function
+                        .arguments
+                        .as_deref()
+                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    let mut part = json!({"functionCall": {"name": call.function.name, "args": args}});
+                    match signature_of(call) {
+                        Some(sig) => part["thoughtSignature"] = json!(sig),
+                        // Gemini 3 requires a signature on a turn's first call; calls made by
+                        // another model have none, and Google documents this value for them.
+                        None if gemini_3 && n == 0 && !any_signature => {
+                            part["thoughtSignature"] = json!("skip_thought_signature_validator")
+                        }
+                        None => {}
+                    }
+                    parts.push(part);
+                }
+                if !parts.is_empty() {
+                    out.push(json!({"role": "model", "parts": parts}));
+                }
+                if calls.is_empty() {
+                    continue;
+                }
+                // The results of this turn: the tool messages that follow it.
+                let mut results: Vec<Option<&Message>> = vec![None; calls.len()];
+                while let Some(r) = history.get(i).filter(|r| r.role == Role::Tool) {
+                    i += 1;
+                    let id = r.tool_call_id.as_deref().unwrap_or("");
+                    let Some(pos) = calls.iter().position(|c| c.id == id) else {
+                        return Err(ChatProviderError::Other(format!(
+                            "the history has a tool result for `{id}`, which the assistant message before it did not call"
+                        )));
+                    };
+                    if results[pos].is_some() {
+                        return Err(ChatProviderError::Other(format!(
+                            "the history has two results for tool call `{id}`"
+                        )));
+                    }
+                    results[pos] = Some(r);
+                }
+                let mut parts = Vec::with_capacity(calls.len());
+                for (call, result) in calls.iter().zip(results) {
+                    let Some(result) = result else {
+                        return Err(ChatProviderError::Other(format!(
+                            "the history has no result for tool call `{}` ({}); Gemini needs one for every call",
+                            call.id, call.function.name
+                        )));
+                    };
+                    if let Value::Array(p) = function_response(call, result) {
+                        parts.extend(p);
+                    }
+                }
+                out.push(json!({"role": "user", "parts": parts}));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn signature_of(call: &ToolCall) -> Option<&str> {
+    call.extras.as_ref()?.get(THOUGHT_SIGNATURE)?.as_str()
+}
+
+// ---- stream decoding -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    #[serde(default)]
+    usage_metadata: Option<Value>,
+    #[serde(default)]
+    response_id: Option<String>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    prompt_feedback: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Content {
+    #[serde(default)]
+    parts: Vec<Value>,
+}
+
+#[derive(Debug, Default)]
+pub struct GeminiDecoder {
+    id: Option<String>,
+    usage: Option<TokenUsage>,
+    finish_reason: Option<String>,
+    ids: CallIds,
+}
+
+fn usage_of(u: &Value) -> TokenUsage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = n("promptTokenCount");
+    let cached = n("cachedContentTokenCount").min(prompt);
+    TokenUsage {
+        input_other: prompt - cached,
+        output: n("candidatesTokenCount") + n("thoughtsTokenCount"),
+        input_cache_read: cached,
+        input_cache_creation: 0,
+    }
+}
+
+impl GeminiDecoder {
+    fn on_part(&mut self, part: &Value, out: &mut Vec<StreamEvent>) {
+        let sig = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
+        if let Some(call) = part.get("functionCall") {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+            let args = call.get("args").filter(|a| !a.is_null()).map(|a| a.to_string()).unwrap_or_else(|| "{}".into());
+            // Gemini rarely sends ids: ours carry the response id so they stay distinct across
+            // the turns of a conversation.
+            let prefix = match &self.id {
+                Some(r) => format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>()),
+                None => "call_".to_owned(),
+            };
+            let id = self.ids.assign(call.get("id").and_then(Value::as_str), &prefix);
+            let mut tc = ToolCall::new(id.clone(), name, Some(args));
+            if let Some(sig) = sig {
+                let mut extras = Map::new();
+                extras.insert(THOUGHT_SIGNATURE.into(), json!(sig));
+                tc.extras = Some(extras);
+            }
+            out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
+            // A call arrives whole in one part: it is complete as it stands.
+            out.push(StreamEvent::ToolCallComplete(id));
+            return;
+        }
+        let Some(text) = part.get("text").and_then(Value::as_str) else { return };
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think {
+                think: text.to_owned(),
+                encrypted: sig.map(str::to_owned),
+            })));
+        } else if !text.is_empty() {
+            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+        }
+    }
+}
+
+impl StreamDecoder for GeminiDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| ChatProviderError::Other(format!("malformed stream chunk from the server: {e}")))?;
+        if let Some(err) = chunk.error {
+            let status = err.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
+            let kind = err.get("status").and_then(Value::as_str);
+            let msg = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
+            return Err(super::mid_stream_error(kind, status, msg));
+        }
+        if let Some(id) = chunk.response_id.filter(|s| !s.is_empty()) {
+            self.id = Some(id);
+        }
+        if let Some(u) = chunk.usage_metadata.filter(Value::is_object) {
+            self.usage = Some(usage_of(&u));
+        }
+        if let Some(reason) =
+            chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
+        {
+            self.finish_reason = Some(reason.to_owned());
+        }
+        let Some(candidate) = chunk.candidates.into_iter().next() else { return Ok(()) };
+        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+            self.on_part(&part, out);
+        }
+        if let Some(r) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+            self.finish_reason = Some(r);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if self.finish_reason.is_none() {
+            return Err(ChatProviderError::Other(
+                "the stream ended before the model finished its answer (no finishReason)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+}

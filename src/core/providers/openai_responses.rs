@@ -1,0 +1,477 @@
+//! OpenAI's Responses API (`POST {base}/responses`, `stream: true`, `store: false`).
+//!
+//! Request: the history becomes input items: messages, `function_call` and
+//! `function_call_output` items, and `reasoning` items for think parts that carry
+//! `encrypted_content` (requested with `include: ["reasoning.encrypted_content"]` whenever
+//! reasoning is on, since nothing is stored server-side).
+//!
+//! Stream: `response.created`, `response.output_item.added/done`,
+//! `response.output_text.delta`, `response.function_call_arguments.delta/done`,
+//! `response.reasoning_summary_text.delta`, `response.completed` / `response.incomplete`
+//! (usage), `response.failed` and `error`. A call is complete at its `output_item.done`.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use crate::core::error::ChatProviderError;
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::sse::SseEvent;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponsesConfig {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Sent as `reasoning.effort` as given (`none`, `minimal`, `low`, `medium`, `high`, …).
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// Set by `withThinking`; used when `reasoning_effort` is not given.
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+    #[serde(default)]
+    pub extra_body: Option<Map<String, Value>>,
+}
+
+/// OpenAI's own models take the system prompt as a `developer` message.
+fn is_openai_model(model: &str) -> bool {
+    let m = model.rsplit('/').next().unwrap_or(model);
+    m.starts_with("gpt-") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") || m.starts_with("codex")
+}
+
+impl ResponsesConfig {
+    fn effort(&self) -> Option<String> {
+        if let Some(e) = &self.reasoning_effort {
+            return Some(e.clone());
+        }
+        Some(
+            match self.thinking_effort.as_deref()? {
+                "off" => "none",
+                "low" => "low",
+                "medium" => "medium",
+                _ => "high",
+            }
+            .to_owned(),
+        )
+    }
+
+    pub fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> HttpRequest {
+        let openai = is_openai_model(&self.model);
+        let mut input = Vec::with_capacity(history.len() + 1);
+        if !system_prompt.is_empty() {
+            let role = if openai { "developer" } else { "system" };
+            input.push(json!({"role": role, "content": system_prompt}));
+        }
+        for m in history {
+            message_to_items(m, openai, &mut input);
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("input".into(), Value::Array(input));
+        body.insert("stream".into(), json!(true));
+        body.insert("store".into(), json!(false));
+        if !tools.is_empty() {
+            let tools: Vec<Value> = tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "name": t.name, "description": t.description,
+                           "parameters": t.parameters, "strict": false})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        match self.effort() {
+            Some(e) if e == "none" => {
+                body.insert("reasoning".into(), json!({"effort": "none"}));
+            }
+            Some(e) => {
+                body.insert("reasoning".into(), json!({"effort": e, "summary": "auto"}));
+                body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+            }
+            None => {}
+        }
+        if let Some(n) = self.max_tokens {
+            body.insert("max_output_tokens".into(), json!(n));
+        }
+        if let Some(t) = self.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        super::merge_extra_body(&mut body, &self.extra_body);
+        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+        ];
+        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        super::push_headers(&mut headers, &self.headers);
+        HttpRequest { url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
+    }
+}
+
+fn input_content(parts: &[&ContentPart]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text { text } if !text.is_empty() => Some(json!({"type": "input_text", "text": text})),
+            ContentPart::ImageUrl { image_url } => {
+                Some(json!({"type": "input_image", "detail": "auto", "image_url": image_url.url}))
+            }
+            ContentPart::AudioUrl { audio_url } if audio_url.url.starts_with("http") => {
+                Some(json!({"type": "input_file", "file_url": audio_url.url}))
+            }
+            ContentPart::AudioUrl { audio_url } => super::split_data_url(&audio_url.url)
+                .map(|(mime, data)| json!({"type": "input_file", "file_data": format!("data:{mime};base64,{data}")})),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One history message as Responses input items, in order: reasoning items where the think
+/// parts were (consecutive think parts with the same `encrypted` form one item with several
+/// summaries), message items for the rest, then the function calls.
+pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
+    if m.role == Role::Tool {
+        let output: Value = match m.content.as_slice() {
+            [ContentPart::Text { text }] => json!(text),
+            parts => Value::Array(input_content(&parts.iter().collect::<Vec<_>>())),
+        };
+        out.push(json!({"type": "function_call_output", "call_id": m.tool_call_id.as_deref().unwrap_or(""), "output": output}));
+        return;
+    }
+    let role = match m.role {
+        Role::System if openai => "developer",
+        Role::System => "system",
+        Role::Assistant => "assistant",
+        _ => "user",
+    };
+    let mut pending: Vec<&ContentPart> = Vec::new();
+    let flush = |pending: &mut Vec<&ContentPart>, out: &mut Vec<Value>| {
+        if pending.is_empty() {
+            return;
+        }
+        if role == "assistant" {
+            let content: Vec<Value> = pending
+                .iter()
+                .filter_map(|p| match p {
+                    ContentPart::Text { text } if !text.is_empty() => {
+                        Some(json!({"type": "output_text", "text": text, "annotations": []}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if !content.is_empty() {
+                out.push(json!({"type": "message", "role": "assistant", "content": content}));
+            }
+        } else {
+            out.push(json!({"type": "message", "role": role, "content": input_content(pending)}));
+        }
+        pending.clear();
+    };
+    let mut i = 0;
+    while i < m.content.len() {
+        match &m.content[i] {
+            ContentPart::Think { encrypted, .. } => {
+                flush(&mut pending, out);
+                let mut summary = Vec::new();
+                while let Some(ContentPart::Think { think, encrypted: e }) = m.content.get(i) {
+                    if e != encrypted {
+                        break;
+                    }
+                    if !think.is_empty() {
+                        summary.push(json!({"type": "summary_text", "text": think}));
+                    }
+                    i += 1;
+                }
+                // Without encrypted content the server has nothing to resume from (nothing is
+                // stored): such reasoning is left out.
+                if let Some(enc) = encrypted.as_deref().filter(|e| !e.is_empty()) {
+                    out.push(json!({"type": "reasoning", "summary": summary, "encrypted_content": enc}));
+                }
+            }
+            p => {
+                pending.push(p);
+                i += 1;
+            }
+        }
+    }
+    flush(&mut pending, out);
+    for call in m.tool_calls.iter().flatten() {
+        out.push(json!({
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.function.name,
+            "arguments": call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}"),
+        }));
+    }
+}
+
+// ---- stream decoding -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    item_id: Option<String>,
+    #[serde(default)]
+    output_index: Option<u64>,
+    #[serde(default)]
+    summary_index: Option<u64>,
+    #[serde(default)]
+    delta: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+    #[serde(default)]
+    item: Option<Value>,
+    #[serde(default)]
+    response: Option<Value>,
+    #[serde(default)]
+    code: Option<Value>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug)]
+struct Item {
+    item_id: String,
+    output_index: Option<u64>,
+    kind: ItemKind,
+}
+
+#[derive(Debug)]
+enum ItemKind {
+    Call { id: String, arguments_seen: bool, done: bool },
+    Reasoning { last_summary: Option<u64> },
+    Other,
+}
+
+#[derive(Debug, Default)]
+pub struct ResponsesDecoder {
+    id: Option<String>,
+    usage: Option<TokenUsage>,
+    finish_reason: Option<String>,
+    ended: bool,
+    items: Vec<Item>,
+    ids: CallIds,
+}
+
+fn usage_of(u: &Value) -> TokenUsage {
+    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let input = n("/input_tokens");
+    let cached = n("/input_tokens_details/cached_tokens").min(input);
+    TokenUsage { input_other: input - cached, output: n("/output_tokens"), input_cache_read: cached, input_cache_creation: 0 }
+}
+
+fn error_of(err: &Value, fallback: &str) -> ChatProviderError {
+    let code = err.get("code").and_then(Value::as_str);
+    let status = err.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
+    let msg = err.get("message").and_then(Value::as_str).unwrap_or(fallback);
+    super::mid_stream_error(code, status, msg)
+}
+
+impl ResponsesDecoder {
+    fn find(&mut self, item_id: Option<&str>, output_index: Option<u64>) -> Option<&mut Item> {
+        let pos = match item_id.filter(|s| !s.is_empty()) {
+            Some(id) => self.items.iter().rposition(|i| i.item_id == id),
+            None => None,
+        }
+        .or_else(|| output_index.and_then(|o| self.items.iter().rposition(|i| i.output_index == Some(o))))?;
+        self.items.get_mut(pos)
+    }
+
+    fn on_item_added(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
+        let Some(item) = ev.item.as_ref() else { return };
+        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let kind = match item.get("type").and_then(Value::as_str).unwrap_or("") {
+            "function_call" => {
+                let id = self.ids.assign(item.get("call_id").and_then(Value::as_str), "call_");
+                let name = item.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+                let args = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty()).map(str::to_owned);
+                let arguments_seen = args.is_some();
+                out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
+                ItemKind::Call { id, arguments_seen, done: false }
+            }
+            // Its summaries stream as think parts; the encrypted content closes them at
+            // `output_item.done`.
+            "reasoning" => ItemKind::Reasoning { last_summary: None },
+            _ => ItemKind::Other,
+        };
+        self.items.push(Item { item_id, output_index: ev.output_index, kind });
+    }
+
+    fn on_item_done(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
+        let Some(item) = ev.item.as_ref() else { return };
+        let item_id = item.get("id").and_then(Value::as_str);
+        let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let known = self.find(item_id, ev.output_index).is_some();
+        if !known && item_type == "function_call" {
+            // A call never announced by `output_item.added`: take it whole.
+            self.on_item_added(ev, out);
+        }
+        let Some(entry) = self.find(item_id, ev.output_index) else { return };
+        match &mut entry.kind {
+            ItemKind::Call { id, arguments_seen, done } => {
+                if *done {
+                    return;
+                }
+                if !*arguments_seen {
+                    if let Some(a) = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                        out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                            arguments_part: Some(a.to_owned()),
+                            tool_call_id: Some(id.clone()),
+                        })));
+                    }
+                }
+                *done = true;
+                out.push(StreamEvent::ToolCallComplete(id.clone()));
+            }
+            ItemKind::Reasoning { .. } => {
+                if let Some(enc) = item.get("encrypted_content").and_then(Value::as_str).filter(|e| !e.is_empty()) {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think {
+                        think: String::new(),
+                        encrypted: Some(enc.to_owned()),
+                    })));
+                }
+            }
+            ItemKind::Other => {}
+        }
+    }
+
+    fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
+        for item in self.items.iter_mut() {
+            if let ItemKind::Call { id, done, .. } = &mut item.kind {
+                if !*done {
+                    *done = true;
+                    out.push(StreamEvent::ToolCallComplete(id.clone()));
+                }
+            }
+        }
+    }
+
+    fn has_calls(&self) -> bool {
+        self.items.iter().any(|i| matches!(i.kind, ItemKind::Call { .. }))
+    }
+}
+
+impl StreamDecoder for ResponsesDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() || data == "[DONE]" || self.ended {
+            return Ok(());
+        }
+        let ev: Event = serde_json::from_str(data)
+            .map_err(|e| ChatProviderError::Other(format!("malformed stream event from the server: {e}")))?;
+        match ev.kind.as_str() {
+            "response.created" | "response.in_progress" => {
+                if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
+                    self.id = Some(id.to_owned());
+                }
+            }
+            "response.output_item.added" => self.on_item_added(&ev, out),
+            "response.output_item.done" => self.on_item_done(&ev, out),
+            "response.output_text.delta" => {
+                if let Some(d) = ev.delta.filter(|d| !d.is_empty()) {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: d })));
+                }
+            }
+            "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
+                let is_delta = ev.kind.ends_with("delta");
+                let piece = if is_delta { ev.delta.clone() } else { ev.arguments.clone() };
+                let Some(item) = self.find(ev.item_id.as_deref(), ev.output_index) else { return Ok(()) };
+                if let ItemKind::Call { id, arguments_seen, done: false } = &mut item.kind {
+                    // `.done` repeats the whole arguments: they are taken only if no delta came.
+                    if let Some(p) = piece.filter(|p| !p.is_empty() && (is_delta || !*arguments_seen)) {
+                        *arguments_seen = true;
+                        out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                            arguments_part: Some(p),
+                            tool_call_id: Some(id.clone()),
+                        })));
+                    }
+                }
+            }
+            "response.reasoning_summary_text.delta" => {
+                let summary = ev.summary_index;
+                let Some(item) = self.find(ev.item_id.as_deref(), ev.output_index) else { return Ok(()) };
+                if let ItemKind::Reasoning { last_summary } = &mut item.kind {
+                    let mut text = String::new();
+                    // A new summary part of the same reasoning starts a new paragraph.
+                    if last_summary.is_some() && *last_summary != summary {
+                        text.push_str("\n\n");
+                    }
+                    *last_summary = summary;
+                    text.push_str(ev.delta.as_deref().unwrap_or(""));
+                    if !text.is_empty() {
+                        out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(text))));
+                    }
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let r = ev.response.unwrap_or(Value::Null);
+                if let Some(id) = r.get("id").and_then(Value::as_str) {
+                    self.id = Some(id.to_owned());
+                }
+                if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
+                    self.usage = Some(usage_of(u));
+                }
+                let reason = if ev.kind == "response.incomplete" {
+                    r.pointer("/incomplete_details/reason").and_then(Value::as_str).unwrap_or("incomplete").to_owned()
+                } else if self.has_calls() {
+                    "tool_calls".to_owned()
+                } else {
+                    "stop".to_owned()
+                };
+                self.finish_reason = Some(reason);
+                self.ended = true;
+                self.complete_all(out);
+            }
+            "response.failed" => {
+                let err = ev.response.as_ref().and_then(|r| r.get("error")).cloned().unwrap_or(Value::Null);
+                return Err(error_of(&err, "the response failed"));
+            }
+            "error" => {
+                let err = match ev.error {
+                    Some(e) if e.is_object() => e,
+                    _ => json!({"code": ev.code, "message": ev.message}),
+                };
+                return Err(error_of(&err, "unknown error"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if !self.ended {
+            return Err(ChatProviderError::Other(
+                "the stream ended before the model finished its answer (no response.completed)".into(),
+            ));
+        }
+        self.complete_all(out);
+        Ok(())
+    }
+
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+}
