@@ -127,20 +127,72 @@ export interface HttpOptions {
   /** Longest wait for the response headers, and for each next chunk of the stream. */
   timeoutMs?: number;
 }
+/** Options every HTTP provider takes. `extraBody` is merged into the request body, key by key. */
+export interface ProviderOptions extends HttpOptions {
+  model: string;
+  /** The answer's token limit (`max_tokens`, `max_output_tokens`, `maxOutputTokens`). */
+  maxTokens?: number;
+  temperature?: number;
+  /** Same as calling `withThinking(effort)`. */
+  thinking?: ThinkingEffort;
+  extraBody?: Record<string, unknown>;
+}
+/** OpenAI Chat Completions, and every OpenAI-compatible server. */
 export class OpenAIChatProvider implements ChatProvider {
-  constructor(opts: {
-    model: string;
-    maxTokens?: number;
-    temperature?: number;
+  constructor(opts: ProviderOptions & {
     /** Where think parts travel (default: read `reasoning_content`, send none back). */
     reasoningKey?: string;
-    extraBody?: Record<string, unknown>;
-    thinking?: ThinkingEffort;
-  } & HttpOptions);
+  });
   readonly name: string;
   readonly modelName: string;
   readonly thinkingEffort: ThinkingEffort | null;
   withThinking(effort: ThinkingEffort): OpenAIChatProvider;
+}
+/**
+ * Moonshot's Kimi API (base URL https://api.moonshot.ai/v1): think parts as `reasoning_content`
+ * both ways, `$`-named builtin tools, schemas given the `type` Moonshot requires, thinking as
+ * `thinking: {type: "enabled" | "disabled"}`; max_tokens 32000 and kosong's temperatures by default.
+ */
+export class KimiProvider implements ChatProvider {
+  constructor(opts: ProviderOptions);
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): KimiProvider;
+}
+/**
+ * Anthropic's Messages API (base URL https://api.anthropic.com/v1). `maxTokens` defaults to 8192
+ * (32000 for models with adaptive thinking). Thinking is adaptive (with `output_config.effort`) on
+ * Claude 4.6 and later, a token budget on older models; `adaptiveThinking` forces either.
+ */
+export class AnthropicProvider implements ChatProvider {
+  constructor(opts: ProviderOptions & { adaptiveThinking?: boolean });
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): AnthropicProvider;
+}
+/**
+ * OpenAI's Responses API, stateless (`store: false`): reasoning comes back as encrypted content and
+ * is sent back with the history. `reasoningEffort` is passed as `reasoning.effort` as given.
+ */
+export class OpenAIResponsesProvider implements ChatProvider {
+  constructor(opts: ProviderOptions & { reasoningEffort?: string });
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): OpenAIResponsesProvider;
+}
+/**
+ * Google's Gemini API (base URL https://generativelanguage.googleapis.com/v1beta), key sent as
+ * `x-goog-api-key`. A call's `thoughtSignature` is kept in `extras.thought_signature`.
+ */
+export class GeminiProvider implements ChatProvider {
+  constructor(opts: ProviderOptions);
+  readonly name: string;
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): GeminiProvider;
 }
 /** kosong's echo DSL, one script a call; no network. */
 export class ScriptedProvider implements ChatProvider {

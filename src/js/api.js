@@ -266,16 +266,37 @@ function checkHttpOptions(opts, who) {
   }
 }
 
-/** OpenAI Chat Completions, and every OpenAI-compatible server. */
-export class OpenAIChatProvider {
-  #opts;
-  constructor(opts) {
-    checkHttpOptions(opts, "OpenAIChatProvider");
-    this.#opts = { ...opts };
-    if (opts.thinking !== undefined) checkEffort(opts.thinking);
+function checkProviderOptions(opts, who) {
+  checkHttpOptions(opts, who);
+  if (opts.thinking !== undefined) checkEffort(opts.thinking);
+  if (opts.maxTokens !== undefined && !(Number.isInteger(opts.maxTokens) && opts.maxTokens > 0)) {
+    throw new TypeError(`${who}: \`maxTokens\` must be a positive integer`);
   }
-  get name() {
-    return "openai";
+  if (opts.temperature !== undefined && typeof opts.temperature !== "number") {
+    throw new TypeError(`${who}: \`temperature\` must be a number`);
+  }
+  if (opts.headers !== undefined) {
+    if (opts.headers === null || typeof opts.headers !== "object" || Object.values(opts.headers).some((v) => typeof v !== "string")) {
+      throw new TypeError(`${who}: \`headers\` must be an object of strings`);
+    }
+  }
+  if (opts.extraBody !== undefined && (opts.extraBody === null || typeof opts.extraBody !== "object" || Array.isArray(opts.extraBody))) {
+    throw new TypeError(`${who}: \`extraBody\` must be an object`);
+  }
+  for (const k of ["apiKey", "baseUrl", "reasoningKey", "reasoningEffort"]) {
+    if (opts[k] !== undefined && typeof opts[k] !== "string") throw new TypeError(`${who}: \`${k}\` must be a string`);
+  }
+  if (opts.adaptiveThinking !== undefined && typeof opts.adaptiveThinking !== "boolean") {
+    throw new TypeError(`${who}: \`adaptiveThinking\` must be a boolean`);
+  }
+}
+
+/** The HTTP providers: one class per wire format, the options checked once, immutable. */
+class HttpProvider {
+  #opts;
+  constructor(opts, who) {
+    checkProviderOptions(opts, who);
+    this.#opts = { ...opts };
   }
   get modelName() {
     return this.#opts.model;
@@ -283,14 +304,15 @@ export class OpenAIChatProvider {
   get thinkingEffort() {
     return this.#opts.thinking ?? null;
   }
+  /** A new provider of the same kind that thinks with `effort`; this one is unchanged. */
   withThinking(effort) {
-    return new OpenAIChatProvider({ ...this.#opts, thinking: checkEffort(effort) });
+    return new this.constructor({ ...this.#opts, thinking: checkEffort(effort) });
   }
   /** @internal What the engine needs for one request. */
   _request() {
     const o = this.#opts;
     const spec = {
-      kind: "openai",
+      kind: this._kind,
       model: o.model,
       apiKey: o.apiKey,
       baseUrl: o.baseUrl,
@@ -298,6 +320,8 @@ export class OpenAIChatProvider {
       maxTokens: o.maxTokens,
       temperature: o.temperature,
       reasoningKey: o.reasoningKey,
+      reasoningEffort: o.reasoningEffort,
+      adaptiveThinking: o.adaptiveThinking,
       extraBody: o.extraBody,
       thinkingEffort: o.thinking,
     };
@@ -305,6 +329,71 @@ export class OpenAIChatProvider {
   }
   toJSON() {
     return { name: this.name, modelName: this.modelName };
+  }
+}
+
+/** OpenAI Chat Completions, and every OpenAI-compatible server. */
+export class OpenAIChatProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "OpenAIChatProvider");
+  }
+  get name() {
+    return "openai";
+  }
+  get _kind() {
+    return "openai";
+  }
+}
+
+/** Moonshot's Kimi API (OpenAI-compatible with Moonshot's rules); base URL https://api.moonshot.ai/v1. */
+export class KimiProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "KimiProvider");
+  }
+  get name() {
+    return "kimi";
+  }
+  get _kind() {
+    return "kimi";
+  }
+}
+
+/** Anthropic's Messages API; base URL https://api.anthropic.com/v1. */
+export class AnthropicProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "AnthropicProvider");
+  }
+  get name() {
+    return "anthropic";
+  }
+  get _kind() {
+    return "anthropic";
+  }
+}
+
+/** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
+export class OpenAIResponsesProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "OpenAIResponsesProvider");
+  }
+  get name() {
+    return "openai-responses";
+  }
+  get _kind() {
+    return "openai_responses";
+  }
+}
+
+/** Google's Gemini API (generativelanguage.googleapis.com/v1beta). */
+export class GeminiProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "GeminiProvider");
+  }
+  get name() {
+    return "gemini";
+  }
+  get _kind() {
+    return "gemini";
   }
 }
 

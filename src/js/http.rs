@@ -95,7 +95,8 @@ pub async fn send(
     };
     let status = response.status();
     let headers = response.headers();
-    let request_id = headers.get("x-request-id");
+    // OpenAI and most others: x-request-id; Anthropic: request-id; Moonshot: x-trace-id.
+    let request_id = ["x-request-id", "request-id", "x-trace-id"].iter().find_map(|h| headers.get(h));
     if !(200..300).contains(&status) {
         let body = match with_timeout(JsFuture::from(response.text()), timeout_ms, ctrl, "error body").await? {
             Ok(t) => t.as_string().unwrap_or_default(),

@@ -26,8 +26,7 @@ use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, CallbackResult, EventSource, Limits, SseEventSource, VecEventSource};
 use crate::core::message::{Message, StreamedMessagePart, ToolCall};
 use crate::core::providers::echo::parse_echo_script;
-use crate::core::providers::openai_chat::OpenAIChatConfig;
-use crate::core::providers::{StreamEvent, ToolDefinition};
+use crate::core::providers::{HttpProvider, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::step::{collect_results, step, ToolResultCallback};
 use crate::core::toolset::ToolResult;
 use signals::AbortWatch;
@@ -86,14 +85,28 @@ impl GlueError {
     }
 }
 
-/// The provider, as the JS layer describes it.
-#[derive(Deserialize)]
-#[serde(tag = "kind")]
+/// The provider, as the JS layer describes it: `{kind: "scripted", script}` or one of the
+/// HTTP providers (see [`HttpProvider`]).
 enum ProviderSpec {
-    #[serde(rename = "openai")]
-    OpenAIChat(OpenAIChatConfig),
-    #[serde(rename = "scripted")]
+    Http(Box<HttpProvider>),
     Scripted { script: String },
+}
+
+impl ProviderSpec {
+    fn parse(text: &str) -> Result<ProviderSpec, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Scripted {
+            kind: String,
+            #[serde(default)]
+            script: String,
+        }
+        if let Ok(s) = serde_json::from_str::<Scripted>(text) {
+            if s.kind == "scripted" {
+                return Ok(ProviderSpec::Scripted { script: s.script });
+            }
+        }
+        Ok(ProviderSpec::Http(Box::new(serde_json::from_str(text)?)))
+    }
 }
 
 /// Options read from the JS layer's hooks object.
@@ -165,7 +178,7 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
 
 /// A boxed event source, so one code path serves every provider.
 enum AnySource {
-    Http(Box<SseEventSource<http::BodySource, crate::core::providers::openai_chat::OpenAIChatDecoder>>),
+    Http(Box<SseEventSource<http::BodySource, Box<dyn StreamDecoder>>>),
     Scripted(VecEventSource<GlueError>),
 }
 
@@ -213,8 +226,8 @@ async fn open_source(
     fetch_ctrl: &AbortController,
 ) -> Result<AnySource, GlueError> {
     match spec {
-        ProviderSpec::OpenAIChat(cfg) => {
-            let req = cfg.build_request(system_prompt, tools, history);
+        ProviderSpec::Http(cfg) => {
+            let req = cfg.build_request(system_prompt, tools, history)?;
             let fetch = match &hooks.fetch {
                 Some(f) => f.clone(),
                 None => {
@@ -248,7 +261,7 @@ fn parse_inputs(
     let bad = |what: &str, e: serde_json::Error| -> JsValue {
         js_sys::TypeError::new(&format!("invalid {what}: {e}")).into()
     };
-    let spec: ProviderSpec = serde_json::from_str(spec).map_err(|e| bad("provider", e))?;
+    let spec = ProviderSpec::parse(spec).map_err(|e| bad("provider", e))?;
     let tools: Vec<ToolDefinition> = serde_json::from_str(tools).map_err(|e| bad("tools", e))?;
     let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
     Ok((spec, tools, history))
@@ -334,7 +347,7 @@ impl Call {
 
     async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
         let secret = match &self.spec {
-            ProviderSpec::OpenAIChat(cfg) => cfg.api_key.as_deref(),
+            ProviderSpec::Http(cfg) => cfg.api_key(),
             ProviderSpec::Scripted { .. } => None,
         };
         guarded(fut, self.watch.as_ref(), &self.fetch_ctrl, &self.tools_ctrl, secret).await

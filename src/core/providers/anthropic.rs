@@ -58,9 +58,9 @@ pub fn supports_adaptive_thinking(model: &str) -> bool {
     if m.contains("mythos") || m.contains("fable") {
         return true;
     }
-    // claude-{family}-{major}[-{minor}][-date]
+    // claude-{family}-{major}[-{minor}][-date], or the older claude-{major}[-{minor}]-{family}
     let Some(rest) = m.split("claude-").nth(1) else { return false };
-    let mut parts = rest.split(['-', '.']).skip(1);
+    let mut parts = rest.split(['-', '.']).skip_while(|p| p.parse::<u32>().is_err());
     let major: u32 = match parts.next().and_then(|p| p.parse().ok()) {
         Some(n) => n,
         None => return false,
@@ -277,6 +277,19 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
 }
 
 // ---- stream decoding -------------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn adaptive_thinking_models() {
+        for m in ["claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7-20260101", "claude-opus-5", "claude-mythos-preview"] {
+            assert!(super::supports_adaptive_thinking(m), "{m}");
+        }
+        for m in ["claude-sonnet-4-5-20250929", "claude-3-7-sonnet-20250219", "claude-sonnet-4-20250514", "claude-opus-4-1", "gpt-4o"] {
+            assert!(!super::supports_adaptive_thinking(m), "{m}");
+        }
+    }
+}
 
 #[derive(Deserialize)]
 struct Event {

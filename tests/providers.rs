@@ -1,0 +1,489 @@
+//! Every provider against byte streams in its documented format (fixtures in
+//! `tests/fixtures/*.sse`, each the same answer: a think part, text, two parallel calls, usage
+//! with cache) and request bodies against reviewed snapshots (`tests/fixtures/*.request.json`).
+//!
+//! Snapshots: `UPDATE_SNAPSHOTS=1 cargo test` rewrites them; a missing one fails.
+
+use serde_json::{json, Value};
+
+use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::generate::MessageAssembler;
+use kosong_wasm::core::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
+use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent, ToolDefinition};
+use kosong_wasm::core::sse::SseDecoder;
+
+fn provider(spec: Value) -> HttpProvider {
+    serde_json::from_value(spec).expect("provider spec")
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).expect("fixture")
+}
+
+/// What decoding gave: the events, the assembled message, and how it ended.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    events: Vec<StreamEvent>,
+    message: Message,
+    end: Result<(), ChatProviderError>,
+    id: Option<String>,
+    usage: Option<TokenUsage>,
+    finish_reason: Option<String>,
+}
+
+impl Outcome {
+    fn completed(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCallComplete(id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    /// Where in the event list the call `id` completed.
+    fn completed_at(&self, id: &str) -> usize {
+        self.events.iter().position(|e| matches!(e, StreamEvent::ToolCallComplete(c) if c == id)).unwrap()
+    }
+}
+
+fn decode(p: &HttpProvider, chunks: &[&[u8]]) -> Outcome {
+    let mut sse = SseDecoder::new();
+    let mut dec = p.decoder();
+    let mut sse_events = Vec::new();
+    let mut events = Vec::new();
+    let mut end = Ok(());
+    'outer: for (i, c) in chunks.iter().enumerate() {
+        sse.feed(c, &mut sse_events).unwrap();
+        if i == chunks.len() - 1 {
+            sse.finish(&mut sse_events).unwrap();
+        }
+        for e in sse_events.drain(..) {
+            if let Err(err) = dec.on_event(&e, &mut events) {
+                end = Err(err);
+                break 'outer;
+            }
+        }
+    }
+    if end.is_ok() {
+        end = dec.finish(&mut events);
+    }
+    let mut asm = MessageAssembler::new();
+    for e in &events {
+        if let StreamEvent::Part(p) = e {
+            asm.push(p.clone());
+        }
+    }
+    Outcome {
+        message: asm.into_message(),
+        end,
+        id: dec.id().map(str::to_owned),
+        usage: dec.usage(),
+        finish_reason: dec.finish_reason().map(str::to_owned),
+        events,
+    }
+}
+
+/// Decodes the whole input, then every split of it in two, and checks they all agree.
+fn decode_every_split(p: &HttpProvider, bytes: &[u8]) -> Outcome {
+    let whole = decode(p, &[bytes]);
+    for cut in 1..bytes.len() {
+        let split = decode(p, &[&bytes[..cut], &bytes[cut..]]);
+        assert_eq!(split, whole, "split at byte {cut} changed the outcome");
+    }
+    whole
+}
+
+fn think(m: &Message) -> (&str, Option<&str>) {
+    match &m.content[0] {
+        ContentPart::Think { think, encrypted } => (think.as_str(), encrypted.as_deref()),
+        other => panic!("not a think part: {other:?}"),
+    }
+}
+
+/// The answer every fixture streams.
+fn assert_weather_answer(o: &Outcome, ids: [&str; 2]) {
+    assert_eq!(o.end, Ok(()));
+    assert_eq!(o.message.role, Role::Assistant);
+    assert_eq!(think(&o.message).0, "The user wants the weather.");
+    assert_eq!(o.message.content[1], ContentPart::text("Checking both cities."));
+    assert_eq!(o.message.content.len(), 2);
+    let calls = o.message.tool_calls.as_ref().unwrap();
+    assert_eq!(calls.len(), 2);
+    for (call, (id, city)) in calls.iter().zip(ids.iter().zip(["Paris", "Tokyo"])) {
+        assert_eq!(call.id, *id);
+        assert_eq!(call.function.name, "get_weather");
+        let args: Value = serde_json::from_str(call.function.arguments.as_deref().unwrap()).unwrap();
+        assert_eq!(args, json!({"city": city}));
+    }
+    assert_eq!(o.completed(), ids);
+}
+
+// ---- stream decoding ----------------------------------------------------------------------
+
+#[test]
+fn anthropic_stream() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let bytes = fixture("anthropic.sse");
+    let o = decode_every_split(&p, &bytes);
+    assert_weather_answer(&o, ["toolu_01A", "toolu_01B"]);
+    assert_eq!(think(&o.message).1, Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"));
+    assert_eq!(o.id.as_deref(), Some("msg_01XFDUDYJgAACzvnptvVoYEL"));
+    assert_eq!(o.finish_reason.as_deref(), Some("tool_use"));
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 12, output: 89, input_cache_read: 2000, input_cache_creation: 100 })
+    );
+    // The first call is complete at its content_block_stop, before the second one begins.
+    let second_begins = o
+        .events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::Part(kosong_wasm::core::message::StreamedMessagePart::ToolCall(c)) if c.id == "toolu_01B"))
+        .unwrap();
+    assert!(o.completed_at("toolu_01A") < second_begins);
+
+    // Cut before message_stop: the first call already completed, the answer is an error.
+    let text = String::from_utf8(bytes).unwrap();
+    let cut = text.find("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3").unwrap();
+    let o = decode(&p, &[text[..cut].as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("message_stop")), "{:?}", o.end);
+    assert_eq!(o.completed(), ["toolu_01A"]);
+}
+
+#[test]
+fn anthropic_error_event_redacted_thinking_and_repeated_ids() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let body = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n",
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+    );
+    let o = decode(&p, &[body.as_bytes()]);
+    assert_eq!(o.message.content, vec![ContentPart::text("Hel")]);
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Status { status: 529, message, .. }) if message.contains("Overloaded")),
+        "{:?}",
+        o.end
+    );
+
+    let body = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3pzix\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_X\",\"name\":\"a\",\"input\":{}}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_X\",\"name\":\"b\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let o = decode_every_split(&p, body.as_bytes());
+    assert_eq!(
+        o.message.content,
+        vec![ContentPart::Think { think: String::new(), encrypted: Some("EmwKAhgBEgy3va3pzix".into()) }]
+    );
+    let calls = o.message.tool_calls.clone().unwrap();
+    assert_eq!(calls[0].id, "toolu_X");
+    assert_eq!(calls[1].id, "toolu_X_2", "a repeated id is made unique");
+    assert_eq!(calls[1].function.arguments.as_deref(), Some("{}"));
+    assert_eq!(o.completed(), ["toolu_X", "toolu_X_2"]);
+    // And it round-trips as redacted_thinking.
+    let history = vec![Message::new(Role::Assistant, o.message.content.clone())];
+    let req = p.build_request("", &[], &history).unwrap();
+    let body: Value = serde_json::from_str(&req.body).unwrap();
+    assert_eq!(body["messages"][0]["content"][0], json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}));
+}
+
+#[test]
+fn responses_stream() {
+    let p = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
+    let bytes = fixture("responses.sse");
+    let o = decode_every_split(&p, &bytes);
+    assert_weather_answer(&o, ["call_A", "call_B"]);
+    assert_eq!(think(&o.message).1, Some("gAAAAABoEncryptedReasoning=="));
+    assert_eq!(o.id.as_deref(), Some("resp_67c9fdcecf488190"));
+    assert_eq!(o.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 112, output: 89, input_cache_read: 2000, input_cache_creation: 0 })
+    );
+    // Arguments are not doubled by `function_call_arguments.done`.
+    assert_eq!(o.message.tool_calls.as_ref().unwrap()[0].function.arguments.as_deref(), Some("{\"city\": \"Paris\"}"));
+    // call_A is complete at its output_item.done, before call_B is announced.
+    let text = String::from_utf8(bytes).unwrap();
+    let cut = text.find("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":20").unwrap();
+    let o = decode(&p, &[text[..cut].as_bytes()]);
+    assert_eq!(o.completed(), ["call_A"]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("response.completed")));
+}
+
+#[test]
+fn responses_errors() {
+    let p = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
+    let body = "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached\",\"param\":null,\"sequence_number\":1}\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit reached")));
+    let body = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"resp_1\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The model failed to generate\"}}}\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("failed to generate")));
+    let body = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_2\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":3,\"output_tokens\":9}}}\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert_eq!(o.end, Ok(()));
+    assert_eq!(o.finish_reason.as_deref(), Some("max_output_tokens"));
+}
+
+#[test]
+fn gemini_stream() {
+    let p = provider(json!({"kind": "gemini", "model": "gemini-2.5-flash"}));
+    let bytes = fixture("gemini.sse");
+    let o = decode_every_split(&p, &bytes);
+    let ids: Vec<String> = o.message.tool_calls.as_ref().unwrap().iter().map(|c| c.id.clone()).collect();
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids[0].starts_with("call_mJm8aOa0KdLw"), "{ids:?}");
+    assert_weather_answer(&o, [ids[0].as_str(), ids[1].as_str()]);
+    let calls = o.message.tool_calls.as_ref().unwrap();
+    assert_eq!(calls[0].extras.as_ref().unwrap()["thought_signature"], "CiQBVKhc7sigParis==");
+    assert_eq!(calls[1].extras, None);
+    assert_eq!(o.finish_reason.as_deref(), Some("STOP"));
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 112, output: 89, input_cache_read: 2000, input_cache_creation: 0 })
+    );
+    // The first call is complete as soon as its part arrives, before the stream ends.
+    let text = String::from_utf8(bytes).unwrap();
+    let last = text.rfind("data: ").unwrap();
+    let o = decode(&p, &[text[..last].as_bytes()]);
+    assert_eq!(o.completed().len(), 1);
+    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("finishReason")));
+    // An error sent inside the stream.
+    let body = "data: {\"error\": {\"code\": 503, \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Status { status: 503, .. })), "{:?}", o.end);
+}
+
+#[test]
+fn kimi_stream() {
+    let p = provider(json!({"kind": "kimi", "model": "kimi-k2-thinking"}));
+    let o = decode_every_split(&p, &fixture("kimi.sse"));
+    assert_weather_answer(&o, ["get_weather:0", "get_weather:1"]);
+    assert_eq!(think(&o.message).1, None);
+    assert_eq!(o.finish_reason.as_deref(), Some("tool_calls"));
+    // Usage inside choices[0], cache hits at its top level.
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 112, output: 89, input_cache_read: 2000, input_cache_creation: 0 })
+    );
+    // An empty reasoning_content is still a think part; an absent one is none.
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert_eq!(o.message.content, vec![ContentPart::think(""), ContentPart::text("hi")]);
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    assert_eq!(o.message.content, vec![ContentPart::text("hi")]);
+    // Plain OpenAI ignores an empty reasoning field.
+    let openai = provider(json!({"kind": "openai", "model": "gpt-4o"}));
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    assert_eq!(decode(&openai, &[body.as_bytes()]).message.content, vec![ContentPart::text("hi")]);
+}
+
+#[test]
+fn missing_and_repeated_ids_are_made_unique() {
+    let p = provider(json!({"kind": "openai", "model": "m"}));
+    let tc = |i: u64, id: &str, args: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":id,"function":{"name":"f","arguments":args}}]}}]})
+        )
+    };
+    let body = tc(0, "dup", "{}") + &tc(1, "dup", "{}") + &tc(2, "", "{}")
+        + "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
+    let o = decode(&p, &[body.as_bytes()]);
+    let ids: Vec<&str> = o.message.tool_calls.as_ref().unwrap().iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["dup", "dup_2", "call_1"]);
+    assert_eq!(o.completed(), ids);
+}
+
+// ---- request bodies -----------------------------------------------------------------------
+
+fn tools() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "get_weather".into(),
+            description: "The weather in a city".into(),
+            parameters: json!({"type": "object", "properties": {
+                "city": {"type": "string"},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+                "days": {"items": {"const": 1}},
+                "where": {"properties": {"lat": {"type": "number"}}}
+            }, "required": ["city"]}),
+        },
+        ToolDefinition { name: "$web_search".into(), description: "builtin".into(), parameters: json!({}) },
+    ]
+}
+
+/// A history with everything a request must carry: text, an image, think parts with and
+/// without a signature, two calls, their results, a later answer and a new question.
+fn history() -> Vec<Message> {
+    let mut user = Message::new(
+        Role::User,
+        vec![
+            ContentPart::text("What's the weather in Paris and Tokyo?"),
+            ContentPart::ImageUrl { image_url: MediaUrl { url: "data:image/png;base64,iVBORw0KGgo=".into(), id: None } },
+        ],
+    );
+    user.name = None;
+    let mut a = Message::new(
+        Role::Assistant,
+        vec![
+            ContentPart::Think { think: "The user wants the weather.".into(), encrypted: Some("sig-1".into()) },
+            ContentPart::text("Checking both cities."),
+        ],
+    );
+    let mut paris = ToolCall::new("call_A", "get_weather", Some("{\"city\": \"Paris\"}".into()));
+    paris.extras = Some(serde_json::from_value(json!({"thought_signature": "gem-sig"})).unwrap());
+    a.tool_calls = Some(vec![paris, ToolCall::new("call_B", "get_weather", Some("{\"city\": \"Tokyo\"}".into()))]);
+    let result = |id: &str, text: &str| {
+        let mut m = Message::new(Role::Tool, vec![ContentPart::text(text)]);
+        m.tool_call_id = Some(id.into());
+        m
+    };
+    vec![
+        user,
+        a,
+        result("call_A", "Sunny, 24°C"),
+        result("call_B", "Rain, 18°C"),
+        Message::new(
+            Role::Assistant,
+            vec![ContentPart::think("unsigned thoughts"), ContentPart::text("Paris is sunny; Tokyo is rainy.")],
+        ),
+        Message::new(Role::User, vec![ContentPart::text("Thanks!")]),
+    ]
+}
+
+fn snapshot(name: &str, actual: &Value) {
+    let path = format!("{}/tests/fixtures/{name}.request.json", env!("CARGO_MANIFEST_DIR"));
+    let pretty = serde_json::to_string_pretty(actual).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &pretty).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("no snapshot {path}; run with UPDATE_SNAPSHOTS=1 and review it"));
+    let expected: Value = serde_json::from_str(&expected).unwrap();
+    assert_eq!(actual, &expected, "request body differs from {path}:\n{pretty}");
+}
+
+fn request(spec: Value) -> (kosong_wasm::core::providers::HttpRequest, Value) {
+    let req = provider(spec).build_request("You are terse.", &tools(), &history()).unwrap();
+    let body = serde_json::from_str(&req.body).unwrap();
+    (req, body)
+}
+
+fn header<'a>(req: &'a kosong_wasm::core::providers::HttpRequest, name: &str) -> Option<&'a str> {
+    req.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn anthropic_request() {
+    let (req, body) = request(json!({"kind": "anthropic", "model": "claude-sonnet-4-5", "apiKey": "sk-ant-1",
+        "thinkingEffort": "medium", "headers": {"x-extra": "1"}}));
+    assert_eq!(req.url, "https://api.anthropic.com/v1/messages");
+    assert_eq!(header(&req, "x-api-key"), Some("sk-ant-1"));
+    assert_eq!(header(&req, "anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header(&req, "x-extra"), Some("1"));
+    assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(body["tools"][1]["cache_control"], json!({"type": "ephemeral"}));
+    assert!(body["tools"][0].get("cache_control").is_none());
+    let messages = body["messages"].as_array().unwrap();
+    // user, assistant, one user message with both results, assistant, user.
+    assert_eq!(messages.len(), 5);
+    assert_eq!(messages[2]["content"].as_array().unwrap().len(), 2);
+    assert_eq!(messages[4]["content"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 4096}));
+    snapshot("anthropic", &body);
+
+    // Adaptive thinking on a model that has it.
+    let (_, body) = request(json!({"kind": "anthropic", "model": "claude-opus-4-6", "thinkingEffort": "high"}));
+    assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(body["output_config"], json!({"effort": "high"}));
+    // A given max_tokens bounds the budget.
+    let (_, body) = request(json!({"kind": "anthropic", "model": "claude-3-7-sonnet", "thinkingEffort": "max", "maxTokens": 5000}));
+    assert_eq!(body["max_tokens"], 5000);
+    assert_eq!(body["thinking"]["budget_tokens"], 4999);
+}
+
+#[test]
+fn responses_request() {
+    let (req, body) = request(json!({"kind": "openai_responses", "model": "gpt-5", "apiKey": "sk-1", "thinkingEffort": "low"}));
+    assert_eq!(req.url, "https://api.openai.com/v1/responses");
+    assert_eq!(header(&req, "authorization"), Some("Bearer sk-1"));
+    assert_eq!(body["store"], false);
+    assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(body["input"][0], json!({"role": "developer", "content": "You are terse."}));
+    snapshot("responses", &body);
+    let (_, body) = request(json!({"kind": "openai_responses", "model": "gpt-5", "reasoningEffort": "minimal"}));
+    assert_eq!(body["reasoning"]["effort"], "minimal");
+}
+
+#[test]
+fn gemini_request() {
+    let (req, body) = request(json!({"kind": "gemini", "model": "gemini-2.5-flash", "apiKey": "AIza-1", "thinkingEffort": "high"}));
+    assert_eq!(
+        req.url,
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(header(&req, "x-goog-api-key"), Some("AIza-1"));
+    assert!(!req.url.contains("AIza"), "the key never goes in the URL");
+    let contents = body["contents"].as_array().unwrap();
+    let roles: Vec<&str> = contents.iter().map(|c| c["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "model", "user", "model", "user"]);
+    let responses: Vec<&str> =
+        contents[2]["parts"].as_array().unwrap().iter().map(|p| p["functionResponse"]["response"]["output"].as_str().unwrap()).collect();
+    assert_eq!(responses, ["Sunny, 24°C", "Rain, 18°C"]);
+    snapshot("gemini", &body);
+}
+
+#[test]
+fn gemini_packs_results_in_call_order_and_rejects_gaps() {
+    let p = provider(json!({"kind": "gemini", "model": "gemini-2.5-flash"}));
+    let mut h = history();
+    h.swap(2, 3); // results arrive out of order
+    let body: Value = serde_json::from_str(&p.build_request("", &[], &h).unwrap().body).unwrap();
+    let names: Vec<&str> = body["contents"][2]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["functionResponse"]["response"]["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Sunny, 24°C", "Rain, 18°C"], "packed in call order");
+
+    let mut missing = history();
+    missing.remove(3);
+    let err = p.build_request("", &[], &missing).unwrap_err();
+    assert!(err.message().contains("no result for tool call `call_B`"), "{err}");
+
+    let mut twice = history();
+    twice.insert(3, twice[2].clone());
+    let err = p.build_request("", &[], &twice).unwrap_err();
+    assert!(err.message().contains("two results for tool call `call_A`"), "{err}");
+}
+
+#[test]
+fn kimi_request() {
+    let (req, body) = request(json!({"kind": "kimi", "model": "kimi-k2-thinking", "apiKey": "sk-kimi", "thinkingEffort": "high"}));
+    assert_eq!(req.url, "https://api.moonshot.ai/v1/chat/completions");
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert_eq!(body["max_tokens"], 32000);
+    assert_eq!(body["tools"][1], json!({"type": "builtin_function", "function": {"name": "$web_search"}}));
+    let params = &body["tools"][0]["function"]["parameters"];
+    assert_eq!(params["properties"]["unit"]["type"], "string");
+    assert_eq!(params["properties"]["days"], json!({"type": "array", "items": {"const": 1, "type": "integer"}}));
+    assert_eq!(params["properties"]["where"]["type"], "object");
+    assert_eq!(body["messages"][2]["reasoning_content"], "The user wants the weather.");
+    assert!(tools()[0].parameters["properties"]["unit"].get("type").is_none(), "the caller's schema is untouched");
+    snapshot("kimi", &body);
+    let (_, body) = request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off"}));
+    assert_eq!(body["thinking"], json!({"type": "disabled"}));
+}
