@@ -3,8 +3,7 @@
 
 use proptest::prelude::*;
 
-use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
-use kosong_wasm::core::providers::{echo::parse_echo_script, StreamDecoder, StreamEvent};
+use kosong_wasm::core::providers::{echo::parse_echo_script, HttpProvider, StreamDecoder, StreamEvent};
 use kosong_wasm::core::sse::{SseDecoder, SseEvent};
 
 fn sse_events(chunks: &[&[u8]]) -> Vec<SseEvent> {
@@ -17,10 +16,16 @@ fn sse_events(chunks: &[&[u8]]) -> Vec<SseEvent> {
     out
 }
 
-/// Runs bytes through SSE + the OpenAI decoder; the outcome as comparable text.
-fn openai_outcome(chunks: &[&[u8]]) -> String {
+const KINDS: [&str; 5] = ["openai", "kimi", "anthropic", "openai_responses", "gemini"];
+
+fn provider(kind: &str) -> HttpProvider {
+    serde_json::from_value(serde_json::json!({"kind": kind, "model": "m"})).unwrap()
+}
+
+/// Runs bytes through SSE + a provider's decoder; the outcome as comparable text.
+fn outcome(kind: &str, chunks: &[&[u8]]) -> String {
     let mut sse = SseDecoder::new();
-    let mut dec = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+    let mut dec = provider(kind).decoder();
     let mut events = Vec::new();
     let mut out: Vec<StreamEvent> = Vec::new();
     for c in chunks {
@@ -58,6 +63,15 @@ fn sse_like() -> impl Strategy<Value = Vec<u8>> {
         Just(br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#.to_vec()),
         Just(br#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#.to_vec()),
         Just(b"[DONE]".to_vec()),
+        Just(br#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#.to_vec()),
+        Just(br#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"a":"}}"#.to_vec()),
+        Just(br#"{"type":"content_block_stop","index":0}"#.to_vec()),
+        Just(br#"{"type":"message_stop"}"#.to_vec()),
+        Just(br#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc","type":"function_call","call_id":"c","name":"f","arguments":""}}"#.to_vec()),
+        Just(br#"{"type":"response.function_call_arguments.delta","item_id":"fc","output_index":0,"delta":"{}"}"#.to_vec()),
+        Just(br#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc","type":"function_call","call_id":"c","name":"f","arguments":"{}"}}"#.to_vec()),
+        Just(br#"{"type":"response.completed","response":{"usage":{"input_tokens":1}}}"#.to_vec()),
+        Just(br#"{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}]}"#.to_vec()),
         proptest::collection::vec(any::<u8>(), 0..8),
     ];
     proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
@@ -79,14 +93,16 @@ proptest! {
     }
 
     #[test]
-    fn openai_any_split_same_outcome(input in sse_like(), cut in any::<usize>()) {
+    fn provider_decoders_any_split_same_outcome(input in sse_like(), cut in any::<usize>(), k in 0..KINDS.len()) {
         let cut = cut % (input.len() + 1);
-        prop_assert_eq!(openai_outcome(&[&input[..cut], &input[cut..]]), openai_outcome(&[&input]));
+        prop_assert_eq!(outcome(KINDS[k], &[&input[..cut], &input[cut..]]), outcome(KINDS[k], &[&input]));
     }
 
     #[test]
     fn decoders_never_panic_on_arbitrary_bytes(input in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = openai_outcome(&[&input]);
+        for kind in KINDS {
+            let _ = outcome(kind, &[&input]);
+        }
         let _ = parse_echo_script(&String::from_utf8_lossy(&input));
     }
 }

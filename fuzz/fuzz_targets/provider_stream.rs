@@ -1,15 +1,19 @@
-//! SSE + the Chat Completions decoder + message assembly never panic on any bytes, and the
-//! outcome does not depend on where the bytes are split.
+//! SSE + every provider's stream decoder + message assembly never panic on any bytes, and the
+//! outcome does not depend on where the bytes are split. The first byte picks the provider.
 #![no_main]
 use kosong_wasm::core::generate::MessageAssembler;
-use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
-use kosong_wasm::core::providers::{StreamDecoder, StreamEvent};
+use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent};
 use kosong_wasm::core::sse::SseDecoder;
 use libfuzzer_sys::fuzz_target;
 
-fn outcome(chunks: &[&[u8]]) -> String {
+fn provider(pick: u8) -> HttpProvider {
+    let kind = ["openai", "kimi", "anthropic", "openai_responses", "gemini"][pick as usize % 5];
+    serde_json::from_str(&format!("{{\"kind\":\"{kind}\",\"model\":\"m\"}}")).unwrap()
+}
+
+fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
     let mut sse = SseDecoder::new();
-    let mut dec = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+    let mut dec = p.decoder();
     let mut asm = MessageAssembler::new();
     let mut events = Vec::new();
     let mut out = Vec::new();
@@ -50,7 +54,8 @@ fn outcome(chunks: &[&[u8]]) -> String {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&cut, rest)) = data.split_first() else { return };
-    let at = (cut as usize) % (rest.len() + 1);
-    assert_eq!(outcome(&[&rest[..at], &rest[at..]]), outcome(&[rest]));
+    let [pick, cut, rest @ ..] = data else { return };
+    let p = provider(*pick);
+    let at = (*cut as usize) % (rest.len() + 1);
+    assert_eq!(outcome(&p, &[&rest[..at], &rest[at..]]), outcome(&p, &[rest]));
 });
