@@ -1,0 +1,188 @@
+// Every provider through the built package against a loopback server speaking its format:
+// the fixture streams of tests/fixtures (the same answer in each provider's documented
+// format), served event by event. After the event that completes the first tool call, the
+// server waits until that tool has run: a tool dispatched only at the end of the stream
+// would leave the server waiting, and the test fails.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as k from "kosong-wasm";
+import { startMockServer, gate } from "./mock-openai.mjs";
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+const KEY = "sk-provider-secret-0123456789";
+
+/** A fixture split into its events, each with its blank line. */
+function events(name) {
+  const text = readFileSync(new URL(`../fixtures/${name}.sse`, import.meta.url), "utf8");
+  return text.split("\n\n").filter((e) => e.trim()).map((e) => `${e}\n\n`);
+}
+
+const cases = [
+  { name: "anthropic", make: (o) => new k.AnthropicProvider(o), model: "claude-sonnet-4-5", firstCallDone: '"type":"content_block_stop","index":2', path: "/v1/messages", keyHeader: ["x-api-key", KEY], ids: ["toolu_01A", "toolu_01B"] },
+  { name: "responses", make: (o) => new k.OpenAIResponsesProvider(o), model: "gpt-5", firstCallDone: '"sequence_number":19,', path: "/v1/responses", keyHeader: ["authorization", `Bearer ${KEY}`], ids: ["call_A", "call_B"] },
+  { name: "gemini", make: (o) => new k.GeminiProvider(o), model: "gemini-2.5-flash", firstCallDone: "CiQBVKhc7sigParis", path: "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse", keyHeader: ["x-goog-api-key", KEY], ids: null },
+  { name: "kimi", make: (o) => new k.KimiProvider(o), model: "kimi-k2-thinking", firstCallDone: '"id":"get_weather:1"', path: "/v1/chat/completions", keyHeader: ["authorization", `Bearer ${KEY}`], ids: ["get_weather:0", "get_weather:1"] },
+];
+
+for (const c of cases) {
+  test(`${c.name}: a step streams think, text and two calls; the first tool runs while the model still streams`, async () => {
+    const order = [];
+    const firstToolRan = gate();
+    const steps = [];
+    for (const e of events(c.name)) {
+      steps.push(e);
+      if (e.includes(c.firstCallDone)) {
+        steps.push({ mark: () => order.push("server: first call complete, waiting") });
+        steps.push({ wait: firstToolRan.promise, maxWait: 10_000 });
+        steps.push({ mark: () => order.push("server: rest of the stream") });
+      }
+    }
+    server.respond({ steps });
+    const toolset = new k.SimpleToolset([
+      {
+        name: "get_weather",
+        description: "The weather in a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        handler: async ({ city }) => {
+          order.push(`tool: ${city}`);
+          if (city === "Paris") firstToolRan.open();
+          return city === "Paris" ? "Sunny, 24°C" : "Rain, 18°C";
+        },
+      },
+    ]);
+    const parts = [];
+    const provider = c.make({ model: c.model, apiKey: KEY, baseUrl: server.baseUrl, thinking: "high" });
+    const result = await k.step(provider, "You are terse.", toolset, [{ role: "user", content: "Weather in Paris and Tokyo?" }], {
+      onMessagePart: (p) => parts.push(p),
+    });
+    const results = await result.toolResults();
+
+    assert.deepEqual(order.slice(0, 3), ["server: first call complete, waiting", "tool: Paris", "server: rest of the stream"]);
+    assert.equal(result.message.content[0].type, "think");
+    assert.equal(result.message.content[0].think, "The user wants the weather.");
+    assert.deepEqual(result.message.content[1], { type: "text", text: "Checking both cities." });
+    assert.equal(result.toolCalls.length, 2);
+    if (c.ids) assert.deepEqual(result.toolCalls.map((t) => t.id), c.ids);
+    assert.deepEqual(result.toolCalls.map((t) => JSON.parse(t.function.arguments).city), ["Paris", "Tokyo"]);
+    assert.deepEqual(results.map((r) => r.tool_call_id), result.toolCalls.map((t) => t.id));
+    assert.deepEqual(results.map((r) => r.return_value.output), ["Sunny, 24°C", "Rain, 18°C"]);
+    assert.equal(result.usage.input_cache_read, 2000);
+    assert.ok(parts.some((p) => p.type === "think"));
+
+    const req = server.requests.at(-1);
+    assert.equal(req.url, c.path);
+    assert.equal(req.headers[c.keyHeader[0]], c.keyHeader[1]);
+    assert.ok(!req.url.includes(KEY), "the key is never in the URL");
+  });
+}
+
+test("a second turn sends the first turn back in each provider's shape", async () => {
+  for (const c of cases) {
+    server.respond({ steps: events(c.name) });
+    const toolset = new k.SimpleToolset([{ name: "get_weather", description: "", parameters: { type: "object" }, handler: ({ city }) => `ok ${city}` }]);
+    const provider = c.make({ model: c.model, apiKey: KEY, baseUrl: server.baseUrl, thinking: "low" });
+    const history = [{ role: "user", content: "Weather?" }];
+    const r = await k.step(provider, "", toolset, history);
+    history.push(r.message);
+    for (const res of await r.toolResults()) history.push({ role: "tool", content: res.return_value.output, tool_call_id: res.tool_call_id });
+    server.respond({ steps: events(c.name) });
+    await k.step(provider, "", toolset, history);
+    const body = server.requests.at(-1).body;
+    const text = JSON.stringify(body);
+    // The call ids and the results made it back, and so did the signed reasoning.
+    for (const call of r.toolCalls) {
+      if (c.name !== "gemini") assert.ok(text.includes(call.id), `${c.name}: ${call.id} sent back`);
+    }
+    assert.ok(text.includes("ok Paris") && text.includes("ok Tokyo"), `${c.name}: results sent back`);
+    if (c.name === "anthropic") assert.ok(text.includes("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"));
+    if (c.name === "responses") assert.ok(text.includes("gAAAAABoEncryptedReasoning=="));
+    if (c.name === "gemini") assert.ok(text.includes("CiQBVKhc7sigParis"));
+    if (c.name === "kimi") assert.ok(text.includes('"reasoning_content":"The user wants the weather."'));
+  }
+});
+
+test("errors are the same classes for every provider, with status, request id, retry-after and no key", async () => {
+  const idHeader = { anthropic: "request-id", responses: "x-request-id", gemini: "x-request-id", kimi: "x-trace-id" };
+  for (const c of cases) {
+    server.respond({
+      status: 429,
+      headers: { "retry-after": "2", [idHeader[c.name]]: `req-${c.name}` },
+      body: { error: { type: "rate_limit_error", message: `Slow down, ${KEY}` } },
+    });
+    const provider = c.make({ model: c.model, apiKey: KEY, baseUrl: server.baseUrl });
+    const err = await k.generate(provider, "", [], [{ role: "user", content: "hi" }]).then(() => null, (e) => e);
+    assert.ok(err instanceof k.APIStatusError, `${c.name}: ${err}`);
+    assert.equal(err.status, 429);
+    assert.equal(err.retryAfterMs, 2000);
+    assert.equal(err.requestId, `req-${c.name}`);
+    assert.match(err.message, /Slow down/);
+    assert.ok(!err.message.includes(KEY), `${c.name}: the key is redacted`);
+  }
+  // Error events inside a 200 stream.
+  const midStream = {
+    anthropic: ['event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n', 529],
+    responses: ['event: error\ndata: {"type":"error","code":"rate_limit_exceeded","message":"Rate limit reached"}\n\n', 429],
+    gemini: ['data: {"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}\n\n', 503],
+    kimi: ['data: {"error":{"message":"engine overloaded","type":"engine_overloaded_error","code":429}}\n\n', 429],
+  };
+  for (const c of cases) {
+    const [event, status] = midStream[c.name];
+    server.respond({ steps: [event] });
+    const err = await k.generate(c.make({ model: c.model, baseUrl: server.baseUrl }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (e) => e);
+    assert.ok(err instanceof k.APIStatusError, `${c.name}: ${err}`);
+    assert.equal(err.status, status, c.name);
+  }
+  // A stream that stops short.
+  for (const c of cases) {
+    server.respond({ steps: events(c.name).slice(0, 3) });
+    const err = await k.generate(c.make({ model: c.model, baseUrl: server.baseUrl }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (e) => e);
+    assert.ok(err instanceof k.ChatProviderError && err.name === "ChatProviderError", `${c.name}: ${err}`);
+    assert.match(err.message, /ended before/);
+  }
+  // Nobody listening, and a server that never answers.
+  for (const c of cases) {
+    const err = await k.generate(c.make({ model: c.model, baseUrl: "http://127.0.0.1:9/v1" }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (e) => e);
+    assert.ok(err instanceof k.APIConnectionError, `${c.name}: ${err}`);
+    server.respond({ noHeaders: true });
+    const t = await k.generate(c.make({ model: c.model, baseUrl: server.baseUrl, timeoutMs: 200 }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (e) => e);
+    assert.ok(t instanceof k.APITimeoutError, `${c.name}: ${t}`);
+  }
+});
+
+test("provider options are checked, and withThinking gives a new provider of the same kind", () => {
+  for (const c of cases) {
+    const p = c.make({ model: c.model });
+    const q = p.withThinking("medium");
+    assert.equal(q.constructor, p.constructor);
+    assert.equal(q.thinkingEffort, "medium");
+    assert.equal(p.thinkingEffort, null);
+    assert.equal(q.modelName, c.model);
+    assert.throws(() => c.make({ model: c.model, thinking: "loud" }), TypeError);
+    assert.throws(() => c.make({ model: c.model, maxTokens: -1 }), TypeError);
+    assert.throws(() => c.make({ model: c.model, headers: { a: 1 } }), TypeError);
+    assert.throws(() => c.make({}), TypeError);
+  }
+  assert.equal(new k.KimiProvider({ model: "m" }).name, "kimi");
+  assert.equal(new k.AnthropicProvider({ model: "m" }).name, "anthropic");
+  assert.equal(new k.OpenAIResponsesProvider({ model: "m" }).name, "openai-responses");
+  assert.equal(new k.GeminiProvider({ model: "m" }).name, "gemini");
+});
+
+test("history the provider cannot express is a clear error before anything is sent", async () => {
+  const before = server.requests.length;
+  const history = [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: "", tool_calls: [{ type: "function", id: "a", function: { name: "f", arguments: "{}" } }] },
+  ];
+  const err = await k.generate(new k.GeminiProvider({ model: "gemini-2.5-flash", baseUrl: server.baseUrl }), "", [], history).then(() => null, (e) => e);
+  assert.ok(err instanceof k.ChatProviderError);
+  assert.match(err.message, /no result for tool call `a`/);
+  const audio = [{ role: "user", content: [{ type: "audio_url", audio_url: { url: "https://x/a.mp3" } }] }];
+  const err2 = await k.generate(new k.AnthropicProvider({ model: "claude-sonnet-4-5", baseUrl: server.baseUrl }), "", [], audio).then(() => null, (e) => e);
+  assert.match(err2.message, /no audio or video/);
+  assert.equal(server.requests.length, before);
+});
