@@ -16,10 +16,21 @@ const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", "
 /** Pieces of `s` of about `n` characters: how a model streams tool arguments. */
 const pieces = (s, n) => s.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
 
+const textOf = (m) => (typeof m?.content === "string" ? m.content : (m?.content ?? []).map((p) => p.text ?? "").join(""));
+
+/**
+ * The embedded model: a scripted agent conversation, chosen by the last message. A tool result
+ * gets an answer that uses it; a note to save calls `save_note` (which asks for approval);
+ * arithmetic calls `calculator`; anything else calls `search` and `clock` in parallel, their
+ * arguments streamed in small pieces at a realistic pace.
+ */
 async function mockModel(req, res) {
   let body = "";
   for await (const c of req) body += c;
-  const { messages = [] } = JSON.parse(body || "{}");
+  let messages = [];
+  try {
+    messages = JSON.parse(body || "{}").messages ?? [];
+  } catch {}
   const last = messages.at(-1);
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
   const send = async (s, ms = 30) => {
@@ -27,19 +38,36 @@ async function mockModel(req, res) {
     res.write(s);
     await sleep(ms);
   };
+  const thinkAndSay = async (thought, said) => {
+    for (const w of pieces(thought, 12)) await send(think(w), 25);
+    for (const w of pieces(said, 6)) await send(text(w), 35);
+  };
+  const call = async (index, id, name, args, ms = 60) => {
+    await send(toolStart(index, id, name, ""));
+    for (const a of pieces(JSON.stringify(args), 5)) await send(toolArgs(index, a), ms);
+  };
+  const question = textOf([...messages].reverse().find((m) => m.role === "user"));
   if (last?.role === "tool") {
-    const results = messages.filter((m) => m.role === "tool").map((m) => m.content);
-    for (const w of pieces("The user wants the weather and the time. I have both results now.", 12)) await send(think(w), 25);
-    for (const w of pieces(`Here is what I found: ${results.join("; ")}. Anything else?`, 6)) await send(text(w), 35);
+    const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1).map(textOf);
+    await thinkAndSay("I have the results; let me put them together.", `Here is what I found:\n${results.map((r) => `• ${r}`).join("\n")}`);
     await send(finish("stop"), 0);
-    await send(usage(420, 64, 256), 0);
+    await send(usage(420 + Math.round(body.length / 8), 64, 256), 0);
+  } else if (/\bnote\b/i.test(question)) {
+    const note = question.replace(/^.*?note\s*:?\s*/i, "").trim() || "(empty)";
+    await thinkAndSay("The user wants a note saved. That needs their approval.", "I'll save that note for you.");
+    await call(0, "call_note", "save_note", { text: note });
+    await send(finish("tool_calls"), 0);
+    await send(usage(300, 30, 0), 0);
+  } else if (/\d\s*[-+*/^]\s*\d/.test(question)) {
+    const expression = question.match(/[-+*/^().\d\s]{3,}/)[0].trim();
+    await thinkAndSay("Arithmetic: the calculator is exact.", "Let me calculate that.");
+    await call(0, "call_calc", "calculator", { expression });
+    await send(finish("tool_calls"), 0);
+    await send(usage(300, 30, 0), 0);
   } else {
-    for (const w of pieces("I should look up the weather and the clock at the same time.", 12)) await send(think(w), 25);
-    for (const w of pieces("Let me check the weather in Paris and the time in Tokyo.", 6)) await send(text(w), 35);
-    await send(toolStart(0, "call_weather", "weather", ""));
-    for (const a of pieces(JSON.stringify({ city: "Paris", unit: "celsius" }), 5)) await send(toolArgs(0, a), 60);
-    await send(toolStart(1, "call_clock", "clock", ""));
-    for (const a of pieces(JSON.stringify({ timezone: "Asia/Tokyo" }), 5)) await send(toolArgs(1, a), 60);
+    await thinkAndSay("I should look up the city and the clock at the same time.", "Let me search for Paris and check the time in Tokyo.");
+    await call(0, "call_search", "search", { query: "Paris" });
+    await call(1, "call_clock", "clock", { timezone: "Asia/Tokyo" });
     await send(finish("tool_calls"), 0);
     await send(usage(310, 48, 0), 0);
   }

@@ -35,13 +35,22 @@ test("the page and everything it imports are served, with the right types", asyn
 test("the mock model streams a two-step conversation with two parallel tool calls", async () => {
   const provider = new k.OpenAIChatProvider({ model: "mock", baseUrl: `${base}/mock/v1` });
   const tools = new k.SimpleToolset([
-    { name: "weather", description: "", parameters: {}, handler: ({ city }) => `${city}: sunny` },
+    { name: "search", description: "", parameters: {}, handler: ({ query }) => `${query}: sunny` },
     { name: "clock", description: "", parameters: {}, handler: ({ timezone }) => `${timezone}: noon` },
   ]);
   const agent = new k.Agent({ provider, systemPrompt: "", toolset: tools });
   const seen = [];
   await k.runSoul(agent, "weather and time?", async (w) => { for await (const m of w.uiSide({ merge: true })) seen.push(m); }, new AbortController().signal);
   const calls = seen.filter((m) => m.type === "ToolCall").map((m) => m.payload.function.name);
-  assert.deepEqual(calls, ["weather", "clock"]);
+  assert.deepEqual(calls, ["search", "clock"]);
   assert.match(JSON.stringify(agent.context.history.at(-1)), /Paris: sunny.*Asia\/Tokyo: noon/);
+});
+
+test("the demo's tools: the calculator parses arithmetic without eval and rejects anything else", async () => {
+  const { calculate } = await import("../../www/tools.js");
+  assert.equal(calculate("17 * 23 + 4"), 395);
+  assert.equal(calculate("2 ^ 3 ^ 2"), 512);
+  assert.equal(calculate("-(1.5 + 2.5) / 2"), -2);
+  assert.throws(() => calculate("alert(1)"), /expected a number/);
+  assert.throws(() => calculate("1 + 2)"), /unexpected character/);
 });
