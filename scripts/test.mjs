@@ -22,7 +22,25 @@ export function ensureNpmPackages() {
   if (missing.length) run("npm", existsSync(join(root, "package-lock.json")) ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"]);
 }
 
+/** Debian's Chromium for the browser tests (the machine's own package manager; root or sudo). */
+export function ensureChromium() {
+  const path = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+  if (existsSync(path)) return;
+  const sudo = process.getuid?.() === 0 ? [] : ["sudo", "-n"];
+  const apt = (args) => run(sudo[0] ?? "apt-get", sudo.length ? [...sudo.slice(1), "apt-get", ...args] : args);
+  try {
+    const env = { DEBIAN_FRONTEND: "noninteractive" };
+    Object.assign(process.env, env);
+    apt(["update", "-q"]);
+    apt(["install", "-y", "-q", "--no-install-recommends", "chromium"]);
+  } catch (e) {
+    // The browser tests then fail under CI (and say why), or are skipped on a developer's machine.
+    console.error(`could not install Chromium: ${e.message}`);
+  }
+}
+
 ensureNpmPackages();
+ensureChromium();
 build();
 run("cargo", ["test", "--quiet"]);
 fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)

@@ -1,0 +1,94 @@
+// Every export of API.md, used the way its contract says: checked with
+// `tsc --noEmit --strict` against the packed package (tests/js/packed.test.mjs).
+import * as kosong from "kosong-wasm";
+import {
+  init, toolOk, toolError, SimpleToolset, OpenAIChatProvider, KimiProvider, AnthropicProvider,
+  OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
+  APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
+  Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
+  readWireRecord, Context,
+} from "kosong-wasm";
+import type {
+  Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
+  Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
+  ToolContext, Tool, Toolset, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
+} from "kosong-wasm";
+
+export async function main(): Promise<string> {
+  await init();
+  const role: Role = "user";
+  const text: TextPart = { type: "text", text: "hi" };
+  const think: ThinkPart = { type: "think", think: "hmm", encrypted: null };
+  const image: ImageURLPart = { type: "image_url", image_url: { url: "data:image/png;base64,AA==" } };
+  const audio: AudioURLPart = { type: "audio_url", audio_url: { url: "https://example.com/a.mp3", id: null } };
+  const video: VideoURLPart = { type: "video_url", video_url: { url: "https://example.com/v.mp4" } };
+  const parts: ContentPart[] = [text, think, image, audio, video];
+  const call: ToolCall = { type: "function", id: "c1", function: { name: "add", arguments: '{"a":1,"b":2}' }, extras: null };
+  const fragment: ToolCallPart = { type: "tool_call_part", arguments_part: "{}", tool_call_id: "c1" };
+  const streamed: StreamedMessagePart[] = [text, call, fragment];
+  const history: Message[] = [{ role, content: parts.slice(0, 1) }, { role: "assistant", content: "", tool_calls: [call] }];
+  const effort: ThinkingEffort = "medium";
+
+  const add: Tool = {
+    name: "add",
+    description: "Adds two numbers",
+    parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
+    handler: (args: { a: number; b: number }, ctx: ToolContext) => {
+      if (ctx.signal.aborted) return toolError({ message: "aborted", brief: "Aborted" });
+      return toolOk({ output: String(args.a + args.b), brief: "added" });
+    },
+  };
+  const definitions: ToolDefinition[] = [add];
+  const toolset: Toolset = new SimpleToolset([add], { validate: () => null }).add(add).remove("nothing");
+
+  const http: HttpOptions = { apiKey: "k", baseUrl: "http://127.0.0.1:1/v1", headers: { "x-a": "b" }, fetch, timeoutMs: 1000 };
+  const providers: ChatProvider[] = [
+    new OpenAIChatProvider({ model: "m", ...http, maxTokens: 100, temperature: 0, reasoningKey: "reasoning_content", extraBody: {} }),
+    new KimiProvider({ model: "kimi-k2", ...http, thinking: effort }),
+    new AnthropicProvider({ model: "claude-sonnet-4-5", ...http, maxTokens: 1024, thinking: "low" }),
+    new OpenAIResponsesProvider({ model: "gpt-5", ...http, reasoningEffort: "low" }),
+    new GeminiProvider({ model: "gemini-2.5-flash", ...http, thinking: "high" }),
+  ];
+  const scripted = new ScriptedProvider(['tool_call: {"id": "c1", "name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}', "text: 3"]);
+  const chaos: ChatProvider = new ChaosProvider(scripted, { errorProbability: 0, errorTypes: [429], retryAfterS: 1, seed: 1, corruptToolCallProbability: 0, truncateStreamProbability: 0 });
+  const thinking: ChatProvider = providers[0].withThinking("high");
+
+  const out = await generate(new ScriptedProvider(["text: hello"]), "sys", definitions, [], {
+    onMessagePart: (p: StreamedMessagePart) => void p,
+    onToolCall: (c: ToolCall) => void c,
+    signal: new AbortController().signal,
+  });
+  const usage: TokenUsage | null = out.usage;
+  const result: StepResult = await step(new ScriptedProvider(['tool_call: {"id": "c2", "name": "add", "arguments": "{\\"a\\": 2, \\"b\\": 2}"}']), "sys", toolset, history, {
+    onToolResult: (r: ToolResult) => void r,
+  });
+  const results: ToolResult[] = await result.toolResults();
+  const value: ToolReturnValue = results[0].return_value;
+
+  const context = new Context({ systemPrompt: "sys", sink: (line: string) => void line });
+  const cp: number = context.checkpoint();
+  context.revertTo(cp);
+  const copy: Context = Context.fromJSONL(context.toJSONL());
+  const agent = new Agent({ name: "a", provider: chaos, systemPrompt: "sys", toolset, context: copy, maxStepsPerTurn: 5, maxRetriesPerStep: 2, maxContextTokens: 100_000, capabilities: [], yolo: false });
+  const soul: Soul = agent;
+  const status: StatusSnapshot = soul.status;
+  const lines: string[] = [];
+  await runSoul(soul, "add 1 and 2", async (wire: Wire) => {
+    const side: WireUISide = wire.uiSide({ merge: true });
+    for await (const m of side) {
+      const msg: WireMessage = m;
+      if (msg.type === "ApprovalRequest") wire.respond(String((msg.payload as { id: string }).id), "approve");
+    }
+  }, new AbortController().signal, { recorder: new WireRecorder((l: string) => void lines.push(l)) });
+  const replayed: WireMessage[] = readWireRecord(lines.join("\n"));
+
+  const errors: Error[] = [
+    new ChatProviderError("x"), new APIConnectionError("x"), new APITimeoutError("x"), new APIEmptyResponseError("x"),
+    new RunCancelled("x"), new LLMNotSet("x"),
+  ];
+  const isStatus = (e: unknown): number | null => (e instanceof APIStatusError ? e.status : null);
+  const isMax = (e: unknown): number | null => (e instanceof MaxStepsReached ? e.nSteps : null);
+  const isUnsupported = (e: unknown): string[] => (e instanceof LLMNotSupported ? e.capabilities : []);
+  void [streamed, thinking, usage, value, status, errors, isStatus, isMax, isUnsupported, kosong.WIRE_PROTOCOL_VERSION];
+  return `${value.output} ${replayed.length} ${agent.context.history.length} ${copy.tokenCount} ${copy.nCheckpoints}`;
+}
