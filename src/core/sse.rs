@@ -104,7 +104,7 @@ impl SseDecoder {
                 chunk = &chunk[1..];
             }
         }
-        while let Some(pos) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', chunk) {
             if self.line.is_empty() {
                 self.process_line(&chunk[..pos], out)?;
             } else {
@@ -170,7 +170,10 @@ impl SseDecoder {
                     self.data.push('\n');
                 }
                 self.has_data = true;
-                self.data.push_str(&String::from_utf8_lossy(value));
+                match std::str::from_utf8(value) {
+                    Ok(s) => self.data.push_str(s),
+                    Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
+                }
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             b"id" if !value.contains(&0) => self.last_id = Some(String::from_utf8_lossy(value).into_owned()),

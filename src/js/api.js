@@ -51,10 +51,54 @@ function makeError(className, message, status, requestId, retryAfterMs) {
 let ready = false;
 let instance = null;
 
+const NOT_READY = Symbol("not ready");
+const notReady = Promise.resolve(NOT_READY);
+const MAX_BATCH = 1 << 20;
+
+/**
+ * @internal The engine's body reader: waits for the next chunk, then takes every chunk the
+ * stream already holds (up to 1 MiB) without waiting again, and hands them over as one. The
+ * engine crosses into JavaScript and back once per batch, not once per network chunk. `st`
+ * keeps a read that was started but not ready for the next call. Resolves `null` at the end.
+ */
+async function readBatch(reader, st) {
+  if (st.ended) return null;
+  const first = await (st.pending ?? reader.read());
+  st.pending = null;
+  if (first.done) return null;
+  const chunks = [first.value];
+  let size = first.value.byteLength;
+  while (size < MAX_BATCH) {
+    const next = reader.read();
+    // An already-settled read wins the race; one still waiting is kept for the next call.
+    const r = await Promise.race([next, notReady]);
+    if (r === NOT_READY) {
+      next.catch(() => {}); // awaited by the next call; never an unhandled rejection if there is none
+      st.pending = next;
+      break;
+    }
+    if (r.done) {
+      st.ended = true;
+      break;
+    }
+    chunks.push(r.value);
+    size += r.value.byteLength;
+  }
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
 /** @internal Marks the module ready once a runtime entry (or `init`) instantiated it. */
 export function _markReady(exports) {
   instance = exports;
   wasm.installErrorFactory(makeError);
+  wasm.installBodyReader(readBatch);
   wasm.installPanicReporter((message) => {
     poisoned ??= new Error(message);
   });

@@ -117,7 +117,7 @@ pub async fn send(
         .into());
     }
     let reader = response.body().map(|b| b.get_reader());
-    Ok(BodySource { reader, ctrl: ctrl.clone_ref(), timeout_ms })
+    Ok(BodySource { reader, state: Object::new(), batch: super::body_reader(), ctrl: ctrl.clone_ref(), timeout_ms })
 }
 
 trait CloneRef {
@@ -129,9 +129,12 @@ impl CloneRef for AbortController {
     }
 }
 
-/// The body of a streaming response.
+/// The body of a streaming response, read a batch of chunks at a time (see `readBatch` in
+/// api.js) when the JS layer installed its reader, else a chunk at a time.
 pub struct BodySource {
     reader: Option<Reader>,
+    state: Object,
+    batch: Option<Function>,
     ctrl: AbortController,
     timeout_ms: Option<f64>,
 }
@@ -141,10 +144,30 @@ impl ByteSource for BodySource {
 
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, GlueError> {
         let Some(reader) = &self.reader else { return Ok(false) };
-        let r = with_timeout(JsFuture::from(reader.read()), self.timeout_ms, &self.ctrl, "stream data").await?;
-        let r = r.map_err(|e| {
+        let broke = |e: JsValue| {
             ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)))
-        })?;
+        };
+        if let Some(batch) = &self.batch {
+            let promise = batch
+                .call2(&JsValue::UNDEFINED, reader, &self.state)
+                .map_err(broke)?
+                .dyn_into::<js_sys::Promise>()
+                .map_err(|_| ChatProviderError::Other("the body reader did not return a Promise".into()))?;
+            let r = with_timeout(JsFuture::from(promise), self.timeout_ms, &self.ctrl, "stream data").await?;
+            let value = r.map_err(broke)?;
+            if value.is_null() || value.is_undefined() {
+                self.reader = None;
+                return Ok(false);
+            }
+            let chunk: Uint8Array = value
+                .dyn_into()
+                .map_err(|_| ChatProviderError::Other("the response body yielded a chunk that is not bytes".into()))?;
+            buf.resize(chunk.length() as usize, 0);
+            chunk.copy_to(buf);
+            return Ok(true);
+        }
+        let r = with_timeout(JsFuture::from(reader.read()), self.timeout_ms, &self.ctrl, "stream data").await?;
+        let r = r.map_err(broke)?;
         let r: ReadResult = r.unchecked_into();
         if r.done() {
             self.reader = None;

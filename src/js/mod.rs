@@ -47,6 +47,17 @@ impl From<ChatProviderError> for GlueError {
 
 thread_local! {
     static ERROR_FACTORY: RefCell<Option<Function>> = const { RefCell::new(None) };
+    static BODY_READER: RefCell<Option<Function>> = const { RefCell::new(None) };
+}
+
+/** The JS layer's `(reader, state) => Promise<Uint8Array | null>` that reads bodies in batches. */
+#[wasm_bindgen(js_name = installBodyReader)]
+pub fn install_body_reader(reader: Function) {
+    BODY_READER.with(|f| *f.borrow_mut() = Some(reader));
+}
+
+pub(crate) fn body_reader() -> Option<Function> {
+    BODY_READER.with(|f| f.borrow().clone())
 }
 
 /// The JS layer's `(className, message, status, requestId, retryAfterMs) => Error`.

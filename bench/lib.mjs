@@ -1,0 +1,185 @@
+// Shared by the benchmarks: fixture streams (OpenAI Chat Completions and Anthropic Messages
+// formats), a custom `fetch` that hands the same bytes to every contender and notes when each
+// event was handed over, a loopback HTTP server serving them, and statistics.
+import { createServer } from "node:http";
+
+export const enc = new TextEncoder();
+
+// ---- fixtures ---------------------------------------------------------------------------------
+
+const WORDS = "the quick brown fox jumps over a lazy dog while streaming tokens arrive one after another in order".split(" ");
+/** A deterministic text delta of a few words. */
+const delta = (i) => ` ${WORDS[i % WORDS.length]} ${WORDS[(i * 7) % WORDS.length]}`;
+
+const oaBase = { id: "chatcmpl-bench0123456789abcdef", object: "chat.completion.chunk", created: 1764000000, model: "gpt-4.1-mini-2025-04-14", system_fingerprint: "fp_bench01" };
+const oa = (delta, finish = null, extra = {}) =>
+  `data: ${JSON.stringify({ ...oaBase, service_tier: "default", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null, obfuscation: "a1b2c3d4", ...extra })}\n\n`;
+const oaUsage = () => `data: ${JSON.stringify({ ...oaBase, choices: [], usage: { prompt_tokens: 1200, completion_tokens: 20000, total_tokens: 21200, prompt_tokens_details: { cached_tokens: 1024, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } } })}\n\n`;
+
+const an = (type, body) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+const anStart = () => an("message_start", { message: { id: "msg_bench0123456789", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 1200, cache_creation_input_tokens: 0, cache_read_input_tokens: 1024, output_tokens: 1 } } });
+const anEnd = (reason, out) => [an("message_delta", { delta: { stop_reason: reason, stop_sequence: null }, usage: { output_tokens: out } }), an("message_stop", {})];
+
+/** `s` cut into pieces of `n` characters. */
+const pieces = (s, n) => s.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
+
+/** About `bytes` of JSON arguments for a tool call. */
+function argsOf(bytes, seed) {
+  const items = [];
+  let i = 0;
+  while (JSON.stringify({ query: `q${seed}`, items }).length < bytes) items.push({ n: i, text: delta(i + seed).trim(), ok: i++ % 3 === 0 });
+  return JSON.stringify({ query: `q${seed}`, items });
+}
+
+/**
+ * A fixture: `events` (each one SSE event as a string), and for tool fixtures `calls`:
+ * `{id, name, args, closeEvent}` where closeEvent is the index of the event that carries the
+ * call's closing bytes.
+ */
+export function textFixture(format, n = 20_000) {
+  const events = [];
+  if (format === "openai") {
+    events.push(oa({ role: "assistant", content: "", refusal: null }));
+    for (let i = 0; i < n; i++) events.push(oa({ content: delta(i) }));
+    events.push(oa({}, "stop"), oaUsage(), "data: [DONE]\n\n");
+  } else {
+    events.push(anStart(), an("content_block_start", { index: 0, content_block: { type: "text", text: "" } }), an("ping", {}));
+    for (let i = 0; i < n; i++) events.push(an("content_block_delta", { index: 0, delta: { type: "text_delta", text: delta(i) } }));
+    events.push(an("content_block_stop", { index: 0 }), ...anEnd("end_turn", n));
+  }
+  return { name: `${format}-text`, events, calls: [], text: Array.from({ length: n }, (_, i) => delta(i)).join("") };
+}
+
+/** 8 parallel calls of ~4 KB arguments in ~10-character pieces, one after another or interleaved. */
+export function toolsFixture(format, { interleaved = false, calls = 8, argBytes = 4096, piece = 10 } = {}) {
+  const list = Array.from({ length: calls }, (_, i) => ({ id: `call_${i}_bench`, name: `tool_${i}`, args: argsOf(argBytes, i), index: i }));
+  const events = [];
+  if (format === "openai") {
+    events.push(oa({ role: "assistant", content: null }));
+    const frags = list.map((c) => pieces(c.args, piece));
+    const start = (c) => oa({ tool_calls: [{ index: c.index, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] });
+    const frag = (c, a) => oa({ tool_calls: [{ index: c.index, function: { arguments: a } }] });
+    if (!interleaved) {
+      for (const c of list) {
+        events.push(start(c));
+        for (const a of frags[c.index]) events.push(frag(c, a));
+        c.closeEvent = events.length - 1;
+      }
+    } else {
+      for (const c of list) events.push(start(c));
+      const max = Math.max(...frags.map((f) => f.length));
+      for (let k = 0; k < max; k++) {
+        for (const c of list) {
+          if (k < frags[c.index].length) {
+            events.push(frag(c, frags[c.index][k]));
+            if (k === frags[c.index].length - 1) c.closeEvent = events.length - 1;
+          }
+        }
+      }
+    }
+    events.push(oa({}, "tool_calls"), oaUsage(), "data: [DONE]\n\n");
+  } else {
+    events.push(anStart());
+    for (const c of list) {
+      events.push(an("content_block_start", { index: c.index, content_block: { type: "tool_use", id: c.id, name: c.name, input: {} } }));
+      for (const a of pieces(c.args, piece)) events.push(an("content_block_delta", { index: c.index, delta: { type: "input_json_delta", partial_json: a } }));
+      events.push(an("content_block_stop", { index: c.index }));
+      c.closeEvent = events.length - 1;
+    }
+    events.push(...anEnd("tool_use", 9000));
+  }
+  return { name: `${format}-tools-${interleaved ? "interleaved" : "sequential"}`, events, calls: list };
+}
+
+/** One call whose argument of `bytes` streams in 20-character pieces. */
+export function bigArgFixture(bytes) {
+  const c = { id: "call_big", name: "write_file", args: JSON.stringify({ path: "big.txt", content: "x".repeat(Math.max(0, bytes - 40)).replace(/x{50}/g, (m) => `${m.slice(0, 49)}\n`) }), index: 0 };
+  const events = [oa({ role: "assistant", content: null }), oa({ tool_calls: [{ index: 0, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] })];
+  for (const a of pieces(c.args, 20)) events.push(oa({ tool_calls: [{ index: 0, function: { arguments: a } }] }));
+  c.closeEvent = events.length - 1;
+  events.push(oa({}, "tool_calls"), oaUsage(), "data: [DONE]\n\n");
+  return { name: `openai-arg-${bytes}`, events, calls: [c] };
+}
+
+/** A short final answer, for a contender's follow-up request (an agent loop's second step). */
+export function followUp(format) {
+  return format === "openai"
+    ? [oa({ role: "assistant", content: "Done." }), oa({}, "stop"), "data: [DONE]\n\n"]
+    : [anStart(), an("content_block_start", { index: 0, content_block: { type: "text", text: "" } }), an("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Done." } }), an("content_block_stop", { index: 0 }), ...anEnd("end_turn", 2)];
+}
+
+// ---- fetch ------------------------------------------------------------------------------------
+
+/**
+ * A `fetch` that answers every request with a stream of `events` (one event per chunk,
+ * pulled by the reader), then `followUp` events for later requests. `handed[i]` is when event
+ * i was handed to the reader (performance.now()); `done` when the stream ended.
+ */
+export function fixtureFetch(fixture, followUpEvents) {
+  const bytes = fixture.events.map((e) => enc.encode(e));
+  const state = { handed: new Float64Array(bytes.length), endedAt: 0, requests: 0 };
+  const respond = (chunks, track) => {
+    let i = 0;
+    const body = new ReadableStream({
+      pull(c) {
+        if (i < chunks.length) {
+          if (track) state.handed[i] = performance.now();
+          c.enqueue(chunks[i++]);
+        } else {
+          if (track) state.endedAt = performance.now();
+          c.close();
+        }
+      },
+    }, { highWaterMark: 0 });
+    return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "x-request-id": "req_bench" } });
+  };
+  const fetch = async (_url, init) => {
+    // Drain the request body like a real client would have sent it.
+    if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
+    state.requests++;
+    if (state.requests === 1) return respond(bytes, true);
+    return respond((followUpEvents ?? []).map((e) => enc.encode(e)), false);
+  };
+  return { fetch, state };
+}
+
+/** A loopback HTTP server that streams the fixture's events (first request) and follow-ups. */
+export async function fixtureServer(fixture, followUpEvents) {
+  let n = 0;
+  const body = Buffer.from(fixture.events.join(""));
+  const follow = Buffer.from((followUpEvents ?? []).join(""));
+  const server = createServer(async (req, res) => {
+    for await (const _ of req);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(n++ === 0 ? body : follow);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    baseUrl: `http://127.0.0.1:${server.address().port}/v1`,
+    reset() {
+      n = 0;
+    },
+    close: () => new Promise((r) => server.close(r)),
+  };
+}
+
+// ---- statistics -------------------------------------------------------------------------------
+
+export function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))];
+  return { median: q(0.5), min: s[0], max: s.at(-1), n: s.length };
+}
+
+/** Runs `fn` `warmup` + `runs` times; the timings (ms) of the measured runs. */
+export async function time(fn, { runs = 7, warmup = 1 } = {}) {
+  for (let i = 0; i < warmup; i++) await fn();
+  const out = [];
+  for (let i = 0; i < runs; i++) {
+    if (global.gc) global.gc();
+    const t = performance.now();
+    await fn();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
