@@ -12,9 +12,14 @@ const [which, runsArg] = process.argv.slice(2);
 const RUNS = Number(runsArg ?? 7);
 const gc = () => global.gc?.();
 
-/** Times `runs` runs of `fn(setup())` after one warm-up; setup is not timed. */
+const WARMUP = 3;
+
+/**
+ * Times `runs` runs of `fn(setup())` after three warm-up runs (V8 tiers hot code up, JS and
+ * WebAssembly alike, over the first runs); setup is not timed.
+ */
 async function measure(setup, fn, runs = RUNS) {
-  await fn(setup());
+  for (let i = 0; i < WARMUP; i++) await fn(setup());
   const ms = [];
   for (let i = 0; i < runs; i++) {
     const io = setup();
@@ -26,27 +31,48 @@ async function measure(setup, fn, runs = RUNS) {
   return ms;
 }
 
+/**
+ * Times every contender round-robin: warm-ups first, then each measured round runs every
+ * contender once, so all of them see the same process state (heap, JIT feedback) on average.
+ */
+async function roundRobin(contenders, setup, runs = RUNS) {
+  const entries = Object.entries(contenders);
+  for (let w = 0; w < WARMUP; w++) for (const [, fn] of entries) await fn(setup());
+  const times = Object.fromEntries(entries.map(([name]) => [name, []]));
+  for (let r = 0; r < runs; r++) {
+    for (const [name, fn] of entries) {
+      const io = setup();
+      gc();
+      const t = performance.now();
+      await fn(io);
+      times[name].push(performance.now() - t);
+    }
+  }
+  return times;
+}
+
 async function textComparison(format, { http = false } = {}) {
   const fixture = textFixture(format);
   const bytes = fixture.events.reduce((n, e) => n + Buffer.byteLength(e), 0);
   const server = http ? await fixtureServer(fixture, followUp(format)) : null;
-  const rows = [];
-  for (const [name, fn] of Object.entries(textContenders(format))) {
-    if (http && /agents/.test(name)) continue;
-    const setup = () => {
-      if (server) {
-        server.reset();
-        return { fetch: globalThis.fetch, baseUrl: server.baseUrl };
-      }
-      return { fetch: fixtureFetch(fixture, followUp(format)).fetch, baseUrl: "http://bench.invalid/v1" };
-    };
+  const setup = () => {
+    if (server) {
+      server.reset();
+      return { fetch: globalThis.fetch, baseUrl: server.baseUrl };
+    }
+    return { fetch: fixtureFetch(fixture, followUp(format)).fetch, baseUrl: "http://bench.invalid/v1" };
+  };
+  const contenders = Object.fromEntries(Object.entries(textContenders(format)).filter(([name]) => !(http && /agents/.test(name))));
+  for (const [name, fn] of Object.entries(contenders)) {
     const got = await fn(setup());
-    const ok = name.includes("floor") ? got === (http ? bytes : bytes) : got === fixture.text;
+    const ok = name.includes("floor") ? got === bytes : got === fixture.text;
     if (!ok) throw new Error(`${name} did not assemble the whole text (${typeof got === "string" ? got.length : got} vs ${fixture.text.length})`);
-    const ms = await measure(setup, fn);
-    const s = stats(ms);
-    rows.push({ name, ...s, usPerEvent: (s.median * 1000) / fixture.events.length });
   }
+  const times = await roundRobin(contenders, setup);
+  const rows = Object.entries(times).map(([name, ms]) => {
+    const s = stats(ms);
+    return { name, ...s, usPerEvent: (s.median * 1000) / fixture.events.length };
+  });
   await server?.close();
   return { comparison: `text-${format}${http ? "-http" : ""}`, events: fixture.events.length, bytes, rows };
 }
@@ -58,7 +84,7 @@ async function toolsComparison(format, interleaved) {
     const latencies = [];
     const before = [];
     const totals = [];
-    for (let r = 0; r < RUNS + 1; r++) {
+    for (let r = 0; r < RUNS + WARMUP; r++) {
       const { fetch, state } = fixtureFetch(fixture, followUp(format));
       const started = new Map();
       gc();
@@ -66,7 +92,7 @@ async function toolsComparison(format, interleaved) {
       const n = await fn({ fetch, baseUrl: "http://bench.invalid/v1", calls: fixture.calls, onStart: (id) => started.has(id) || started.set(id, performance.now()) });
       const total = performance.now() - t;
       if (n !== fixture.calls.length) throw new Error(`${name}: ${n} of ${fixture.calls.length} tools gave results`);
-      if (r === 0) continue; // warm-up
+      if (r < WARMUP) continue; // warm-up
       totals.push(total);
       let early = 0;
       for (const c of fixture.calls) {

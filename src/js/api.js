@@ -53,11 +53,11 @@ let instance = null;
 
 const NOT_READY = Symbol("not ready");
 const notReady = Promise.resolve(NOT_READY);
-const MAX_BATCH = 1 << 20;
+const MAX_BATCH = 4 << 10;
 
 /**
  * @internal The engine's body reader: waits for the next chunk, then takes every chunk the
- * stream already holds (up to 1 MiB) without waiting again, and hands them over as one. The
+ * stream already holds (up to 1 MiB) without waiting again (up to 4 KiB: a tool whose call closes in a batch starts after that batch, so batches stay small), and hands them over as one. The
  * engine crosses into JavaScript and back once per batch, not once per network chunk. `st`
  * keeps a read that was started but not ready for the next call. Resolves `null` at the end.
  */

@@ -1,0 +1,104 @@
+// Turns bench/results.json into Markdown: one table per comparison and the targets with the
+// ratios measured in the same run.
+const ms = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const kb = (b) => `${(b / 1024).toFixed(1)} KB`;
+const ratio = (a, b) => `${(a / b).toFixed(2)}×`;
+
+export function report(r) {
+  const c = r.comparisons;
+  const out = [];
+  out.push(`Measured ${r.date.slice(0, 10)} on ${r.cpus} × ${r.cpu ?? "CPU"}, Node ${r.node}; medians of ${r.runs} runs [min–max]. Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}.`);
+  out.push("");
+  for (const key of ["text-openai", "text-anthropic", "text-openai-http"]) {
+    const t = c[key];
+    if (!t) continue;
+    const base = t.rows.find((x) => x.name.startsWith("eventsource-parser"));
+    const title = { "text-openai": "OpenAI Chat Completions", "text-anthropic": "Anthropic Messages", "text-openai-http": "OpenAI Chat Completions over loopback HTTP" }[key];
+    out.push(`**${title}: ${t.events.toLocaleString("en")} events, ${(t.bytes / 1e6).toFixed(2)} MB of text deltas**${key.endsWith("http") ? "" : " (custom `fetch`)"}`);
+    out.push("");
+    out.push("| contender | median | range | per event | vs eventsource-parser |");
+    out.push("|---|---:|---:|---:|---:|");
+    for (const x of t.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${x.usPerEvent.toFixed(2)} µs | ${ratio(x.median, base.median)} |`);
+    out.push("");
+  }
+  const toolKeys = ["tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential"].filter((k) => c[k]);
+  if (toolKeys.length) {
+    out.push("**Tool start: 8 parallel calls of ~4 KB arguments in ~10-character pieces** — latency from the moment a call's closing bytes are handed to the reader to the moment its handler runs");
+    out.push("");
+    out.push("| fixture | contender | median latency | max | started before the stream ended | whole step |");
+    out.push("|---|---|---:|---:|---:|---:|");
+    for (const k of toolKeys) for (const x of c[k].rows) out.push(`| ${k.replace("tools-", "")} | ${x.name} | ${ms(x.latencyMs.median)} ms | ${ms(x.latencyMs.max)} ms | ${x.startedBeforeEnd} of ${x.of} | ${ms(x.totalMs.median)} ms |`);
+    out.push("");
+  }
+  if (c.bigarg) {
+    out.push("**One tool call whose argument streams in 20-character pieces**, with argument previews (a `PartialJson` fed every piece; the AI SDK's UI message stream) on and off");
+    out.push("");
+    out.push("| argument | kosong-wasm off | on | on / off | per KB (on) | AI SDK off | AI SDK on |");
+    out.push("|---:|---:|---:|---:|---:|---:|---:|");
+    for (const x of c.bigarg.rows) {
+      const ai = x.aiSdkOff ? `${ms(x.aiSdkOff.median)} ms | ${ms(x.aiSdkOn.median)} ms` : "not run (too slow) | not run";
+      out.push(`| ${kb(x.size)} | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${((x.kosongOn.median / x.size) * 1024 * 1000).toFixed(0)} µs | ${ai} |`);
+    }
+    out.push("");
+  }
+  if (c.size) {
+    out.push("**Size: minified bundle for streaming with one provider (esbuild, browser), gzip -9**");
+    out.push("");
+    out.push("| package | gzip | of which .wasm | raw |");
+    out.push("|---|---:|---:|---:|");
+    for (const x of c.size.rows) out.push(`| ${x.name} | ${kb(x.gzip)} | ${x.wasmGzip ? kb(x.wasmGzip) : "—"} | ${kb(x.raw)} |`);
+    out.push("");
+  }
+  if (c.coldstart) {
+    out.push("**Cold start: `await import()` in a fresh Node process**");
+    out.push("");
+    out.push("| package | median | range |");
+    out.push("|---|---:|---:|");
+    for (const x of c.coldstart.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
+    out.push("");
+  }
+  if (c.memory) out.push(`**Memory:** wasm linear memory ${kb(c.memory.wasmMemoryBefore)} before and ${kb(c.memory.wasmMemoryAfter)} after ${c.memory.steps.toLocaleString("en")} steps in one instance.`, "");
+  out.push(...targets(r));
+  return `${out.join("\n")}\n`;
+}
+
+function targets(r) {
+  const c = r.comparisons;
+  const rows = [];
+  const row = (target, measured, met) => rows.push(`| ${target} | ${measured} | ${met === null ? "—" : met ? "met" : "**missed**"} |`);
+  for (const key of ["text-openai", "text-anthropic", "text-openai-http"]) {
+    const t = c[key];
+    if (!t) continue;
+    const get = (p) => t.rows.find((x) => x.name.startsWith(p));
+    const esp = get("eventsource-parser");
+    const plain = get("kosong-wasm generate");
+    const cb = t.rows.find((x) => x.name === "kosong-wasm generate + onMessagePart");
+    const ai = get("AI SDK");
+    row(`${key}: decode + assemble ≤ 1.0× eventsource-parser + JSON.parse`, ratio(plain.median, esp.median), plain.median <= esp.median);
+    row(`${key}: with onMessagePart ≤ 1.5×`, ratio(cb.median, esp.median), cb.median <= 1.5 * esp.median);
+    if (ai) row(`${key}: ≥ 20× faster than the AI SDK`, `${(ai.median / plain.median).toFixed(1)}×`, ai.median >= 20 * plain.median);
+  }
+  for (const k of ["tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential"]) {
+    const x = c[k]?.rows.find((y) => y.name.startsWith("kosong"));
+    if (!x) continue;
+    row(`${k}: tool start ≤ 0.5 ms after its call closes (median; max)`, `${ms(x.latencyMs.median)} ms; ${ms(x.latencyMs.max)} ms`, x.latencyMs.median <= 0.5);
+    row(`${k}: ≥ 7 of 8 started before the stream ends`, `${x.startedBeforeEnd} of ${x.of}`, x.startedBeforeEnd >= 7);
+  }
+  if (c.bigarg) {
+    const big = c.bigarg.rows.at(-1);
+    row("1 MB argument: previews on ≤ 2× off", ratio(big.kosongOn.median, big.kosongOff.median), big.kosongOn.median <= 2 * big.kosongOff.median);
+    const first = c.bigarg.rows[0];
+    const perKb = (x) => x.kosongOn.median / x.size;
+    row("previews linear across 64 KB … 1 MB (time per KB, 1 MB vs 64 KB)", ratio(perKb(big), perKb(first)), perKb(big) <= 1.5 * perKb(first));
+  }
+  if (c.size) {
+    const k = c.size.rows[0];
+    row("package ≤ 100 KB gzip (wasm + JS, every provider)", kb(k.gzip), k.gzip <= 100 * 1024);
+  }
+  if (c.coldstart) {
+    const k = c.coldstart.rows[0];
+    row("cold start ≤ 15 ms", `${ms(k.median)} ms`, k.median <= 15);
+  }
+  if (c.memory) row("memory flat over 10,000 steps", `${kb(c.memory.wasmMemoryBefore)} → ${kb(c.memory.wasmMemoryAfter)}`, c.memory.wasmMemoryAfter <= c.memory.wasmMemoryBefore);
+  return ["**Targets** (ratios from this run)", "", "| target | measured | |", "|---|---|---|", ...rows, ""];
+}

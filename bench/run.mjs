@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+// `npm run bench`: builds what is missing, runs every comparison (each in one process of its
+// own, all its contenders side by side in it), measures sizes, cold starts and memory, and
+// writes bench/results.json, bench/results.md and the README's table.
+//   npm run bench -- --runs 7 --only text-openai,size
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync, readdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir, cpus } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { build } from "../scripts/build.mjs";
+import { ensureNpmPackages } from "../scripts/setup.mjs";
+import { stats } from "./lib.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const RUNS = Number(arg("runs", 7));
+const ONLY = arg("only", null)?.split(",");
+const want = (name) => !ONLY || ONLY.includes(name);
+
+ensureNpmPackages();
+build();
+
+const results = { date: new Date().toISOString(), node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, runs: RUNS, versions: {}, comparisons: {} };
+for (const p of ["ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "openai", "@anthropic-ai/sdk", "@openai/agents", "eventsource-parser"]) {
+  results.versions[p] = JSON.parse(readFileSync(join(root, "node_modules", p, "package.json"), "utf8")).version;
+}
+
+function compare(name) {
+  console.error(`bench: ${name}`);
+  const r = spawnSync(process.execPath, ["--expose-gc", join(here, "compare.mjs"), name, String(RUNS)], { cwd: root, encoding: "utf8", maxBuffer: 64 << 20 });
+  if (r.status !== 0) throw new Error(`${name} failed:\n${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1));
+}
+
+for (const c of ["text-openai", "text-anthropic", "text-openai-http", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "memory"]) {
+  if (want(c)) results.comparisons[c] = compare(c);
+}
+
+// ---- sizes: minified bundles of what a page needs to stream with one provider --------------
+if (want("size")) {
+  console.error("bench: size");
+  const esbuild = await import("esbuild");
+  const dir = mkdtempSync(join(tmpdir(), "kosong-bench-size-"));
+  const entries = {
+    "kosong-wasm (JS + .wasm, every provider)": 'export * from "kosong-wasm";',
+    "AI SDK streamText + @ai-sdk/openai": 'export { streamText } from "ai"; export { createOpenAI } from "@ai-sdk/openai";',
+    "openai": 'export { default } from "openai";',
+    "@anthropic-ai/sdk": 'export { default } from "@anthropic-ai/sdk";',
+    "@openai/agents": 'export { Agent, run, tool } from "@openai/agents";',
+  };
+  const sizes = [];
+  for (const [name, code] of Object.entries(entries)) {
+    const r = await esbuild.build({
+      stdin: { contents: code, resolveDir: root, loader: "js" },
+      bundle: true, minify: true, format: "esm", platform: "browser", write: false, outdir: dir, logLevel: "silent",
+      conditions: ["browser"], loader: { ".wasm": "file" }, external: ["node:*"],
+    });
+    let js = 0, wasm = 0, jsRaw = 0, wasmRaw = 0;
+    for (const f of r.outputFiles) {
+      if (f.path.endsWith(".wasm")) (wasm += gzipSync(f.contents, { level: 9 }).length), (wasmRaw += f.contents.length);
+      else if (f.path.endsWith(".js")) (js += gzipSync(f.contents, { level: 9 }).length), (jsRaw += f.contents.length);
+    }
+    if (name.startsWith("kosong-wasm")) {
+      // The browser entry loads its .wasm by URL (`new URL(..., import.meta.url)`), which a
+      // bundler copies as an asset: count it here.
+      const bytes = readFileSync(join(root, "pkg", "wasm", "kosong_wasm_bg.wasm"));
+      wasm += gzipSync(bytes, { level: 9 }).length;
+      wasmRaw += bytes.length;
+    }
+    sizes.push({ name, gzip: js + wasm, jsGzip: js, wasmGzip: wasm, raw: jsRaw + wasmRaw });
+  }
+  rmSync(dir, { recursive: true, force: true });
+  results.comparisons.size = { comparison: "size", rows: sizes };
+}
+
+// ---- cold start: import (and instantiate) in a fresh Node process ------------------------------
+if (want("coldstart")) {
+  console.error("bench: cold start");
+  const imports = {
+    "kosong-wasm (import = instantiate)": 'await import("kosong-wasm")',
+    "AI SDK (ai + @ai-sdk/openai)": 'await import("ai"); await import("@ai-sdk/openai")',
+    "openai": 'await import("openai")',
+    "@anthropic-ai/sdk": 'await import("@anthropic-ai/sdk")',
+    "@openai/agents": 'await import("@openai/agents")',
+  };
+  const rows = [];
+  for (const [name, code] of Object.entries(imports)) {
+    const ms = [];
+    for (let i = 0; i < RUNS + 1; i++) {
+      const out = execFileSync(process.execPath, ["--input-type=module", "-e", `const t = performance.now(); ${code}; console.log(performance.now() - t);`], { cwd: root, encoding: "utf8" });
+      if (i > 0) ms.push(Number(out.trim()));
+    }
+    rows.push({ name, ...stats(ms) });
+  }
+  results.comparisons.coldstart = { comparison: "coldstart", rows };
+}
+
+writeFileSync(join(here, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
+const md = (await import("./report.mjs")).report(results);
+writeFileSync(join(here, "results.md"), md);
+const readme = readFileSync(join(root, "README.md"), "utf8");
+const start = "<!-- bench:start -->";
+const end = "<!-- bench:end -->";
+if (!ONLY && readme.includes(start)) {
+  writeFileSync(join(root, "README.md"), readme.slice(0, readme.indexOf(start) + start.length) + "\n" + md + readme.slice(readme.indexOf(end)));
+}
+console.log(md);
