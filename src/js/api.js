@@ -52,7 +52,6 @@ let ready = false;
 let instance = null;
 
 const NOT_READY = Symbol("not ready");
-const notReady = Promise.resolve(NOT_READY);
 const MAX_BATCH = 4 << 10;
 
 /**
@@ -70,10 +69,15 @@ async function readBatch(reader, st) {
   let size = first.value.byteLength;
   while (size < MAX_BATCH) {
     const next = reader.read();
-    // An already-settled read wins the race; one still waiting is kept for the next call.
-    const r = await Promise.race([next, notReady]);
+    // A read the stream can answer at once is settled already: its reaction runs before this
+    // function resumes from `await null`. One still waiting is kept for the next call.
+    let r = NOT_READY;
+    next.then(
+      (x) => (r = x),
+      () => {}, // awaited (and so reported) by the next call
+    );
+    await null;
     if (r === NOT_READY) {
-      next.catch(() => {}); // awaited by the next call; never an unhandled rejection if there is none
       st.pending = next;
       break;
     }
@@ -508,6 +512,17 @@ function jsonHook(cb) {
   return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
 }
 
+/** The part hook: `(json)` for most parts, `(id, kind, text)` for deltas (see `call_part_hook`). */
+function partHook(cb) {
+  if (typeof cb !== "function") return undefined;
+  return (json, kind, text) => {
+    if (kind === undefined) return cb(JSON.parse(json));
+    if (kind === "text") return cb({ type: "text", text });
+    if (kind === "think") return cb({ type: "think", think: text });
+    return cb({ type: "tool_call_part", arguments_part: text, tool_call_id: json });
+  };
+}
+
 function historyJson(history) {
   if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
   return JSON.stringify(history);
@@ -525,7 +540,7 @@ function common(provider, systemPrompt, historyJson, options) {
     req,
     history: historyJson,
     hooks: {
-      onPart: jsonHook(options.onMessagePart),
+      onPart: partHook(options.onMessagePart),
       signal: options.signal ?? undefined,
       warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
       limits: options.limits ?? undefined,

@@ -187,6 +187,31 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
     Ok(None)
 }
 
+/// Calls the part hook. The frequent parts (a text or think delta, an argument fragment) go
+/// as `(idOrUndefined, kind, text)` and are built into objects in JS; the rest as JSON. This
+/// spares a serialize + `JSON.parse` per delta.
+fn call_part_hook(f: &Option<Function>, part: &StreamedMessagePart) -> CallbackResult<GlueError> {
+    use crate::core::message::{ContentPart, ToolCallPart};
+    let Some(f) = f else { return Ok(None) };
+    let fast = match part {
+        StreamedMessagePart::Content(ContentPart::Text { text }) => Some((JsValue::UNDEFINED, "text", text.as_str())),
+        StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => {
+            Some((JsValue::UNDEFINED, "think", think.as_str()))
+        }
+        StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), tool_call_id: Some(id) }) => {
+            Some((JsValue::from_str(id), "tool_call_part", a.as_str()))
+        }
+        _ => None,
+    };
+    let Some((id, kind, text)) = fast else { return call_json_hook(&Some(f.clone()), part) };
+    let ret = f.call3(&JsValue::UNDEFINED, &id, &JsValue::from_str(kind), &JsValue::from_str(text)).map_err(GlueError::Js)?;
+    if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
+        let fut = signals::Awaited::new(&ret);
+        return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));
+    }
+    Ok(None)
+}
+
 /// A boxed event source, so one code path serves every provider.
 enum AnySource {
     Http(Box<SseEventSource<http::BodySource, Box<dyn StreamDecoder>>>),
@@ -375,7 +400,7 @@ pub fn run_generate(spec: String, system_prompt: String, tools: String, history:
             let mut source = call.open().await?;
             generate(
                 &mut source,
-                |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p),
+                |p: &StreamedMessagePart| call_part_hook(&hooks.on_part, p),
                 |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c),
             )
             .await
@@ -411,7 +436,7 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
                 &mut source,
                 &toolset,
                 &spawn,
-                |p: &StreamedMessagePart| call_json_hook(&hooks.on_part, p),
+                |p: &StreamedMessagePart| call_part_hook(&hooks.on_part, p),
                 on_tool_result,
             )
             .await

@@ -289,9 +289,10 @@ pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
 // ---- stream decoding -------------------------------------------------------------------
 
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    id: Option<String>,
+struct Chunk<'a> {
+    /// Borrowed: every chunk repeats it, and it is kept only when it changes.
+    #[serde(default, borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     choices: Vec<Choice>,
     #[serde(default)]
@@ -522,7 +523,9 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Err(mid_stream_error(&err));
         }
         if let Some(id) = chunk.id.filter(|s| !s.is_empty()) {
-            self.id = Some(id);
+            if self.id.as_deref() != Some(&*id) {
+                self.id = Some(id.into_owned());
+            }
         }
         if let Some(u) = chunk.usage {
             self.usage = Some(u.to_token_usage());
