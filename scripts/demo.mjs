@@ -7,6 +7,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "./build.mjs";
+import { ensureNpmPackages } from "./setup.mjs";
 import { think, text, toolStart, toolArgs, finish, usage, done, sleep } from "../tests/js/mock-openai.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -102,6 +103,7 @@ async function handle(req, res) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  ensureNpmPackages();
   build();
   const server = createDemoServer();
   const port = Number(process.env.PORT ?? 8787);
