@@ -19,7 +19,7 @@ fn sse_events(chunks: &[&[u8]]) -> Vec<SseEvent> {
 const KINDS: [&str; 5] = ["openai", "kimi", "anthropic", "openai_responses", "gemini"];
 
 fn provider(kind: &str) -> HttpProvider {
-    serde_json::from_value(serde_json::json!({"kind": kind, "model": "m"})).unwrap()
+    HttpProvider::from_json(&serde_json::json!({"kind": kind, "model": "m"}).to_string()).unwrap()
 }
 
 /// Runs bytes through SSE + a provider's decoder; the outcome as comparable text.

@@ -13,7 +13,7 @@ use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent, Too
 use kosong_wasm::core::sse::SseDecoder;
 
 fn provider(spec: Value) -> HttpProvider {
-    serde_json::from_value(spec).expect("provider spec")
+    HttpProvider::from_json(&spec.to_string()).expect("provider spec")
 }
 
 fn fixture(name: &str) -> Vec<u8> {

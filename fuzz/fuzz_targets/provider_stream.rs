@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 fn provider(pick: u8) -> HttpProvider {
     let kind = ["openai", "kimi", "anthropic", "openai_responses", "gemini"][pick as usize % 5];
-    serde_json::from_str(&format!("{{\"kind\":\"{kind}\",\"model\":\"m\"}}")).unwrap()
+    HttpProvider::from_json(&format!("{{\"kind\":\"{kind}\",\"model\":\"m\"}}")).unwrap()
 }
 
 fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {

@@ -17,7 +17,7 @@ pub struct MediaUrl {
 }
 
 /// One part of a message's content.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum ContentPart {
     #[serde(rename = "text")]
@@ -63,6 +63,86 @@ impl ContentPart {
             }
             _ => false,
         }
+    }
+}
+
+/// Read through a flat struct rather than serde's internally tagged enums, whose buffering
+/// machinery is large in the .wasm and slow.
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(default)]
+            text: Option<String>,
+            #[serde(default)]
+            think: Option<String>,
+            #[serde(default)]
+            encrypted: Option<String>,
+            #[serde(default)]
+            image_url: Option<MediaUrl>,
+            #[serde(default)]
+            audio_url: Option<MediaUrl>,
+            #[serde(default)]
+            video_url: Option<MediaUrl>,
+        }
+        let r = Raw::deserialize(d)?;
+        let need = |v: Option<MediaUrl>, f: &'static str| v.ok_or_else(|| D::Error::missing_field(f));
+        Ok(match r.kind.as_str() {
+            "text" => ContentPart::Text { text: r.text.ok_or_else(|| D::Error::missing_field("text"))? },
+            "think" => ContentPart::Think {
+                think: r.think.ok_or_else(|| D::Error::missing_field("think"))?,
+                encrypted: r.encrypted,
+            },
+            "image_url" => ContentPart::ImageUrl { image_url: need(r.image_url, "image_url")? },
+            "audio_url" => ContentPart::AudioUrl { audio_url: need(r.audio_url, "audio_url")? },
+            "video_url" => ContentPart::VideoUrl { video_url: need(r.video_url, "video_url")? },
+            other => return Err(D::Error::unknown_variant(other, &["text", "think", "image_url", "audio_url", "video_url"])),
+        })
+    }
+}
+
+/// A string or a list of parts, as kosong accepts content (`null` is `Null`), read without
+/// serde's untagged-enum buffering.
+pub enum TextOrParts {
+    Text(String),
+    Parts(Vec<ContentPart>),
+    Null,
+}
+
+impl<'de> Deserialize<'de> for TextOrParts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = TextOrParts;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TextOrParts, E> {
+                Ok(TextOrParts::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<TextOrParts, E> {
+                Ok(TextOrParts::Text(v))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<TextOrParts, E> {
+                Ok(TextOrParts::Null)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<TextOrParts, E> {
+                Ok(TextOrParts::Null)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<TextOrParts, D::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<TextOrParts, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(p) = seq.next_element::<ContentPart>()? {
+                    parts.push(p);
+                }
+                Ok(TextOrParts::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -214,16 +294,10 @@ fn ser_content<S: Serializer>(content: &[ContentPart], s: S) -> Result<S::Ok, S:
 }
 
 fn de_content<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Content {
-        Text(String),
-        Parts(Vec<ContentPart>),
-    }
-    Ok(match Option::<Content>::deserialize(d)? {
-        None => Vec::new(),
-        Some(Content::Text(t)) => vec![ContentPart::Text { text: t }],
-        Some(Content::Parts(p)) => p,
+    Ok(match TextOrParts::deserialize(d)? {
+        TextOrParts::Text(text) => vec![ContentPart::Text { text }],
+        TextOrParts::Parts(parts) => parts,
+        TextOrParts::Null => Vec::new(),
     })
 }
 

@@ -9,11 +9,22 @@ use serde_json::{json, Map, Value};
 
 use crate::core::message::{ContentPart, ToolCall};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ToolOutput {
     Text(String),
     Parts(Vec<ContentPart>),
+}
+
+impl<'de> Deserialize<'de> for ToolOutput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use crate::core::message::TextOrParts;
+        Ok(match TextOrParts::deserialize(d)? {
+            TextOrParts::Text(t) => ToolOutput::Text(t),
+            TextOrParts::Parts(p) => ToolOutput::Parts(p),
+            TextOrParts::Null => ToolOutput::Text(String::new()),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

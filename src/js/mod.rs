@@ -116,7 +116,7 @@ impl ProviderSpec {
                 return Ok(ProviderSpec::Scripted { script: s.script });
             }
         }
-        Ok(ProviderSpec::Http(Box::new(serde_json::from_str(text)?)))
+        Ok(ProviderSpec::Http(Box::new(HttpProvider::from_json(text)?)))
     }
 }
 

@@ -52,24 +52,43 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
 }
 
-/// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format;
-/// the rest are the constructor's options, camelCase).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(tag = "kind")]
+/// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format:
+/// `openai`, `kimi`, `anthropic`, `openai_responses` or `gemini`; the rest are the
+/// constructor's options, camelCase).
+#[derive(Clone, Debug)]
 pub enum HttpProvider {
-    #[serde(rename = "openai")]
     OpenAIChat(openai_chat::OpenAIChatConfig),
-    #[serde(rename = "kimi")]
     Kimi(openai_chat::OpenAIChatConfig),
-    #[serde(rename = "anthropic")]
     Anthropic(anthropic::AnthropicConfig),
-    #[serde(rename = "openai_responses")]
     Responses(openai_responses::ResponsesConfig),
-    #[serde(rename = "gemini")]
     Gemini(gemini::GeminiConfig),
 }
 
 impl HttpProvider {
+    /// Reads a provider spec: `kind` first, then the options of that kind from the same text
+    /// (two small parses, cheaper in the .wasm than a tagged enum or a `Value` round trip).
+    pub fn from_json(text: &str) -> Result<HttpProvider, serde_json::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: String,
+        }
+        let kind = serde_json::from_str::<Kind>(text)?.kind;
+        Ok(match kind.as_str() {
+            "openai" => HttpProvider::OpenAIChat(serde_json::from_str(text)?),
+            "kimi" => HttpProvider::Kimi(serde_json::from_str(text)?),
+            "anthropic" => HttpProvider::Anthropic(serde_json::from_str(text)?),
+            "openai_responses" => HttpProvider::Responses(serde_json::from_str(text)?),
+            "gemini" => HttpProvider::Gemini(serde_json::from_str(text)?),
+            other => {
+                return Err(serde_json::Error::unknown_variant(
+                    other,
+                    &["openai", "kimi", "anthropic", "openai_responses", "gemini"],
+                ))
+            }
+        })
+    }
+
     pub fn build_request(
         &self,
         system_prompt: &str,
