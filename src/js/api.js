@@ -55,10 +55,11 @@ const NOT_READY = Symbol("not ready");
 const MAX_BATCH = 4 << 10;
 
 /**
- * @internal The engine's body reader: waits for the next chunk, then takes every chunk the
- * stream already holds (up to 1 MiB) without waiting again (up to 4 KiB: a tool whose call closes in a batch starts after that batch, so batches stay small), and hands them over as one. The
- * engine crosses into JavaScript and back once per batch, not once per network chunk. `st`
- * keeps a read that was started but not ready for the next call. Resolves `null` at the end.
+ * @internal The engine's body reader: waits for the next chunk, then takes the chunks the
+ * stream already holds without waiting again, and hands them over as one, so the engine
+ * crosses into JavaScript and back once per batch, not once per network chunk. Batches stop at
+ * 4 KiB: a tool whose call closes in a batch starts once that batch is decoded. `st` keeps a
+ * read that was started but not ready for the next call. Resolves `null` at the end.
  */
 async function readBatch(reader, st) {
   if (st.ended) return null;
