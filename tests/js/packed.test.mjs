@@ -17,7 +17,7 @@ const root = join(import.meta.dirname, "..", "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
-let dir, tarball, llm, mf;
+let dir, tarball, llm, mf, workerOptions;
 const sh = (cmd, args, cwd = dir) => execFileSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_UPDATE_NOTIFIER: "1" } });
 
 before(async () => {
@@ -107,7 +107,7 @@ async function startWorker() {
   sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
   const script = join(app, "dist", "index.js");
   assert.match(readFileSync(script, "utf8"), /\.wasm"/, "the .wasm is bundled as a module");
-  mf = new Miniflare({
+  workerOptions = {
     scriptPath: script,
     modulesRoot: join(app, "dist"),
     modules: true,
@@ -118,7 +118,10 @@ async function startWorker() {
     compatibilityDate: "2026-04-01",
     durableObjects: { SESSIONS: { className: "ChatSession", useSQLite: true } },
     bindings: { LLM_KIND: "openai", LLM_MODEL: "mock-model", LLM_BASE_URL: llm.baseUrl, LLM_API_KEY: "sk-worker-secret" },
-  });
+    // Durable Object storage on disk, so a restarted runtime finds it again.
+    durableObjectsPersist: join(app, "do-storage"),
+  };
+  mf = new Miniflare(workerOptions);
   await mf.ready;
 }
 
@@ -229,6 +232,20 @@ test("worker: POST /cancel stops the running turn and the model's connection is 
   llm.respond({ steps: [text("Ready."), finish("stop"), done()] });
   const again = await readEvents(await post("/chat", { session: "cancel-me", message: "again" }));
   assert.equal(again.at(-1).data.outcome, "done");
+});
+
+test("worker: after the runtime restarts, a client still resumes from the stored recording and the history is kept", async () => {
+  queueAddConversation();
+  const all = await readEvents(await post("/chat", { session: "evicted", message: "add 1, 2 and 3" }));
+  assert.equal(all.at(-1).data.outcome, "done");
+  // A new workerd process: every Durable Object starts again from its storage.
+  await mf.dispose();
+  mf = new Miniflare(workerOptions);
+  await mf.ready;
+  const rest = await readEvents(await mf.dispatchFetch("http://worker.local/chat?session=evicted", { headers: { "last-event-id": String(all[3].id) } }));
+  assert.deepEqual(rest, all.slice(4));
+  const { history } = await (await mf.dispatchFetch("http://worker.local/history?session=evicted")).json();
+  assert.equal(history.length, 4);
 });
 
 test("worker: bad requests get clear errors", async () => {

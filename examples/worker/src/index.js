@@ -53,8 +53,12 @@ const json = (status, body) => new Response(JSON.stringify(body), { status, head
 const encoder = new TextEncoder();
 
 export class ChatSession extends DurableObject {
-  /** The recorded events of the latest turn: `{id, event, data}`. */
-  events = [];
+  /**
+   * The recorded events of the latest turn: `{id, event, data}`. Each is also written to
+   * storage (`e:<id>`), so a client can still resume after this object was evicted and
+   * started again; `null` until loaded.
+   */
+  events = null;
   /** Stream controllers of the clients listening to the running turn. */
   listeners = new Set();
   running = null;
@@ -71,6 +75,7 @@ export class ChatSession extends DurableObject {
     }
     if (url.pathname === "/chat" && request.method === "GET") {
       const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
+      await this.loadEvents();
       return this.stream(Number.isFinite(last) ? last : 0);
     }
     if (url.pathname === "/cancel" && request.method === "POST") {
@@ -101,14 +106,26 @@ export class ChatSession extends DurableObject {
     return text ? kosong.Context.fromJSONL(text, { sink, onRewrite }) : new kosong.Context({ systemPrompt: SYSTEM_PROMPT, sink, onRewrite });
   }
 
+  /** The latest turn's recording, from storage when this object has just started. */
+  async loadEvents() {
+    if (this.events) return;
+    const stored = await this.ctx.storage.list({ prefix: "e:" });
+    this.events = [...stored.values()];
+  }
+
   /** Starts a turn; resolves with the id of its first event once it is under way. */
   async startTurn(message) {
     let nextId = ((await this.ctx.storage.get("nextEventId")) ?? 0) + 1;
     const firstId = nextId;
+    // The previous turn's recording makes way for this one's.
+    const old = await this.ctx.storage.list({ prefix: "e:" });
+    for (let keys = [...old.keys()]; keys.length; keys = keys.slice(128)) await this.ctx.storage.delete(keys.slice(0, 128));
     this.events = [];
     const publish = (event, data) => {
       const e = { id: nextId++, event, data: JSON.stringify(data) };
       this.events.push(e);
+      this.ctx.storage.put(`e:${String(e.id).padStart(12, "0")}`, e);
+      this.ctx.storage.put("nextEventId", e.id);
       const bytes = encoder.encode(frame(e));
       for (const c of this.listeners) {
         try {
@@ -134,7 +151,6 @@ export class ChatSession extends DurableObject {
         end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
       }
       publish("end", end);
-      await this.ctx.storage.put("nextEventId", nextId - 1);
       for (const c of this.listeners) {
         try {
           c.close();
@@ -155,7 +171,7 @@ export class ChatSession extends DurableObject {
     const body = new ReadableStream({
       start: (controller) => {
         self = controller;
-        for (const e of this.events) if (e.id > lastId) controller.enqueue(encoder.encode(frame(e)));
+        for (const e of this.events ?? []) if (e.id > lastId) controller.enqueue(encoder.encode(frame(e)));
         if (this.running) this.listeners.add(controller);
         else controller.close();
       },
