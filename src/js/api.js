@@ -89,14 +89,8 @@ async function readBatch(reader, st) {
     chunks.push(r.value);
     size += r.value.byteLength;
   }
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
+  // One chunk as is; several as a list, copied by the engine straight into its own memory.
+  return chunks.length === 1 ? chunks[0] : chunks;
 }
 
 /** @internal Marks the module ready once a runtime entry (or `init`) instantiated it. */
