@@ -181,3 +181,103 @@ mod partial_json_props {
         }
     }
 }
+
+mod chat_fast_path {
+    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::core::providers::StreamDecoder;
+    use kosong_wasm::core::sse::SseEvent;
+    use proptest::prelude::*;
+
+    /// The same chunk through the decoder with the fast path on and off: events, id and
+    /// whether it failed must agree.
+    fn both(data: &str) -> (String, String) {
+        let run = |fast: bool| {
+            let mut d = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+            d.fast = fast;
+            let mut out = Vec::new();
+            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+            format!("{out:?} {:?} {:?}", r.is_ok(), d.id())
+        };
+        (run(true), run(false))
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[ -~]{0,12}",
+            Just("é😀\u{7f}".to_owned()),
+            Just("\\n\\\"\\u00e9\\ud83d\\ude00".to_owned()),
+            Just("\\ud800".to_owned()),
+            Just("\\x".to_owned()),
+            Just("\u{1}".to_owned()),
+            Just("".to_owned()),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            text().prop_map(|t| format!("\"{t}\"")),
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("-0.5".to_owned()),
+            Just("1764000000".to_owned()),
+            Just("1e3".to_owned()),
+            Just("01".to_owned()),
+            Just("123456789012345678901".to_owned()),
+            Just("{\"a\":[1,{\"b\":null}],\"c\":\"d\"}".to_owned()),
+            Just("[]".to_owned()),
+            Just("{}".to_owned()),
+        ]
+    }
+
+    fn member() -> impl Strategy<Value = String> {
+        prop_oneof![
+            value().prop_map(|v| format!("\"id\":{v}")),
+            value().prop_map(|v| format!("\"model\":{v}")),
+            value().prop_map(|v| format!("\"usage\":{v}")),
+            Just("\"usage\":null".to_owned()),
+            Just("\"object\":\"chat.completion.chunk\"".to_owned()),
+            value().prop_map(|v| format!("\"error\":{v}")),
+            (text(), prop::option::of(value()), any::<bool>(), prop::option::of(value())).prop_map(|(c, role, finish_null, extra)| {
+                let mut delta = vec![format!("\"content\":\"{c}\"")];
+                if let Some(r) = role {
+                    delta.push(format!("\"role\":{r}"));
+                }
+                if let Some(x) = extra {
+                    delta.push(format!("\"reasoning_content\":{x}"));
+                }
+                let finish = if finish_null { "null".to_owned() } else { "\"stop\"".to_owned() };
+                format!("\"choices\":[{{\"index\":0,\"delta\":{{{}}},\"logprobs\":null,\"finish_reason\":{finish}}}]", delta.join(","))
+            }),
+        ]
+    }
+
+    fn chunk() -> impl Strategy<Value = String> {
+        (proptest::collection::vec(member(), 0..7), prop_oneof![Just(""), Just(" "), Just("\n")], any::<u16>(), any::<u8>(), 0..4u8)
+            .prop_map(|(members, ws, at, byte, mutate)| {
+                let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
+                // Now and then, break it: delete or insert a byte somewhere.
+                if mutate == 0 && !s.is_empty() {
+                    let i = at as usize % s.len();
+                    if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
+                        s.remove(i);
+                    }
+                } else if mutate == 1 {
+                    let i = at as usize % (s.len() + 1);
+                    if s.is_char_boundary(i) && byte.is_ascii() {
+                        s.insert(i, byte as char);
+                    }
+                }
+                s
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(data in chunk()) {
+            let (fast, general) = both(&data);
+            prop_assert_eq!(fast, general, "{}", data);
+        }
+    }
+}

@@ -409,6 +409,8 @@ pub struct OpenAIChatDecoder {
     reasoning_key: String,
     /// A reasoning field that is present but empty still yields a think part (Moonshot).
     pub empty_think: bool,
+    /// Plain text deltas take [`super::chat_fast`] (on by default; tests compare both paths).
+    pub fast: bool,
     ids: super::CallIds,
     id: Option<String>,
     usage: Option<TokenUsage>,
@@ -422,6 +424,7 @@ impl OpenAIChatDecoder {
         OpenAIChatDecoder {
             reasoning_key,
             empty_think: false,
+            fast: true,
             ids: super::CallIds::default(),
             id: None,
             usage: None,
@@ -516,6 +519,19 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if data.is_empty() {
             return Ok(());
+        }
+        if self.fast {
+            if let Some(delta) = super::chat_fast::text_delta(data) {
+                if let Some(id) = delta.id.filter(|s| !s.is_empty()) {
+                    if self.id.as_deref() != Some(id) {
+                        self.id = Some(id.to_owned());
+                    }
+                }
+                if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text })));
+                }
+                return Ok(());
+            }
         }
         let chunk: Chunk = serde_json::from_str(data)
             .map_err(|e| ChatProviderError::Other(format!("malformed stream chunk from the server: {e}")))?;

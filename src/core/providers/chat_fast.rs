@@ -1,0 +1,328 @@
+//! A fast path for the commonest Chat Completions chunk: a text delta. Most of a stream is
+//! chunks like `{"id":…,"object":…,"choices":[{"index":0,"delta":{"content":"…"},
+//! "finish_reason":null}],…}`, where the envelope is most of the bytes; going through serde's
+//! derived visitor for each one is most of the decode time.
+//!
+//! [`text_delta`] scans such a chunk once, strictly, and answers only when the chunk has
+//! exactly that shape and is valid JSON by the same rules serde_json applies. Anything else —
+//! tool calls, reasoning, a finish reason, usage, errors, an escape or control character it
+//! does not decode itself, a duplicate field — is `None`, and the caller takes the general
+//! path. A property test checks the two paths agree.
+
+/// A text delta: the chunk's id and the delta's content (`None` when null or absent).
+#[derive(Debug, PartialEq)]
+pub struct TextDelta<'a> {
+    pub id: Option<&'a str>,
+    pub content: Option<String>,
+}
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+type R<T> = Option<T>;
+
+impl<'a> Scan<'a> {
+    fn ws(&mut self) {
+        while let Some(c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> R<()> {
+        self.ws();
+        if self.b.get(self.i) == Some(&c) {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn peek(&mut self) -> R<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    /// A string without escapes or control characters, borrowed. (Escapes send the chunk to
+    /// the general path, except in the content, see [`Scan::content`].)
+    fn plain_str(&mut self) -> R<&'a str> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            let c = *self.b.get(self.i)?;
+            match c {
+                b'"' => break,
+                b'\\' => return None,
+                0..=0x1f => return None,
+                _ => self.i += 1,
+            }
+        }
+        let s = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
+        self.i += 1;
+        Some(s)
+    }
+
+    /// The content string: borrowed when plain; with escapes, decoded by serde_json itself.
+    fn content(&mut self) -> R<String> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        let start = self.i;
+        self.i += 1;
+        let mut escaped = false;
+        loop {
+            let c = *self.b.get(self.i)?;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    self.i += 2;
+                }
+                0..=0x1f => return None,
+                _ => self.i += 1,
+            }
+        }
+        self.i += 1;
+        let raw = self.b.get(start..self.i)?;
+        let raw = std::str::from_utf8(raw).ok()?;
+        if escaped {
+            serde_json::from_str::<String>(raw).ok()
+        } else {
+            raw.get(1..raw.len() - 1).map(str::to_owned)
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> R<()> {
+        self.ws();
+        if self.b.get(self.i..self.i + word.len())? == word {
+            self.i += word.len();
+            // A literal must not run on into letters (`nullx`).
+            match self.b.get(self.i) {
+                Some(c) if c.is_ascii_alphanumeric() => None,
+                _ => Some(()),
+            }
+        } else {
+            None
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// A number by JSON's grammar. Only small integers and plain decimals are taken; anything
+    /// that could overflow or lose precision differently is left to serde.
+    fn number(&mut self) -> R<()> {
+        self.ws();
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        match self.b.get(self.i)? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                if self.digits() > 15 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        if self.b.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
+            return None;
+        }
+        Some(())
+    }
+
+    /// Skips any value, strictly; strings with escapes are not decoded here (→ `None`).
+    fn skip(&mut self, depth: usize) -> R<()> {
+        if depth > 32 {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.plain_str().map(|_| ()),
+            b'n' => self.literal(b"null"),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'{' => {
+                self.i += 1;
+                if self.peek()? == b'}' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.plain_str()?;
+                    self.eat(b':')?;
+                    self.skip(depth + 1)?;
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b'}' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip(depth + 1)?;
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b']' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            _ => self.number(),
+        }
+    }
+
+    /// Members of an object, each handed to `f(self, key)`.
+    fn object(&mut self, mut f: impl FnMut(&mut Self, &'a str) -> R<()>) -> R<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.plain_str()?;
+            self.eat(b':')?;
+            f(self, key)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// The chunk as a plain text delta, or `None` for the general path.
+pub fn text_delta(data: &str) -> Option<TextDelta<'_>> {
+    let mut s = Scan { b: data.as_bytes(), i: 0 };
+    let mut id = None;
+    let mut seen_id = false;
+    let mut content = None;
+    let mut seen_choices = false;
+    let mut seen_usage = false;
+    s.object(|s, key| match key {
+        "id" => {
+            if std::mem::replace(&mut seen_id, true) {
+                return None;
+            }
+            if s.peek()? == b'n' {
+                return s.literal(b"null");
+            }
+            id = Some(s.plain_str()?);
+            Some(())
+        }
+        "choices" => {
+            if std::mem::replace(&mut seen_choices, true) {
+                return None;
+            }
+            s.eat(b'[')?;
+            let (mut seen_index, mut seen_delta, mut seen_finish, mut seen_logprobs) = (false, false, false, false);
+            s.object(|s, key| match key {
+                "index" if !std::mem::replace(&mut seen_index, true) => s.number(),
+                "logprobs" if !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
+                "finish_reason" if !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
+                "delta" if !std::mem::replace(&mut seen_delta, true) => {
+                    let (mut seen_content, mut seen_role, mut seen_refusal) = (false, false, false);
+                    s.object(|s, key| match key {
+                        "content" if !std::mem::replace(&mut seen_content, true) => {
+                            if s.peek()? == b'n' {
+                                return s.literal(b"null");
+                            }
+                            content = Some(s.content()?);
+                            Some(())
+                        }
+                        "role" if !std::mem::replace(&mut seen_role, true) => s.plain_str().map(|_| ()),
+                        "refusal" if !std::mem::replace(&mut seen_refusal, true) => s.literal(b"null"),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            })?;
+            s.eat(b']')
+        }
+        "usage" => {
+            if std::mem::replace(&mut seen_usage, true) {
+                return None;
+            }
+            s.literal(b"null")
+        }
+        // Fields the general path reads: never skipped here.
+        "error" => None,
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_choices {
+        return None;
+    }
+    Some(TextDelta { id, content })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_common_chunk_is_read() {
+        let c = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"delta":{"content":" the fox"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
+        assert_eq!(text_delta(c), Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()) }));
+        let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
+        assert_eq!(text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    #[test]
+    fn anything_else_takes_the_general_path() {
+        for c in [
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{"delta":{}},{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}"#,
+            r#"{"error":{"message":"x"},"choices":[{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x","content":"y"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}]} trailing"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"n":01}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"n":nullx}"#,
+            "{\"choices\":[{\"delta\":{\"content\":\"a\u{1}\"}}]}",
+            r#"{"model":"a\"b","choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"id":"a","choices":[{"delta":{"content":"x"}}],"id":"b"}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"big":12345678901234567890}"#,
+            "[1]",
+            "",
+        ] {
+            assert_eq!(text_delta(c), None, "{c}");
+        }
+    }
+}
