@@ -196,7 +196,7 @@ mod chat_fast_path {
             d.fast = fast;
             let mut out = Vec::new();
             let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-            format!("{out:?} {:?} {:?}", r.is_ok(), d.id())
+            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
         };
         (run(true), run(false))
     }
@@ -251,24 +251,41 @@ mod chat_fast_path {
         ]
     }
 
+    /// Mostly chunks of the shape the fast path takes, each with one thing that may differ.
     fn chunk() -> impl Strategy<Value = String> {
-        (proptest::collection::vec(member(), 0..7), prop_oneof![Just(""), Just(" "), Just("\n")], any::<u16>(), any::<u8>(), 0..4u8)
-            .prop_map(|(members, ws, at, byte, mutate)| {
-                let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
-                // Now and then, break it: delete or insert a byte somewhere.
-                if mutate == 0 && !s.is_empty() {
-                    let i = at as usize % s.len();
-                    if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
-                        s.remove(i);
-                    }
-                } else if mutate == 1 {
-                    let i = at as usize % (s.len() + 1);
-                    if s.is_char_boundary(i) && byte.is_ascii() {
-                        s.insert(i, byte as char);
-                    }
+        let choices = member().prop_filter("a choices member", |m| m.starts_with("\"choices\""));
+        let others = proptest::collection::vec(
+            prop_oneof![
+                3 => Just("\"object\":\"chat.completion.chunk\"".to_owned()),
+                2 => value().prop_map(|v| format!("\"id\":{v}")),
+                2 => Just("\"usage\":null".to_owned()),
+                1 => Just("\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}".to_owned()),
+                1 => value().prop_map(|v| format!("\"model\":{v}")),
+                1 => value().prop_map(|v| format!("\"error\":{v}")),
+            ],
+            0..4,
+        );
+        (choices, others, prop_oneof![Just(""), Just(" "), Just("\n")], any::<u16>(), any::<u8>(), 0..8u8).prop_flat_map(
+            |(c, mut o, ws, at, byte, mutate)| {
+                o.push(c);
+                (Just(o).prop_shuffle(), Just(ws), Just(at), Just(byte), Just(mutate))
+            },
+        ).prop_map(|(members, ws, at, byte, mutate)| {
+            let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
+            // Now and then, break it: delete or insert a byte somewhere.
+            if mutate == 0 && !s.is_empty() {
+                let i = at as usize % s.len();
+                if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
+                    s.remove(i);
                 }
-                s
-            })
+            } else if mutate == 1 {
+                let i = at as usize % (s.len() + 1);
+                if s.is_char_boundary(i) && byte.is_ascii() {
+                    s.insert(i, byte as char);
+                }
+            }
+            s
+        })
     }
 
     proptest! {
@@ -276,6 +293,62 @@ mod chat_fast_path {
 
         #[test]
         fn the_fast_path_agrees_with_the_general_one(data in chunk()) {
+            let (fast, general) = both(&data);
+            prop_assert_eq!(fast, general, "{}", data);
+        }
+    }
+}
+
+mod anthropic_fast_path {
+    use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
+    use kosong_wasm::core::providers::StreamDecoder;
+    use kosong_wasm::core::sse::SseEvent;
+    use proptest::prelude::*;
+
+    fn both(data: &str) -> (String, String) {
+        let run = |fast: bool| {
+            let mut d = AnthropicDecoder::default();
+            d.fast = fast;
+            let mut out = Vec::new();
+            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+        };
+        (run(true), run(false))
+    }
+
+    fn event() -> impl Strategy<Value = Vec<String>> {
+        let kind = prop_oneof![4 => Just("\"type\":\"content_block_delta\"".to_owned()), 1 => Just("\"type\":\"ping\"".to_owned())];
+        let index = prop_oneof![Just("0"), Just("3"), Just("-1"), Just("1.5"), Just("1e2"), Just("\"0\""), Just("null"), Just("12345678901234567890")]
+            .prop_map(|i| format!("\"index\":{i}"));
+        let delta = prop_oneof![
+            4 => (prop_oneof![4 => Just("text_delta"), 1 => Just("thinking_delta"), 1 => Just("input_json_delta")], "[ -~é]{0,8}", any::<bool>())
+                .prop_map(|(t, text, esc)| {
+                    let text = if esc { format!("{}\\n\\u00e9", text.replace(['"', '\\'], "")) } else { text.replace(['"', '\\'], "") };
+                    format!("\"delta\":{{\"type\":\"{t}\",\"text\":\"{text}\"}}")
+                }),
+            1 => Just("\"delta\":{\"type\":\"text_delta\"}".to_owned()),
+        ];
+        let extra = prop::option::of(prop_oneof![Just("\"extra\":[1,{\"a\":null}]".to_owned()), Just("\"index\":0".to_owned())]);
+        (kind, prop::option::of(index), delta, extra).prop_flat_map(|(k, i, d, x)| {
+            let mut v = vec![k, d];
+            v.extend(i);
+            v.extend(x);
+            Just(v).prop_shuffle()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(members in event(), cut in any::<u16>(), mutate in any::<u8>()) {
+            let mut data = format!("{{{}}}", members.join(","));
+            if mutate % 4 == 0 && data.len() > 1 {
+                let i = cut as usize % data.len();
+                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
+                    data.remove(i);
+                }
+            }
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }

@@ -337,14 +337,30 @@ enum Block {
     Other,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AnthropicDecoder {
+    /// Text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
+    pub fast: bool,
     id: Option<String>,
     usage: Option<TokenUsage>,
     stop_reason: Option<String>,
     stopped: bool,
     blocks: Vec<(u64, Block)>,
     ids: CallIds,
+}
+
+impl Default for AnthropicDecoder {
+    fn default() -> Self {
+        AnthropicDecoder {
+            fast: true,
+            id: None,
+            usage: None,
+            stop_reason: None,
+            stopped: false,
+            blocks: Vec::new(),
+            ids: CallIds::default(),
+        }
+    }
 }
 
 fn text_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -460,6 +476,14 @@ impl StreamDecoder for AnthropicDecoder {
         let data = event.data.trim();
         if data.is_empty() || self.stopped {
             return Ok(());
+        }
+        if self.fast {
+            if let Some(text) = super::fast_delta::anthropic_text_delta(data) {
+                if !text.is_empty() {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text })));
+                }
+                return Ok(());
+            }
         }
         let ev: Event = serde_json::from_str(data)
             .map_err(|e| ChatProviderError::Other(format!("malformed stream event from the server: {e}")))?;

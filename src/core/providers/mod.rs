@@ -3,7 +3,7 @@
 //! structurally, when a tool call is complete.
 
 pub mod anthropic;
-pub mod chat_fast;
+pub mod fast_delta;
 pub mod echo;
 pub mod gemini;
 pub mod openai_chat;

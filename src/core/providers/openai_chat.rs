@@ -409,7 +409,7 @@ pub struct OpenAIChatDecoder {
     reasoning_key: String,
     /// A reasoning field that is present but empty still yields a think part (Moonshot).
     pub empty_think: bool,
-    /// Plain text deltas take [`super::chat_fast`] (on by default; tests compare both paths).
+    /// Plain text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
     ids: super::CallIds,
     id: Option<String>,
@@ -521,7 +521,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(delta) = super::chat_fast::text_delta(data) {
+            if let Some(delta) = super::fast_delta::chat_text_delta(data) {
                 if let Some(id) = delta.id.filter(|s| !s.is_empty()) {
                     if self.id.as_deref() != Some(id) {
                         self.id = Some(id.to_owned());

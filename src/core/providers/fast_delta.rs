@@ -1,13 +1,14 @@
-//! A fast path for the commonest Chat Completions chunk: a text delta. Most of a stream is
-//! chunks like `{"id":…,"object":…,"choices":[{"index":0,"delta":{"content":"…"},
-//! "finish_reason":null}],…}`, where the envelope is most of the bytes; going through serde's
-//! derived visitor for each one is most of the decode time.
+//! A fast path for the commonest event of a stream: a text delta. Most of a Chat Completions
+//! stream is chunks like `{"id":…,"object":…,"choices":[{"index":0,"delta":{"content":"…"},
+//! "finish_reason":null}],…}`, and most of an Anthropic one `{"type":"content_block_delta",
+//! "index":0,"delta":{"type":"text_delta","text":"…"}}`; going through serde's derived
+//! visitors for each one is most of the decode time.
 //!
-//! [`text_delta`] scans such a chunk once, strictly, and answers only when the chunk has
-//! exactly that shape and is valid JSON by the same rules serde_json applies. Anything else —
-//! tool calls, reasoning, a finish reason, usage, errors, an escape or control character it
-//! does not decode itself, a duplicate field — is `None`, and the caller takes the general
-//! path. A property test checks the two paths agree.
+//! [`chat_text_delta`] and [`anthropic_text_delta`] scan such an event once, strictly, and
+//! answer only when it has exactly that shape and is valid JSON by the same rules serde_json
+//! applies. Anything else — tool calls, reasoning, a finish reason, usage, errors, an escape or
+//! control character they do not decode themselves, a duplicate field — is `None`, and the
+//! caller takes the general path. Property tests check the two paths agree.
 
 /// A text delta: the chunk's id and the delta's content (`None` when null or absent).
 #[derive(Debug, PartialEq)]
@@ -149,6 +150,24 @@ impl<'a> Scan<'a> {
         Some(())
     }
 
+    /// A non-negative integer that fits a u64 comfortably (what `Option<u64>` accepts).
+    fn uint(&mut self) -> R<()> {
+        self.ws();
+        match self.b.get(self.i)? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                if self.digits() > 15 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        match self.b.get(self.i) {
+            Some(b'.' | b'e' | b'E') => None,
+            _ => Some(()),
+        }
+    }
+
     /// Skips any value, strictly; strings with escapes are not decoded here (→ `None`).
     fn skip(&mut self, depth: usize) -> R<()> {
         if depth > 32 {
@@ -224,8 +243,38 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// The chunk as a plain text delta, or `None` for the general path.
-pub fn text_delta(data: &str) -> Option<TextDelta<'_>> {
+/// An Anthropic `content_block_delta` event carrying a `text_delta`: its text, or `None` for
+/// the general path.
+pub fn anthropic_text_delta(data: &str) -> Option<String> {
+    let mut s = Scan { b: data.as_bytes(), i: 0 };
+    let (mut seen_type, mut seen_index, mut seen_delta) = (false, false, false);
+    let mut text = None;
+    s.object(|s, key| match key {
+        "type" if !std::mem::replace(&mut seen_type, true) => (s.plain_str()? == "content_block_delta").then_some(()),
+        "index" if !std::mem::replace(&mut seen_index, true) => s.uint(),
+        "delta" if !std::mem::replace(&mut seen_delta, true) => {
+            let (mut seen_dtype, mut seen_text) = (false, false);
+            s.object(|s, key| match key {
+                "type" if !std::mem::replace(&mut seen_dtype, true) => (s.plain_str()? == "text_delta").then_some(()),
+                "text" if !std::mem::replace(&mut seen_text, true) => {
+                    text = Some(s.content()?);
+                    Some(())
+                }
+                _ => None,
+            })?;
+            (seen_dtype && seen_text).then_some(())
+        }
+        _ => None,
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_type || !seen_delta {
+        return None;
+    }
+    text
+}
+
+/// The Chat Completions chunk as a plain text delta, or `None` for the general path.
+pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut s = Scan { b: data.as_bytes(), i: 0 };
     let mut id = None;
     let mut seen_id = false;
@@ -296,9 +345,25 @@ mod tests {
     #[test]
     fn the_common_chunk_is_read() {
         let c = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"delta":{"content":" the fox"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
-        assert_eq!(text_delta(c), Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()) }));
+        assert_eq!(chat_text_delta(c), Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()) }));
         let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
-        assert_eq!(text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+        assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    #[test]
+    fn anthropic_text_deltas() {
+        let e = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" the \"fox\""}}"#;
+        assert_eq!(anthropic_text_delta(e).as_deref(), Some(" the \"fox\""));
+        for e in [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a","text":"b"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"type":"x"}"#,
+        ] {
+            assert_eq!(anthropic_text_delta(e), None, "{e}");
+        }
     }
 
     #[test]
@@ -322,7 +387,7 @@ mod tests {
             "[1]",
             "",
         ] {
-            assert_eq!(text_delta(c), None, "{c}");
+            assert_eq!(chat_text_delta(c), None, "{c}");
         }
     }
 }
