@@ -1,0 +1,30 @@
+//! The fast path for text deltas leaves a decoder in the same state as the general path, for
+//! any event text (Chat Completions and Anthropic).
+#![no_main]
+use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
+use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+use kosong_wasm::core::providers::StreamDecoder;
+use kosong_wasm::core::sse::SseEvent;
+use libfuzzer_sys::fuzz_target;
+
+fn state(d: &mut dyn StreamDecoder, data: &str) -> String {
+    let mut out = Vec::new();
+    let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+    format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let chat = |fast: bool| {
+        let mut d = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+        d.fast = fast;
+        state(&mut d, text)
+    };
+    assert_eq!(chat(true), chat(false));
+    let anthropic = |fast: bool| {
+        let mut d = AnthropicDecoder::default();
+        d.fast = fast;
+        state(&mut d, text)
+    };
+    assert_eq!(anthropic(true), anthropic(false));
+});
