@@ -210,13 +210,29 @@ export class SimpleToolset {
 
   handle(call, ctx) {
     const core = this.#core;
-    const prepared = callWasm(() => core.prepare(call));
-    if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
-    const id = call.id;
+    const id = call?.id;
+    const tool = typeof call?.function?.name === "string" ? this.#tools.get(call.function.name) : undefined;
+    const raw = call?.function?.arguments;
+    // The common case stays in JavaScript: a known tool and arguments that parse (missing or
+    // empty arguments mean `{}`). Anything else goes to the core, which words kosong's error.
+    let args = UNPARSED;
+    if (tool && typeof id === "string" && (raw === undefined || raw === null || typeof raw === "string")) {
+      if (!raw) args = {};
+      else {
+        try {
+          args = JSON.parse(raw);
+        } catch {}
+      }
+    }
+    if (args === UNPARSED) {
+      const prepared = callWasm(() => core.prepare(call));
+      if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
+      args = JSON.parse(prepared);
+    }
     const context = { toolCallId: id, ...(ctx && typeof ctx === "object" ? ctx : {}) };
     let out;
     try {
-      out = runHandler(this.#tools.get(call.function.name), this.#validate, prepared, context);
+      out = runHandler(this.#tools.get(call.function.name), this.#validate, args, context);
     } catch (e) {
       return callWasm(() => core.settleThrown(id, e));
     }
@@ -230,9 +246,10 @@ export class SimpleToolset {
   }
 }
 
-/** Parses, validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
-function runHandler(tool, validate, raw, ctx) {
-  const args = JSON.parse(raw);
+const UNPARSED = Symbol("unparsed");
+
+/** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
+function runHandler(tool, validate, args, ctx) {
   if (validate) {
     const problem = validate(tool.parameters, args);
     if (problem) return { __kosongValidate: String(problem) };

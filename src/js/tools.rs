@@ -13,6 +13,26 @@ use crate::core::message::{ContentPart, ToolCall};
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
 
+/// A tool call as the JS object kosong's shape describes, built field by field: the
+/// arguments (often kilobytes) are copied once instead of being escaped into JSON text and
+/// parsed back.
+fn call_to_js(call: &ToolCall) -> JsValue {
+    let o = Object::new();
+    let set = |o: &Object, k: &str, v: &JsValue| {
+        let _ = Reflect::set(o, &JsValue::from_str(k), v);
+    };
+    set(&o, "type", &JsValue::from_str("function"));
+    set(&o, "id", &JsValue::from_str(&call.id));
+    let f = Object::new();
+    set(&f, "name", &JsValue::from_str(&call.function.name));
+    set(&f, "arguments", &call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str));
+    set(&o, "function", &f);
+    if let Some(extras) = &call.extras {
+        set(&o, "extras", &to_js(extras));
+    }
+    o.into()
+}
+
 pub fn to_js<T: serde::Serialize>(v: &T) -> JsValue {
     match serde_json::to_string(v) {
         Ok(s) => JSON::parse(&s).unwrap_or(JsValue::NULL),
@@ -121,7 +141,7 @@ impl ToolDispatch for JsToolset {
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
         let ctx = tool_context(&id, &self.signal);
-        let outcome = self.handle.call2(&self.toolset, &to_js(call), &ctx);
+        let outcome = self.handle.call2(&self.toolset, &call_to_js(call), &ctx);
         let fut = settle_js(outcome);
         async move {
             match fut.await {
