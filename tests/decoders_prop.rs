@@ -237,17 +237,22 @@ mod chat_fast_path {
             Just("\"usage\":null".to_owned()),
             Just("\"object\":\"chat.completion.chunk\"".to_owned()),
             value().prop_map(|v| format!("\"error\":{v}")),
-            (text(), prop::option::of(value()), any::<bool>(), prop::option::of(value())).prop_map(|(c, role, finish_null, extra)| {
-                let mut delta = vec![format!("\"content\":\"{c}\"")];
-                if let Some(r) = role {
-                    delta.push(format!("\"role\":{r}"));
+            (text(), prop::option::of(value()), any::<bool>(), prop::option::of(value())).prop_map(
+                |(c, role, finish_null, extra)| {
+                    let mut delta = vec![format!("\"content\":\"{c}\"")];
+                    if let Some(r) = role {
+                        delta.push(format!("\"role\":{r}"));
+                    }
+                    if let Some(x) = extra {
+                        delta.push(format!("\"reasoning_content\":{x}"));
+                    }
+                    let finish = if finish_null { "null".to_owned() } else { "\"stop\"".to_owned() };
+                    format!(
+                        "\"choices\":[{{\"index\":0,\"delta\":{{{}}},\"logprobs\":null,\"finish_reason\":{finish}}}]",
+                        delta.join(",")
+                    )
                 }
-                if let Some(x) = extra {
-                    delta.push(format!("\"reasoning_content\":{x}"));
-                }
-                let finish = if finish_null { "null".to_owned() } else { "\"stop\"".to_owned() };
-                format!("\"choices\":[{{\"index\":0,\"delta\":{{{}}},\"logprobs\":null,\"finish_reason\":{finish}}}]", delta.join(","))
-            }),
+            ),
         ]
     }
 
@@ -265,27 +270,27 @@ mod chat_fast_path {
             ],
             0..4,
         );
-        (choices, others, prop_oneof![Just(""), Just(" "), Just("\n")], any::<u16>(), any::<u8>(), 0..8u8).prop_flat_map(
-            |(c, mut o, ws, at, byte, mutate)| {
+        (choices, others, prop_oneof![Just(""), Just(" "), Just("\n")], any::<u16>(), any::<u8>(), 0..8u8)
+            .prop_flat_map(|(c, mut o, ws, at, byte, mutate)| {
                 o.push(c);
                 (Just(o).prop_shuffle(), Just(ws), Just(at), Just(byte), Just(mutate))
-            },
-        ).prop_map(|(members, ws, at, byte, mutate)| {
-            let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
-            // Now and then, break it: delete or insert a byte somewhere.
-            if mutate == 0 && !s.is_empty() {
-                let i = at as usize % s.len();
-                if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
-                    s.remove(i);
+            })
+            .prop_map(|(members, ws, at, byte, mutate)| {
+                let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
+                // Now and then, break it: delete or insert a byte somewhere.
+                if mutate == 0 && !s.is_empty() {
+                    let i = at as usize % s.len();
+                    if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
+                        s.remove(i);
+                    }
+                } else if mutate == 1 {
+                    let i = at as usize % (s.len() + 1);
+                    if s.is_char_boundary(i) && byte.is_ascii() {
+                        s.insert(i, byte as char);
+                    }
                 }
-            } else if mutate == 1 {
-                let i = at as usize % (s.len() + 1);
-                if s.is_char_boundary(i) && byte.is_ascii() {
-                    s.insert(i, byte as char);
-                }
-            }
-            s
-        })
+                s
+            })
     }
 
     proptest! {
@@ -318,8 +323,17 @@ mod anthropic_fast_path {
 
     fn event() -> impl Strategy<Value = Vec<String>> {
         let kind = prop_oneof![4 => Just("\"type\":\"content_block_delta\"".to_owned()), 1 => Just("\"type\":\"ping\"".to_owned())];
-        let index = prop_oneof![Just("0"), Just("3"), Just("-1"), Just("1.5"), Just("1e2"), Just("\"0\""), Just("null"), Just("12345678901234567890")]
-            .prop_map(|i| format!("\"index\":{i}"));
+        let index = prop_oneof![
+            Just("0"),
+            Just("3"),
+            Just("-1"),
+            Just("1.5"),
+            Just("1e2"),
+            Just("\"0\""),
+            Just("null"),
+            Just("12345678901234567890")
+        ]
+        .prop_map(|i| format!("\"index\":{i}"));
         let delta = prop_oneof![
             4 => (prop_oneof![4 => Just("text_delta"), 1 => Just("thinking_delta"), 1 => Just("input_json_delta")], "[ -~é]{0,8}", any::<bool>())
                 .prop_map(|(t, text, esc)| {
@@ -328,7 +342,10 @@ mod anthropic_fast_path {
                 }),
             1 => Just("\"delta\":{\"type\":\"text_delta\"}".to_owned()),
         ];
-        let extra = prop::option::of(prop_oneof![Just("\"extra\":[1,{\"a\":null}]".to_owned()), Just("\"index\":0".to_owned())]);
+        let extra = prop::option::of(prop_oneof![
+            Just("\"extra\":[1,{\"a\":null}]".to_owned()),
+            Just("\"index\":0".to_owned())
+        ]);
         (kind, prop::option::of(index), delta, extra).prop_flat_map(|(k, i, d, x)| {
             let mut v = vec![k, d];
             v.extend(i);

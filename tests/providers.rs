@@ -213,7 +213,11 @@ fn responses_stream() {
     assert_eq!(o.message.tool_calls.as_ref().unwrap()[0].function.arguments.as_deref(), Some("{\"city\": \"Paris\"}"));
     // call_A is complete at its output_item.done, before call_B is announced.
     let text = String::from_utf8(bytes).unwrap();
-    let cut = text.find("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":20").unwrap();
+    let cut = text
+        .find(
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":20",
+        )
+        .unwrap();
     let o = decode(&p, &[text[..cut].as_bytes()]);
     assert_eq!(o.completed(), ["call_A"]);
     assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("response.completed")));
@@ -224,10 +228,14 @@ fn responses_errors() {
     let p = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
     let body = "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached\",\"param\":null,\"sequence_number\":1}\n\n";
     let o = decode(&p, &[body.as_bytes()]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit reached")));
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit reached"))
+    );
     let body = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"resp_1\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The model failed to generate\"}}}\n\n";
     let o = decode(&p, &[body.as_bytes()]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("failed to generate")));
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("failed to generate"))
+    );
     let body = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_2\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":3,\"output_tokens\":9}}}\n\n";
     let o = decode(&p, &[body.as_bytes()]);
     assert_eq!(o.end, Ok(()));
@@ -297,7 +305,9 @@ fn missing_and_repeated_ids_are_made_unique() {
             json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":id,"function":{"name":"f","arguments":args}}]}}]})
         )
     };
-    let body = tc(0, "dup", "{}") + &tc(1, "dup", "{}") + &tc(2, "", "{}")
+    let body = tc(0, "dup", "{}")
+        + &tc(1, "dup", "{}")
+        + &tc(2, "", "{}")
         + "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
     let o = decode(&p, &[body.as_bytes()]);
     let ids: Vec<&str> = o.message.tool_calls.as_ref().unwrap().iter().map(|c| c.id.as_str()).collect();
@@ -330,7 +340,9 @@ fn history() -> Vec<Message> {
         Role::User,
         vec![
             ContentPart::text("What's the weather in Paris and Tokyo?"),
-            ContentPart::ImageUrl { image_url: MediaUrl { url: "data:image/png;base64,iVBORw0KGgo=".into(), id: None } },
+            ContentPart::ImageUrl {
+                image_url: MediaUrl { url: "data:image/png;base64,iVBORw0KGgo=".into(), id: None },
+            },
         ],
     );
     user.name = None;
@@ -409,14 +421,16 @@ fn anthropic_request() {
     assert_eq!(body["thinking"], json!({"type": "adaptive"}));
     assert_eq!(body["output_config"], json!({"effort": "high"}));
     // A given max_tokens bounds the budget.
-    let (_, body) = request(json!({"kind": "anthropic", "model": "claude-3-7-sonnet", "thinkingEffort": "max", "maxTokens": 5000}));
+    let (_, body) =
+        request(json!({"kind": "anthropic", "model": "claude-3-7-sonnet", "thinkingEffort": "max", "maxTokens": 5000}));
     assert_eq!(body["max_tokens"], 5000);
     assert_eq!(body["thinking"]["budget_tokens"], 4999);
 }
 
 #[test]
 fn responses_request() {
-    let (req, body) = request(json!({"kind": "openai_responses", "model": "gpt-5", "apiKey": "sk-1", "thinkingEffort": "low"}));
+    let (req, body) =
+        request(json!({"kind": "openai_responses", "model": "gpt-5", "apiKey": "sk-1", "thinkingEffort": "low"}));
     assert_eq!(req.url, "https://api.openai.com/v1/responses");
     assert_eq!(header(&req, "authorization"), Some("Bearer sk-1"));
     assert_eq!(body["store"], false);
@@ -429,7 +443,8 @@ fn responses_request() {
 
 #[test]
 fn gemini_request() {
-    let (req, body) = request(json!({"kind": "gemini", "model": "gemini-2.5-flash", "apiKey": "AIza-1", "thinkingEffort": "high"}));
+    let (req, body) =
+        request(json!({"kind": "gemini", "model": "gemini-2.5-flash", "apiKey": "AIza-1", "thinkingEffort": "high"}));
     assert_eq!(
         req.url,
         "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
@@ -439,8 +454,12 @@ fn gemini_request() {
     let contents = body["contents"].as_array().unwrap();
     let roles: Vec<&str> = contents.iter().map(|c| c["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "model", "user", "model", "user"]);
-    let responses: Vec<&str> =
-        contents[2]["parts"].as_array().unwrap().iter().map(|p| p["functionResponse"]["response"]["output"].as_str().unwrap()).collect();
+    let responses: Vec<&str> = contents[2]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["functionResponse"]["response"]["output"].as_str().unwrap())
+        .collect();
     assert_eq!(responses, ["Sunny, 24°C", "Rain, 18°C"]);
     snapshot("gemini", &body);
 }
@@ -472,7 +491,8 @@ fn gemini_packs_results_in_call_order_and_rejects_gaps() {
 
 #[test]
 fn kimi_request() {
-    let (req, body) = request(json!({"kind": "kimi", "model": "kimi-k2-thinking", "apiKey": "sk-kimi", "thinkingEffort": "high"}));
+    let (req, body) =
+        request(json!({"kind": "kimi", "model": "kimi-k2-thinking", "apiKey": "sk-kimi", "thinkingEffort": "high"}));
     assert_eq!(req.url, "https://api.moonshot.ai/v1/chat/completions");
     assert_eq!(body["thinking"], json!({"type": "enabled"}));
     assert_eq!(body["max_tokens"], 32000);

@@ -98,7 +98,9 @@ impl<'de> Deserialize<'de> for ContentPart {
             "image_url" => ContentPart::ImageUrl { image_url: need(r.image_url, "image_url")? },
             "audio_url" => ContentPart::AudioUrl { audio_url: need(r.audio_url, "audio_url")? },
             "video_url" => ContentPart::VideoUrl { video_url: need(r.video_url, "video_url")? },
-            other => return Err(D::Error::unknown_variant(other, &["text", "think", "image_url", "audio_url", "video_url"])),
+            other => {
+                return Err(D::Error::unknown_variant(other, &["text", "think", "image_url", "audio_url", "video_url"]))
+            }
         })
     }
 }

@@ -161,8 +161,10 @@ impl ByteSource for BodySource {
             }
             let not_bytes = || ChatProviderError::Other("the response body yielded a chunk that is not bytes".into());
             if let Some(list) = value.dyn_ref::<js_sys::Array>() {
-                let chunks: Vec<Uint8Array> =
-                    list.iter().map(|c| c.dyn_into::<Uint8Array>().map_err(|_| not_bytes())).collect::<Result<_, _>>()?;
+                let chunks: Vec<Uint8Array> = list
+                    .iter()
+                    .map(|c| c.dyn_into::<Uint8Array>().map_err(|_| not_bytes()))
+                    .collect::<Result<_, _>>()?;
                 let total: usize = chunks.iter().map(|c| c.length() as usize).sum();
                 buf.resize(total, 0);
                 let mut at = 0;

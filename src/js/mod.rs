@@ -204,7 +204,8 @@ fn call_part_hook(f: &Option<Function>, part: &StreamedMessagePart) -> CallbackR
         _ => None,
     };
     let Some((id, kind, text)) = fast else { return call_json_hook(&Some(f.clone()), part) };
-    let ret = f.call3(&JsValue::UNDEFINED, &id, &JsValue::from_str(kind), &JsValue::from_str(text)).map_err(GlueError::Js)?;
+    let ret =
+        f.call3(&JsValue::UNDEFINED, &id, &JsValue::from_str(kind), &JsValue::from_str(text)).map_err(GlueError::Js)?;
     if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
         let fut = signals::Awaited::new(&ret);
         return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));

@@ -164,28 +164,25 @@ impl AnthropicConfig {
         super::merge_extra_body(&mut body, &self.extra_body);
 
         let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-            ("anthropic-version".to_owned(), API_VERSION.to_owned()),
+        let mut fixed = vec![
+            ("anthropic-version", API_VERSION),
             // This package runs in browsers by design; the key is the caller's to expose.
-            ("anthropic-dangerous-direct-browser-access".to_owned(), "true".to_owned()),
+            ("anthropic-dangerous-direct-browser-access", "true"),
         ];
         if budget_thinking {
-            headers.push(("anthropic-beta".to_owned(), "interleaved-thinking-2025-05-14".to_owned()));
+            fixed.push(("anthropic-beta", "interleaved-thinking-2025-05-14"));
         }
-        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("x-api-key".to_owned(), key.to_owned()));
-        }
-        super::push_headers(&mut headers, &self.headers);
+        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-api-key", k.to_owned()));
+        let headers = super::request_headers(&fixed, auth, &self.headers);
         Ok(HttpRequest { url: format!("{base}/messages"), headers, body: Value::Object(body).to_string() })
     }
 }
 
 fn media_block(kind: &str, url: &str) -> Result<Value, ChatProviderError> {
     if url.starts_with("data:") {
-        let (mime, data) = super::split_data_url(url)
-            .ok_or_else(|| ChatProviderError::Other(format!("an {kind} data URL must be base64: data:<type>;base64,…")))?;
+        let (mime, data) = super::split_data_url(url).ok_or_else(|| {
+            ChatProviderError::Other(format!("an {kind} data URL must be base64: data:<type>;base64,…"))
+        })?;
         return Ok(json!({"type": kind, "source": {"type": "base64", "media_type": mime, "data": data}}));
     }
     Ok(json!({"type": kind, "source": {"type": "url", "url": url}}))
@@ -220,9 +217,10 @@ fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Val
 }
 
 fn tool_result_block(m: &Message) -> Result<Value, ChatProviderError> {
-    let id = m.tool_call_id.as_deref().ok_or_else(|| {
-        ChatProviderError::Other("a tool message in the history has no `tool_call_id`".into())
-    })?;
+    let id = m
+        .tool_call_id
+        .as_deref()
+        .ok_or_else(|| ChatProviderError::Other("a tool message in the history has no `tool_call_id`".into()))?;
     let content = match m.content.as_slice() {
         [ContentPart::Text { text }] => json!(text),
         parts => Value::Array(content_blocks(parts, true)?),
@@ -282,10 +280,22 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
 mod tests {
     #[test]
     fn adaptive_thinking_models() {
-        for m in ["claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7-20260101", "claude-opus-5", "claude-mythos-preview"] {
+        for m in [
+            "claude-opus-4-6",
+            "claude-sonnet-4-6",
+            "claude-opus-4-7-20260101",
+            "claude-opus-5",
+            "claude-mythos-preview",
+        ] {
             assert!(super::supports_adaptive_thinking(m), "{m}");
         }
-        for m in ["claude-sonnet-4-5-20250929", "claude-3-7-sonnet-20250219", "claude-sonnet-4-20250514", "claude-opus-4-1", "gpt-4o"] {
+        for m in [
+            "claude-sonnet-4-5-20250929",
+            "claude-3-7-sonnet-20250219",
+            "claude-sonnet-4-20250514",
+            "claude-opus-4-1",
+            "gpt-4o",
+        ] {
             assert!(!super::supports_adaptive_thinking(m), "{m}");
         }
     }
@@ -424,10 +434,8 @@ impl AnthropicDecoder {
                 let id = self.ids.assign(text_of(block, "id"), "toolu_");
                 let name = text_of(block, "name").unwrap_or("").to_owned();
                 // Some compatible servers send the whole input at the start.
-                let args = block
-                    .get("input")
-                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
-                    .map(|i| i.to_string());
+                let args =
+                    block.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).map(|i| i.to_string());
                 out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
                 Block::Tool { id, done: false }
             }

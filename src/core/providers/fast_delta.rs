@@ -122,13 +122,9 @@ impl<'a> Scan<'a> {
         self.i - start
     }
 
-    /// A number by JSON's grammar. Only small integers and plain decimals are taken; anything
-    /// that could overflow or lose precision differently is left to serde.
-    fn number(&mut self) -> R<()> {
-        self.ws();
-        if self.b.get(self.i) == Some(&b'-') {
-            self.i += 1;
-        }
+    /// The integer part of a number: `0`, or up to 15 digits not starting with `0` (longer
+    /// ones could overflow or round differently: left to serde).
+    fn int_part(&mut self) -> R<()> {
         match self.b.get(self.i)? {
             b'0' => self.i += 1,
             b'1'..=b'9' => {
@@ -138,34 +134,30 @@ impl<'a> Scan<'a> {
             }
             _ => return None,
         }
+        Some(())
+    }
+
+    /// A number by JSON's grammar, without an exponent: small integers and plain decimals.
+    fn number(&mut self) -> R<()> {
+        self.ws();
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        self.int_part()?;
         if self.b.get(self.i) == Some(&b'.') {
             self.i += 1;
             if self.digits() == 0 {
                 return None;
             }
         }
-        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
-            return None;
-        }
-        Some(())
+        (!matches!(self.b.get(self.i), Some(b'e' | b'E'))).then_some(())
     }
 
     /// A non-negative integer that fits a u64 comfortably (what `Option<u64>` accepts).
     fn uint(&mut self) -> R<()> {
         self.ws();
-        match self.b.get(self.i)? {
-            b'0' => self.i += 1,
-            b'1'..=b'9' => {
-                if self.digits() > 15 {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-        match self.b.get(self.i) {
-            Some(b'.' | b'e' | b'E') => None,
-            _ => Some(()),
-        }
+        self.int_part()?;
+        (!matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E'))).then_some(())
     }
 
     /// Skips any value, strictly; strings with escapes are not decoded here (→ `None`).
@@ -178,26 +170,7 @@ impl<'a> Scan<'a> {
             b'n' => self.literal(b"null"),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
-            b'{' => {
-                self.i += 1;
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.plain_str()?;
-                    self.eat(b':')?;
-                    self.skip(depth + 1)?;
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b'}' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            b'{' => self.object(|s, _| s.skip(depth + 1)),
             b'[' => {
                 self.i += 1;
                 if self.peek()? == b']' {

@@ -104,14 +104,8 @@ impl GeminiConfig {
         super::merge_extra_body(&mut body, &self.extra_body);
         let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
         let model = self.model.strip_prefix("models/").unwrap_or(&self.model);
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-        ];
-        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("x-goog-api-key".to_owned(), key.to_owned()));
-        }
-        super::push_headers(&mut headers, &self.headers);
+        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
+        let headers = super::request_headers(&[], auth, &self.headers);
         Ok(HttpRequest {
             url: format!("{base}/models/{model}:streamGenerateContent?alt=sse"),
             headers,
@@ -316,7 +310,9 @@ impl GeminiDecoder {
             // Gemini rarely sends ids: ours carry the response id so they stay distinct across
             // the turns of a conversation.
             let prefix = match &self.id {
-                Some(r) => format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>()),
+                Some(r) => {
+                    format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>())
+                }
                 None => "call_".to_owned(),
             };
             let id = self.ids.assign(call.get("id").and_then(Value::as_str), &prefix);
@@ -363,8 +359,7 @@ impl StreamDecoder for GeminiDecoder {
         if let Some(u) = chunk.usage_metadata.filter(Value::is_object) {
             self.usage = Some(usage_of(&u));
         }
-        if let Some(reason) =
-            chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
+        if let Some(reason) = chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
         {
             self.finish_reason = Some(reason.to_owned());
         }

@@ -3,8 +3,8 @@
 //! structurally, when a tool call is complete.
 
 pub mod anthropic;
-pub mod fast_delta;
 pub mod echo;
+pub mod fast_delta;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
@@ -162,6 +162,26 @@ pub fn split_data_url(url: &str) -> Option<(&str, &str)> {
     Some((mime, data))
 }
 
+/// A streaming JSON request's headers: content type and `accept: text/event-stream`, the
+/// provider's own `fixed` ones, the key under `auth` (when there is one) and, last, the
+/// caller's `headers` (which replace any of the above with the same name).
+pub fn request_headers(
+    fixed: &[(&str, &str)],
+    auth: Option<(&str, String)>,
+    extra: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = [("content-type", "application/json"), ("accept", "text/event-stream")]
+        .iter()
+        .chain(fixed)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    if let Some((name, value)) = auth {
+        headers.push((name.to_owned(), value));
+    }
+    push_headers(&mut headers, extra);
+    headers
+}
+
 /// Copies the string values of a JS `headers` object into a request's headers.
 pub fn push_headers(headers: &mut Vec<(String, String)>, extra: &serde_json::Map<String, serde_json::Value>) {
     for (k, v) in extra {
@@ -173,7 +193,10 @@ pub fn push_headers(headers: &mut Vec<(String, String)>, extra: &serde_json::Map
 }
 
 /// Merges `extraBody` into a request body, key by key.
-pub fn merge_extra_body(body: &mut serde_json::Map<String, serde_json::Value>, extra: &Option<serde_json::Map<String, serde_json::Value>>) {
+pub fn merge_extra_body(
+    body: &mut serde_json::Map<String, serde_json::Value>,
+    extra: &Option<serde_json::Map<String, serde_json::Value>>,
+) {
     if let Some(extra) = extra {
         for (k, v) in extra {
             body.insert(k.clone(), v.clone());

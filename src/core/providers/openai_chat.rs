@@ -134,19 +134,14 @@ impl OpenAIChatConfig {
         }
         super::merge_extra_body(&mut body, &self.extra_body);
         let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-        ];
-        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
-        }
-        super::push_headers(&mut headers, &self.headers);
+        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let headers = super::request_headers(&[], auth, &self.headers);
         HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {
-        let mut d = OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()));
+        let mut d =
+            OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()));
         d.empty_think = self.kimi;
         d
     }

@@ -109,14 +109,8 @@ impl ResponsesConfig {
         }
         super::merge_extra_body(&mut body, &self.extra_body);
         let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-        ];
-        if let Some(key) = self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
-        }
-        super::push_headers(&mut headers, &self.headers);
+        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let headers = super::request_headers(&[], auth, &self.headers);
         HttpRequest { url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
     }
 }
@@ -274,7 +268,12 @@ fn usage_of(u: &Value) -> TokenUsage {
     let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
     let input = n("/input_tokens");
     let cached = n("/input_tokens_details/cached_tokens").min(input);
-    TokenUsage { input_other: input - cached, output: n("/output_tokens"), input_cache_read: cached, input_cache_creation: 0 }
+    TokenUsage {
+        input_other: input - cached,
+        output: n("/output_tokens"),
+        input_cache_read: cached,
+        input_cache_creation: 0,
+    }
 }
 
 fn error_of(err: &Value, fallback: &str) -> ChatProviderError {
