@@ -212,6 +212,31 @@ pub enum StreamedMessagePart {
     ToolCallPart(ToolCallPart),
 }
 
+impl StreamedMessagePart {
+    /// kosong's merge rules for streamed parts: content merges as [`ContentPart::merge_in_place`];
+    /// a tool call absorbs a fragment that names it or names no call; a fragment absorbs the
+    /// next fragment of the same call. True when `other` was absorbed.
+    pub fn merge_in_place(&mut self, other: &StreamedMessagePart) -> bool {
+        use StreamedMessagePart as P;
+        match (self, other) {
+            (P::Content(a), P::Content(b)) => a.merge_in_place(b),
+            (P::ToolCall(call), P::ToolCallPart(p)) if p.tool_call_id.as_ref().map_or(true, |id| *id == call.id) => {
+                call.append_arguments(p.arguments_part.as_deref());
+                true
+            }
+            (P::ToolCallPart(a), P::ToolCallPart(b)) if a.tool_call_id == b.tool_call_id => {
+                match (&mut a.arguments_part, b.arguments_part.as_deref()) {
+                    (_, None) => {}
+                    (Some(x), Some(y)) => x.push_str(y),
+                    (slot @ None, Some(y)) => *slot = Some(y.to_owned()),
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 impl Serialize for StreamedMessagePart {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

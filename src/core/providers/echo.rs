@@ -62,6 +62,7 @@ pub fn parse_echo_script(script: &str) -> Result<EchoScript, ChatProviderError> 
         let kind = key.trim().to_ascii_lowercase();
         let payload = payload.strip_prefix(' ').unwrap_or(payload);
         match kind.as_str() {
+            "error" => return Err(simulated_error(payload.trim(), lineno, raw)),
             "id" => s.id = Some(strip_quotes(payload.trim()).to_owned()),
             "usage" => s.usage = Some(parse_usage(payload)?),
             "text" => s.parts.push(StreamedMessagePart::Content(ContentPart::text(strip_quotes(payload)))),
@@ -81,6 +82,33 @@ pub fn parse_echo_script(script: &str) -> Result<EchoScript, ChatProviderError> 
         }
     }
     Ok(s)
+}
+
+/// kosong's `error:` directive: `error: 429 slow down` is an HTTP status error, `error: 503`
+/// one with kosong's default message, `error: connection …` / `error: timeout …` the
+/// connection and timeout errors; an empty or unreadable spec is a plain provider error.
+fn simulated_error(spec: &str, lineno: usize, raw: &str) -> ChatProviderError {
+    if spec.is_empty() {
+        return err(format!("Empty error payload at line {lineno}: {raw:?}"));
+    }
+    let (first, rest) = spec.split_once(' ').unwrap_or((spec, ""));
+    let message = rest.trim();
+    let or = |default: String| if message.is_empty() { default } else { message.to_owned() };
+    match first.to_ascii_lowercase().as_str() {
+        "connection" => ChatProviderError::Connection(or("Simulated connection error".into())),
+        "timeout" => ChatProviderError::Timeout(or("Simulated timeout error".into())),
+        _ => match first.parse::<u16>() {
+            Ok(status) => ChatProviderError::Status {
+                status,
+                message: or(format!("Simulated {status} error")),
+                request_id: None,
+                retry_after_ms: None,
+            },
+            Err(_) => err(format!(
+                "Invalid error spec at line {lineno}: expected status code or 'connection'/'timeout', got {first:?}"
+            )),
+        },
+    }
 }
 
 fn strip_quotes(v: &str) -> &str {
@@ -230,5 +258,24 @@ tool_call_part: {"arguments_part": " it?\"}"}
         assert!(parse_echo_script("sparkle: x").is_err());
         assert!(parse_echo_script("tool_call: {\"id\": 1}").is_err());
         assert!(parse_echo_script("usage: output=lots").is_err());
+    }
+
+    #[test]
+    fn error_directives_raise_as_kosong_does() {
+        let e = |s: &str| parse_echo_script(s).unwrap_err();
+        assert_eq!(
+            e("error: 429 slow down"),
+            ChatProviderError::Status {
+                status: 429,
+                message: "slow down".into(),
+                request_id: None,
+                retry_after_ms: None
+            }
+        );
+        assert!(matches!(e("text: hi\nerror: 503"), ChatProviderError::Status { status: 503, message, .. } if message == "Simulated 503 error"));
+        assert_eq!(e("error: connection reset by peer"), ChatProviderError::Connection("reset by peer".into()));
+        assert_eq!(e("error: timeout"), ChatProviderError::Timeout("Simulated timeout error".into()));
+        assert!(matches!(e("error:"), ChatProviderError::Other(m) if m.starts_with("Empty error payload at line 1")));
+        assert!(matches!(e("error: teapot"), ChatProviderError::Other(m) if m.contains("Invalid error spec")));
     }
 }

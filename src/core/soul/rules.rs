@@ -1,10 +1,8 @@
 //! The agent loop's rules, as kimi-cli's soul applies them: how a tool result becomes the
 //! tool message the model sees, which errors a step retries and how long it waits, and
 //! which message parts a model must be able to take.
-//!
-//! The loop itself (steps, the wire, approvals, cancellation) runs in the JS layer over
-//! `step`; these rules are its pure part.
 
+use crate::core::error::ChatProviderError;
 use crate::core::message::{ContentPart, Message, Role};
 use crate::core::toolset::{ToolOutput, ToolResult};
 
@@ -50,12 +48,13 @@ pub fn tool_result_to_message(result: &ToolResult) -> Message {
     m
 }
 
-/// Is an error of this class (and HTTP status) worth another attempt?
-pub fn is_retryable(error_class: &str, status: Option<u16>) -> bool {
-    match error_class {
-        "APIConnectionError" | "APITimeoutError" | "APIEmptyResponseError" => true,
-        "APIStatusError" => matches!(status, Some(429 | 500 | 502 | 503 | 504)),
-        _ => false,
+/// Is this provider error worth another attempt? (kimi-cli: connection, timeout and empty
+/// answers, and HTTP 429, 500, 502, 503, 504.)
+pub fn is_retryable(e: &ChatProviderError) -> bool {
+    match e {
+        ChatProviderError::Connection(_) | ChatProviderError::Timeout(_) | ChatProviderError::EmptyResponse(_) => true,
+        ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504),
+        ChatProviderError::Other(_) => false,
     }
 }
 
@@ -139,9 +138,10 @@ mod tests {
 
     #[test]
     fn retry_rules() {
-        assert!(is_retryable("APIConnectionError", None));
-        assert!(is_retryable("APIStatusError", Some(429)) && is_retryable("APIStatusError", Some(504)));
-        assert!(!is_retryable("APIStatusError", Some(400)) && !is_retryable("ChatProviderError", None));
+        let status = |status| ChatProviderError::Status { status, message: String::new(), request_id: None, retry_after_ms: None };
+        assert!(is_retryable(&ChatProviderError::Connection(String::new())));
+        assert!(is_retryable(&status(429)) && is_retryable(&status(504)));
+        assert!(!is_retryable(&status(400)) && !is_retryable(&ChatProviderError::Other(String::new())));
         assert_eq!(retry_wait_ms(1, None, 0.0, Backoff::default()), 300.0);
         assert_eq!(retry_wait_ms(2, None, 1.0, Backoff::default()), 1100.0);
         assert_eq!(retry_wait_ms(10, None, 0.5, Backoff::default()), 5000.0);

@@ -196,6 +196,110 @@ impl Context {
     }
 }
 
+/// What a [`SharedContext`] tells its store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextWrite<'a> {
+    /// Append this line.
+    Line(&'a str),
+    /// Replace the whole file with this text (after a revert or a clear).
+    Rewrite(&'a str),
+}
+
+type ContextSink = Box<dyn FnMut(ContextWrite<'_>)>;
+
+struct ContextCell {
+    ctx: Context,
+    sink: Option<ContextSink>,
+    /// Bumped on every change, so a reader can tell a cached copy is stale.
+    version: u64,
+}
+
+/// A context shared by an agent and whoever else holds it, that reports every change to its
+/// store (the sink). The sink runs after the context is released, so it may read it.
+#[derive(Clone)]
+pub struct SharedContext(std::rc::Rc<std::cell::RefCell<ContextCell>>);
+
+impl Default for SharedContext {
+    fn default() -> Self {
+        SharedContext::new(Context::new())
+    }
+}
+
+impl SharedContext {
+    pub fn new(ctx: Context) -> SharedContext {
+        SharedContext(std::rc::Rc::new(std::cell::RefCell::new(ContextCell { ctx, sink: None, version: 0 })))
+    }
+
+    pub fn set_sink(&self, sink: Option<ContextSink>) {
+        self.0.borrow_mut().sink = sink;
+    }
+
+    /// Reads the context.
+    pub fn read<R>(&self, f: impl FnOnce(&Context) -> R) -> R {
+        f(&self.0.borrow().ctx)
+    }
+
+    pub fn version(&self) -> u64 {
+        self.0.borrow().version
+    }
+
+    fn change<R>(&self, f: impl FnOnce(&mut Context) -> (R, Vec<String>, Option<String>)) -> R {
+        let (r, lines, rewrite, mut sink) = {
+            let mut cell = self.0.borrow_mut();
+            cell.version += 1;
+            let (r, lines, rewrite) = f(&mut cell.ctx);
+            let sink = cell.sink.take();
+            (r, lines, rewrite, sink)
+        };
+        if let Some(s) = sink.as_mut() {
+            if let Some(text) = &rewrite {
+                s(ContextWrite::Rewrite(text));
+            }
+            for l in &lines {
+                s(ContextWrite::Line(l));
+            }
+        }
+        let mut cell = self.0.borrow_mut();
+        if cell.sink.is_none() {
+            cell.sink = sink;
+        }
+        r
+    }
+
+    pub fn write_system_prompt(&self, prompt: &str) {
+        self.change(|c| ((), vec![c.write_system_prompt(prompt)], None))
+    }
+
+    pub fn checkpoint(&self) -> u64 {
+        self.change(|c| {
+            let (id, line) = c.checkpoint();
+            (id, vec![line], None)
+        })
+    }
+
+    pub fn append(&self, messages: Vec<Message>) {
+        self.change(|c| ((), c.append(messages), None))
+    }
+
+    pub fn update_token_count(&self, n: u64) {
+        self.change(|c| ((), vec![c.update_token_count(n)], None))
+    }
+
+    pub fn revert_to(&self, id: u64) -> Result<(), String> {
+        self.change(|c| match c.revert_to(id) {
+            Ok(()) => (Ok(()), Vec::new(), Some(c.to_jsonl())),
+            Err(e) => (Err(e), Vec::new(), None),
+        })
+    }
+
+    pub fn clear(&self) {
+        self.change(|c| {
+            c.clear();
+            ((), Vec::new(), Some(String::new()))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +338,26 @@ mod tests {
         c.revert_to(0).unwrap();
         assert!(c.history().is_empty());
         assert_eq!(c.to_jsonl(), "{\"role\":\"_system_prompt\",\"content\":\"be brief\"}\n");
+    }
+
+    #[test]
+    fn a_shared_context_tells_its_sink_every_change_and_the_sink_may_read_it() {
+        let shared = SharedContext::default();
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (s2, c2) = (seen.clone(), shared.clone());
+        shared.set_sink(Some(Box::new(move |w| {
+            let n = c2.read(|c| c.history().len());
+            s2.borrow_mut().push(format!("{w:?} with {n}"));
+        })));
+        shared.checkpoint();
+        shared.append(vec![user("hi")]);
+        shared.revert_to(0).unwrap();
+        assert!(shared.revert_to(3).is_err());
+        let seen = seen.borrow();
+        assert_eq!(seen[0], r#"Line("{\"role\":\"_checkpoint\",\"id\":0}") with 0"#);
+        assert!(seen[1].ends_with("with 1"));
+        assert_eq!(seen[2], r#"Rewrite("") with 0"#);
+        assert_eq!(seen.len(), 3);
     }
 
     #[test]

@@ -1,0 +1,540 @@
+//! The agent turn, as kimi-cli's soul runs it: steps until the model stops calling tools.
+//!
+//! A turn publishes `TurnBegin`, checks that the model can take the input, checkpoints the
+//! context and appends the user's message; then each step publishes `StepBegin`, compacts
+//! the context when it nears its limit, checkpoints, and runs one `step` — retried with
+//! backoff (and the server's `Retry-After`) on errors worth retrying, each retry announced
+//! with `StepRetry` — then publishes `StatusUpdate`, waits for the tools' results, and
+//! grows the context by the message, its usage and one tool message per result. The turn
+//! ends when a step made no tool calls, when the user refused a call without feedback, at
+//! `max_steps_per_turn` (an error), or when the same call was repeated 12 times (an error).
+//! A step that fails publishes `StepInterrupted`; every turn ends with `TurnEnd`.
+//!
+//! Cancellation: when `cancel` resolves, the turn's work is dropped at once (its tools'
+//! futures with it, which is how their signals abort), waiting approvals are rejected, a
+//! step whose message was complete is written to the context with a result for every call
+//! (an "aborted" one for those that had not finished, also published), and the turn ends
+//! with `TurnEnd` and [`TurnError::Cancelled`].
+//!
+//! The turn is generic over its seams — the model ([`Model`]), the tools
+//! ([`ToolDispatch`]), timers and randomness ([`Env`]) — so `cargo test` runs it with fakes.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::future::{select, Either, LocalBoxFuture, Shared};
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::core::error::ChatProviderError;
+use crate::core::generate::{generate, EventSource, GenerateOutput};
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::providers::ToolDefinition;
+use crate::core::soul::approval::Approvals;
+use crate::core::soul::compaction;
+use crate::core::soul::context::SharedContext;
+use crate::core::soul::repeat::{append_reminder, canonical_arguments, RepeatTracker, Verdict};
+use crate::core::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
+use crate::core::soul::wire::{Wire, WireMessage};
+use crate::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
+use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+/// An error a seam reports; the turn asks it whether it is a provider error (to retry it).
+pub trait SeamError: From<ChatProviderError> {
+    fn provider_error(&self) -> Option<&ChatProviderError>;
+}
+
+impl SeamError for ChatProviderError {
+    fn provider_error(&self) -> Option<&ChatProviderError> {
+        Some(self)
+    }
+}
+
+/// The model: a request is prepared from the context synchronously (the context is only
+/// borrowed for that), then opened as a stream of events.
+pub trait Model {
+    type Request;
+    type Source: EventSource;
+    fn model_name(&self) -> String;
+    fn prepare(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
+    fn open(&self, request: Self::Request) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
+}
+
+/// The tools as a turn sees them: kosong's toolset plus the definitions sent to the model
+/// (read again at every step, so a toolset may change between steps).
+pub trait TurnTools: ToolDispatch {
+    fn definitions(&self) -> Vec<ToolDefinition>;
+}
+
+/// Time, randomness and tasks.
+pub trait Env {
+    /// Resolves after `ms` milliseconds (dropping it cancels the timer).
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()>;
+    /// Uniform in [0, 1): the backoff's jitter.
+    fn random(&self) -> f64;
+    /// Runs a task beside the turn (a tool's driver).
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>);
+}
+
+/// How an agent runs its turns.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub name: String,
+    pub system_prompt: String,
+    pub max_steps_per_turn: u32,
+    /// Attempts per step, the first included.
+    pub max_retries_per_step: u32,
+    /// The model's context window; 0 means unknown (never compact).
+    pub max_context_tokens: u64,
+    /// When given, input the model cannot take is refused.
+    pub capabilities: Option<Vec<String>>,
+    pub backoff: Backoff,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            name: "agent".into(),
+            system_prompt: String::new(),
+            max_steps_per_turn: 100,
+            max_retries_per_step: 3,
+            max_context_tokens: 0,
+            capabilities: None,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// What the user said: text, or content parts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserInput {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl UserInput {
+    fn message(&self) -> Message {
+        let content = match self {
+            UserInput::Text(t) => vec![ContentPart::text(t.clone())],
+            UserInput::Parts(p) => p.clone(),
+        };
+        Message::new(Role::User, content)
+    }
+}
+
+/// Why a turn ended early.
+#[derive(Debug)]
+pub enum TurnError<E> {
+    /// A seam failed (the provider, after its retries): its error, unchanged.
+    Seam(E),
+    LLMNotSet,
+    LLMNotSupported { model_name: String, capabilities: Vec<String> },
+    MaxStepsReached(u32),
+    /// The same call (name and arguments) this many times in a row.
+    RepeatedToolCall { tool_name: String, count: u32 },
+    Cancelled,
+}
+
+impl<E> From<E> for TurnError<E> {
+    fn from(e: E) -> Self {
+        TurnError::Seam(e)
+    }
+}
+
+/// kimi-cli's status snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusSnapshot {
+    pub context_usage: f64,
+    pub context_tokens: u64,
+    pub max_context_tokens: u64,
+    pub yolo_enabled: bool,
+}
+
+pub fn status(cfg: &AgentConfig, context: &SharedContext, yolo: bool) -> StatusSnapshot {
+    let tokens = context.read(|c| c.token_count());
+    let max = cfg.max_context_tokens;
+    StatusSnapshot {
+        context_usage: if max > 0 { tokens as f64 / max as f64 } else { 0.0 },
+        context_tokens: tokens,
+        max_context_tokens: max,
+        yolo_enabled: yolo,
+    }
+}
+
+/// The result a call gets when the run was cancelled before it finished.
+pub fn aborted_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool call was aborted: the user cancelled the run before it finished.",
+            "Aborted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+fn input_tokens(u: &TokenUsage) -> u64 {
+    u.input_other + u.input_cache_read + u.input_cache_creation
+}
+
+fn total_tokens(u: &TokenUsage) -> u64 {
+    input_tokens(u) + u.output
+}
+
+/// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).
+struct TurnState {
+    repeats: RepeatTracker,
+    /// A step whose message is complete but not yet in the context.
+    in_flight: Option<(Message, Option<TokenUsage>)>,
+    /// Results by call id, across the attempts of the current step.
+    finished: HashMap<String, ToolResult>,
+    /// Calls by id, across attempts: a retried attempt that streams the very same call
+    /// gets the result it already has instead of running the tool again.
+    calls: HashMap<String, ToolCall>,
+    /// Results published on the wire in this step.
+    published: HashSet<String>,
+    /// This attempt's running calls by key, for duplicates within the step.
+    by_key: HashMap<(String, String), Shared<LocalBoxFuture<'static, ToolResult>>>,
+}
+
+/// The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated
+/// calls get their reminders, results already had in an earlier attempt are reused.
+struct TurnDispatch<'a, T> {
+    inner: &'a T,
+    state: Rc<RefCell<TurnState>>,
+}
+
+impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
+    fn is_eager(&self, name: &str) -> bool {
+        self.inner.is_eager(name)
+    }
+
+    fn on_malformed_arguments(&self, call: &ToolCall) {
+        self.inner.on_malformed_arguments(call)
+    }
+
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+        let mut st = self.state.borrow_mut();
+        if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
+            if before.function == call.function {
+                return futures::future::ready(done.clone()).boxed_local();
+            }
+        }
+        st.calls.insert(call.id.clone(), call.clone());
+        let key = (call.function.name.clone(), canonical_arguments(call.function.arguments.as_deref()));
+        match st.repeats.on_call(&key) {
+            Verdict::SameStep => {
+                let original = st.by_key.get(&key).cloned();
+                let id = call.id.clone();
+                match original {
+                    Some(f) => async move { ToolResult { tool_call_id: id, return_value: f.await.return_value } }.boxed_local(),
+                    None => {
+                        drop(st);
+                        self.inner.dispatch(call)
+                    }
+                }
+            }
+            Verdict::Run { reminder } => {
+                drop(st);
+                let fut = self.inner.dispatch(call);
+                let shared = async move {
+                    let mut r = fut.await;
+                    if let Some(text) = reminder {
+                        append_reminder(&mut r.return_value, &text);
+                    }
+                    r
+                }
+                .boxed_local()
+                .shared();
+                self.state.borrow_mut().by_key.insert(key, shared.clone());
+                shared.boxed_local()
+            }
+        }
+    }
+}
+
+/// One turn's inputs.
+pub struct Turn<'a, M, T> {
+    pub config: &'a AgentConfig,
+    pub context: &'a SharedContext,
+    /// `None`: no model is set (the turn fails with [`TurnError::LLMNotSet`]).
+    pub model: Option<&'a M>,
+    pub tools: &'a T,
+    pub wire: &'a Wire,
+    pub approvals: &'a Rc<Approvals>,
+    pub env: &'a dyn Env,
+}
+
+type ErrOf<M> = <<M as Model>::Source as EventSource>::Error;
+
+impl<'a, M, T> Turn<'a, M, T>
+where
+    M: Model,
+    ErrOf<M>: SeamError,
+    T: TurnTools,
+{
+    fn send(&self, kind: &str, payload: Value) {
+        self.wire.send(WireMessage::event(kind, payload));
+    }
+
+    /// Runs the turn until it ends or `cancel` resolves.
+    pub async fn run(&self, input: UserInput, cancel: impl Future<Output = ()>) -> Result<(), TurnError<ErrOf<M>>> {
+        self.send("TurnBegin", json!({ "user_input": input }));
+        let state = Rc::new(RefCell::new(TurnState {
+            repeats: RepeatTracker::default(),
+            in_flight: None,
+            finished: HashMap::new(),
+            calls: HashMap::new(),
+            published: HashSet::new(),
+            by_key: HashMap::new(),
+        }));
+        let body = self.body(input, state.clone());
+        let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
+            Either::Left((r, _)) => r,
+            Either::Right(((), _)) => {
+                self.after_cancel(&state);
+                Err(TurnError::Cancelled)
+            }
+        };
+        self.send("TurnEnd", json!({}));
+        outcome
+    }
+
+    /// What a cancelled turn leaves: refused approvals, and no call without a result.
+    fn after_cancel(&self, state: &Rc<RefCell<TurnState>>) {
+        self.wire.reject_pending();
+        let (in_flight, finished) = {
+            let mut st = state.borrow_mut();
+            (st.in_flight.take(), std::mem::take(&mut st.finished))
+        };
+        let Some((message, usage)) = in_flight else { return };
+        let results: Vec<ToolResult> = message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|c| match finished.get(&c.id) {
+                Some(r) => r.clone(),
+                None => {
+                    let r = aborted_result(&c.id);
+                    self.wire.send(WireMessage::event("ToolResult", serde_json::to_value(&r).unwrap_or_default()));
+                    r
+                }
+            })
+            .collect();
+        self.grow(message, usage, &results);
+    }
+
+    fn check_capabilities(&self, m: &Message) -> Result<(), TurnError<ErrOf<M>>> {
+        let Some(caps) = &self.config.capabilities else { return Ok(()) };
+        let missing = missing_capabilities(m, caps);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let model_name = self.model.map(|m| m.model_name()).unwrap_or_default();
+        Err(TurnError::LLMNotSupported { model_name, capabilities: missing })
+    }
+
+    async fn body(&self, input: UserInput, state: Rc<RefCell<TurnState>>) -> Result<(), TurnError<ErrOf<M>>> {
+        let model = self.model.ok_or(TurnError::LLMNotSet)?;
+        let user = input.message();
+        self.check_capabilities(&user)?;
+        self.context.checkpoint();
+        self.context.append(vec![user]);
+        for n in 1.. {
+            if n > self.config.max_steps_per_turn {
+                return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
+            }
+            self.send("StepBegin", json!({ "n": n }));
+            match self.step(model, n, &state).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    self.send("StepInterrupted", json!({}));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `attempt` with kimi-cli's retry rules; `announce` names the step whose retries
+    /// are published as `StepRetry`.
+    async fn with_retries<R, F, Fut>(&self, announce: Option<u32>, mut attempt: F) -> Result<R, ErrOf<M>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<R, ErrOf<M>>>,
+    {
+        let max = self.config.max_retries_per_step.max(1);
+        let mut i = 1;
+        loop {
+            let e = match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let Some(pe) = e.provider_error().filter(|pe| is_retryable(pe) && i < max) else { return Err(e) };
+            let retry_after = match pe {
+                ChatProviderError::Status { retry_after_ms, .. } => retry_after_ms.map(|ms| ms as f64),
+                _ => None,
+            };
+            let wait = retry_wait_ms(i, retry_after, self.env.random(), self.config.backoff);
+            if let Some(n) = announce {
+                let status = match pe {
+                    ChatProviderError::Status { status, .. } => json!(status),
+                    _ => Value::Null,
+                };
+                self.send(
+                    "StepRetry",
+                    json!({"n": n, "next_attempt": i + 1, "max_attempts": max, "wait_s": wait / 1000.0,
+                           "error_type": pe.class_name(), "status_code": status}),
+                );
+            }
+            self.env.sleep(wait).await;
+            i += 1;
+        }
+    }
+
+    async fn compact(&self, model: &M, n: u32) -> Result<(), TurnError<ErrOf<M>>> {
+        self.send("CompactionBegin", json!({}));
+        let prepared = self.context.read(|c| compaction::prepare(c.history(), compaction::DEFAULT_PRESERVED_MESSAGES));
+        if let Some((ask, kept)) = prepared {
+            let ask = [ask];
+            let summary: GenerateOutput = self
+                .with_retries(None, || async {
+                    let req = model.prepare(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask)?;
+                    let mut source = model.open(req).await?;
+                    generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await
+                })
+                .await?;
+            let compacted = compaction::build(&summary.message, kept);
+            // kimi-cli writes the prompt again after clearing: a context restored from the
+            // file keeps it.
+            let prompt = match self.config.system_prompt.as_str() {
+                "" => self.context.read(|c| c.system_prompt().map(str::to_owned)),
+                p => Some(p.to_owned()),
+            };
+            self.context.clear();
+            if let Some(p) = prompt {
+                self.context.write_system_prompt(&p);
+            }
+            self.context.checkpoint();
+            self.context.append(compacted);
+        }
+        let _ = n;
+        self.send("CompactionEnd", json!({}));
+        Ok(())
+    }
+
+    /// One step; `Ok(true)` when the turn is over.
+    async fn step(&self, model: &M, n: u32, state: &Rc<RefCell<TurnState>>) -> Result<bool, TurnError<ErrOf<M>>> {
+        let tokens = self.context.read(|c| c.token_count());
+        if compaction::should_compact(tokens, self.config.max_context_tokens) {
+            self.compact(model, n).await?;
+        }
+        self.context.checkpoint();
+        {
+            let mut st = state.borrow_mut();
+            st.finished.clear();
+            st.calls.clear();
+            st.published.clear();
+        }
+        let dispatch = TurnDispatch { inner: self.tools, state: state.clone() };
+        let wire = self.wire.clone();
+        let on_result_state = state.clone();
+        let on_tool_result: ToolResultCallback = Rc::new(move |r: &ToolResult| {
+            let fresh = {
+                let mut st = on_result_state.borrow_mut();
+                st.finished.insert(r.tool_call_id.clone(), r.clone());
+                st.published.insert(r.tool_call_id.clone())
+            };
+            if fresh {
+                wire.send(WireMessage::event("ToolResult", serde_json::to_value(r).unwrap_or_default()));
+            }
+        });
+        let spawn = |f: LocalBoxFuture<'static, ()>| self.env.spawn(f);
+        let out = self
+            .with_retries(Some(n), || {
+                {
+                    let mut st = state.borrow_mut();
+                    st.repeats.begin_attempt();
+                    st.by_key.clear();
+                }
+                let defs = self.tools.definitions();
+                let prepared = self.context.read(|c| model.prepare(&self.config.system_prompt, &defs, c.history()));
+                let dispatch = &dispatch;
+                let on_tool_result = on_tool_result.clone();
+                let spawn = &spawn;
+                async move {
+                    let mut source = model.open(prepared?).await?;
+                    let on_part = |p: &StreamedMessagePart| {
+                        self.wire.send(WireMessage::Part(p.clone()));
+                        Ok(None)
+                    };
+                    step(&mut source, dispatch, spawn, on_part, Some(on_tool_result)).await
+                }
+            })
+            .await?;
+        let message = out.generated.message.clone();
+        let usage = out.generated.usage;
+        let has_calls = message.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        state.borrow_mut().in_flight = Some((message.clone(), usage));
+
+        // kimi-cli: the context's count becomes the step's input tokens, then the status.
+        if let Some(u) = &usage {
+            self.context.update_token_count(input_tokens(u));
+        }
+        let tokens = self.context.read(|c| c.token_count());
+        let max = self.config.max_context_tokens;
+        self.send(
+            "StatusUpdate",
+            json!({
+                "context_usage": if max > 0 { json!(tokens as f64 / max as f64) } else { Value::Null },
+                "context_tokens": tokens,
+                "max_context_tokens": if max > 0 { json!(max) } else { Value::Null },
+                "token_usage": usage,
+                "message_id": out.generated.id,
+            }),
+        );
+
+        let results = collect_results(out.results).await;
+        drop(out.drivers);
+        state.borrow_mut().in_flight = None;
+        state.borrow_mut().repeats.end_step();
+        let tool_messages: Vec<Message> = results.iter().map(tool_result_to_message).collect();
+        for m in &tool_messages {
+            self.check_capabilities(m)?;
+        }
+        self.grow_messages(message, usage, tool_messages);
+
+        let rejected: Vec<bool> =
+            results.iter().filter_map(|r| self.approvals.rejected(&r.tool_call_id, &r.return_value)).collect();
+        if !rejected.is_empty() && !rejected.iter().any(|&feedback| feedback) {
+            return Ok(true); // refused without feedback: the turn goes back to the user
+        }
+        if let Some((tool_name, count)) = state.borrow().repeats.force_stop() {
+            return Err(TurnError::RepeatedToolCall { tool_name, count });
+        }
+        Ok(!has_calls)
+    }
+
+    fn grow(&self, message: Message, usage: Option<TokenUsage>, results: &[ToolResult]) {
+        self.grow_messages(message, usage, results.iter().map(tool_result_to_message).collect());
+    }
+
+    /// Appends a step's message, its usage and its tool messages.
+    fn grow_messages(&self, message: Message, usage: Option<TokenUsage>, tool_messages: Vec<Message>) {
+        self.context.append(vec![message]);
+        if let Some(u) = &usage {
+            self.context.update_token_count(total_tokens(u));
+        }
+        self.context.append(tool_messages);
+    }
+}

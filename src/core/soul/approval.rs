@@ -1,0 +1,128 @@
+//! Approvals, as kimi-cli's soul runs them: a tool asks, the user answers on the wire, and the
+//! *tool* decides what to return. `yolo` approves everything; `approve_for_session`
+//! remembers the action for the agent's later calls. A tool that was refused may return
+//! kimi-cli's rejection result ([`rejection`]): without the user's feedback that ends the
+//! turn; with feedback the model reads it and goes on.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use serde_json::json;
+
+use crate::core::soul::wire::{ApprovalResponse, Wire};
+use crate::core::toolset::{ToolOutput, ToolReturnValue};
+
+/// What an agent remembers between turns.
+#[derive(Debug, Default)]
+pub struct ApprovalState {
+    pub yolo: bool,
+    approved_for_session: HashSet<String>,
+}
+
+impl ApprovalState {
+    pub fn new(yolo: bool) -> ApprovalState {
+        ApprovalState { yolo, approved_for_session: HashSet::new() }
+    }
+}
+
+/// kimi-cli's `ToolRejectedError`: with the user's feedback when there was some.
+pub fn rejection(feedback: &str) -> ToolReturnValue {
+    if feedback.is_empty() {
+        ToolReturnValue::error(
+            "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.",
+            "Rejected by user",
+            ToolOutput::Text(String::new()),
+        )
+    } else {
+        ToolReturnValue::error(
+            &format!("The tool call is rejected by the user. User feedback: {feedback}"),
+            &format!("Rejected: {feedback}"),
+            ToolOutput::Text(String::new()),
+        )
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ApprovalError {
+    /// `requestApproval` without an action.
+    MissingAction,
+}
+
+impl std::fmt::Display for ApprovalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("requestApproval needs an `action` string")
+    }
+}
+
+/// The approval side of one run: asks on the run's wire, remembers who was refused.
+pub struct Approvals {
+    wire: Wire,
+    state: Rc<RefCell<ApprovalState>>,
+    sender: String,
+    new_id: Box<dyn Fn() -> String>,
+    /// Calls the user refused in this run, with the feedback given.
+    refused: RefCell<HashMap<String, String>>,
+}
+
+impl Approvals {
+    pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Box<dyn Fn() -> String>) -> Self {
+        Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()) }
+    }
+
+    /// Asks the user about `action` for the tool call `call_id`; true when approved.
+    pub fn request(
+        self: &Rc<Self>,
+        call_id: &str,
+        action: &str,
+        description: &str,
+    ) -> Result<LocalBoxFuture<'static, bool>, ApprovalError> {
+        if action.is_empty() {
+            return Err(ApprovalError::MissingAction);
+        }
+        {
+            let st = self.state.borrow();
+            if st.yolo || st.approved_for_session.contains(action) {
+                return Ok(futures::future::ready(true).boxed_local());
+            }
+        }
+        let id = (self.new_id)();
+        let payload = json!({
+            "id": id, "tool_call_id": call_id, "sender": self.sender, "action": action,
+            "description": description, "display": [],
+        });
+        let answer = self.wire.request_approval(id, payload);
+        let this = self.clone();
+        let (call_id, action) = (call_id.to_owned(), action.to_owned());
+        Ok(async move {
+            let a = answer.await;
+            match a.response {
+                ApprovalResponse::Approve => true,
+                ApprovalResponse::ApproveForSession => {
+                    this.state.borrow_mut().approved_for_session.insert(action);
+                    true
+                }
+                ApprovalResponse::Reject => {
+                    this.refused.borrow_mut().insert(call_id, a.feedback);
+                    false
+                }
+            }
+        }
+        .boxed_local())
+    }
+
+    /// kimi-cli's rejection result for `call_id`, with the feedback the user gave for it.
+    pub fn rejection(&self, call_id: &str) -> ToolReturnValue {
+        rejection(self.refused.borrow().get(call_id).map_or("", String::as_str))
+    }
+
+    /// Is `rv` the rejection result of a refused call? `Some(has_feedback)` when it is: a tool
+    /// that returned something else after a refusal keeps its result and its turn.
+    pub fn rejected(&self, call_id: &str, rv: &ToolReturnValue) -> Option<bool> {
+        let refused = self.refused.borrow();
+        let feedback = refused.get(call_id)?;
+        (*rv == rejection(feedback)).then(|| !feedback.is_empty())
+    }
+}
