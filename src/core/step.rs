@@ -115,6 +115,11 @@ fn start(
     }
     .boxed_local()
     .shared();
+    // A tool that finishes at once (a synchronous handler) reports its result now, before
+    // the stream goes on; any other is driven by a task of its own.
+    if shared.clone().now_or_never().is_some() {
+        return shared;
+    }
     let (handle, reg) = AbortHandle::new_pair();
     drivers.0.push(handle);
     spawn(Abortable::new(shared.clone(), reg).map(|_| ()).boxed_local());

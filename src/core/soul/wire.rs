@@ -298,6 +298,8 @@ struct WireState {
     shut: bool,
     pending: Vec<(String, oneshot::Sender<ApprovalAnswer>)>,
     recorder: Option<Recorder>,
+    /// A recorder is set (it is taken out of `recorder` while it writes).
+    recording: bool,
     /// Merged messages waiting for the recorder (written once the state is released).
     to_record: Vec<WireMessage>,
     recorded: u64,
@@ -309,7 +311,7 @@ impl WireState {
         for s in &self.merged {
             s.push(m.clone());
         }
-        if self.recorder.is_some() {
+        if self.recording {
             self.to_record.push(m);
         }
     }
@@ -347,7 +349,9 @@ impl Wire {
 
     /// Records every merged message from now on.
     pub fn set_recorder(&self, recorder: Recorder) {
-        self.0.borrow_mut().recorder = Some(recorder);
+        let mut st = self.0.borrow_mut();
+        st.recorder = Some(recorder);
+        st.recording = true;
     }
 
     /// Messages the recorder has written.

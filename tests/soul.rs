@@ -1,0 +1,614 @@
+//! The agent turn, run natively on `futures`' `LocalPool` with fake seams: a scripted model
+//! (kosong's echo DSL), tools that are Rust closures, timers that resolve when the test says.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::channel::oneshot;
+use futures::executor::{LocalPool, LocalSpawner};
+use futures::future::LocalBoxFuture;
+use futures::task::LocalSpawnExt;
+use futures::FutureExt;
+use serde_json::{json, Value};
+
+use kosong_wasm::core::message::{Message, ToolCall};
+use kosong_wasm::core::providers::echo::ScriptedModel;
+use kosong_wasm::core::providers::ToolDefinition;
+use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::core::soul::context::{Context, SharedContext};
+use kosong_wasm::core::soul::wire::{ApprovalResponse, UiSide, Wire, WireMessage};
+use kosong_wasm::core::step::ToolDispatch;
+use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+type Handler = Rc<dyn Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue>>;
+
+/// Tools by name; each counts its runs.
+#[derive(Clone, Default)]
+struct Tools {
+    handlers: Rc<RefCell<HashMap<String, Handler>>>,
+    runs: Rc<RefCell<Vec<String>>>,
+    approvals: Rc<RefCell<Option<Rc<Approvals>>>>,
+    /// Calls whose future was dropped before it finished (the glue aborts their signal then).
+    dropped: Rc<RefCell<Vec<String>>>,
+}
+
+impl Tools {
+    fn add(&self, name: &str, h: impl Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue> + 'static) {
+        self.handlers.borrow_mut().insert(name.into(), Rc::new(h));
+    }
+    fn sync(&self, name: &str, f: impl Fn(&Value) -> String + 'static) {
+        self.add(name, move |c, _| {
+            let args: Value = serde_json::from_str(c.function.arguments.as_deref().unwrap_or("{}")).unwrap_or(Value::Null);
+            let out = f(&args);
+            async move { ToolReturnValue::ok(ToolOutput::Text(out), "", "") }.boxed_local()
+        });
+    }
+}
+
+struct DropGuard(Option<(String, Rc<RefCell<Vec<String>>>)>);
+impl DropGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if let Some((id, log)) = self.0.take() {
+            log.borrow_mut().push(id);
+        }
+    }
+}
+
+impl ToolDispatch for Tools {
+    fn is_eager(&self, _name: &str) -> bool {
+        true
+    }
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+        self.runs.borrow_mut().push(call.function.name.clone());
+        let id = call.id.clone();
+        let h = self.handlers.borrow().get(&call.function.name).cloned();
+        let approvals = self.approvals.borrow().clone().unwrap();
+        let fut = match h {
+            Some(h) => h(call, &approvals),
+            None => {
+                let rv = ToolReturnValue::not_found(&call.function.name);
+                async move { rv }.boxed_local()
+            }
+        };
+        let mut guard = DropGuard(Some((id.clone(), self.dropped.clone())));
+        async move {
+            let rv = fut.await;
+            guard.disarm();
+            ToolResult { tool_call_id: id, return_value: rv }
+        }
+        .boxed_local()
+    }
+}
+
+impl TurnTools for Tools {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        self.handlers
+            .borrow()
+            .keys()
+            .map(|n| ToolDefinition { name: n.clone(), description: String::new(), parameters: json!({}) })
+            .collect()
+    }
+}
+
+/// Timers: each sleep is recorded; it resolves at once unless `hold` is set.
+struct FakeEnv {
+    spawner: LocalSpawner,
+    sleeps: RefCell<Vec<f64>>,
+    hold: Cell<bool>,
+}
+
+impl Env for FakeEnv {
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
+        self.sleeps.borrow_mut().push(ms);
+        if self.hold.get() {
+            futures::future::pending().boxed_local()
+        } else {
+            futures::future::ready(()).boxed_local()
+        }
+    }
+    fn random(&self) -> f64 {
+        0.0
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        self.spawner.spawn_local(task).unwrap();
+    }
+}
+
+struct Harness {
+    pool: LocalPool,
+    env: Rc<FakeEnv>,
+    config: AgentConfig,
+    context: SharedContext,
+    tools: Tools,
+    approval_state: Rc<RefCell<ApprovalState>>,
+    lines: Rc<RefCell<Vec<String>>>,
+}
+
+struct Outcome {
+    merged: Vec<WireMessage>,
+    raw: Vec<WireMessage>,
+    result: Result<(), TurnError<kosong_wasm::core::error::ChatProviderError>>,
+}
+
+impl Outcome {
+    fn kinds(&self) -> Vec<String> {
+        self.merged.iter().map(|m| m.kind().to_owned()).collect()
+    }
+    fn payloads(&self, kind: &str) -> Vec<Value> {
+        self.merged
+            .iter()
+            .filter(|m| m.kind() == kind)
+            .map(|m| serde_json::to_value(m).unwrap()["payload"].clone())
+            .collect()
+    }
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let pool = LocalPool::new();
+        let env = Rc::new(FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) });
+        let context = SharedContext::default();
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let l2 = lines.clone();
+        context.set_sink(Some(Box::new(move |w| {
+            if let kosong_wasm::core::soul::context::ContextWrite::Line(l) = w {
+                l2.borrow_mut().push(l.to_owned())
+            }
+        })));
+        Harness {
+            pool,
+            env,
+            config: AgentConfig::default(),
+            context,
+            tools: Tools::default(),
+            approval_state: Rc::new(RefCell::new(ApprovalState::new(false))),
+            lines,
+        }
+    }
+
+    /// Runs one turn; `ui` sees each merged message as it is read and may answer on the wire.
+    fn turn(
+        &mut self,
+        model: Option<&ScriptedModel>,
+        input: &str,
+        cancel: impl Future<Output = ()> + 'static,
+        ui: impl Fn(&WireMessage, &Wire) + 'static,
+    ) -> Outcome {
+        let wire = Wire::new();
+        let merged_side = wire.ui_side(true);
+        let raw_side = wire.ui_side(false);
+        let ids = Cell::new(0);
+        let approvals = Rc::new(Approvals::new(
+            wire.clone(),
+            self.approval_state.clone(),
+            self.config.name.clone(),
+            Box::new(move || {
+                ids.set(ids.get() + 1);
+                format!("req-{}", ids.get())
+            }),
+        ));
+        *self.tools.approvals.borrow_mut() = Some(approvals.clone());
+        let merged: Rc<RefCell<Vec<WireMessage>>> = Rc::default();
+        let ui_task = {
+            let (side, merged, wire) = (merged_side.clone(), merged.clone(), wire.clone());
+            async move {
+                while let Some(m) = UiSide::receive(&side).await {
+                    ui(&m, &wire);
+                    merged.borrow_mut().push(m);
+                }
+            }
+        };
+        self.pool.spawner().spawn_local(ui_task).unwrap();
+        let turn = Turn {
+            config: &self.config,
+            context: &self.context,
+            model,
+            tools: &self.tools,
+            wire: &wire,
+            approvals: &approvals,
+            env: &*self.env,
+        };
+        let result = self.pool.run_until(async {
+            let r = turn.run(UserInput::Text(input.into()), cancel).await;
+            wire.shutdown();
+            r
+        });
+        self.pool.run_until_stalled();
+        let merged = merged.borrow().clone();
+        Outcome { merged, raw: raw_side.take_ready(), result }
+    }
+
+    fn history(&self) -> Vec<Message> {
+        self.context.read(|c| c.history().to_vec())
+    }
+}
+
+fn never() -> impl Future<Output = ()> {
+    futures::future::pending()
+}
+
+fn call(id: &str, name: &str, args: Value) -> String {
+    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
+}
+
+fn plus(h: &Harness) {
+    h.tools.sync("plus", |a| (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string());
+}
+
+#[test]
+fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
+    let mut h = Harness::new();
+    plus(&h);
+    let model = ScriptedModel::new([
+        format!("usage: input_other=10 output=5\nthink: I should add.\ntext: Let me add.\n{}", call("c1", "plus", json!({"a": 1, "b": 2}))),
+        "usage: input_other=30 output=3\ntext: It is 3.".into(),
+    ]);
+    let o = h.turn(Some(&model), "1+2?", never(), |_, _| {});
+    assert!(o.result.is_ok());
+    assert_eq!(
+        o.kinds(),
+        [
+            "TurnBegin", "StepBegin", "ContentPart", "ContentPart", "ToolCall", "ToolResult", "StatusUpdate",
+            "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"
+        ]
+    );
+    assert_eq!(o.payloads("TurnBegin")[0], json!({"user_input": "1+2?"}));
+    assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "3");
+    let status = &o.payloads("StatusUpdate")[0];
+    assert_eq!(status["token_usage"], json!({"input_other": 10, "output": 5, "input_cache_read": 0, "input_cache_creation": 0}));
+    assert_eq!(status["context_tokens"], 10, "the step's input tokens, as kimi-cli counts them");
+    let roles: Vec<String> = h.history().iter().map(|m| serde_json::to_value(m.role).unwrap().as_str().unwrap().to_owned()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(serde_json::to_value(&h.history()[2]).unwrap(), json!({"role": "tool", "content": "3", "tool_call_id": "c1"}));
+    assert_eq!(h.context.read(|c| (c.n_checkpoints(), c.token_count())), (3, 33));
+    // The second request carried the whole history, tool message included.
+    assert_eq!(model.seen.borrow()[1], 3);
+    assert_eq!(h.lines.borrow().len(), h.context.read(|c| c.to_jsonl()).lines().count());
+    assert!(o.raw.len() >= o.merged.len());
+}
+
+#[test]
+fn a_429_from_the_echo_dsl_is_retried_once_then_the_text() {
+    let mut h = Harness::new();
+    let model = ScriptedModel::new(["error: 429 slow down", "text: done"]);
+    let o = h.turn(Some(&model), "hi", never(), |_, _| {});
+    assert!(o.result.is_ok());
+    assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "ContentPart", "StatusUpdate", "TurnEnd"]);
+    let retry = &o.payloads("StepRetry")[0];
+    assert_eq!(retry["status_code"], 429);
+    assert_eq!(retry["next_attempt"], 2);
+    assert_eq!(retry["max_attempts"], 3);
+    assert_eq!(retry["error_type"], "APIStatusError");
+    assert_eq!(retry["wait_s"], 0.3);
+    assert_eq!(*h.env.sleeps.borrow(), [300.0]);
+    assert_eq!(o.payloads("ContentPart")[0]["text"], "done");
+}
+
+#[test]
+fn retries_stop_at_the_attempt_limit_and_errors_not_worth_retrying_fail_at_once() {
+    let mut h = Harness::new();
+    let model = ScriptedModel::new(["error: 503", "error: connection reset", "error: timeout", "text: never"]);
+    let o = h.turn(Some(&model), "x", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::Seam(kosong_wasm::core::error::ChatProviderError::Timeout(_)))));
+    assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "StepRetry", "StepInterrupted", "TurnEnd"]);
+    assert_eq!(*h.env.sleeps.borrow(), [300.0, 600.0]);
+
+    let model = ScriptedModel::new(["error: 400 bad request", "text: never"]);
+    let o = h.turn(Some(&model), "x", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::Seam(_))));
+    assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd"]);
+}
+
+#[test]
+fn no_model_and_input_the_model_cannot_take() {
+    let mut h = Harness::new();
+    let o = h.turn(None, "hi", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::LLMNotSet)));
+    assert_eq!(o.kinds(), ["TurnBegin", "TurnEnd"]);
+
+    h.config.capabilities = Some(vec!["thinking".into()]);
+    plus(&h);
+    let model = ScriptedModel::new([r#"image_url: {"url": "data:image/png;base64,AA"}"#.to_owned() + "\n" + &call("c", "plus", json!({})), "text: ok".into()]);
+    let o = h.turn(Some(&model), "look", never(), |_, _| {});
+    assert!(o.result.is_ok(), "the assistant's own image is not checked; tool messages and input are");
+    let mut h = Harness::new();
+    h.config.capabilities = Some(vec![]);
+    h.tools.add("img", |_, _| {
+        async {
+            ToolReturnValue::ok(
+                ToolOutput::Parts(vec![kosong_wasm::core::message::ContentPart::ImageUrl {
+                    image_url: kosong_wasm::core::message::MediaUrl { url: "x".into(), id: None },
+                }]),
+                "",
+                "",
+            )
+        }
+        .boxed_local()
+    });
+    let model = ScriptedModel::new([call("i", "img", json!({})), "text: never".into()]);
+    let o = h.turn(Some(&model), "pic", never(), |_, _| {});
+    match o.result {
+        Err(TurnError::LLMNotSupported { model_name, capabilities }) => {
+            assert_eq!((model_name.as_str(), capabilities), ("scripted_echo", vec!["image_in".to_owned()]))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn max_steps() {
+    let mut h = Harness::new();
+    plus(&h);
+    h.config.max_steps_per_turn = 2;
+    let model = ScriptedModel::new((1..=3).map(|i| call(&format!("c{i}"), "plus", json!({"a": i}))));
+    let o = h.turn(Some(&model), "loop", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::MaxStepsReached(2))));
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2);
+    assert_eq!(o.kinds().last().unwrap(), "TurnEnd");
+}
+
+#[test]
+fn repeated_calls_get_kimi_clis_reminders_and_twelve_stop_the_turn() {
+    let mut h = Harness::new();
+    plus(&h);
+    let model = ScriptedModel::new((0..20).map(|i| call(&format!("s{i}"), "plus", json!({"a": 1, "b": 1}))));
+    let o = h.turn(Some(&model), "again", never(), |_, _| {});
+    match &o.result {
+        Err(TurnError::RepeatedToolCall { tool_name, count }) => assert_eq!((tool_name.as_str(), *count), ("plus", 12)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 12);
+    let outputs: Vec<String> =
+        o.payloads("ToolResult").iter().map(|p| p["return_value"]["output"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(outputs[0], "2");
+    assert_eq!(outputs[1], "2");
+    assert!(outputs[2].starts_with("2\n\n<system-reminder>\nYou are repeating the exact same tool call"));
+    assert!(outputs[4].contains("- repeated_times: 5\n- arguments: {\"a\":1,\"b\":1}"));
+    assert!(outputs[7].contains("You are stuck in a dead end"));
+    // The model read the reminder: it is in the tool message of the context.
+    let tool_msgs: Vec<Message> = h.history().into_iter().filter(|m| m.tool_call_id.is_some()).collect();
+    assert_eq!(tool_msgs.len(), 12, "the twelfth step's result is in the context too");
+    assert!(tool_msgs[2].extract_text("").contains("<system-reminder>"));
+}
+
+#[test]
+fn the_same_call_twice_in_one_step_runs_the_tool_once() {
+    let mut h = Harness::new();
+    plus(&h);
+    let model = ScriptedModel::new([
+        format!("{}\n{}\n{}", call("a", "plus", json!({"a": 1, "b": 2})), call("b", "plus", json!({"b": 2, "a": 1})), call("c", "plus", json!({"a": 5}))),
+        "text: done".into(),
+    ]);
+    let o = h.turn(Some(&model), "x", never(), |_, _| {});
+    assert!(o.result.is_ok());
+    assert_eq!(h.tools.runs.borrow().len(), 2, "a and c ran; b got a's result");
+    let results = o.payloads("ToolResult");
+    assert_eq!(results.len(), 3);
+    let b = results.iter().find(|r| r["tool_call_id"] == "b").unwrap();
+    assert_eq!(b["return_value"]["output"], "3");
+}
+
+#[test]
+fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn() {
+    let mut h = Harness::new();
+    let (started_tx, started_rx) = oneshot::channel::<()>();
+    let started_tx = RefCell::new(Some(started_tx));
+    h.tools.add("wait", move |_, _| {
+        if let Some(tx) = started_tx.borrow_mut().take() {
+            let _ = tx.send(());
+        }
+        futures::future::pending().boxed_local()
+    });
+    plus(&h);
+    let model = ScriptedModel::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
+    let cancel = async move {
+        let _ = started_rx.await;
+    };
+    let o = h.turn(Some(&model), "wait", cancel, |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::Cancelled)));
+    assert_eq!(*h.tools.dropped.borrow(), ["w"], "the waiting tool's future was dropped (its signal aborts)");
+    let kinds = o.kinds();
+    assert!(!kinds.contains(&"StepInterrupted".to_owned()));
+    assert_eq!(&kinds[kinds.len() - 2..], ["ToolResult", "TurnEnd"]);
+    let h2 = h.history();
+    assert_eq!(h2.len(), 4, "user, assistant, and a result for each call");
+    assert!(h2[3].extract_text("").contains("aborted: the user cancelled the run"));
+    assert_eq!(o.payloads("ToolResult").last().unwrap()["return_value"]["display"], json!([{"type": "brief", "text": "Aborted"}]));
+}
+
+#[test]
+fn cancel_while_waiting_to_retry_ends_at_once() {
+    let mut h = Harness::new();
+    h.env.hold.set(true);
+    let model = ScriptedModel::new(["error: 429", "text: never"]);
+    let (tx, rx) = oneshot::channel::<()>();
+    let tx = RefCell::new(Some(tx));
+    let o = h.turn(
+        Some(&model),
+        "x",
+        async move {
+            let _ = rx.await;
+        },
+        move |m, _| {
+            if m.kind() == "StepRetry" {
+                if let Some(tx) = tx.borrow_mut().take() {
+                    let _ = tx.send(());
+                }
+            }
+        },
+    );
+    assert!(matches!(o.result, Err(TurnError::Cancelled)));
+    assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "TurnEnd"]);
+}
+
+fn approving_tool(h: &Harness, ran: Rc<RefCell<Vec<String>>>) {
+    h.tools.add("rm", move |c, approvals| {
+        let args: Value = serde_json::from_str(c.function.arguments.as_deref().unwrap()).unwrap();
+        let path = args["path"].as_str().unwrap().to_owned();
+        let asked = approvals.request(&c.id, "delete file", &format!("rm {path}")).unwrap();
+        let (approvals, id, ran) = (approvals.clone(), c.id.clone(), ran.clone());
+        async move {
+            if !asked.await {
+                if path == "keep-result" {
+                    return ToolReturnValue::ok(ToolOutput::Text("not deleted".into()), "", "");
+                }
+                return approvals.rejection(&id);
+            }
+            ran.borrow_mut().push(path.clone());
+            ToolReturnValue::ok(ToolOutput::Text(format!("deleted {path}")), "", "")
+        }
+        .boxed_local()
+    });
+}
+
+fn answer(answers: Vec<(&'static str, &'static str)>) -> impl Fn(&WireMessage, &Wire) {
+    let answers = RefCell::new(answers.into_iter());
+    move |m, wire| {
+        if m.kind() == "ApprovalRequest" {
+            let id = serde_json::to_value(m).unwrap()["payload"]["id"].as_str().unwrap().to_owned();
+            let (response, feedback) = answers.borrow_mut().next().unwrap();
+            wire.respond(&id, ApprovalResponse::parse(response).unwrap(), feedback).unwrap();
+        }
+    }
+}
+
+#[test]
+fn approvals_approve_for_session_is_remembered_and_the_tool_decides_its_result() {
+    let mut h = Harness::new();
+    let ran = Rc::new(RefCell::new(Vec::new()));
+    approving_tool(&h, ran.clone());
+    let model = ScriptedModel::new([
+        call("r1", "rm", json!({"path": "a"})),
+        call("r2", "rm", json!({"path": "b"})),
+        call("r3", "rm", json!({"path": "c"})),
+        "text: ok".into(),
+    ]);
+    let o = h.turn(Some(&model), "clean", never(), answer(vec![("approve", ""), ("approve_for_session", "")]));
+    assert!(o.result.is_ok());
+    assert_eq!(*ran.borrow(), ["a", "b", "c"]);
+    assert_eq!(o.payloads("ApprovalRequest").len(), 2, "c was approved for the session");
+    let req = &o.payloads("ApprovalRequest")[0];
+    assert_eq!(req, &json!({"id": "req-1", "tool_call_id": "r1", "sender": "agent", "action": "delete file", "description": "rm a", "display": []}));
+    assert_eq!(o.payloads("ApprovalResponse")[0], json!({"request_id": "req-1", "response": "approve", "feedback": ""}));
+    let kinds = o.kinds();
+    let (req, resp) = (kinds.iter().position(|k| k == "ApprovalRequest"), kinds.iter().position(|k| k == "ApprovalResponse"));
+    assert!(req < resp);
+}
+
+#[test]
+fn a_rejection_without_feedback_ends_the_turn_with_feedback_it_goes_on() {
+    let mut h = Harness::new();
+    approving_tool(&h, Rc::default());
+    let model = ScriptedModel::new([call("x1", "rm", json!({"path": "z"})), "text: never".into()]);
+    let o = h.turn(Some(&model), "delete z", never(), answer(vec![("reject", "")]));
+    assert!(o.result.is_ok());
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 1);
+    let rv = &o.payloads("ToolResult")[0]["return_value"];
+    assert_eq!(rv["message"], "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.");
+    assert_eq!(rv["display"], json!([{"type": "brief", "text": "Rejected by user"}]));
+
+    let model = ScriptedModel::new([call("x2", "rm", json!({"path": "z"})), "text: I will keep z.".into()]);
+    let o = h.turn(Some(&model), "delete z", never(), answer(vec![("reject", "keep z")]));
+    assert!(o.result.is_ok());
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2, "the model read the feedback and answered");
+    let rv = &o.payloads("ToolResult")[0]["return_value"];
+    assert_eq!(rv["message"], "The tool call is rejected by the user. User feedback: keep z");
+    assert_eq!(rv["display"], json!([{"type": "brief", "text": "Rejected: keep z"}]));
+
+    // A tool that returns something else after a refusal keeps its result, and the turn goes on.
+    let model = ScriptedModel::new([call("x3", "rm", json!({"path": "keep-result"})), "text: fine".into()]);
+    let o = h.turn(Some(&model), "delete", never(), answer(vec![("reject", "")]));
+    assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "not deleted");
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2);
+}
+
+#[test]
+fn yolo_approves_and_cancelling_during_an_approval_rejects_it() {
+    let mut h = Harness::new();
+    let ran = Rc::new(RefCell::new(Vec::new()));
+    approving_tool(&h, ran.clone());
+    h.approval_state.borrow_mut().yolo = true;
+    let model = ScriptedModel::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
+    let o = h.turn(Some(&model), "go", never(), |_, _| {});
+    assert!(o.result.is_ok() && o.payloads("ApprovalRequest").is_empty());
+    assert_eq!(*ran.borrow(), ["q"]);
+
+    let mut h = Harness::new();
+    approving_tool(&h, Rc::default());
+    let model = ScriptedModel::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
+    let (tx, rx) = oneshot::channel::<()>();
+    let tx = RefCell::new(Some(tx));
+    let o = h.turn(
+        Some(&model),
+        "go",
+        async move {
+            let _ = rx.await;
+        },
+        move |m, _| {
+            if m.kind() == "ApprovalRequest" {
+                if let Some(tx) = tx.borrow_mut().take() {
+                    let _ = tx.send(());
+                }
+            }
+        },
+    );
+    assert!(matches!(o.result, Err(TurnError::Cancelled)));
+    assert_eq!(o.payloads("ApprovalResponse")[0]["response"], "reject");
+    assert_eq!(o.kinds().last().unwrap(), "TurnEnd");
+}
+
+#[test]
+fn compaction_keeps_the_system_prompt_and_the_last_two_messages() {
+    let mut h = Harness::new();
+    h.config.system_prompt = "You are terse.".into();
+    h.config.max_context_tokens = 100_000;
+    h.context.write_system_prompt("You are terse.");
+    let m = |role: &str, t: &str| serde_json::from_value::<Message>(json!({"role": role, "content": t})).unwrap();
+    h.context.append(vec![m("user", "old question"), m("assistant", "old answer"), m("user", "recent question"), m("assistant", "recent answer")]);
+    h.context.update_token_count(90_000);
+    let model = ScriptedModel::new(["text: SUMMARY of the old part", "text: fine"]);
+    let o = h.turn(Some(&model), "next", never(), |_, _| {});
+    assert!(o.result.is_ok());
+    assert_eq!(&o.kinds()[..4], ["TurnBegin", "StepBegin", "CompactionBegin", "CompactionEnd"]);
+    let hist = h.history();
+    assert!(hist[0].extract_text("").contains("SUMMARY of the old part"));
+    assert_eq!(hist[1].extract_text(""), "recent answer");
+    assert_eq!(hist[2].extract_text(""), "next");
+    assert_eq!(hist.last().unwrap().extract_text(""), "fine");
+    assert_eq!(h.context.read(|c| c.system_prompt().map(str::to_owned)).as_deref(), Some("You are terse."));
+    let restored = Context::from_jsonl(&h.context.read(|c| c.to_jsonl())).unwrap();
+    assert_eq!(restored.system_prompt(), Some("You are terse."));
+    assert_eq!(restored.history(), hist.as_slice());
+    // The file as the sink wrote it after the clear: the prompt comes first.
+    assert!(h.lines.borrow().iter().any(|l| l == r#"{"role":"_system_prompt","content":"You are terse."}"#));
+}
+
+#[test]
+fn a_thousand_turns_on_one_context_stay_consistent() {
+    let mut h = Harness::new();
+    plus(&h);
+    let mut scripts = Vec::new();
+    for i in 0..1000 {
+        scripts.push(call(&format!("c{i}"), "plus", json!({"a": i, "b": 1})));
+        scripts.push(format!("text: {}", i + 1));
+    }
+    let model = ScriptedModel::new(scripts);
+    for i in 0..1000 {
+        let o = h.turn(Some(&model), &format!("{i}+1?"), never(), |_, _| {});
+        assert!(o.result.is_ok());
+    }
+    assert_eq!(h.history().len(), 4000);
+    assert_eq!(h.context.read(|c| c.n_checkpoints()), 3000);
+    let restored = Context::from_jsonl(&h.context.read(|c| c.to_jsonl())).unwrap();
+    assert_eq!(restored.history().len(), 4000);
+    // The model saw the whole history each time (it is never trimmed behind its back).
+    assert_eq!(*model.seen.borrow().last().unwrap(), 3999);
+}
