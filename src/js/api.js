@@ -592,15 +592,10 @@ export class StepResult {
 
 /** One step (kosong's `step`): tools start as soon as their calls are complete. */
 export async function step(provider, systemPrompt, toolset, history, options = {}) {
-  return _stepWithHistoryJson(provider, systemPrompt, toolset, historyJson(history), options);
-}
-
-/** @internal `step` with the history already as JSON text (the agent keeps it that way). */
-export async function _stepWithHistoryJson(provider, systemPrompt, toolset, history, options = {}) {
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
-  const { req, history: h, hooks } = common(provider, systemPrompt, history, options);
+  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   const tools = toolset.tools;
   hooks.toolset = toolset;
   hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);

@@ -120,6 +120,11 @@ pub async fn send(
     Ok(BodySource { reader, state: Object::new(), batch: super::body_reader(), ctrl: ctrl.clone_ref(), timeout_ms })
 }
 
+/// Another handle on the same controller.
+pub fn clone_controller(c: &AbortController) -> AbortController {
+    c.clone_ref()
+}
+
 trait CloneRef {
     fn clone_ref(&self) -> Self;
 }
@@ -137,6 +142,16 @@ pub struct BodySource {
     batch: Option<Function>,
     ctrl: AbortController,
     timeout_ms: Option<f64>,
+}
+
+/// A body dropped before its end (the turn was cancelled, the step failed) closes the
+/// connection.
+impl Drop for BodySource {
+    fn drop(&mut self) {
+        if self.reader.is_some() {
+            self.ctrl.abort(&JsValue::UNDEFINED);
+        }
+    }
 }
 
 impl ByteSource for BodySource {

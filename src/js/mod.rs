@@ -6,6 +6,7 @@
 //! `Error` subclasses.
 
 mod http;
+mod preview;
 mod signals;
 mod soul;
 mod sys;
@@ -421,8 +422,9 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         let toolset = tools::JsToolset::new(
             hooks.toolset.clone(),
             hooks.lazy_tools.clone(),
-            call.tools_ctrl.signal(),
+            tools::ToolSignals::Shared(call.tools_ctrl.signal()),
             hooks.warn.clone(),
+            None,
         )?;
         let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
             Rc::new(move |r: &ToolResult| {

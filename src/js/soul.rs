@@ -1,99 +1,262 @@
-//! Glue for the soul runtime's pure parts: the context, compaction and the loop's rules.
+//! Glue for the soul runtime: thin handles on the core's Wire, Context and agent turn
+//! (`src/core/soul/`). Structured values cross with `serde-wasm-bindgen`; the turn's seams
+//! are filled with the JS provider, the JS toolset, `setTimeout` and `Math.random`.
 
-use js_sys::Array;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use js_sys::{Function, Promise};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
-use crate::core::agent::{missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
-use crate::core::compaction;
-use crate::core::context::Context;
+use super::http;
+use super::signals::{AbortWatch, Timer};
+use super::sys::{self, AbortController, AbortSignal};
+use super::tools::{JsToolset, RunFunctions, ToolSignals};
+use super::{get, read_limits, AnySource, GlueError, ProviderSpec};
+use crate::core::error::ChatProviderError;
+use crate::core::generate::{Limits, SseEventSource, VecEventSource};
 use crate::core::message::Message;
-use crate::core::toolset::ToolResult;
+use crate::core::providers::echo::{script_for_stream, EchoScript};
+use crate::core::providers::{HttpProvider, HttpRequest, ToolDefinition};
+use crate::core::soul::agent::{self, AgentConfig, Env, Model, SeamError, Turn, TurnError, TurnTools, UserInput};
+use crate::core::soul::approval::{ApprovalState, Approvals};
+use crate::core::soul::context::{Context, ContextWrite, SharedContext};
+use crate::core::soul::rules::Backoff;
+use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
-fn bad_input(what: &str, e: impl std::fmt::Display) -> JsValue {
-    js_sys::TypeError::new(&format!("invalid {what}: {e}")).into()
+/// Plain data to a JS value: objects for maps (not `Map`s).
+pub(crate) fn to_js<T: Serialize + ?Sized>(v: &T) -> JsValue {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).unwrap_or(JsValue::NULL)
 }
 
-fn lines(v: Vec<String>) -> Array {
-    v.into_iter().map(|l| JsValue::from_str(&l)).collect()
+fn type_error(msg: &str) -> JsValue {
+    js_sys::TypeError::new(msg).into()
 }
 
-/// The state behind the JS `Context`. Every change returns the `context.jsonl` lines to
-/// hand to the sink.
+// ---- the wire -------------------------------------------------------------------------------
+
+/// The state behind the JS `Wire`.
+#[wasm_bindgen]
+pub struct WireCore {
+    wire: Wire,
+}
+
+#[wasm_bindgen]
+impl WireCore {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WireCore {
+        WireCore { wire: Wire::new() }
+    }
+
+    #[wasm_bindgen(js_name = uiSide)]
+    pub fn ui_side(&self, merge: bool) -> WireSideCore {
+        WireSideCore { side: self.wire.ui_side(merge) }
+    }
+
+    /// Publishes `{type, payload}`.
+    pub fn send(&self, message: JsValue) -> Result<(), JsValue> {
+        let m: WireMessage = serde_wasm_bindgen::from_value(message)
+            .map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+        self.wire.send(m);
+        Ok(())
+    }
+
+    pub fn respond(&self, request_id: &str, response: &str, feedback: &str) -> Result<(), JsValue> {
+        let r = ApprovalResponse::parse(response).ok_or_else(|| {
+            type_error(&format!("response must be \"approve\", \"approve_for_session\" or \"reject\"; got {response}"))
+        })?;
+        self.wire.respond(request_id, r, feedback).map_err(|e| js_sys::Error::new(&e.to_string()).into())
+    }
+
+    /// Publishes an `ApprovalRequest` (`payload.id` names it); resolves `{response, feedback}`.
+    #[wasm_bindgen(js_name = requestApproval)]
+    pub fn request_approval(&self, payload: JsValue) -> Result<Promise, JsValue> {
+        let payload: serde_json::Value =
+            serde_wasm_bindgen::from_value(payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
+        let id = payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
+        let answer = self.wire.request_approval(id.to_owned(), payload.clone());
+        Ok(future_to_promise(async move {
+            let a = answer.await;
+            Ok(to_js(&serde_json::json!({"response": a.response.as_str(), "feedback": a.feedback})))
+        }))
+    }
+
+    /// Rejects every waiting approval request (the run was cancelled).
+    #[wasm_bindgen(js_name = rejectPending)]
+    pub fn reject_pending(&self) {
+        self.wire.reject_pending();
+    }
+
+    pub fn shutdown(&self) {
+        self.wire.shutdown();
+    }
+
+    /// Records the merged messages as `wire.jsonl` lines through `sink(line)`.
+    #[wasm_bindgen(js_name = setRecorder)]
+    pub fn set_recorder(&self, sink: Function) {
+        let write = move |line: String| {
+            let _ = sink.call1(&JsValue::UNDEFINED, &JsValue::from_str(&line));
+        };
+        self.wire.set_recorder(Recorder::new(Box::new(write), Box::new(|| sys::date_now() / 1000.0)));
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn recorded(&self) -> f64 {
+        self.wire.recorded() as f64
+    }
+}
+
+impl Default for WireCore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One subscriber of a wire.
+#[wasm_bindgen]
+pub struct WireSideCore {
+    side: UiSide,
+}
+
+#[wasm_bindgen]
+impl WireSideCore {
+    /// Every message that is ready (an array, empty when none is).
+    pub fn take(&self) -> JsValue {
+        to_js(&self.side.take_ready())
+    }
+
+    /// Resolves when a message is ready or the side is finished.
+    pub fn wait(&self) -> Promise {
+        let ready = self.side.ready();
+        future_to_promise(async move {
+            ready.await;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn finished(&self) -> bool {
+        self.side.is_finished()
+    }
+
+    pub fn detach(&self) {
+        self.side.detach();
+    }
+}
+
+/// `wire.jsonl` back into messages.
+#[wasm_bindgen(js_name = readWireRecord)]
+pub fn read_wire_record(jsonl: &str) -> JsValue {
+    to_js(&wire::read_wire_record(jsonl))
+}
+
+// ---- the context ----------------------------------------------------------------------------
+
+/// The state behind the JS `Context`.
 #[wasm_bindgen]
 pub struct ContextCore {
-    inner: Context,
+    ctx: SharedContext,
 }
 
 #[wasm_bindgen]
 impl ContextCore {
     #[wasm_bindgen(constructor)]
     pub fn new() -> ContextCore {
-        ContextCore { inner: Context::new() }
+        ContextCore { ctx: SharedContext::default() }
     }
 
     #[wasm_bindgen(js_name = fromJSONL)]
     pub fn from_jsonl(text: &str) -> Result<ContextCore, JsValue> {
-        Context::from_jsonl(text).map(|inner| ContextCore { inner }).map_err(|e| js_sys::Error::new(&e).into())
+        let ctx = Context::from_jsonl(text).map_err(|e| JsValue::from(js_sys::Error::new(&e)))?;
+        Ok(ContextCore { ctx: SharedContext::new(ctx) })
     }
 
-    #[wasm_bindgen(js_name = historyJson)]
-    pub fn history_json(&self) -> String {
-        serde_json::to_string(self.inner.history()).unwrap_or_else(|_| "[]".into())
+    /// `sink(line)` for each new line, `onRewrite(text)` after a revert or a clear.
+    #[wasm_bindgen(js_name = setSink)]
+    pub fn set_sink(&self, sink: Option<Function>, on_rewrite: Option<Function>) {
+        if sink.is_none() && on_rewrite.is_none() {
+            self.ctx.set_sink(None);
+            return;
+        }
+        self.ctx.set_sink(Some(Box::new(move |w| {
+            let (f, text) = match w {
+                ContextWrite::Line(l) => (&sink, l),
+                ContextWrite::Rewrite(t) => (&on_rewrite, t),
+            };
+            if let Some(f) = f {
+                let _ = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(text));
+            }
+        })));
+    }
+
+    pub fn history(&self) -> JsValue {
+        self.ctx.read(|c| to_js(c.history()))
+    }
+
+    /// Changes on every write (a cached `history` is stale when it moved).
+    #[wasm_bindgen(getter)]
+    pub fn version(&self) -> f64 {
+        self.ctx.version() as f64
     }
 
     #[wasm_bindgen(getter, js_name = tokenCount)]
     pub fn token_count(&self) -> f64 {
-        self.inner.token_count() as f64
+        self.ctx.read(|c| c.token_count()) as f64
     }
 
     #[wasm_bindgen(getter, js_name = nCheckpoints)]
     pub fn n_checkpoints(&self) -> f64 {
-        self.inner.n_checkpoints() as f64
+        self.ctx.read(|c| c.n_checkpoints()) as f64
     }
 
     #[wasm_bindgen(getter, js_name = systemPrompt)]
     pub fn system_prompt(&self) -> Option<String> {
-        self.inner.system_prompt().map(str::to_owned)
+        self.ctx.read(|c| c.system_prompt().map(str::to_owned))
     }
 
     #[wasm_bindgen(js_name = writeSystemPrompt)]
-    pub fn write_system_prompt(&mut self, prompt: &str) -> String {
-        self.inner.write_system_prompt(prompt)
+    pub fn write_system_prompt(&self, prompt: &str) {
+        self.ctx.write_system_prompt(prompt)
     }
 
-    /// `[id, line]`
-    pub fn checkpoint(&mut self) -> Array {
-        let (id, line) = self.inner.checkpoint();
-        Array::of2(&JsValue::from(id as f64), &JsValue::from_str(&line))
+    pub fn checkpoint(&self) -> f64 {
+        self.ctx.checkpoint() as f64
     }
 
-    /// Appends messages given as a JSON array; returns their lines.
-    pub fn append(&mut self, messages_json: &str) -> Result<Array, JsValue> {
-        let messages: Vec<Message> = serde_json::from_str(messages_json).map_err(|e| bad_input("message", e))?;
-        Ok(lines(self.inner.append(messages)))
+    /// Appends one message or an array of them.
+    pub fn append(&self, messages: JsValue) -> Result<(), JsValue> {
+        let list = if js_sys::Array::is_array(&messages) { messages } else { js_sys::Array::of1(&messages).into() };
+        let parsed: Vec<Message> =
+            serde_wasm_bindgen::from_value(list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
+        self.ctx.append(parsed);
+        Ok(())
     }
 
     #[wasm_bindgen(js_name = updateTokenCount)]
-    pub fn update_token_count(&mut self, n: f64) -> String {
-        let n = if n.is_finite() && n > 0.0 { n as u64 } else { 0 };
-        self.inner.update_token_count(n)
+    pub fn update_token_count(&self, n: f64) {
+        self.ctx.update_token_count(if n.is_finite() && n > 0.0 { n as u64 } else { 0 })
     }
 
     #[wasm_bindgen(js_name = revertTo)]
-    pub fn revert_to(&mut self, id: f64) -> Result<(), JsValue> {
+    pub fn revert_to(&self, id: f64) -> Result<(), JsValue> {
         if !(id.is_finite() && id >= 0.0 && id.fract() == 0.0) {
             return Err(js_sys::RangeError::new(&format!("Checkpoint {id} does not exist")).into());
         }
-        self.inner.revert_to(id as u64).map_err(|e| js_sys::RangeError::new(&e).into())
+        self.ctx.revert_to(id as u64).map_err(|e| js_sys::RangeError::new(&e).into())
     }
 
-    pub fn clear(&mut self) {
-        self.inner.clear();
+    pub fn clear(&self) {
+        self.ctx.clear()
     }
 
     #[wasm_bindgen(js_name = toJSONL)]
     pub fn to_jsonl(&self) -> String {
-        self.inner.to_jsonl()
+        self.ctx.read(|c| c.to_jsonl())
     }
 }
 
@@ -103,120 +266,279 @@ impl Default for ContextCore {
     }
 }
 
-/// The tool message for a tool result (both JSON).
-#[wasm_bindgen(js_name = toolResultToMessage)]
-pub fn tool_result_to_message_json(result_json: &str) -> Result<String, JsValue> {
-    let r: ToolResult = serde_json::from_str(result_json).map_err(|e| bad_input("tool result", e))?;
-    serde_json::to_string(&tool_result_to_message(&r)).map_err(|e| bad_input("tool result", e))
-}
+// ---- the agent's seams ----------------------------------------------------------------------
 
-/// Milliseconds to wait before retry `attempt` (from 1), or -1 when the error is not
-/// retryable. `initial`, `max` and `jitter` (ms) shape the backoff; NaN means the default.
-#[wasm_bindgen(js_name = retryWaitMs)]
-#[allow(clippy::too_many_arguments)]
-pub fn retry_wait(
-    error_class: &str,
-    status: Option<u16>,
-    attempt: u32,
-    retry_after_ms: Option<f64>,
-    random: f64,
-    initial: f64,
-    max: f64,
-    jitter: f64,
-) -> f64 {
-    if !crate::core::agent::is_retryable(error_class, status) {
-        return -1.0;
-    }
-    let d = Backoff::default();
-    let pick = |v: f64, default: f64| if v.is_finite() && v >= 0.0 { v } else { default };
-    let b = Backoff {
-        initial_ms: pick(initial, d.initial_ms),
-        max_ms: pick(max, d.max_ms),
-        jitter_ms: pick(jitter, d.jitter_ms),
-    };
-    retry_wait_ms(attempt, retry_after_ms, random, b)
-}
-
-#[wasm_bindgen(js_name = missingCapabilities)]
-pub fn missing_capabilities_json(message_json: &str, capabilities: Vec<String>) -> Result<Vec<String>, JsValue> {
-    let m: Message = serde_json::from_str(message_json).map_err(|e| bad_input("message", e))?;
-    Ok(missing_capabilities(&m, &capabilities))
-}
-
-#[wasm_bindgen(js_name = shouldCompact)]
-pub fn should_compact(token_count: f64, max_context_tokens: f64) -> bool {
-    let clamp = |v: f64| if v.is_finite() && v > 0.0 { v as u64 } else { 0 };
-    compaction::should_compact(clamp(token_count), clamp(max_context_tokens))
-}
-
-/// `[askJson, keptJson]`, or `undefined` when there is nothing to compact.
-#[wasm_bindgen(js_name = compactionPrepare)]
-pub fn compaction_prepare(history_json: &str) -> Result<Option<Array>, JsValue> {
-    let h: Vec<Message> = serde_json::from_str(history_json).map_err(|e| bad_input("history", e))?;
-    Ok(compaction::prepare(&h, compaction::DEFAULT_PRESERVED_MESSAGES).map(|(ask, kept)| {
-        Array::of2(
-            &JsValue::from_str(&serde_json::to_string(&ask).unwrap_or_default()),
-            &JsValue::from_str(&serde_json::to_string(&kept).unwrap_or_default()),
-        )
-    }))
-}
-
-/// The compacted history (JSON) from the summary message and the kept messages.
-#[wasm_bindgen(js_name = compactionBuild)]
-pub fn compaction_build(summary_json: &str, kept_json: &str) -> Result<String, JsValue> {
-    let summary: Message = serde_json::from_str(summary_json).map_err(|e| bad_input("message", e))?;
-    let kept: Vec<Message> = serde_json::from_str(kept_json).map_err(|e| bad_input("history", e))?;
-    serde_json::to_string(&compaction::build(&summary, kept)).map_err(|e| bad_input("history", e))
-}
-
-#[wasm_bindgen(js_name = compactionSystemPrompt)]
-pub fn compaction_system_prompt() -> String {
-    compaction::COMPACTION_SYSTEM_PROMPT.to_owned()
-}
-
-/// The state behind the JS `PartialJson`.
-#[wasm_bindgen]
-pub struct PartialJsonCore {
-    inner: crate::core::partial_json::PartialJson,
-}
-
-#[wasm_bindgen]
-impl PartialJsonCore {
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> PartialJsonCore {
-        PartialJsonCore { inner: crate::core::partial_json::PartialJson::new() }
-    }
-
-    /// The edits (JSON) that the piece makes to the preview.
-    pub fn feed(&mut self, piece: &str) -> String {
-        let edits = self.inner.feed(piece);
-        if edits.is_empty() {
-            return "[]".into();
+impl SeamError for GlueError {
+    fn provider_error(&self) -> Option<&ChatProviderError> {
+        match self {
+            GlueError::Provider(e) => Some(e),
+            GlueError::Js(_) => None,
         }
-        serde_json::to_string(&edits).unwrap_or_else(|_| "[]".into())
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn done(&self) -> bool {
-        self.inner.done()
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn failed(&self) -> bool {
-        self.inner.failed()
     }
 }
 
-impl Default for PartialJsonCore {
-    fn default() -> Self {
-        Self::new()
+/// Aborts a request's controller when dropped before [`AbortOnDrop::disarm`]: a turn that is
+/// cancelled while waiting for response headers closes the connection.
+struct AbortOnDrop(Option<AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.abort(&JsValue::UNDEFINED);
+        }
     }
 }
 
-/// An echo-DSL script as `{parts, id, usage}` (JSON), for `ChaosProvider` to stream it
-/// through a real fetch path. Errors are the DSL's own messages.
-#[wasm_bindgen(js_name = parseEchoScript)]
-pub fn parse_echo_script_json(script: &str) -> Result<String, JsValue> {
-    let s = crate::core::providers::echo::parse_echo_script(script).map_err(|e| js_sys::Error::new(e.message()))?;
-    Ok(serde_json::json!({ "parts": s.parts, "id": s.id, "usage": s.usage }).to_string())
+/// One request, prepared from the context.
+enum Prepared {
+    Http { provider: Box<HttpProvider>, request: HttpRequest, fetch: Function, timeout_ms: Option<f64> },
+    Scripted(EchoScript),
+}
+
+/// The JS provider object (`provider._request()` describes each request).
+struct JsModel {
+    provider: JsValue,
+    limits: Limits,
+    /// The API key of the last request, to clean it out of any error.
+    secret: RefCell<Option<String>>,
+}
+
+impl Model for JsModel {
+    type Request = Prepared;
+    type Source = AnySource;
+
+    fn model_name(&self) -> String {
+        get(&self.provider, "modelName").and_then(|v| v.as_string()).unwrap_or_default()
+    }
+
+    fn prepare(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> Result<Prepared, GlueError> {
+        let request = get(&self.provider, "_request")
+            .and_then(|f| f.dyn_into::<Function>().ok())
+            .ok_or_else(|| GlueError::Js(type_error("provider must be one of this package's providers")))?;
+        let r = request.call0(&self.provider).map_err(GlueError::Js)?;
+        let spec = get(&r, "spec").and_then(|s| s.as_string()).unwrap_or_default();
+        match ProviderSpec::parse(&spec).map_err(|e| GlueError::Js(type_error(&format!("invalid provider: {e}"))))? {
+            ProviderSpec::Scripted { script } => Ok(Prepared::Scripted(script_for_stream(&script)?)),
+            ProviderSpec::Http(cfg) => {
+                *self.secret.borrow_mut() = cfg.api_key().map(str::to_owned);
+                let request = cfg.build_request(system_prompt, tools, history)?;
+                let fetch = match get(&r, "fetch").and_then(|f| f.dyn_into::<Function>().ok()) {
+                    Some(f) => f,
+                    None => get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
+                        ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into())
+                    })?,
+                };
+                let timeout_ms = get(&r, "timeoutMs").and_then(|v| v.as_f64()).filter(|v| *v > 0.0);
+                Ok(Prepared::Http { provider: cfg, request, fetch, timeout_ms })
+            }
+        }
+    }
+
+    fn open(&self, p: Prepared) -> LocalBoxFuture<'_, Result<AnySource, GlueError>> {
+        async move {
+            match p {
+                Prepared::Scripted(s) => Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
+                Prepared::Http { provider, request, fetch, timeout_ms } => {
+                    let ctrl = AbortController::new();
+                    let mut guard = AbortOnDrop(Some(http::clone_controller(&ctrl)));
+                    let body = http::send(&fetch, &request, &ctrl, timeout_ms).await?;
+                    guard.0 = None; // the body owns the connection now
+                    Ok(AnySource::Http(Box::new(SseEventSource::new(body, provider.decoder()).with_limits(self.limits))))
+                }
+            }
+        }
+        .boxed_local()
+    }
+}
+
+impl TurnTools for JsToolset {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        JsToolset::definitions(self)
+    }
+}
+
+/// Timers from `setTimeout`, jitter from `Math.random`, tasks on the microtask queue.
+struct WebEnv;
+
+impl Env for WebEnv {
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
+        let timer = Timer::new(ms);
+        async move { timer.elapsed().await }.boxed_local()
+    }
+    fn random(&self) -> f64 {
+        js_sys::Math::random()
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        spawn_local(task)
+    }
+}
+
+// ---- the agent ------------------------------------------------------------------------------
+
+/// The state behind the JS `Agent`: its configuration and what it remembers between turns.
+#[wasm_bindgen]
+pub struct AgentCore {
+    config: Rc<AgentConfig>,
+    approvals: Rc<RefCell<ApprovalState>>,
+}
+
+fn num(o: &JsValue, k: &str) -> Option<f64> {
+    get(o, k).and_then(|v| v.as_f64()).filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+#[wasm_bindgen]
+impl AgentCore {
+    /// `opts`: `{name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens,
+    /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
+    #[wasm_bindgen(constructor)]
+    pub fn new(opts: JsValue) -> AgentCore {
+        let d = AgentConfig::default();
+        let b = get(&opts, "retryBackoff").unwrap_or(JsValue::UNDEFINED);
+        let backoff = Backoff {
+            initial_ms: num(&b, "initialMs").unwrap_or(Backoff::default().initial_ms),
+            max_ms: num(&b, "maxMs").unwrap_or(Backoff::default().max_ms),
+            jitter_ms: num(&b, "jitterMs").unwrap_or(Backoff::default().jitter_ms),
+        };
+        let capabilities = get(&opts, "capabilities")
+            .filter(js_sys::Array::is_array)
+            .map(|v| js_sys::Array::from(&v).iter().filter_map(|c| c.as_string()).collect());
+        let config = AgentConfig {
+            name: get(&opts, "name").and_then(|v| v.as_string()).unwrap_or(d.name),
+            system_prompt: get(&opts, "systemPrompt").and_then(|v| v.as_string()).unwrap_or_default(),
+            max_steps_per_turn: num(&opts, "maxStepsPerTurn").map_or(d.max_steps_per_turn, |v| v as u32),
+            max_retries_per_step: num(&opts, "maxRetriesPerStep").map_or(d.max_retries_per_step, |v| v as u32),
+            max_context_tokens: num(&opts, "maxContextTokens").map_or(0, |v| v as u64),
+            capabilities,
+            backoff,
+        };
+        let yolo = get(&opts, "yolo").and_then(|v| v.as_bool()).unwrap_or(false);
+        AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))) }
+    }
+
+    /// kimi-cli's status snapshot for this agent on `context`.
+    pub fn status(&self, context: &ContextCore) -> JsValue {
+        to_js(&agent::status(&self.config, &context.ctx, self.approvals.borrow().yolo))
+    }
+
+    /// Runs one turn. `hooks`: `{signal, warn, limits}`. Resolves when the turn ended well;
+    /// rejects with the provider's error, the signal's reason when cancelled, or
+    /// `{turnError, …fields}` for the runtime's own errors (made into classes by the JS layer).
+    pub fn run(
+        &self,
+        user_input: JsValue,
+        wire: &WireCore,
+        context: &ContextCore,
+        provider: JsValue,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let input: UserInput = serde_wasm_bindgen::from_value(user_input)
+            .map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
+        let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
+        let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
+        let limits = read_limits(get(&hooks, "limits"));
+        let wire = wire.wire.clone();
+        let approvals = Rc::new(Approvals::new(
+            wire.clone(),
+            self.approvals.clone(),
+            self.config.name.clone(),
+            Box::new(sys::random_uuid),
+        ));
+        let run_fns = RunClosures::new(&wire, &approvals);
+        let tools = JsToolset::new(toolset, Vec::new(), ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
+        let model = (!provider.is_null() && !provider.is_undefined()).then(|| JsModel {
+            provider,
+            limits,
+            secret: RefCell::new(None),
+        });
+        let (config, context) = (self.config.clone(), context.ctx.clone());
+        Ok(future_to_promise(async move {
+            let _run_fns = run_fns; // the tools' `send`/`requestApproval`/`rejection` live as long as the run
+            let watch = signal.clone().map(AbortWatch::new);
+            let cancel = async {
+                match &watch {
+                    Some(w) => {
+                        w.fired().await;
+                    }
+                    None => futures::future::pending::<()>().await,
+                }
+            };
+            let turn = Turn {
+                config: &config,
+                context: &context,
+                model: model.as_ref(),
+                tools: &tools,
+                wire: &wire,
+                approvals: &approvals,
+                env: &WebEnv,
+            };
+            let outcome = turn.run(input, cancel).await;
+            let secret = model.as_ref().and_then(|m| m.secret.borrow().clone());
+            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), secret.as_deref()))
+        }))
+    }
+}
+
+fn turn_error_to_js(e: TurnError<GlueError>, signal: Option<&AbortSignal>, secret: Option<&str>) -> JsValue {
+    let fields = |kind: &str, more: serde_json::Value| {
+        let mut v = serde_json::json!({ "turnError": kind });
+        if let (Some(o), serde_json::Value::Object(m)) = (v.as_object_mut(), more) {
+            o.extend(m);
+        }
+        to_js(&v)
+    };
+    match e {
+        TurnError::Seam(GlueError::Provider(p)) => GlueError::Provider(p.redact(secret)).into_js(),
+        TurnError::Seam(GlueError::Js(v)) => v,
+        TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
+        TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
+        TurnError::LLMNotSupported { model_name, capabilities } => fields(
+            "LLMNotSupported",
+            serde_json::json!({"modelName": model_name, "capabilities": capabilities}),
+        ),
+        TurnError::MaxStepsReached(n) => fields("MaxStepsReached", serde_json::json!({ "nSteps": n })),
+        TurnError::RepeatedToolCall { tool_name, count } => {
+            fields("RepeatedToolCallError", serde_json::json!({"toolName": tool_name, "count": count}))
+        }
+    }
+}
+
+/// The functions a run's tools get in their context, as closures over the run.
+struct RunClosures {
+    send: Closure<dyn Fn(JsValue) -> Result<(), JsValue>>,
+    request_approval: Closure<dyn Fn(String, JsValue) -> Promise>,
+    rejection: Closure<dyn Fn(String) -> JsValue>,
+}
+
+impl RunClosures {
+    fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
+        let w = wire.clone();
+        let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
+            let m: WireMessage =
+                serde_wasm_bindgen::from_value(m).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+            w.send(m);
+            Ok(())
+        });
+        let a = approvals.clone();
+        let request_approval = Closure::<dyn Fn(String, JsValue) -> Promise>::new(move |call_id: String, req: JsValue| {
+            let action = get(&req, "action").and_then(|v| v.as_string()).unwrap_or_default();
+            let description = get(&req, "description").and_then(|v| v.as_string()).unwrap_or_default();
+            match a.request(&call_id, &action, &description) {
+                Ok(answer) => future_to_promise(async move { Ok(JsValue::from_bool(answer.await)) }),
+                Err(e) => Promise::reject(&type_error(&e.to_string())),
+            }
+        });
+        let a = approvals.clone();
+        let rejection = Closure::<dyn Fn(String) -> JsValue>::new(move |call_id: String| to_js(&a.rejection(&call_id)));
+        RunClosures { send, request_approval, rejection }
+    }
+
+    fn functions(&self) -> RunFunctions {
+        let f = |c: &JsValue| c.clone().unchecked_into::<Function>();
+        RunFunctions {
+            send: f(self.send.as_ref()),
+            request_approval: f(self.request_approval.as_ref()),
+            rejection: f(self.rejection.as_ref()),
+        }
+    }
 }

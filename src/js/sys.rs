@@ -62,4 +62,7 @@ extern "C" {
 
     #[wasm_bindgen(js_namespace = Date, js_name = now)]
     pub fn date_now() -> f64;
+
+    #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID)]
+    pub fn random_uuid() -> String;
 }

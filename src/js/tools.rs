@@ -8,7 +8,7 @@ use js_sys::{Array, Function, Object, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use super::sys::AbortSignal;
+use super::sys::{AbortController, AbortSignal};
 use crate::core::message::{ContentPart, ToolCall};
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
@@ -72,21 +72,61 @@ fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsVa
     }
 }
 
-fn tool_context(call_id: &str, signal: &AbortSignal) -> Object {
+/// What a tool's context gains inside an agent run: `send(message)`, and
+/// `requestApproval(toolCallId, req)` / `rejection(toolCallId)`, bound to each call's id.
+pub struct RunFunctions {
+    pub send: Function,
+    pub request_approval: Function,
+    pub rejection: Function,
+}
+
+fn tool_context(call_id: &str, signal: &AbortSignal, run: Option<&RunFunctions>) -> Object {
     let ctx = Object::new();
-    let _ = Reflect::set(&ctx, &"toolCallId".into(), &JsValue::from_str(call_id));
+    let id = JsValue::from_str(call_id);
+    let _ = Reflect::set(&ctx, &"toolCallId".into(), &id);
     let _ = Reflect::set(&ctx, &"signal".into(), signal);
+    if let Some(run) = run {
+        let _ = Reflect::set(&ctx, &"send".into(), &run.send);
+        let _ = Reflect::set(&ctx, &"requestApproval".into(), &run.request_approval.bind1(&JsValue::NULL, &id));
+        let _ = Reflect::set(&ctx, &"rejection".into(), &run.rejection.bind1(&JsValue::NULL, &id));
+    }
     ctx
+}
+
+/// A tool's own signal inside an agent run: aborted when the engine drops the call before it
+/// finished (the run was cancelled, or the step failed), with the run's reason when it has one.
+struct AbortUnfinished {
+    ctrl: Option<AbortController>,
+    run_signal: Option<AbortSignal>,
+}
+
+impl Drop for AbortUnfinished {
+    fn drop(&mut self) {
+        if let Some(ctrl) = self.ctrl.take() {
+            let reason = self.run_signal.as_ref().filter(|s| s.aborted()).map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED);
+            ctrl.abort(&reason);
+        }
+    }
+}
+
+/// Where a tool's signal comes from.
+pub enum ToolSignals {
+    /// One signal for every call (`step`'s own controller).
+    Shared(AbortSignal),
+    /// A controller per call, aborted when the engine drops the call unfinished (an agent
+    /// run; the run's signal gives the reason).
+    PerCall(Option<AbortSignal>),
 }
 
 /// Any JS object with the `Toolset` shape.
 pub struct JsToolset {
     toolset: JsValue,
     handle: Function,
-    lazy: Vec<String>,
-    signal: AbortSignal,
+    lazy: std::cell::RefCell<Vec<String>>,
+    signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
+    run: Option<RunFunctions>,
 }
 
 impl JsToolset {
@@ -94,13 +134,36 @@ impl JsToolset {
     pub fn new(
         toolset: JsValue,
         lazy: Vec<String>,
-        signal: AbortSignal,
+        signals: ToolSignals,
         warn: Option<Function>,
+        run: Option<RunFunctions>,
     ) -> Result<JsToolset, JsValue> {
         let handle = Reflect::get(&toolset, &"handle".into())?
             .dyn_into::<Function>()
             .map_err(|_| js_sys::TypeError::new("toolset.handle must be a function"))?;
-        Ok(JsToolset { toolset, handle, lazy, signal, warn })
+        Ok(JsToolset { toolset, handle, lazy: std::cell::RefCell::new(lazy), signals, warn, run })
+    }
+
+    /// The toolset's `tools` now (a toolset may change between steps); remembers which are lazy.
+    pub fn definitions(&self) -> Vec<crate::core::providers::ToolDefinition> {
+        let tools = Reflect::get(&self.toolset, &"tools".into()).unwrap_or(JsValue::UNDEFINED);
+        let list = Array::from(&tools);
+        let mut lazy = Vec::new();
+        let mut defs = Vec::with_capacity(list.length() as usize);
+        for t in list.iter() {
+            let get = |k: &str| Reflect::get(&t, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
+            let Some(name) = get("name").as_string() else { continue };
+            if get("eager").as_bool() == Some(false) {
+                lazy.push(name.clone());
+            }
+            let parameters = from_js::<serde_json::Value>(&get("parameters"))
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+            let description = get("description").as_string().unwrap_or_default();
+            defs.push(crate::core::providers::ToolDefinition { name, description, parameters });
+        }
+        *self.lazy.borrow_mut() = lazy;
+        defs
     }
 }
 
@@ -122,7 +185,7 @@ fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
 
 impl ToolDispatch for JsToolset {
     fn is_eager(&self, name: &str) -> bool {
-        !self.lazy.iter().any(|n| n == name)
+        !self.lazy.borrow().iter().any(|n| n == name)
     }
 
     fn on_malformed_arguments(&self, call: &ToolCall) {
@@ -140,11 +203,23 @@ impl ToolDispatch for JsToolset {
 
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
-        let ctx = tool_context(&id, &self.signal);
+        let (signal, mut guard) = match &self.signals {
+            ToolSignals::Shared(s) => (s.clone(), None),
+            ToolSignals::PerCall(run_signal) => {
+                let ctrl = AbortController::new();
+                let signal = ctrl.signal();
+                (signal, Some(AbortUnfinished { ctrl: Some(ctrl), run_signal: run_signal.clone() }))
+            }
+        };
+        let ctx = tool_context(&id, &signal, self.run.as_ref());
         let outcome = self.handle.call2(&self.toolset, &call_to_js(call), &ctx);
         let fut = settle_js(outcome);
         async move {
-            match fut.await {
+            let outcome = fut.await;
+            if let Some(g) = guard.as_mut() {
+                g.ctrl = None; // finished: nothing to abort
+            }
+            match outcome {
                 Ok(v) => to_tool_result(&v, &id),
                 Err(e) => settle(id, Err(ToolFailure::Runtime(error_text(&e)))),
             }

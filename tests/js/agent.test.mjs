@@ -197,12 +197,12 @@ test("cancel during a retry wait ends at once", async () => {
   assert.equal(retry.payload.wait_s, 30);
 });
 
-test("approvals: approve, approve_for_session remembers the action, reject tells the model and ends the turn", async () => {
+test("approvals: approve, approve_for_session remembers the action; the tool decides what a refusal returns", async () => {
   const ran = [];
   const toolset = new k.SimpleToolset([{
     name: "rm", description: "", parameters: {},
     handler: async ({ path }, ctx) => {
-      if (!(await ctx.requestApproval({ action: "delete file", description: `rm ${path}` }))) return "not deleted";
+      if (!(await ctx.requestApproval({ action: "delete file", description: `rm ${path}` }))) return path === "keep" ? "not deleted" : ctx.rejection();
       ran.push(path);
       return `deleted ${path}`;
     },
@@ -225,15 +225,46 @@ test("approvals: approve, approve_for_session remembers the action, reject tells
   assert.deepEqual({ ...req, id: typeof req.id }, { id: "string", tool_call_id: "r1", sender: "agent", action: "delete file", description: "rm a", display: [] });
   assert.deepEqual(r.merged.find((m) => m.type === "ApprovalResponse").payload, { request_id: req.id, response: "approve", feedback: "" });
 
-  // A new action is asked again; a rejection is what the model is told, and the turn returns to the user.
+  // A refusal without feedback: kimi-cli's rejection is what the model is told, and the turn returns to the user.
   const agent2 = new k.Agent({ provider: new k.ScriptedProvider([call("x1", "rm", { path: "z" }), "text: never"]), systemPrompt: "", toolset });
-  r = await runTurn(agent2, "delete z", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject", "keep z") });
+  r = await runTurn(agent2, "delete z", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject") });
   assert.equal(r.error, undefined);
-  const result = r.merged.find((m) => m.type === "ToolResult").payload.return_value;
+  let result = r.merged.find((m) => m.type === "ToolResult").payload.return_value;
   assert.equal(result.is_error, true);
-  assert.match(result.message, /rejected.*keep z/);
+  assert.equal(result.message, "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.");
+  assert.deepEqual(result.display, [{ type: "brief", text: "Rejected by user" }]);
   assert.equal(r.types.filter((t) => t === "StepBegin").length, 1);
-  assert.match(JSON.stringify(agent2.context.history.at(-1)), /rejected/);
+  assert.match(JSON.stringify(agent2.context.history.at(-1)), /rejected by the user/);
+
+  // With feedback the model reads it and the turn goes on.
+  const agent3 = new k.Agent({ provider: new k.ScriptedProvider([call("x2", "rm", { path: "z" }), "text: keeping z"]), systemPrompt: "", toolset });
+  r = await runTurn(agent3, "delete z", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject", "keep z") });
+  result = r.merged.find((m) => m.type === "ToolResult").payload.return_value;
+  assert.equal(result.message, "The tool call is rejected by the user. User feedback: keep z");
+  assert.deepEqual(result.display, [{ type: "brief", text: "Rejected: keep z" }]);
+  assert.equal(r.types.filter((t) => t === "StepBegin").length, 2);
+  assert.equal(agent3.context.history.at(-1).content, "keeping z");
+
+  // A tool that returns something else after a refusal keeps its result.
+  const agent4 = new k.Agent({ provider: new k.ScriptedProvider([call("x3", "rm", { path: "keep" }), "text: ok"]), systemPrompt: "", toolset });
+  r = await runTurn(agent4, "delete", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject") });
+  assert.equal(r.merged.find((m) => m.type === "ToolResult").payload.return_value.output, "not deleted");
+  assert.equal(r.types.filter((t) => t === "StepBegin").length, 2);
+});
+
+test("ScriptedProvider's error: directives drive the retries: one StepRetry (429, next attempt 2), then the text", async () => {
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["error: 429 slow down", "text: done"]), systemPrompt: "", retryBackoff: { initialMs: 1, jitterMs: 0 } });
+  const r = await runTurn(agent, "hi");
+  assert.equal(r.error, undefined);
+  assert.deepEqual(r.types, ["TurnBegin", "StepBegin", "StepRetry", "ContentPart", "StatusUpdate", "TurnEnd"]);
+  const retry = r.merged.find((m) => m.type === "StepRetry").payload;
+  assert.equal(retry.status_code, 429);
+  assert.equal(retry.next_attempt, 2);
+  assert.equal(retry.error_type, "APIStatusError");
+  assert.equal(r.merged.find((m) => m.type === "ContentPart").payload.text, "done");
+  const e = await k.step(new k.ScriptedProvider(["error: connection reset"]), "", new k.SimpleToolset(), []).catch((x) => x);
+  assert.ok(e instanceof k.APIConnectionError);
+  assert.equal(e.message, "reset");
 });
 
 test("yolo approves everything; cancelling during an approval resolves it as rejected and cancels the run", async () => {
