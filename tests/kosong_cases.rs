@@ -214,7 +214,7 @@ fn simple_toolset_error_kinds() {
     let r = handle_now(&ts, ToolCall::new("1", "minus", Some("{}".into())));
     assert!(r.is_error);
     assert_eq!(r.message, "Tool `minus` not found");
-    assert_eq!(r.brief(), "Tool not found");
+    assert_eq!(r.brief(), "Tool `minus` not found");
 
     let r = handle_now(&ts, ToolCall::new("2", "plus", Some("{\"a\": 1,".into())));
     assert!(r.is_error);
@@ -285,4 +285,13 @@ fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
     ));
     assert!(matches!(out, Err(ChatProviderError::Status { status: 429, .. })));
     assert_eq!(*seen.borrow(), vec![text("Hel"), text("lo")]);
+}
+
+#[test]
+fn missing_or_empty_arguments_mean_an_empty_object_but_whitespace_is_not_json() {
+    use kosong_wasm::core::step::malformed_arguments_result;
+    assert!(malformed_arguments_result(&ToolCall::new("a", "f", None)).is_none());
+    assert!(malformed_arguments_result(&ToolCall::new("b", "f", Some(String::new()))).is_none());
+    let r = malformed_arguments_result(&ToolCall::new("c", "f", Some("  ".into()))).unwrap();
+    assert!(r.return_value.message.starts_with("Error parsing JSON arguments:"));
 }

@@ -31,9 +31,9 @@ pub trait ToolDispatch {
 
 /// The result for a complete call whose arguments are not JSON: the tool does not run, and
 /// the model is told to send the call again. `None` when the arguments are fine (missing
-/// or empty arguments mean `{}`).
+/// or empty arguments mean `{}`, as in kosong; whitespace alone is not JSON).
 pub fn malformed_arguments_result(call: &ToolCall) -> Option<ToolResult> {
-    let raw = call.function.arguments.as_deref().filter(|a| !a.trim().is_empty())?;
+    let raw = call.function.arguments.as_deref().filter(|a| !a.is_empty())?;
     let err = serde_json::from_str::<serde::de::IgnoredAny>(raw).err()?;
     Some(ToolResult {
         tool_call_id: call.id.clone(),

@@ -58,7 +58,8 @@ impl ToolReturnValue {
     }
 
     pub fn not_found(name: &str) -> Self {
-        Self::error(&format!("Tool `{name}` not found"), "Tool not found", ToolOutput::Text(String::new()))
+        let text = format!("Tool `{name}` not found");
+        Self::error(&text, &text, ToolOutput::Text(String::new()))
     }
     pub fn parse_error(detail: &str) -> Self {
         Self::error(

@@ -456,10 +456,9 @@ impl OpenAIChatDecoder {
                 _ => self.calls.len().checked_sub(1),
             },
         };
-        let args = args.filter(|a| !a.is_empty());
         match known {
             Some(pos) => {
-                let Some(piece) = args else { return };
+                let Some(piece) = args.filter(|a| !a.is_empty()) else { return };
                 let call = &mut self.calls[pos];
                 call.tracker.feed(&piece);
                 call.arguments.push_str(&piece);
@@ -685,6 +684,18 @@ mod tests {
         let c_start = pos(&|e| matches!(e, StreamEvent::Part(StreamedMessagePart::ToolCall(c)) if c.id == "call_c"));
         assert_eq!(done[1].0, c_start + 1);
         assert_eq!(done[2].0, out.len() - 1);
+    }
+
+    #[test]
+    fn empty_arguments_stay_empty_as_in_kosong() {
+        let mut s = tc(0, Some("call_a"), Some("now"), "");
+        s += &data(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
+        s += "data: [DONE]\n\n";
+        let (out, r, _) = run(&s);
+        r.unwrap();
+        assert!(
+            matches!(&out[0], StreamEvent::Part(StreamedMessagePart::ToolCall(c)) if c.function.arguments.as_deref() == Some(""))
+        );
     }
 
     #[test]
