@@ -158,10 +158,10 @@ async function memoryComparison() {
   const script = 'text: adding\ntool_call: {"id": "c1", "name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}';
   const oneStep = async () => (await (await kosong.step(new kosong.ScriptedProvider([script]), "", tools, [{ role: "user", content: "1+2" }])).toolResults()).length;
   for (let i = 0; i < 100; i++) await oneStep();
-  const before = kosong._memoryBytes();
+  const before = kosong.memoryBytes();
   for (let i = 0; i < 10_000; i++) await oneStep();
   gc();
-  return { comparison: "memory", steps: 10_000, wasmMemoryBefore: before, wasmMemoryAfter: kosong._memoryBytes() };
+  return { comparison: "memory", steps: 10_000, wasmMemoryBefore: before, wasmMemoryAfter: kosong.memoryBytes() };
 }
 
 const jobs = {

@@ -11,7 +11,6 @@ import { createRequire } from "node:module";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WASM_BINDGEN_VERSION = "0.2.130";
-const pkg = join(root, "pkg");
 const force = process.argv.includes("--force");
 
 function run(cmd, args, opts = {}) {
@@ -25,11 +24,11 @@ function newestMtime(path) {
   return Math.max(st.mtimeMs, ...readdirSync(path).map((n) => newestMtime(join(path, n))));
 }
 
-function upToDate() {
+function upToDate(pkg, extra) {
   const stamp = join(pkg, "wasm", "kosong_wasm_bg.wasm");
   if (!existsSync(stamp) || !existsSync(join(pkg, "node.js"))) return false;
   const built = statSync(stamp).mtimeMs;
-  const sources = ["src", "Cargo.toml", "Cargo.lock", "scripts/build.mjs"].map((p) => join(root, p)).filter(existsSync);
+  const sources = ["src", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
 }
 
@@ -52,31 +51,36 @@ function wasmBindgen() {
   return local;
 }
 
-export function build() {
-  if (!force && upToDate()) {
-    console.error("kosong-wasm: pkg/ is up to date");
+/**
+ * Builds the package into `pkg/`. With `{testHooks: true}` it builds a second copy into
+ * `pkg-test/` with the cargo feature `test-hooks` (a function that breaks the instance on
+ * purpose, for the tests that prove a broken instance is reported) and `tests/js/test-hooks.js`
+ * beside it; the shipped build never has them.
+ */
+export function build({ testHooks = false } = {}) {
+  const out = join(root, testHooks ? "pkg-test" : "pkg");
+  const extra = testHooks ? ["tests/js/test-hooks.js"] : [];
+  if (!force && upToDate(out, extra)) {
+    console.error(`kosong-wasm: ${testHooks ? "pkg-test" : "pkg"}/ is up to date`);
     return;
   }
   const bindgen = ensureToolchain();
-  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib"]);
-  const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
-  rmSync(pkg, { recursive: true, force: true });
-  mkdirSync(join(pkg, "wasm"), { recursive: true });
-  run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(pkg, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
-  for (const [from, to] of [
-    ["api.js", "api.js"],
-    ["soul.js", "soul.js"],
-    ["chaos.js", "chaos.js"],
-    ["util.js", "util.js"],
-    ["entry-node.js", "node.js"],
-    ["entry-workerd.js", "workerd.js"],
-    ["entry-browser.js", "browser.js"],
-  ]) {
-    copyFileSync(join(root, "src", "js", from), join(pkg, to));
+  // The test build has a target directory of its own, so the two builds never undo each other.
+  const targetDir = join(root, "target", ...(testHooks ? ["test-hooks"] : []));
+  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--target-dir", targetDir, ...(testHooks ? ["--features", "test-hooks"] : [])]);
+  const wasmFile = join(targetDir, "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(join(out, "wasm"), { recursive: true });
+  run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
+  // Every module of the JS layer as it is; the entries under their runtime's name.
+  const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
+  for (const file of readdirSync(join(root, "src", "js")).filter((f) => f.endsWith(".js"))) {
+    copyFileSync(join(root, "src", "js", file), join(out, entries[file] ?? file));
   }
-  bundleNodeEntry();
-  const size = statSync(join(pkg, "wasm", "kosong_wasm_bg.wasm")).size;
-  console.error(`kosong-wasm: built pkg/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
+  if (testHooks) copyFileSync(join(root, "tests", "js", "test-hooks.js"), join(out, "test-hooks.js"));
+  else bundleNodeEntry(out);
+  const size = statSync(join(out, "wasm", "kosong_wasm_bg.wasm")).size;
+  console.error(`kosong-wasm: built ${testHooks ? "pkg-test" : "pkg"}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
 }
 
 /**
@@ -84,7 +88,7 @@ export function build() {
  * bundled into one module with esbuild (a devDependency; without it the entry stays as is).
  * It still reads `./wasm/kosong_wasm_bg.wasm` next to itself.
  */
-function bundleNodeEntry() {
+function bundleNodeEntry(pkg) {
   let esbuild;
   try {
     esbuild = createRequire(import.meta.url)("esbuild");

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::error::{ChatProviderError, FailureKind};
 use kosong_wasm::core::generate::MessageAssembler;
 use kosong_wasm::core::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
 use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent, ToolDefinition};
@@ -146,7 +146,7 @@ fn anthropic_stream() {
     let text = String::from_utf8(bytes).unwrap();
     let cut = text.find("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3").unwrap();
     let o = decode(&p, &[text[..cut].as_bytes()]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("message_stop")), "{:?}", o.end);
+    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("message_stop")), "{:?}", o.end);
     assert_eq!(o.completed(), ["toolu_01A"]);
 }
 
@@ -220,7 +220,7 @@ fn responses_stream() {
         .unwrap();
     let o = decode(&p, &[text[..cut].as_bytes()]);
     assert_eq!(o.completed(), ["call_A"]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("response.completed")));
+    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("response.completed")));
 }
 
 #[test]
@@ -264,7 +264,7 @@ fn gemini_stream() {
     let last = text.rfind("data: ").unwrap();
     let o = decode(&p, &[text[..last].as_bytes()]);
     assert_eq!(o.completed().len(), 1);
-    assert!(matches!(&o.end, Err(ChatProviderError::Other(m)) if m.contains("finishReason")));
+    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("finishReason")));
     // An error sent inside the stream.
     let body = "data: {\"error\": {\"code\": 503, \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}\n\n";
     let o = decode(&p, &[body.as_bytes()]);

@@ -11,8 +11,38 @@ pub enum ChatProviderError {
     EmptyResponse(String),
     /// The server answered with an HTTP error status.
     Status { status: u16, message: String, request_id: Option<String>, retry_after_ms: Option<u64> },
-    /// Anything else: a malformed or truncated stream, an error event, a bad script.
+    /// A failure of the kind named: a malformed or truncated stream, a limit, an error event…
+    Failed { kind: FailureKind, message: String },
+    /// Anything else (a bad script, a missing `fetch`).
     Other(String),
+}
+
+/// What went wrong, for a program to tell failures apart without reading their text (the JS
+/// errors' `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The server sent something that is not its wire format.
+    Malformed,
+    /// The stream ended before the model finished its answer.
+    Truncated,
+    /// A limit (`limits.*`) was passed.
+    Limit,
+    /// The server reported an error inside the stream.
+    Server,
+    /// The history or the options cannot be sent to this provider.
+    InvalidRequest,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Malformed => "malformed",
+            FailureKind::Truncated => "truncated",
+            FailureKind::Limit => "limit",
+            FailureKind::Server => "server",
+            FailureKind::InvalidRequest => "invalid_request",
+        }
+    }
 }
 
 impl ChatProviderError {
@@ -23,7 +53,24 @@ impl ChatProviderError {
             ChatProviderError::Timeout(_) => "APITimeoutError",
             ChatProviderError::EmptyResponse(_) => "APIEmptyResponseError",
             ChatProviderError::Status { .. } => "APIStatusError",
-            ChatProviderError::Other(_) => "ChatProviderError",
+            ChatProviderError::Failed { .. } | ChatProviderError::Other(_) => "ChatProviderError",
+        }
+    }
+
+    pub fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
+        ChatProviderError::Failed { kind, message: message.into() }
+    }
+
+    /// A machine-readable kind: `connection`, `timeout`, `empty`, `status`, a
+    /// [`FailureKind`], or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChatProviderError::Connection(_) => "connection",
+            ChatProviderError::Timeout(_) => "timeout",
+            ChatProviderError::EmptyResponse(_) => "empty",
+            ChatProviderError::Status { .. } => "status",
+            ChatProviderError::Failed { kind, .. } => kind.as_str(),
+            ChatProviderError::Other(_) => "other",
         }
     }
 
@@ -37,6 +84,7 @@ impl ChatProviderError {
             ChatProviderError::Timeout(m) => ChatProviderError::Timeout(clean(m)),
             ChatProviderError::EmptyResponse(m) => ChatProviderError::EmptyResponse(clean(m)),
             ChatProviderError::Other(m) => ChatProviderError::Other(clean(m)),
+            ChatProviderError::Failed { kind, message } => ChatProviderError::Failed { kind, message: clean(message) },
             ChatProviderError::Status { status, message, request_id, retry_after_ms } => ChatProviderError::Status {
                 status,
                 message: clean(message),
@@ -52,7 +100,7 @@ impl ChatProviderError {
             | ChatProviderError::Timeout(m)
             | ChatProviderError::EmptyResponse(m)
             | ChatProviderError::Other(m) => m,
-            ChatProviderError::Status { message, .. } => message,
+            ChatProviderError::Status { message, .. } | ChatProviderError::Failed { message, .. } => message,
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use futures::future::LocalBoxFuture;
 
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::providers::{StreamDecoder, StreamEvent};
 use crate::core::sse::SseDecoder;
@@ -103,7 +103,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             return Ok(false);
         }
         let more = self.body.read_into(&mut self.chunk).await?;
-        let sse_err = |e: crate::core::sse::SseError| ChatProviderError::Other(e.to_string());
+        let sse_err = |e: crate::core::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
         let decoded = if more {
             self.sse.feed(&self.chunk, &mut self.events).map_err(sse_err)
         } else {
@@ -256,7 +256,7 @@ impl MessageAssembler {
     pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
         self.bytes = self.bytes.saturating_add(part_bytes(&part));
         if self.bytes > self.limits.max_message_bytes {
-            return Err(ChatProviderError::Other(format!(
+            return Err(ChatProviderError::failed(FailureKind::Limit, format!(
                 "the model's message exceeded the limit of {} bytes (limits.maxMessageBytes)",
                 self.limits.max_message_bytes
             )));
@@ -272,7 +272,7 @@ impl MessageAssembler {
             StreamedMessagePart::Content(_) => (0, None),
         };
         if args_len > self.limits.max_tool_arguments_bytes {
-            return Err(ChatProviderError::Other(format!(
+            return Err(ChatProviderError::failed(FailureKind::Limit, format!(
                 "a tool call's arguments exceeded the limit of {} bytes (limits.maxToolArgumentsBytes)",
                 self.limits.max_tool_arguments_bytes
             )));

@@ -3,7 +3,7 @@
 // stream cut mid-event or between events, a tool call whose final `}` is lost, slow chunks —
 // through the provider's real fetch path, so retries and error classes run for real. A
 // ScriptedProvider inside is served as an OpenAI-compatible SSE stream for the same reason.
-import { _callWasm as callWasm, _wasm as wasm } from "./api.js";
+import { callWasm, wasm } from "./internal.js";
 import { sleep } from "./util.js";
 
 /** mulberry32: small, fast, and the same sequence for the same seed everywhere. */

@@ -1,10 +1,8 @@
 // Node ≥ 20: ready on import (reads the packaged .wasm synchronously).
 import { readFileSync } from "node:fs";
 import { initSync } from "./wasm/kosong_wasm.js";
-import { _markReady } from "./api.js";
+import { markReady } from "./internal.js";
 
-_markReady(initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.meta.url)) }));
+markReady(initSync({ module: readFileSync(new URL("./wasm/kosong_wasm_bg.wasm", import.meta.url)) }));
 
-export * from "./api.js";
-export * from "./soul.js";
-export * from "./chaos.js";
+export * from "./index.js";

@@ -83,14 +83,15 @@ pub async fn send(
     set("signal", &ctrl.signal())?;
     let called = fetch
         .call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init)
-        .map_err(|e| ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))))?;
+        .map_err(|e| GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e))?;
     let promise = called
         .dyn_into::<js_sys::Promise>()
         .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
     let response = match with_timeout(JsFuture::from(promise), timeout_ms, ctrl, "response headers").await? {
         Ok(r) => r.unchecked_into::<Response>(),
         Err(e) => {
-            return Err(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))).into())
+            let err = ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e)));
+            return Err(GlueError::Caused(err, e));
         }
     };
     let status = response.status();
@@ -160,7 +161,8 @@ impl ByteSource for BodySource {
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, GlueError> {
         let Some(reader) = &self.reader else { return Ok(false) };
         let broke = |e: JsValue| {
-            ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)))
+            let err = ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)));
+            GlueError::Caused(err, e)
         };
         if let Some(batch) = &self.batch {
             let promise = batch

@@ -33,11 +33,24 @@ use crate::core::toolset::ToolResult;
 use signals::AbortWatch;
 use sys::{AbortController, AbortSignal};
 
-/// An error on its way to JavaScript: a provider error (made into its class at the end) or
-/// a JS value thrown by user code, passed through unchanged.
+/// An error on its way to JavaScript: a provider error (made into its class at the end),
+/// with the JS error that caused it when there was one (a failed `fetch`), or a JS value
+/// thrown by user code, passed through unchanged.
 pub enum GlueError {
     Provider(ChatProviderError),
+    Caused(ChatProviderError, JsValue),
     Js(JsValue),
+}
+
+impl GlueError {
+    /// The provider error, cleaned of the API key.
+    fn redact(self, secret: Option<&str>) -> GlueError {
+        match self {
+            GlueError::Provider(e) => GlueError::Provider(e.redact(secret)),
+            GlueError::Caused(e, cause) => GlueError::Caused(e.redact(secret), cause),
+            other => other,
+        }
+    }
 }
 
 impl From<ChatProviderError> for GlueError {
@@ -61,37 +74,39 @@ pub(crate) fn body_reader() -> Option<Function> {
     BODY_READER.with(|f| f.borrow().clone())
 }
 
-/// The JS layer's `(className, message, status, requestId, retryAfterMs) => Error`.
+/// The JS layer's `(className, message, fields) => Error`; `fields` holds `kind`, `status`,
+/// `requestId`, `retryAfterMs` and `cause`.
 #[wasm_bindgen(js_name = installErrorFactory)]
 pub fn install_error_factory(factory: Function) {
     ERROR_FACTORY.with(|f| *f.borrow_mut() = Some(factory));
 }
 
-fn provider_error_to_js(e: &ChatProviderError) -> JsValue {
-    let (status, request_id, retry) = match e {
-        ChatProviderError::Status { status, request_id, retry_after_ms, .. } => (
-            JsValue::from(*status),
-            request_id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL),
-            retry_after_ms.map(|ms| JsValue::from(ms as f64)).unwrap_or(JsValue::NULL),
-        ),
-        _ => (JsValue::NULL, JsValue::NULL, JsValue::NULL),
+fn provider_error_to_js(e: &ChatProviderError, cause: Option<&JsValue>) -> JsValue {
+    let fields = Object::new();
+    let set = |k: &str, v: &JsValue| {
+        let _ = Reflect::set(&fields, &JsValue::from_str(k), v);
     };
-    let args = Array::of5(&e.class_name().into(), &e.message().into(), &status, &request_id, &retry);
-    let made = ERROR_FACTORY.with(|f| f.borrow().as_ref().map(|f| f.apply(&JsValue::UNDEFINED, &args)));
-    match made {
-        Some(Ok(err)) => err,
-        _ => {
-            let err = js_sys::Error::new(e.message());
-            err.set_name(e.class_name());
-            err.into()
-        }
+    set("kind", &JsValue::from_str(e.kind()));
+    if let ChatProviderError::Status { status, request_id, retry_after_ms, .. } = e {
+        set("status", &JsValue::from(*status));
+        set("requestId", &request_id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+        set("retryAfterMs", &retry_after_ms.map(|ms| JsValue::from(ms as f64)).unwrap_or(JsValue::NULL));
     }
+    if let Some(c) = cause {
+        set("cause", c);
+    }
+    let factory = ERROR_FACTORY.with(|f| f.borrow().clone());
+    // The factory is installed when the module is loaded, before anything can fail.
+    factory
+        .and_then(|f| f.call3(&JsValue::UNDEFINED, &e.class_name().into(), &e.message().into(), &fields).ok())
+        .unwrap_or_else(|| js_sys::Error::new(e.message()).into())
 }
 
 impl GlueError {
     fn into_js(self) -> JsValue {
         match self {
-            GlueError::Provider(e) => provider_error_to_js(&e),
+            GlueError::Provider(e) => provider_error_to_js(&e, None),
+            GlueError::Caused(e, cause) => provider_error_to_js(&e, Some(&cause)),
             GlueError::Js(v) => v,
         }
     }
@@ -316,8 +331,7 @@ async fn guarded<T>(
     secret: Option<&str>,
 ) -> Result<T, JsValue> {
     let to_js = |e: GlueError| match e {
-        GlueError::Provider(e) => GlueError::Provider(e.redact(secret)).into_js(),
-        other => other.into_js(),
+        e => e.redact(secret).into_js(),
     };
     let outcome = match watch {
         Some(w) => match select(fut, Box::pin(w.fired())).await {
@@ -482,7 +496,8 @@ pub fn install_panic_reporter(report: Function) {
 }
 
 /// Breaks the instance on purpose: 0 traps, 1 panics, 2 panics inside a spawned task. Only
-/// for the tests that prove a broken instance is reported clearly; the package never calls it.
+/// in the `test-hooks` build, for the tests that prove a broken instance is reported clearly.
+#[cfg(feature = "test-hooks")]
 #[wasm_bindgen(js_name = __kosongTestTrap)]
 pub fn test_trap(kind: u32) {
     match kind {

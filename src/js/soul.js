@@ -1,7 +1,8 @@
 // kimi-cli's soul runtime for the web: Agent (a Soul), runSoul, the Wire (merged and raw
 // sides, recording and replay) and Context. Thin wrappers: the turn loop, the wire's merge
 // rules, approvals, the recorder and the context are the wasm core's (src/core/soul/).
-import { _callWasm as callWasm, _wasm as wasm, SimpleToolset } from "./api.js";
+import { callWasm, wasm } from "./internal.js";
+import { SimpleToolset } from "./tools.js";
 import { within } from "./util.js";
 
 // ---- errors -----------------------------------------------------------------------------

@@ -271,7 +271,7 @@ impl Default for ContextCore {
 impl SeamError for GlueError {
     fn provider_error(&self) -> Option<&ChatProviderError> {
         match self {
-            GlueError::Provider(e) => Some(e),
+            GlueError::Provider(e) | GlueError::Caused(e, _) => Some(e),
             GlueError::Js(_) => None,
         }
     }
@@ -488,8 +488,7 @@ fn turn_error_to_js(e: TurnError<GlueError>, signal: Option<&AbortSignal>, secre
         to_js(&v)
     };
     match e {
-        TurnError::Seam(GlueError::Provider(p)) => GlueError::Provider(p.redact(secret)).into_js(),
-        TurnError::Seam(GlueError::Js(v)) => v,
+        TurnError::Seam(e) => e.redact(secret).into_js(),
         TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
         TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
         TurnError::LLMNotSupported { model_name, capabilities } => fields(

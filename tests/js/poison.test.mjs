@@ -1,15 +1,17 @@
 // A broken wasm instance is never silent: every later call says so clearly.
-// Each case runs in a child process, since the instance stays broken.
+// Each case runs in a child process, since the instance stays broken. The instance is broken
+// through the `test-hooks` build (pkg-test/), which `npm test` builds beside the shipped one.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 
 function afterBreaking(kind) {
   const script = `
-    import * as k from "kosong-wasm";
+    import * as k from "./pkg-test/node.js";
+    import { breakInstance } from "./pkg-test/test-hooks.js";
     process.on("uncaughtException", () => {}); // a panic inside a task surfaces here
     const ok = (await k.generate(new k.ScriptedProvider(["text: fine"]), "", [], [])).message.content;
-    try { k._callWasm(() => k._wasm.__kosongTestTrap(${kind})); } catch {}
+    try { breakInstance(${kind}); } catch {}
     await new Promise((r) => setTimeout(r, 20));
     const errors = [];
     for (const f of [

@@ -52,7 +52,7 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
   const random = rng(20261130);
   const RUNS = 300;
   const timersBefore = process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
-  const memoryBefore = k._memoryBytes();
+  const memoryBefore = k.memoryBytes();
   const tally = { cancelled: 0, completed: 0, toolSignalsAborted: 0 };
   for (let i = 0; i < RUNS; i++) {
     const running = []; // {signal, settled}: a tool still running at the abort must see it
@@ -109,8 +109,8 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
   await sleep(20); // the "polite" tools' own timers run out
   const timersAfter = process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
   assert.ok(timersAfter <= timersBefore, `timers left behind: ${timersAfter - timersBefore}`);
-  const grown = k._memoryBytes() - memoryBefore;
-  console.log(`# soak: ${RUNS} runs, ${tally.cancelled} cancelled, ${tally.completed} completed, ${tally.toolSignalsAborted} tool signals aborted; wasm memory ${memoryBefore} → ${k._memoryBytes()} bytes`);
+  const grown = k.memoryBytes() - memoryBefore;
+  console.log(`# soak: ${RUNS} runs, ${tally.cancelled} cancelled, ${tally.completed} completed, ${tally.toolSignalsAborted} tool signals aborted; wasm memory ${memoryBefore} → ${k.memoryBytes()} bytes`);
   assert.ok(tally.cancelled > RUNS / 2);
   assert.ok(grown <= 4 << 20, `wasm memory grew by ${grown} bytes`);
 });
@@ -155,9 +155,9 @@ test("a long-lived isolate: 10,000 steps in one instance, wasm memory flat", asy
     }
   };
   await runSteps(500); // warm up: the allocator reaches its working size
-  const before = k._memoryBytes();
+  const before = k.memoryBytes();
   await runSteps(N);
-  const after = k._memoryBytes();
+  const after = k.memoryBytes();
   console.log(`# long isolate: ${N} steps; wasm memory ${before} → ${after} bytes`);
   assert.ok(after - before <= 1 << 20, `wasm memory grew by ${after - before} bytes over ${N} steps`);
 });
@@ -206,7 +206,7 @@ test("memory stays flat across cancelled runs whose tools never settle (after ga
     for (let round = 0; round < 4; round++) {
       for (let i = 0; i < 400; i++) await run(i);
       await settle();
-      sizes.push(k._memoryBytes());
+      sizes.push(k.memoryBytes());
     }
     console.log(JSON.stringify(sizes));
   `;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
 
@@ -181,7 +181,7 @@ impl AnthropicConfig {
 fn media_block(kind: &str, url: &str) -> Result<Value, ChatProviderError> {
     if url.starts_with("data:") {
         let (mime, data) = super::split_data_url(url).ok_or_else(|| {
-            ChatProviderError::Other(format!("an {kind} data URL must be base64: data:<type>;base64,…"))
+            ChatProviderError::failed(FailureKind::InvalidRequest, format!("an {kind} data URL must be base64: data:<type>;base64,…"))
         })?;
         return Ok(json!({"type": kind, "source": {"type": "base64", "media_type": mime, "data": data}}));
     }
@@ -207,8 +207,9 @@ fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Val
             },
             ContentPart::Think { .. } => {}
             ContentPart::AudioUrl { .. } | ContentPart::VideoUrl { .. } => {
-                return Err(ChatProviderError::Other(
-                    "the Anthropic Messages API accepts no audio or video parts; remove them from the history".into(),
+                return Err(ChatProviderError::failed(
+                    FailureKind::InvalidRequest,
+                    "the Anthropic Messages API accepts no audio or video parts; remove them from the history",
                 ))
             }
         }
@@ -220,7 +221,7 @@ fn tool_result_block(m: &Message) -> Result<Value, ChatProviderError> {
     let id = m
         .tool_call_id
         .as_deref()
-        .ok_or_else(|| ChatProviderError::Other("a tool message in the history has no `tool_call_id`".into()))?;
+        .ok_or_else(|| ChatProviderError::failed(FailureKind::InvalidRequest, "a tool message in the history has no `tool_call_id`"))?;
     let content = match m.content.as_slice() {
         [ContentPart::Text { text }] => json!(text),
         parts => Value::Array(content_blocks(parts, true)?),
@@ -494,7 +495,7 @@ impl StreamDecoder for AnthropicDecoder {
             }
         }
         let ev: Event = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::Other(format!("malformed stream event from the server: {e}")))?;
+            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream event from the server: {e}")))?;
         match ev.kind.as_str() {
             "message_start" => {
                 if let Some(m) = ev.message {
@@ -549,8 +550,9 @@ impl StreamDecoder for AnthropicDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.stopped {
-            return Err(ChatProviderError::Other(
-                "the stream ended before the model finished its answer (no message_stop)".into(),
+            return Err(ChatProviderError::failed(
+                FailureKind::Truncated,
+                "the stream ended before the model finished its answer (no message_stop)",
             ));
         }
         self.complete_all(out);

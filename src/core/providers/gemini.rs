@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::core::sse::SseEvent;
 
@@ -174,7 +174,7 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                 }
             }
             Role::Tool => {
-                return Err(ChatProviderError::Other(format!(
+                return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
                     "a tool result (tool_call_id {:?}) in the history follows no assistant message that called it",
                     m.tool_call_id.as_deref().unwrap_or("")
                 )))
@@ -215,12 +215,12 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                     i += 1;
                     let id = r.tool_call_id.as_deref().unwrap_or("");
                     let Some(pos) = calls.iter().position(|c| c.id == id) else {
-                        return Err(ChatProviderError::Other(format!(
+                        return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
                             "the history has a tool result for `{id}`, which the assistant message before it did not call"
                         )));
                     };
                     if results[pos].is_some() {
-                        return Err(ChatProviderError::Other(format!(
+                        return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
                             "the history has two results for tool call `{id}`"
                         )));
                     }
@@ -229,7 +229,7 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                 let mut parts = Vec::with_capacity(calls.len());
                 for (call, result) in calls.iter().zip(results) {
                     let Some(result) = result else {
-                        return Err(ChatProviderError::Other(format!(
+                        return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
                             "the history has no result for tool call `{}` ({}); Gemini needs one for every call",
                             call.id, call.function.name
                         )));
@@ -346,7 +346,7 @@ impl StreamDecoder for GeminiDecoder {
             return Ok(());
         }
         let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::Other(format!("malformed stream chunk from the server: {e}")))?;
+            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}")))?;
         if let Some(err) = chunk.error {
             let status = err.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
             let kind = err.get("status").and_then(Value::as_str);
@@ -375,8 +375,9 @@ impl StreamDecoder for GeminiDecoder {
 
     fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if self.finish_reason.is_none() {
-            return Err(ChatProviderError::Other(
-                "the stream ended before the model finished its answer (no finishReason)".into(),
+            return Err(ChatProviderError::failed(
+                FailureKind::Truncated,
+                "the stream ended before the model finished its answer (no finishReason)",
             ));
         }
         Ok(())

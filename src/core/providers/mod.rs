@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{Message, StreamedMessagePart, TokenUsage};
 use crate::core::sse::SseEvent;
 
@@ -238,7 +238,7 @@ pub fn mid_stream_error(kind: Option<&str>, status: Option<u16>, message: &str) 
             request_id: None,
             retry_after_ms: None,
         },
-        None => ChatProviderError::Other(format!("the server reported an error mid-stream: {what}")),
+        None => ChatProviderError::failed(FailureKind::Server, format!("the server reported an error mid-stream: {what}")),
     }
 }
 

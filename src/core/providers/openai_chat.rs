@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json_close::{parses_as_container, JsonCloseTracker};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -528,7 +528,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             }
         }
         let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::Other(format!("malformed stream chunk from the server: {e}")))?;
+            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}")))?;
         if let Some(err) = chunk.error {
             return Err(mid_stream_error(&err));
         }
@@ -575,8 +575,9 @@ impl StreamDecoder for OpenAIChatDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.done && self.finish_reason.is_none() {
-            return Err(ChatProviderError::Other(
-                "the stream ended before the model finished its answer (no finish_reason and no [DONE])".into(),
+            return Err(ChatProviderError::failed(
+                FailureKind::Truncated,
+                "the stream ended before the model finished its answer (no finish_reason and no [DONE])",
             ));
         }
         self.complete_all(out);
@@ -711,7 +712,7 @@ mod tests {
     fn truncated_stream_is_an_error_and_done_alone_is_enough() {
         let s = data(json!({"choices":[{"index":0,"delta":{"content":"Hel"}}]}));
         let (_, r, _) = run(&s);
-        assert!(matches!(r, Err(ChatProviderError::Other(m)) if m.contains("ended before")));
+        assert!(matches!(r, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("ended before")));
         let s = s + "data: [DONE]\n\n";
         assert!(run(&s).1.is_ok());
     }
@@ -723,12 +724,12 @@ mod tests {
             matches!(run(&s).1, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("overloaded"))
         );
         let s = data(json!({"error":{"message":"something odd"}}));
-        assert!(matches!(run(&s).1, Err(ChatProviderError::Other(m)) if m.contains("something odd")));
+        assert!(matches!(run(&s).1, Err(ChatProviderError::Failed { kind: FailureKind::Server, message: m }) if m.contains("something odd")));
         let s = data(json!({"error":{"message":"Rate limit exceeded","code":429}}));
         assert!(
             matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit"))
         );
-        assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Other(m)) if m.contains("malformed")));
+        assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, message: m }) if m.contains("malformed")));
     }
 
     #[test]

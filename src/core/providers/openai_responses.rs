@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
 
@@ -374,7 +374,7 @@ impl StreamDecoder for ResponsesDecoder {
             return Ok(());
         }
         let ev: Event = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::Other(format!("malformed stream event from the server: {e}")))?;
+            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream event from the server: {e}")))?;
         match ev.kind.as_str() {
             "response.created" | "response.in_progress" => {
                 if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
@@ -456,8 +456,9 @@ impl StreamDecoder for ResponsesDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.ended {
-            return Err(ChatProviderError::Other(
-                "the stream ended before the model finished its answer (no response.completed)".into(),
+            return Err(ChatProviderError::failed(
+                FailureKind::Truncated,
+                "the stream ended before the model finished its answer (no response.completed)",
             ));
         }
         self.complete_all(out);

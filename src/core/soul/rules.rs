@@ -54,7 +54,7 @@ pub fn is_retryable(e: &ChatProviderError) -> bool {
     match e {
         ChatProviderError::Connection(_) | ChatProviderError::Timeout(_) | ChatProviderError::EmptyResponse(_) => true,
         ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504),
-        ChatProviderError::Other(_) => false,
+        ChatProviderError::Failed { .. } | ChatProviderError::Other(_) => false,
     }
 }
 

@@ -1,0 +1,12 @@
+// The public API (index.d.ts): exactly these names. Every runtime entry re-exports this file.
+export { init, memoryBytes } from "./internal.js";
+export { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError } from "./errors.js";
+export { toolOk, toolError, SimpleToolset } from "./tools.js";
+export { PartialJson } from "./preview.js";
+export { OpenAIChatProvider, KimiProvider, AnthropicProvider, OpenAIResponsesProvider, GeminiProvider, ScriptedProvider } from "./providers.js";
+export { ChaosProvider } from "./chaos.js";
+export { generate, step, StepResult } from "./step.js";
+export {
+  Agent, runSoul, Wire, WireRecorder, readWireRecord, WIRE_PROTOCOL_VERSION, Context,
+  RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, QueueShutDown,
+} from "./soul.js";

@@ -1,0 +1,110 @@
+// Loading the wasm instance and calling into it: not part of the public API (the entries
+// re-export `index.js` only). A trap in the instance is noted, and every later call says so.
+import wasmInit, * as wasm from "./wasm/kosong_wasm.js";
+import { makeError } from "./errors.js";
+
+export { wasm };
+
+let ready = false;
+let instance = null;
+
+const NOT_READY = Symbol("not ready");
+const MAX_BATCH = 1 << 10;
+
+/**
+ * The engine's body reader: waits for the next chunk, then takes the chunks the
+ * stream already holds without waiting again, and hands them over as one, so the engine
+ * crosses into JavaScript and back once per batch, not once per network chunk. Batches stop at
+ * 1 KiB (larger batches decode no faster, measured): a tool whose call closes in a batch starts
+ * once that batch is decoded, so the reader must not run far ahead of the engine. `st` keeps a
+ * read that was started but not ready for the next call. Resolves `null` at the end.
+ */
+async function readBatch(reader, st) {
+  if (st.ended) return null;
+  const first = await (st.pending ?? reader.read());
+  st.pending = null;
+  if (first.done) return null;
+  const chunks = [first.value];
+  let size = first.value.byteLength;
+  while (size < MAX_BATCH) {
+    const next = reader.read();
+    // A read the stream can answer at once is settled already: its reaction runs before this
+    // function resumes from `await null`. One still waiting is kept for the next call.
+    let r = NOT_READY;
+    next.then(
+      (x) => (r = x),
+      () => {}, // awaited (and so reported) by the next call
+    );
+    await null;
+    if (r === NOT_READY) {
+      st.pending = next;
+      break;
+    }
+    if (r.done) {
+      st.ended = true;
+      break;
+    }
+    chunks.push(r.value);
+    size += r.value.byteLength;
+  }
+  // One chunk as is; several as a list, copied by the engine straight into its own memory.
+  return chunks.length === 1 ? chunks[0] : chunks;
+}
+
+/** Marks the module ready once a runtime entry (or `init`) instantiated it. */
+export function markReady(exports) {
+  instance = exports;
+  wasm.installErrorFactory(makeError);
+  wasm.installBodyReader(readBatch);
+  wasm.installPanicReporter((message) => {
+    poisoned ??= new Error(message);
+  });
+  ready = true;
+}
+
+/**
+ * Instantiates the wasm module (browsers and bundlers; Node and workerd are ready on import).
+ * Accepts nothing (the packaged .wasm next to this module), a URL, a Response, bytes or a
+ * compiled WebAssembly.Module. Idempotent.
+ */
+let initializing = null;
+export async function init(source) {
+  if (ready) return;
+  initializing ??= wasmInit(source === undefined ? undefined : { module_or_path: source }).then(markReady, (e) => {
+    initializing = null; // a failed load may be retried (say, with another source)
+    throw e;
+  });
+  await initializing;
+}
+
+// A trap in the wasm instance (a bug: the engine never panics on input) leaves it unusable.
+// Say so on every later call instead of failing with a confusing error somewhere unrelated.
+let poisoned = null;
+
+export function notePoison(e) {
+  if (e instanceof WebAssembly.RuntimeError) poisoned ??= e;
+  return e;
+}
+
+/** The instance's linear memory in bytes (it never shrinks: growth is what leaks show as). */
+export function memoryBytes() {
+  return instance?.memory?.buffer.byteLength ?? 0;
+}
+
+export function ensureReady() {
+  if (poisoned) {
+    throw new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process. Please report this bug.`, { cause: poisoned });
+  }
+  if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");
+}
+
+/** Calls into the wasm instance, noting a trap. */
+export function callWasm(f) {
+  ensureReady();
+  try {
+    const r = f();
+    return r instanceof Promise ? r.catch((e) => Promise.reject(notePoison(e))) : r;
+  } catch (e) {
+    throw notePoison(e);
+  }
+}

@@ -1,0 +1,181 @@
+// The providers: immutable option holders, checked once. Each request is described to the
+// engine by `_request()` (a provider spec as JSON text, the fetch function, the timeout).
+import { ChatProviderError } from "./errors.js";
+
+
+const EFFORTS = ["off", "low", "medium", "high", "xhigh", "max"];
+
+function checkEffort(effort) {
+  if (!EFFORTS.includes(effort)) throw new TypeError(`thinking effort must be one of ${EFFORTS.join(", ")}; got ${String(effort)}`);
+  return effort;
+}
+
+function checkHttpOptions(opts, who) {
+  if (!opts || typeof opts.model !== "string" || !opts.model) throw new TypeError(`${who}: \`model\` must be a non-empty string`);
+  if (opts.fetch !== undefined && typeof opts.fetch !== "function") throw new TypeError(`${who}: \`fetch\` must be a function`);
+  if (opts.timeoutMs !== undefined && !(typeof opts.timeoutMs === "number" && opts.timeoutMs > 0)) {
+    throw new TypeError(`${who}: \`timeoutMs\` must be a positive number`);
+  }
+}
+
+function checkProviderOptions(opts, who) {
+  checkHttpOptions(opts, who);
+  if (opts.thinking !== undefined) checkEffort(opts.thinking);
+  if (opts.maxTokens !== undefined && !(Number.isInteger(opts.maxTokens) && opts.maxTokens > 0)) {
+    throw new TypeError(`${who}: \`maxTokens\` must be a positive integer`);
+  }
+  if (opts.temperature !== undefined && typeof opts.temperature !== "number") {
+    throw new TypeError(`${who}: \`temperature\` must be a number`);
+  }
+  if (opts.headers !== undefined) {
+    if (opts.headers === null || typeof opts.headers !== "object" || Object.values(opts.headers).some((v) => typeof v !== "string")) {
+      throw new TypeError(`${who}: \`headers\` must be an object of strings`);
+    }
+  }
+  if (opts.extraBody !== undefined && (opts.extraBody === null || typeof opts.extraBody !== "object" || Array.isArray(opts.extraBody))) {
+    throw new TypeError(`${who}: \`extraBody\` must be an object`);
+  }
+  for (const k of ["apiKey", "baseUrl", "reasoningKey", "reasoningEffort"]) {
+    if (opts[k] !== undefined && typeof opts[k] !== "string") throw new TypeError(`${who}: \`${k}\` must be a string`);
+  }
+  if (opts.adaptiveThinking !== undefined && typeof opts.adaptiveThinking !== "boolean") {
+    throw new TypeError(`${who}: \`adaptiveThinking\` must be a boolean`);
+  }
+}
+
+/** The HTTP providers: one class per wire format, the options checked once, immutable. */
+class HttpProvider {
+  #opts;
+  constructor(opts, who) {
+    checkProviderOptions(opts, who);
+    this.#opts = { ...opts };
+  }
+  get modelName() {
+    return this.#opts.model;
+  }
+  get thinkingEffort() {
+    return this.#opts.thinking ?? null;
+  }
+  /** A new provider of the same kind that thinks with `effort`; this one is unchanged. */
+  withThinking(effort) {
+    return new this.constructor({ ...this.#opts, thinking: checkEffort(effort) });
+  }
+  /** @internal What the engine needs for one request. */
+  _request() {
+    const o = this.#opts;
+    const spec = {
+      kind: this._kind,
+      model: o.model,
+      apiKey: o.apiKey,
+      baseUrl: o.baseUrl,
+      headers: o.headers,
+      maxTokens: o.maxTokens,
+      temperature: o.temperature,
+      reasoningKey: o.reasoningKey,
+      reasoningEffort: o.reasoningEffort,
+      adaptiveThinking: o.adaptiveThinking,
+      extraBody: o.extraBody,
+      thinkingEffort: o.thinking,
+    };
+    return { spec: JSON.stringify(spec), fetch: o.fetch, timeoutMs: o.timeoutMs };
+  }
+  toJSON() {
+    return { name: this.name, modelName: this.modelName };
+  }
+}
+
+/** OpenAI Chat Completions, and every OpenAI-compatible server. */
+export class OpenAIChatProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "OpenAIChatProvider");
+  }
+  get name() {
+    return "openai";
+  }
+  get _kind() {
+    return "openai";
+  }
+}
+
+/** Moonshot's Kimi API (OpenAI-compatible with Moonshot's rules); base URL https://api.moonshot.ai/v1. */
+export class KimiProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "KimiProvider");
+  }
+  get name() {
+    return "kimi";
+  }
+  get _kind() {
+    return "kimi";
+  }
+}
+
+/** Anthropic's Messages API; base URL https://api.anthropic.com/v1. */
+export class AnthropicProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "AnthropicProvider");
+  }
+  get name() {
+    return "anthropic";
+  }
+  get _kind() {
+    return "anthropic";
+  }
+}
+
+/** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
+export class OpenAIResponsesProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "OpenAIResponsesProvider");
+  }
+  get name() {
+    return "openai-responses";
+  }
+  get _kind() {
+    return "openai_responses";
+  }
+}
+
+/** Google's Gemini API (generativelanguage.googleapis.com/v1beta). */
+export class GeminiProvider extends HttpProvider {
+  constructor(opts) {
+    super(opts, "GeminiProvider");
+  }
+  get name() {
+    return "gemini";
+  }
+  get _kind() {
+    return "gemini";
+  }
+}
+
+/** kosong's scripted echo provider: each call streams the next script (echo DSL); no network. */
+export class ScriptedProvider {
+  #scripts;
+  #turn = 0;
+  constructor(scripts) {
+    if (!Array.isArray(scripts) || scripts.some((s) => typeof s !== "string")) {
+      throw new TypeError("ScriptedProvider: scripts must be an array of strings");
+    }
+    this.#scripts = [...scripts];
+  }
+  get name() {
+    return "scripted_echo";
+  }
+  get modelName() {
+    return "scripted_echo";
+  }
+  get thinkingEffort() {
+    return null;
+  }
+  withThinking(effort) {
+    checkEffort(effort);
+    return new ScriptedProvider(this.#scripts);
+  }
+  /** @internal */
+  _request() {
+    if (this.#scripts.length === 0) throw new ChatProviderError(`ScriptedProvider exhausted at call ${this.#turn + 1}.`);
+    this.#turn += 1;
+    return { spec: JSON.stringify({ kind: "scripted", script: this.#scripts.shift() }) };
+  }
+}

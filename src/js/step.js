@@ -1,0 +1,119 @@
+// kosong's generate and step: options checked and converted, the work done by the engine.
+import { callWasm, ensureReady, notePoison, wasm } from "./internal.js";
+import { definitionOf } from "./tools.js";
+
+
+function requestOf(provider) {
+  if (!provider || typeof provider._request !== "function") {
+    throw new TypeError("provider must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …)");
+  }
+  return provider._request();
+}
+
+function checkLogger(logger) {
+  if (logger !== undefined && logger !== null && typeof logger.warn !== "function") {
+    throw new TypeError("options.logger must have a warn(message, fields) method");
+  }
+}
+
+const LIMIT_KEYS = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes"];
+
+function checkLimits(limits) {
+  if (limits === undefined || limits === null) return;
+  if (typeof limits !== "object") throw new TypeError("options.limits must be an object");
+  for (const [key, v] of Object.entries(limits)) {
+    if (!LIMIT_KEYS.includes(key)) throw new TypeError(`options.limits: unknown limit \`${key}\` (known: ${LIMIT_KEYS.join(", ")})`);
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new TypeError(`options.limits.${key} must be a positive integer`);
+  }
+}
+
+function checkSignal(signal) {
+  if (signal !== undefined && signal !== null && !(typeof signal === "object" && "aborted" in signal && typeof signal.addEventListener === "function")) {
+    throw new TypeError("options.signal must be an AbortSignal");
+  }
+}
+
+function jsonHook(cb) {
+  return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
+}
+
+/** The part hook: `(json)` for most parts, `(id, kind, text)` for deltas (see `call_part_hook`). */
+function partHook(cb) {
+  if (typeof cb !== "function") return undefined;
+  return (json, kind, text) => {
+    if (kind === undefined) return cb(JSON.parse(json));
+    if (kind === "text") return cb({ type: "text", text });
+    if (kind === "think") return cb({ type: "think", think: text });
+    return cb({ type: "tool_call_part", arguments_part: text, tool_call_id: json });
+  };
+}
+
+function historyJson(history) {
+  if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
+  return JSON.stringify(history);
+}
+
+/** Checks everything first, so a bad argument never uses up a scripted answer. */
+function common(provider, systemPrompt, historyJson, options) {
+  ensureReady();
+  if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
+  checkSignal(options.signal);
+  checkLogger(options.logger);
+  checkLimits(options.limits);
+  const req = requestOf(provider);
+  return {
+    req,
+    history: historyJson,
+    hooks: {
+      onPart: partHook(options.onMessagePart),
+      signal: options.signal ?? undefined,
+      warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
+      limits: options.limits ?? undefined,
+      fetch: req.fetch,
+      timeoutMs: req.timeoutMs,
+    },
+  };
+}
+
+/** One generation (kosong's `generate`). */
+export async function generate(provider, systemPrompt, tools, history, options = {}) {
+  if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
+  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  hooks.onToolCall = jsonHook(options.onToolCall);
+  const raw = await callWasm(() => wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+}
+
+/** The outcome of `step`: the message, and its tools' results in call order. */
+export class StepResult {
+  #results;
+  constructor(raw, results) {
+    this.id = raw.id;
+    this.message = JSON.parse(raw.message);
+    this.usage = raw.usage;
+    this.finishReason = raw.finishReason;
+    this.toolCalls = this.message.tool_calls ?? [];
+    this.#results = results;
+    Object.freeze(this);
+  }
+  /** Results in call order, whatever order the tools finished in. */
+  toolResults() {
+    return this.#results;
+  }
+}
+
+/** One step (kosong's `step`): tools start as soon as their calls are complete. */
+export async function step(provider, systemPrompt, toolset, history, options = {}) {
+  if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
+    throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
+  }
+  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  const tools = toolset.tools;
+  hooks.toolset = toolset;
+  hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
+  if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
+  const raw = await callWasm(() => wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  const results = raw.results.then((json) => JSON.parse(json), (e) => Promise.reject(notePoison(e)));
+  results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
+  return new StepResult(raw, results);
+}

@@ -1,0 +1,105 @@
+// Tools: kosong's ToolOk/ToolError, and SimpleToolset with kosong's error results (the core
+// words the errors; known tools' arguments are parsed here, once, for the handler).
+import { callWasm, wasm } from "./internal.js";
+
+
+function briefDisplay(brief) {
+  return brief ? [{ type: "brief", text: brief }] : [];
+}
+
+/** kosong's ToolOk. */
+export function toolOk({ output = "", message = "", brief = "" } = {}) {
+  return { is_error: false, output, message, display: briefDisplay(brief) };
+}
+
+/** kosong's ToolError. */
+export function toolError({ message, brief, output = "" }) {
+  if (typeof message !== "string") throw new TypeError("toolError: message must be a string");
+  return { is_error: true, output, message, display: briefDisplay(brief ?? "") };
+}
+
+export function definitionOf(tool) {
+  return { name: tool.name, description: tool.description ?? "", parameters: tool.parameters ?? { type: "object", properties: {} } };
+}
+
+/** Tools by name, with kosong's error results (see API.md). */
+export class SimpleToolset {
+  #core;
+  #tools = new Map();
+  #validate;
+
+  constructor(tools = [], options = {}) {
+    this.#core = callWasm(() => new wasm.SimpleToolsetCore());
+    this.#validate = options?.validate;
+    if (this.#validate !== undefined && typeof this.#validate !== "function") {
+      throw new TypeError("SimpleToolset: options.validate must be a function");
+    }
+    for (const t of tools ?? []) this.add(t);
+  }
+
+  get tools() {
+    return [...this.#tools.values()].map((t) => ({ ...definitionOf(t), ...(t.eager === false ? { eager: false } : {}) }));
+  }
+
+  add(tool) {
+    if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
+    if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
+    this.#tools.set(tool.name, tool);
+    callWasm(() => this.#core.add(tool.name));
+    return this;
+  }
+
+  remove(name) {
+    if (!this.#tools.delete(name)) throw new Error(`Tool \`${name}\` not found in the toolset.`);
+    callWasm(() => this.#core.remove(name));
+    return this;
+  }
+
+  handle(call, ctx) {
+    const core = this.#core;
+    const id = call?.id;
+    const tool = typeof call?.function?.name === "string" ? this.#tools.get(call.function.name) : undefined;
+    const raw = call?.function?.arguments;
+    // The common case stays in JavaScript: a known tool and arguments that parse (missing or
+    // empty arguments mean `{}`). Anything else goes to the core, which words kosong's error.
+    let args = UNPARSED;
+    if (tool && typeof id === "string" && (raw === undefined || raw === null || typeof raw === "string")) {
+      if (!raw) args = {};
+      else {
+        try {
+          args = JSON.parse(raw);
+        } catch {}
+      }
+    }
+    if (args === UNPARSED) {
+      const prepared = callWasm(() => core.prepare(call));
+      if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
+      args = JSON.parse(prepared);
+    }
+    const context = { toolCallId: id, ...(ctx && typeof ctx === "object" ? ctx : {}) };
+    let out;
+    try {
+      out = runHandler(this.#tools.get(call.function.name), this.#validate, args, context);
+    } catch (e) {
+      return callWasm(() => core.settleThrown(id, e));
+    }
+    if (out !== null && typeof out === "object" && typeof out.then === "function") {
+      return Promise.resolve(out).then(
+        (v) => callWasm(() => core.settle(id, v)),
+        (e) => callWasm(() => core.settleThrown(id, e)),
+      );
+    }
+    return callWasm(() => core.settle(id, out));
+  }
+}
+
+const UNPARSED = Symbol("unparsed");
+
+/** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
+function runHandler(tool, validate, args, ctx) {
+  if (validate) {
+    const problem = validate(tool.parameters, args);
+    if (problem) return { __kosongValidate: String(problem) };
+  }
+  return tool.handler(args, ctx);
+}
