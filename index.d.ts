@@ -3,6 +3,8 @@
 
 /** Browsers/bundlers: instantiate once before anything else. Node and workerd are ready on import. Idempotent. */
 export function init(source?: URL | string | Response | BufferSource | WebAssembly.Module): Promise<void>;
+/** The wasm instance's linear memory in bytes. It never shrinks, so steady growth over many runs is what a leak looks like. */
+export function memoryBytes(): number;
 
 // ---- message model ----------------------------------------------------------------------
 
@@ -70,6 +72,20 @@ export interface ToolContext {
   toolCallId: string;
   /** Aborted when the step/run is cancelled or fails. */
   signal: AbortSignal;
+  /** Inside an agent run: publish on that run's wire. */
+  send?(message: WireMessage): void;
+  /**
+   * Inside an agent run: ask the user (through the wire); true when approved. `yolo` and an earlier
+   * `approve_for_session` of the same action skip the question. The tool decides what to return.
+   */
+  requestApproval?(req: { action: string; description: string }): Promise<boolean>;
+  /**
+   * Inside an agent run: kimi-cli's rejection result for this call ("The tool call is rejected by the
+   * user. …", brief "Rejected by user"; with the user's feedback, "… User feedback: {feedback}",
+   * brief "Rejected: {feedback}"). Returned by a tool, it ends the turn when the user gave no
+   * feedback; with feedback the model reads it and the turn goes on.
+   */
+  rejection?(): ToolReturnValue;
 }
 export interface Tool extends ToolDefinition {
   handler(args: any, ctx: ToolContext): string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
@@ -194,7 +210,12 @@ export class GeminiProvider implements ChatProvider {
   readonly thinkingEffort: ThinkingEffort | null;
   withThinking(effort: ThinkingEffort): GeminiProvider;
 }
-/** kosong's echo DSL, one script a call; no network. */
+/**
+ * kosong's echo DSL, one script a call; no network. `error: 429 slow down` fails that call with an
+ * `APIStatusError` (status 429; `error: 503` with kosong's "Simulated 503 error"), `error: connection
+ * …` with an `APIConnectionError`, `error: timeout …` with an `APITimeoutError`: how kosong's and
+ * kimi-cli's own tests script retries and failures.
+ */
 export class ScriptedProvider implements ChatProvider {
   constructor(scripts: string[]);
   readonly name: string;
@@ -231,11 +252,30 @@ export class ChaosProvider implements ChatProvider {
   readonly injected: { http: number; truncateMidEvent: number; truncateBetweenEvents: number; corruptToolCall: number; slowChunks: number };
 }
 
-export class ChatProviderError extends Error {}
+/** What went wrong, for a program to tell failures apart without reading their message. */
+export type ProviderErrorKind =
+  | "connection" | "timeout" | "empty" | "status"
+  /** The server sent something that is not its wire format. */
+  | "malformed"
+  /** The stream ended before the model finished its answer. */
+  | "truncated"
+  /** A `limits` cap was passed. */
+  | "limit"
+  /** The server reported an error inside the stream. */
+  | "server"
+  /** The history or the options cannot be sent to this provider. */
+  | "invalid_request"
+  | "other";
+export class ChatProviderError extends Error {
+  constructor(message?: string, options?: { cause?: unknown; kind?: ProviderErrorKind });
+  readonly kind: ProviderErrorKind;
+}
+/** Refused or broken connection; `cause` is the error `fetch` or the body stream gave. */
 export class APIConnectionError extends ChatProviderError {}
 export class APITimeoutError extends ChatProviderError {}
 export class APIEmptyResponseError extends ChatProviderError {}
 export class APIStatusError extends ChatProviderError {
+  constructor(message: string, init: { status: number; requestId?: string | null; retryAfterMs?: number | null; cause?: unknown });
   status: number;
   requestId: string | null;
   retryAfterMs: number | null;
@@ -327,12 +367,11 @@ export interface Soul {
   readonly status: StatusSnapshot;
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
 }
-/** Inside an agent run, a tool's context also has these. */
+/** Inside an agent run, a tool's context has these for sure. */
 export interface AgentToolContext extends ToolContext {
-  /** Publish on this run's wire. */
   send(message: WireMessage): void;
-  /** Ask the user (through the wire); true when approved. `yolo` and `approve_for_session` skip the question. */
   requestApproval(req: { action: string; description: string }): Promise<boolean>;
+  rejection(): ToolReturnValue;
 }
 export class Agent implements Soul {
   constructor(opts: {
@@ -369,22 +408,36 @@ export function runSoul(
   options?: { recorder?: WireRecorder },
 ): Promise<void>;
 
-export class RunCancelled extends Error {}
+export class RunCancelled extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
+}
 export class MaxStepsReached extends Error {
+  constructor(nSteps: number);
   nSteps: number;
 }
-export class LLMNotSet extends Error {}
+export class LLMNotSet extends Error {
+  constructor();
+}
 export class LLMNotSupported extends Error {
+  constructor(modelName: string, capabilities: string[]);
   modelName: string;
   capabilities: string[];
 }
-/** The same tool call (name and arguments) 12 times in a row stops the turn. */
+/**
+ * The same tool call (name and canonical arguments) 12 times in a row stops the turn. Before that,
+ * as in kimi-cli, a call repeated from an earlier step gets a `<system-reminder>` appended to its
+ * output from the 3rd time in a row (stronger at the 5th and the 8th); the same call twice in one
+ * step runs the tool once and both calls get its result.
+ */
 export class RepeatedToolCallError extends Error {
+  constructor(toolName: string, count: number);
   toolName: string;
   count: number;
 }
 /** `receive()` after the wire shut down and every message was read. */
-export class QueueShutDown extends Error {}
+export class QueueShutDown extends Error {
+  constructor();
+}
 
 export class Wire {
   /** A subscriber sees messages published after it subscribed. */
@@ -402,6 +455,7 @@ export interface WireUISide extends AsyncIterable<WireMessage> {
 export const WIRE_PROTOCOL_VERSION: string;
 /** Writes kimi-cli's wire.jsonl: a metadata line, then `{"timestamp", "message"}` lines of merged messages. */
 export class WireRecorder {
+  /** Each line reaches the sink after the one before it was written (a returned Promise is awaited). */
   constructor(sink: (jsonLine: string) => void | Promise<void>);
   /** Messages written so far. */
   readonly count: number;
