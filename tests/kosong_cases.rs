@@ -15,7 +15,7 @@ use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, Too
 use kosong_wasm::core::providers::echo::{parse_echo_script, EchoScript};
 use kosong_wasm::core::providers::StreamEvent;
 use kosong_wasm::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
-use kosong_wasm::core::toolset::{SimpleToolset, ToolFailure, ToolHandler, ToolOutput, ToolResult, ToolReturnValue};
+use kosong_wasm::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
 
 fn text(t: &str) -> StreamedMessagePart {
     StreamedMessagePart::Content(ContentPart::text(t))
@@ -128,11 +128,15 @@ fn think_only_is_an_empty_response_and_think_with_more_is_not() {
 /// A Rust handler: parses the arguments and runs a closure.
 struct FnTool(Rc<dyn Fn(Value) -> Result<ToolReturnValue, ToolFailure>>);
 
-impl ToolHandler for FnTool {
-    fn call(&self, arguments: &str, _call: &ToolCall) -> LocalBoxFuture<'static, Result<ToolReturnValue, ToolFailure>> {
-        let f = self.0.clone();
-        let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-        async move { f(args) }.boxed_local()
+/// kosong's `SimpleToolset.handle` over Rust handlers: the toolset's rules, then the handler.
+fn handle(ts: &SimpleToolset<FnTool>, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    match ts.prepare(call) {
+        Prepared::Done(r) => async move { r }.boxed_local(),
+        Prepared::Run(FnTool(f), raw) => {
+            let (f, id) = (f.clone(), call.id.clone());
+            let args: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+            async move { settle(id, f(args)) }.boxed_local()
+        }
     }
 }
 
@@ -156,7 +160,7 @@ impl ToolDispatch for Dispatch {
         true
     }
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
-        self.0.handle(call)
+        handle(&self.0, call)
     }
 }
 
@@ -194,7 +198,7 @@ fn step_plus_gives_tool_ok_3() {
     });
     pool.run_until_stalled();
     assert_eq!(out.generated.message.content, vec![ContentPart::text("Hello, world!")]);
-    assert_eq!(out.tool_calls(), &[plus]);
+    assert_eq!(out.generated.message.tool_calls.as_deref(), Some(&[plus][..]));
     assert_eq!(*seen.borrow(), input);
     let expected = vec![ToolResult {
         tool_call_id: "plus#123".into(),
@@ -205,7 +209,7 @@ fn step_plus_gives_tool_ok_3() {
 }
 
 fn handle_now(ts: &SimpleToolset<FnTool>, c: ToolCall) -> ToolReturnValue {
-    futures::executor::block_on(ts.handle(&c)).return_value
+    futures::executor::block_on(handle(ts, &c)).return_value
 }
 
 #[test]

@@ -71,7 +71,7 @@ fn decode(p: &HttpProvider, chunks: &[&[u8]]) -> Outcome {
     let mut asm = MessageAssembler::new();
     for e in &events {
         if let StreamEvent::Part(p) = e {
-            asm.push(p.clone());
+            asm.try_push(p.clone()).unwrap();
         }
     }
     Outcome {

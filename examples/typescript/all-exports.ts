@@ -6,7 +6,7 @@ import {
   OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
-  readWireRecord, Context,
+  readWireRecord, Context, memoryBytes, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
@@ -33,8 +33,12 @@ export async function main(): Promise<string> {
     name: "add",
     description: "Adds two numbers",
     parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
-    handler: (args: { a: number; b: number }, ctx: ToolContext) => {
+    handler: async (args: { a: number; b: number }, ctx: ToolContext) => {
       if (ctx.signal.aborted) return toolError({ message: "aborted", brief: "Aborted" });
+      if (ctx.requestApproval && !(await ctx.requestApproval({ action: "add", description: "adds" }))) {
+        return ctx.rejection?.() ?? toolError({ message: "refused", brief: "Refused" });
+      }
+      ctx.send?.({ type: "Note", payload: { text: "adding" } });
       return toolOk({ output: String(args.a + args.b), brief: "added" });
     },
   };
@@ -84,11 +88,13 @@ export async function main(): Promise<string> {
 
   const errors: Error[] = [
     new ChatProviderError("x"), new APIConnectionError("x"), new APITimeoutError("x"), new APIEmptyResponseError("x"),
-    new RunCancelled("x"), new LLMNotSet("x"),
+    new RunCancelled("x"), new LLMNotSet(), new MaxStepsReached(3), new LLMNotSupported("m", ["image_in"]),
   ];
   const isStatus = (e: unknown): number | null => (e instanceof APIStatusError ? e.status : null);
+  const kind: string = new ChatProviderError("x", { kind: "limit" }).kind + new APIStatusError("x", { status: 429 }).kind;
+  const more = [new RepeatedToolCallError("f", 12).count, new QueueShutDown().message, memoryBytes(), new PartialJson().done, StepResultClass.name, kind];
   const isMax = (e: unknown): number | null => (e instanceof MaxStepsReached ? e.nSteps : null);
   const isUnsupported = (e: unknown): string[] => (e instanceof LLMNotSupported ? e.capabilities : []);
-  void [streamed, thinking, usage, value, status, errors, isStatus, isMax, isUnsupported, kosong.WIRE_PROTOCOL_VERSION];
+  void [streamed, thinking, usage, value, status, errors, isStatus, isMax, isUnsupported, kosong.WIRE_PROTOCOL_VERSION, more];
   return `${value.output} ${replayed.length} ${agent.context.history.length} ${copy.tokenCount} ${copy.nCheckpoints}`;
 }

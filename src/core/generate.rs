@@ -281,15 +281,6 @@ impl MessageAssembler {
         Ok(())
     }
 
-    /// Adds a part (no limits).
-    pub fn push(&mut self, part: StreamedMessagePart) {
-        let target = match &part {
-            StreamedMessagePart::ToolCallPart(p) => self.target_of(p),
-            _ => None,
-        };
-        self.insert(part, target);
-    }
-
     /// `target`: for a fragment, the call it belongs to (from [`Self::target_of`]), found once.
     fn insert(&mut self, part: StreamedMessagePart, target: Option<usize>) {
         match part {

@@ -74,12 +74,6 @@ pub struct StepOutput {
     pub drivers: Drivers,
 }
 
-impl StepOutput {
-    pub fn tool_calls(&self) -> &[ToolCall] {
-        self.generated.message.tool_calls.as_deref().unwrap_or(&[])
-    }
-}
-
 /// Results in call order, whatever order the tools finished in.
 pub async fn collect_results(results: Vec<ToolFuture>) -> Vec<ToolResult> {
     futures::future::join_all(results).await

@@ -3,7 +3,6 @@
 //! arguments: …"; a validator's message → "Error validating JSON arguments: …"; a handler
 //! that failed → "Error running tool: …". Missing or empty arguments mean `{}`.
 
-use futures::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -105,12 +104,6 @@ pub enum ToolFailure {
     Runtime(String),
 }
 
-/// One tool's implementation. `arguments` is the call's raw JSON text, already checked to
-/// parse (`{}` when the model sent none).
-pub trait ToolHandler {
-    fn call(&self, arguments: &str, call: &ToolCall) -> LocalBoxFuture<'static, Result<ToolReturnValue, ToolFailure>>;
-}
-
 /// Tools by name. Adding a tool with a taken name replaces it.
 pub struct SimpleToolset<H> {
     tools: Vec<(String, H)>,
@@ -167,20 +160,6 @@ impl<H> SimpleToolset<H> {
             });
         }
         Prepared::Run(handler, raw)
-    }
-}
-
-impl<H: ToolHandler> SimpleToolset<H> {
-    /// Handles a call: the result, already there or to come.
-    pub fn handle(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
-        let id = call.id.clone();
-        match self.prepare(call) {
-            Prepared::Done(r) => Box::pin(futures::future::ready(r)),
-            Prepared::Run(h, raw) => {
-                let fut = h.call(raw, call);
-                Box::pin(async move { settle(id, fut.await) })
-            }
-        }
     }
 }
 

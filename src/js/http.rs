@@ -11,8 +11,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use super::signals::Timer;
-use super::sys::{self, AbortController, ReadResult, Reader, Response};
+use super::sys::{self, AbortController, Headers, Reader, RequestInit, Response};
 use super::GlueError;
 use crate::core::error::{parse_retry_after, ChatProviderError};
 use crate::core::generate::ByteSource;
@@ -26,15 +25,15 @@ async fn with_timeout(
     what: &str,
 ) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
     let Some(ms) = ms else { return Ok(fut.await) };
-    let timer = Timer::new(ms);
-    let outcome = match select(fut, Box::pin(timer.elapsed())).await {
+    let timer = gloo_timers::future::TimeoutFuture::new(ms.clamp(0.0, u32::MAX as f64) as u32);
+    let outcome = match select(fut, timer).await {
         Either::Left((r, _)) => Some(r),
         Either::Right(_) => None,
     };
     match outcome {
         Some(r) => Ok(r),
         None => {
-            ctrl.abort(&JsValue::UNDEFINED);
+            ctrl.abort();
             Err(ChatProviderError::Timeout(format!("Request timed out: no {what} within {ms} ms")))
         }
     }
@@ -71,16 +70,15 @@ pub async fn send(
     ctrl: &AbortController,
     timeout_ms: Option<f64>,
 ) -> Result<BodySource, GlueError> {
-    let headers = Object::new();
+    let headers = Headers::new().map_err(GlueError::Js)?;
     for (k, v) in &req.headers {
-        Reflect::set(&headers, &JsValue::from_str(k), &JsValue::from_str(v)).map_err(GlueError::Js)?;
+        headers.set(k, v).map_err(GlueError::Js)?;
     }
-    let init = Object::new();
-    let set = |k: &str, v: &JsValue| Reflect::set(&init, &JsValue::from_str(k), v).map_err(GlueError::Js);
-    set("method", &JsValue::from_str("POST"))?;
-    set("headers", &headers)?;
-    set("body", &JsValue::from_str(&req.body))?;
-    set("signal", &ctrl.signal())?;
+    let init = RequestInit::new();
+    init.set_method("POST");
+    init.set_headers(&headers);
+    init.set_body(&JsValue::from_str(&req.body));
+    init.set_signal(Some(&ctrl.signal()));
     let called = fetch
         .call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init)
         .map_err(|e| GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e))?;
@@ -97,16 +95,18 @@ pub async fn send(
     let status = response.status();
     let headers = response.headers();
     // OpenAI and most others: x-request-id; Anthropic: request-id; Moonshot: x-trace-id.
-    let request_id = ["x-request-id", "request-id", "x-trace-id"].iter().find_map(|h| headers.get(h));
+    let header = |name: &str| headers.get(name).ok().flatten();
+    let request_id = ["x-request-id", "request-id", "x-trace-id"].iter().find_map(|h| header(h));
     if !(200..300).contains(&status) {
-        let body = match with_timeout(JsFuture::from(response.text()), timeout_ms, ctrl, "error body").await? {
+        let text = response.text().map_err(GlueError::Js)?;
+        let body = match with_timeout(JsFuture::from(text), timeout_ms, ctrl, "error body").await? {
             Ok(t) => t.as_string().unwrap_or_default(),
             Err(_) => String::new(),
         };
         let detail = error_message_from_body(&body).unwrap_or_else(|| "no error message".into());
         let retry_after_ms = parse_retry_after(
-            headers.get("retry-after-ms").as_deref(),
-            headers.get("retry-after").as_deref(),
+            header("retry-after-ms").as_deref(),
+            header("retry-after").as_deref(),
             Some(sys::date_now()),
         );
         return Err(ChatProviderError::Status {
@@ -117,30 +117,18 @@ pub async fn send(
         }
         .into());
     }
-    let reader = response.body().map(|b| b.get_reader());
-    Ok(BodySource { reader, state: Object::new(), batch: super::body_reader(), ctrl: ctrl.clone_ref(), timeout_ms })
-}
-
-/// Another handle on the same controller.
-pub fn clone_controller(c: &AbortController) -> AbortController {
-    c.clone_ref()
-}
-
-trait CloneRef {
-    fn clone_ref(&self) -> Self;
-}
-impl CloneRef for AbortController {
-    fn clone_ref(&self) -> Self {
-        JsValue::from(self).unchecked_into()
-    }
+    let reader = response.body().map(|b| b.get_reader().unchecked_into::<Reader>());
+    let batch = super::body_reader().ok_or_else(|| ChatProviderError::Other("kosong-wasm is not initialized".into()))?;
+    Ok(BodySource { reader, state: Object::new(), batch, ctrl: ctrl.clone(), timeout_ms })
 }
 
 /// The body of a streaming response, read a batch of chunks at a time (see `readBatch` in
-/// api.js) when the JS layer installed its reader, else a chunk at a time.
+/// internal.js): one crossing per batch, not per network chunk.
 pub struct BodySource {
     reader: Option<Reader>,
     state: Object,
-    batch: Option<Function>,
+    /// `readBatch` of the JS layer (installed when the module is loaded).
+    batch: Function,
     ctrl: AbortController,
     timeout_ms: Option<f64>,
 }
@@ -150,7 +138,7 @@ pub struct BodySource {
 impl Drop for BodySource {
     fn drop(&mut self) {
         if self.reader.is_some() {
-            self.ctrl.abort(&JsValue::UNDEFINED);
+            self.ctrl.abort();
         }
     }
 }
@@ -164,52 +152,35 @@ impl ByteSource for BodySource {
             let err = ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)));
             GlueError::Caused(err, e)
         };
-        if let Some(batch) = &self.batch {
-            let promise = batch
-                .call2(&JsValue::UNDEFINED, reader, &self.state)
-                .map_err(broke)?
-                .dyn_into::<js_sys::Promise>()
-                .map_err(|_| ChatProviderError::Other("the body reader did not return a Promise".into()))?;
-            let r = with_timeout(JsFuture::from(promise), self.timeout_ms, &self.ctrl, "stream data").await?;
-            let value = r.map_err(broke)?;
-            if value.is_null() || value.is_undefined() {
-                self.reader = None;
-                return Ok(false);
-            }
-            let not_bytes = || ChatProviderError::Other("the response body yielded a chunk that is not bytes".into());
-            if let Some(list) = value.dyn_ref::<js_sys::Array>() {
-                let chunks: Vec<Uint8Array> = list
-                    .iter()
-                    .map(|c| c.dyn_into::<Uint8Array>().map_err(|_| not_bytes()))
-                    .collect::<Result<_, _>>()?;
-                let total: usize = chunks.iter().map(|c| c.length() as usize).sum();
-                buf.resize(total, 0);
-                let mut at = 0;
-                for c in &chunks {
-                    let n = c.length() as usize;
-                    if let Some(dst) = buf.get_mut(at..at + n) {
-                        c.copy_to(dst);
-                    }
-                    at += n;
-                }
-                return Ok(true);
-            }
-            let chunk: Uint8Array = value.dyn_into().map_err(|_| not_bytes())?;
-            buf.resize(chunk.length() as usize, 0);
-            chunk.copy_to(buf);
-            return Ok(true);
-        }
-        let r = with_timeout(JsFuture::from(reader.read()), self.timeout_ms, &self.ctrl, "stream data").await?;
-        let r = r.map_err(broke)?;
-        let r: ReadResult = r.unchecked_into();
-        if r.done() {
+        let promise = self
+            .batch
+            .call2(&JsValue::UNDEFINED, reader, &self.state)
+            .map_err(broke)?
+            .dyn_into::<js_sys::Promise>()
+            .map_err(|_| ChatProviderError::Other("the body reader did not return a Promise".into()))?;
+        let r = with_timeout(JsFuture::from(promise), self.timeout_ms, &self.ctrl, "stream data").await?;
+        let value = r.map_err(broke)?;
+        if value.is_null() || value.is_undefined() {
             self.reader = None;
             return Ok(false);
         }
-        let chunk: Uint8Array = r
-            .value()
-            .dyn_into()
-            .map_err(|_| ChatProviderError::Other("the response body yielded a chunk that is not bytes".into()))?;
+        let not_bytes = || ChatProviderError::Other("the response body yielded a chunk that is not bytes".into());
+        if let Some(list) = value.dyn_ref::<js_sys::Array>() {
+            let chunks: Vec<Uint8Array> =
+                list.iter().map(|c| c.dyn_into::<Uint8Array>().map_err(|_| not_bytes())).collect::<Result<_, _>>()?;
+            let total: usize = chunks.iter().map(|c| c.length() as usize).sum();
+            buf.resize(total, 0);
+            let mut at = 0;
+            for c in &chunks {
+                let n = c.length() as usize;
+                if let Some(dst) = buf.get_mut(at..at + n) {
+                    c.copy_to(dst);
+                }
+                at += n;
+            }
+            return Ok(true);
+        }
+        let chunk: Uint8Array = value.dyn_into().map_err(|_| not_bytes())?;
         buf.resize(chunk.length() as usize, 0);
         chunk.copy_to(buf);
         Ok(true)

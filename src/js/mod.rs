@@ -341,8 +341,8 @@ async fn guarded<T>(
         None => fut.await.map_err(to_js),
     };
     if let Err(reason) = &outcome {
-        fetch_ctrl.abort(reason);
-        tools_ctrl.abort(reason);
+        fetch_ctrl.abort_with_reason(&reason);
+        tools_ctrl.abort_with_reason(&reason);
     }
     outcome
 }
@@ -387,8 +387,8 @@ impl Call {
             tools,
             history,
             hooks,
-            fetch_ctrl: AbortController::new(),
-            tools_ctrl: AbortController::new(),
+            fetch_ctrl: sys::abort_controller(),
+            tools_ctrl: sys::abort_controller(),
             watch,
         })
     }

@@ -1,12 +1,13 @@
-//! Futures over an `AbortSignal` and over `setTimeout`, each of which cleans up after itself
-//! when dropped: the abort listener is removed, the timer is cleared. Nothing the engine
+//! Futures over an `AbortSignal` and over a JS promise, each of which cleans up after itself
+//! when dropped: the abort listener is removed, the awaited race is settled. (Timers are
+//! `gloo-timers`' `TimeoutFuture`, which clears its timeout when dropped.) Nothing the engine
 //! registers outlives the operation that registered it.
 
 use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-use super::sys::{self, AbortSignal};
+use super::sys::AbortSignal;
 
 /// Watches a signal. `fired()` resolves with the signal's reason once it aborts.
 pub struct AbortWatch {
@@ -24,7 +25,7 @@ impl AbortWatch {
             let l = Closure::<dyn FnMut()>::new(move || {
                 let _ = resolve.call0(&JsValue::UNDEFINED);
             });
-            signal.add_event_listener("abort", l.as_ref().unchecked_ref());
+            let _ = signal.add_event_listener_with_callback("abort", l.as_ref().unchecked_ref());
             l
         });
         AbortWatch { signal, promise, resolve, listener }
@@ -42,47 +43,11 @@ impl AbortWatch {
 impl Drop for AbortWatch {
     fn drop(&mut self) {
         if let Some(l) = self.listener.take() {
-            self.signal.remove_event_listener("abort", l.as_ref().unchecked_ref());
+            let _ = self.signal.remove_event_listener_with_callback("abort", l.as_ref().unchecked_ref());
         }
         // Settle the promise so no `JsFuture` still waiting on it is left behind.
         if let Some(r) = self.resolve.take() {
             let _ = r.call0(&JsValue::UNDEFINED);
-        }
-    }
-}
-
-/// A one-shot timer; dropping it clears the timeout.
-pub struct Timer {
-    id: JsValue,
-    promise: Promise,
-    resolve: Option<Function>,
-    _callback: Closure<dyn FnMut()>,
-}
-
-impl Timer {
-    pub fn new(ms: f64) -> Timer {
-        let mut resolve: Option<Function> = None;
-        let promise = Promise::new(&mut |res, _rej| resolve = Some(res));
-        let fire = resolve.clone();
-        let callback = Closure::<dyn FnMut()>::new(move || {
-            if let Some(r) = &fire {
-                let _ = r.call0(&JsValue::UNDEFINED);
-            }
-        });
-        let id = sys::set_timeout(callback.as_ref().unchecked_ref(), ms);
-        Timer { id, promise, resolve, _callback: callback }
-    }
-
-    pub async fn elapsed(&self) {
-        let _ = JsFuture::from(self.promise.clone()).await;
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        sys::clear_timeout(&self.id);
-        if let Some(r) = self.resolve.take() {
-            let _ = r.call0(&JsValue::UNDEFINED); // no `JsFuture` is left waiting on it
         }
     }
 }

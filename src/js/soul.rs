@@ -14,7 +14,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
 use super::http;
-use super::signals::{AbortWatch, Timer};
+use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{JsToolset, RunFunctions, ToolSignals};
 use super::{get, read_limits, AnySource, GlueError, ProviderSpec};
@@ -284,7 +284,7 @@ struct AbortOnDrop(Option<AbortController>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         if let Some(c) = self.0.take() {
-            c.abort(&JsValue::UNDEFINED);
+            c.abort();
         }
     }
 }
@@ -339,8 +339,8 @@ impl Model for JsModel {
             match p {
                 Prepared::Scripted(s) => Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
                 Prepared::Http { provider, request, fetch, timeout_ms } => {
-                    let ctrl = AbortController::new();
-                    let mut guard = AbortOnDrop(Some(http::clone_controller(&ctrl)));
+                    let ctrl = sys::abort_controller();
+                    let mut guard = AbortOnDrop(Some(ctrl.clone()));
                     let body = http::send(&fetch, &request, &ctrl, timeout_ms).await?;
                     guard.0 = None; // the body owns the connection now
                     Ok(AnySource::Http(Box::new(SseEventSource::new(body, provider.decoder()).with_limits(self.limits))))
@@ -362,8 +362,7 @@ struct WebEnv;
 
 impl Env for WebEnv {
     fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
-        let timer = Timer::new(ms);
-        async move { timer.elapsed().await }.boxed_local()
+        gloo_timers::future::TimeoutFuture::new(ms.clamp(0.0, u32::MAX as f64) as u32).boxed_local()
     }
     fn random(&self) -> f64 {
         js_sys::Math::random()

@@ -8,7 +8,7 @@ use js_sys::{Array, Function, Object, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use super::sys::{AbortController, AbortSignal};
+use super::sys::{self, AbortController, AbortSignal};
 use crate::core::message::{ContentPart, ToolCall};
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
@@ -104,7 +104,7 @@ impl Drop for AbortUnfinished {
     fn drop(&mut self) {
         if let Some(ctrl) = self.ctrl.take() {
             let reason = self.run_signal.as_ref().filter(|s| s.aborted()).map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED);
-            ctrl.abort(&reason);
+            ctrl.abort_with_reason(&reason);
         }
     }
 }
@@ -206,7 +206,7 @@ impl ToolDispatch for JsToolset {
         let (signal, mut guard) = match &self.signals {
             ToolSignals::Shared(s) => (s.clone(), None),
             ToolSignals::PerCall(run_signal) => {
-                let ctrl = AbortController::new();
+                let ctrl = sys::abort_controller();
                 let signal = ctrl.signal();
                 (signal, Some(AbortUnfinished { ctrl: Some(ctrl), run_signal: run_signal.clone() }))
             }
