@@ -192,7 +192,7 @@ mod chat_fast_path {
     /// whether it failed must agree.
     fn both(data: &str) -> (String, String) {
         let run = |fast: bool| {
-            let mut d = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+            let mut d = OpenAIChatConfig::for_model("m").decoder();
             d.fast = fast;
             let mut out = Vec::new();
             let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);

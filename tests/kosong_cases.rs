@@ -276,7 +276,7 @@ fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
     use kosong_wasm::core::generate::SseEventSource;
     use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
     let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: {\"error\":{\"message\":\"Rate limit\",\"code\":429}}\n\n";
-    let decoder = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+    let decoder = OpenAIChatConfig::for_model("m").decoder();
     let mut src = SseEventSource::new(Chunks([body.as_bytes().to_vec()].into()), decoder);
     let seen = RefCell::new(Vec::new());
     let out = futures::executor::block_on(generate(

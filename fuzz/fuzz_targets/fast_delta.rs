@@ -16,7 +16,7 @@ fn state(d: &mut dyn StreamDecoder, data: &str) -> String {
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let chat = |fast: bool| {
-        let mut d = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+        let mut d = OpenAIChatConfig::for_model("m").decoder();
         d.fast = fast;
         state(&mut d, text)
     };

@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -28,27 +28,13 @@ const ADAPTIVE_MAX_TOKENS: u64 = 32000;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AnthropicConfig {
-    pub model: String,
-    #[serde(default)]
-    pub api_key: Option<String>,
-    #[serde(default)]
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub headers: Map<String, Value>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    /// `off`, `low`, `medium`, `high`, `xhigh`, `max` (the constructor's `thinking`, or
-    /// `withThinking`).
-    #[serde(default)]
-    pub thinking_effort: Option<String>,
+    /// What every HTTP provider takes.
+    #[serde(skip)]
+    pub http: HttpOptions,
     /// Force adaptive thinking on (`true`) or off (`false`); by default it is used for the
     /// models that support it (Claude 4.6 and later).
     #[serde(default)]
     pub adaptive_thinking: Option<bool>,
-    #[serde(default)]
-    pub extra_body: Option<Map<String, Value>>,
 }
 
 /// Whether a model takes `thinking: {type: "adaptive"}`: Claude 4.6 and later (and the
@@ -70,18 +56,29 @@ pub fn supports_adaptive_thinking(model: &str) -> bool {
 }
 
 impl AnthropicConfig {
+    /// Reads the constructor's options: the common ones, then this provider's own.
+    pub fn from_json(text: &str) -> Result<AnthropicConfig, serde_json::Error> {
+        let http: HttpOptions = serde_json::from_str(text)?;
+        Ok(AnthropicConfig { http, ..serde_json::from_str(text)? })
+    }
+
+    /// Settings for `model` and nothing else (tests, fuzzing).
+    pub fn for_model(model: &str) -> AnthropicConfig {
+        AnthropicConfig { http: HttpOptions { model: model.into(), ..Default::default() }, ..Default::default() }
+    }
+
     fn adaptive(&self) -> bool {
-        self.adaptive_thinking.unwrap_or_else(|| supports_adaptive_thinking(&self.model))
+        self.adaptive_thinking.unwrap_or_else(|| supports_adaptive_thinking(&self.http.model))
     }
 
     /// `thinking` (and `output_config`) for the body, and the `max_tokens` to send.
     fn thinking(&self) -> (Option<Value>, Option<Value>, u64) {
-        let effort = self.thinking_effort.as_deref();
+        let effort = self.http.thinking_effort.as_deref();
         let adaptive = self.adaptive();
         let default_max = if adaptive { ADAPTIVE_MAX_TOKENS } else { DEFAULT_MAX_TOKENS };
         match effort {
-            None => (None, None, self.max_tokens.unwrap_or(default_max)),
-            Some("off") => (Some(json!({"type": "disabled"})), None, self.max_tokens.unwrap_or(default_max)),
+            None => (None, None, self.http.max_tokens.unwrap_or(default_max)),
+            Some("off") => (Some(json!({"type": "disabled"})), None, self.http.max_tokens.unwrap_or(default_max)),
             Some(e) if adaptive => {
                 let effort = match e {
                     "low" => "low",
@@ -92,7 +89,7 @@ impl AnthropicConfig {
                 (
                     Some(json!({"type": "adaptive"})),
                     Some(json!({"effort": effort})),
-                    self.max_tokens.unwrap_or(default_max),
+                    self.http.max_tokens.unwrap_or(default_max),
                 )
             }
             Some(e) => {
@@ -105,7 +102,7 @@ impl AnthropicConfig {
                 };
                 // The budget must stay below max_tokens: a given max_tokens wins and the budget
                 // shrinks (not below Anthropic's minimum, 1024); otherwise max_tokens grows.
-                let (budget, max) = match self.max_tokens {
+                let (budget, max) = match self.http.max_tokens {
                     Some(max) => (budget.min(max.saturating_sub(1)).max(1024), max),
                     None => (budget, (budget + DEFAULT_MAX_TOKENS).max(default_max)),
                 };
@@ -131,7 +128,7 @@ impl AnthropicConfig {
         }
         let (thinking, output_config, max_tokens) = self.thinking();
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(self.http.model));
         body.insert("max_tokens".into(), json!(max_tokens));
         if !system_prompt.is_empty() {
             body.insert(
@@ -158,12 +155,12 @@ impl AnthropicConfig {
         if let Some(o) = output_config {
             body.insert("output_config".into(), o);
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        super::merge_extra_body(&mut body, &self.extra_body);
+        super::merge_extra_body(&mut body, &self.http.extra_body);
 
-        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
         let mut fixed = vec![
             ("anthropic-version", API_VERSION),
             // This package runs in browsers by design; the key is the caller's to expose.
@@ -172,8 +169,8 @@ impl AnthropicConfig {
         if budget_thinking {
             fixed.push(("anthropic-beta", "interleaved-thinking-2025-05-14"));
         }
-        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-api-key", k.to_owned()));
-        let headers = super::request_headers(&fixed, auth, &self.headers);
+        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-api-key", k.to_owned()));
+        let headers = super::request_headers(&fixed, auth, &self.http.headers);
         Ok(HttpRequest { url: format!("{base}/messages"), headers, body: Value::Object(body).to_string() })
     }
 }

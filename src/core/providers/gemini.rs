@@ -16,7 +16,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::core::sse::SseEvent;
@@ -28,21 +28,9 @@ pub const THOUGHT_SIGNATURE: &str = "thought_signature";
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GeminiConfig {
-    pub model: String,
-    #[serde(default)]
-    pub api_key: Option<String>,
-    #[serde(default)]
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub headers: Map<String, Value>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    #[serde(default)]
-    pub thinking_effort: Option<String>,
-    #[serde(default)]
-    pub extra_body: Option<Map<String, Value>>,
+    /// What every HTTP provider takes.
+    #[serde(skip)]
+    pub http: HttpOptions,
 }
 
 fn is_gemini_3(model: &str) -> bool {
@@ -50,9 +38,20 @@ fn is_gemini_3(model: &str) -> bool {
 }
 
 impl GeminiConfig {
+    /// Reads the constructor's options: the common ones, then this provider's own.
+    pub fn from_json(text: &str) -> Result<GeminiConfig, serde_json::Error> {
+        let http: HttpOptions = serde_json::from_str(text)?;
+        Ok(GeminiConfig { http, ..serde_json::from_str(text)? })
+    }
+
+    /// Settings for `model` and nothing else (tests, fuzzing).
+    pub fn for_model(model: &str) -> GeminiConfig {
+        GeminiConfig { http: HttpOptions { model: model.into(), ..Default::default() }, ..Default::default() }
+    }
+
     fn thinking_config(&self) -> Option<Value> {
-        let effort = self.thinking_effort.as_deref()?;
-        if is_gemini_3(&self.model) {
+        let effort = self.http.thinking_effort.as_deref()?;
+        if is_gemini_3(&self.http.model) {
             // Gemini 3 takes a level and cannot switch thinking off: `off` asks for the least.
             let level = match effort {
                 "off" | "low" => "low",
@@ -77,7 +76,7 @@ impl GeminiConfig {
         history: &[Message],
     ) -> Result<HttpRequest, ChatProviderError> {
         let mut body = Map::new();
-        body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.model))?));
+        body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.http.model))?));
         if !system_prompt.is_empty() {
             body.insert("systemInstruction".into(), json!({"parts": [{"text": system_prompt}]}));
         }
@@ -89,10 +88,10 @@ impl GeminiConfig {
             body.insert("tools".into(), json!([{"functionDeclarations": decls}]));
         }
         let mut gen = Map::new();
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = self.http.max_tokens {
             gen.insert("maxOutputTokens".into(), json!(n));
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.http.temperature {
             gen.insert("temperature".into(), json!(t));
         }
         if let Some(t) = self.thinking_config() {
@@ -101,11 +100,11 @@ impl GeminiConfig {
         if !gen.is_empty() {
             body.insert("generationConfig".into(), Value::Object(gen));
         }
-        super::merge_extra_body(&mut body, &self.extra_body);
-        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let model = self.model.strip_prefix("models/").unwrap_or(&self.model);
-        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
-        let headers = super::request_headers(&[], auth, &self.headers);
+        super::merge_extra_body(&mut body, &self.http.extra_body);
+        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let model = self.http.model.strip_prefix("models/").unwrap_or(&self.http.model);
+        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
+        let headers = super::request_headers(&[], auth, &self.http.headers);
         Ok(HttpRequest {
             url: format!("{base}/models/{model}:streamGenerateContent?alt=sse"),
             headers,

@@ -6,6 +6,7 @@ pub mod anthropic;
 pub mod echo;
 pub mod fast_delta;
 pub mod gemini;
+pub mod kimi;
 pub mod openai_chat;
 pub mod openai_responses;
 
@@ -53,6 +54,31 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
 }
 
+/// What every HTTP provider's constructor takes (camelCase in JS).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpOptions {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: serde_json::Map<String, serde_json::Value>,
+    /// The answer's token limit.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// `off`, `low`, `medium`, `high`, `xhigh`, `max` (the constructor's `thinking`, or
+    /// `withThinking`).
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+    /// Merged into the request body, key by key.
+    #[serde(default)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format:
 /// `openai`, `kimi`, `anthropic`, `openai_responses` or `gemini`; the rest are the
 /// constructor's options, camelCase).
@@ -76,11 +102,11 @@ impl HttpProvider {
         }
         let kind = serde_json::from_str::<Kind>(text)?.kind;
         Ok(match kind.as_str() {
-            "openai" => HttpProvider::OpenAIChat(serde_json::from_str(text)?),
-            "kimi" => HttpProvider::Kimi(serde_json::from_str(text)?),
-            "anthropic" => HttpProvider::Anthropic(serde_json::from_str(text)?),
-            "openai_responses" => HttpProvider::Responses(serde_json::from_str(text)?),
-            "gemini" => HttpProvider::Gemini(serde_json::from_str(text)?),
+            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_json(text)?),
+            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_json(text)?.into_kimi()),
+            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_json(text)?),
+            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_json(text)?),
+            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_json(text)?),
             other => {
                 return Err(serde_json::Error::unknown_variant(
                     other,
@@ -98,7 +124,7 @@ impl HttpProvider {
     ) -> Result<HttpRequest, ChatProviderError> {
         match self {
             HttpProvider::OpenAIChat(c) => Ok(c.build_request(system_prompt, tools, history)),
-            HttpProvider::Kimi(c) => Ok(c.clone().into_kimi().build_request(system_prompt, tools, history)),
+            HttpProvider::Kimi(c) => Ok(c.build_request(system_prompt, tools, history)),
             HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history),
             HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history)),
             HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history),
@@ -108,7 +134,7 @@ impl HttpProvider {
     pub fn decoder(&self) -> Box<dyn StreamDecoder> {
         match self {
             HttpProvider::OpenAIChat(c) => Box::new(c.decoder()),
-            HttpProvider::Kimi(c) => Box::new(c.clone().into_kimi().decoder()),
+            HttpProvider::Kimi(c) => Box::new(c.decoder()),
             HttpProvider::Anthropic(_) => Box::new(anthropic::AnthropicDecoder::default()),
             HttpProvider::Responses(_) => Box::new(openai_responses::ResponsesDecoder::default()),
             HttpProvider::Gemini(_) => Box::new(gemini::GeminiDecoder::default()),
@@ -118,10 +144,10 @@ impl HttpProvider {
     /// The key to keep out of every error message.
     pub fn api_key(&self) -> Option<&str> {
         match self {
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.api_key.as_deref(),
-            HttpProvider::Anthropic(c) => c.api_key.as_deref(),
-            HttpProvider::Responses(c) => c.api_key.as_deref(),
-            HttpProvider::Gemini(c) => c.api_key.as_deref(),
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.http.api_key.as_deref(),
+            HttpProvider::Anthropic(c) => c.http.api_key.as_deref(),
+            HttpProvider::Responses(c) => c.http.api_key.as_deref(),
+            HttpProvider::Gemini(c) => c.http.api_key.as_deref(),
         }
     }
 }

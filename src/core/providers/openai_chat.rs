@@ -16,7 +16,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json_close::{parses_as_container, JsonCloseTracker};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
@@ -25,67 +25,50 @@ use crate::core::sse::SseEvent;
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_REASONING_KEY: &str = "reasoning_content";
 
+/// Whose Chat Completions: the rules that differ live in the dialect's module.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dialect {
+    #[default]
+    OpenAI,
+    /// Moonshot's Kimi API.
+    Kimi,
+}
+
 /// The provider's settings, as the JS constructor takes them (camelCase).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenAIChatConfig {
-    pub model: String,
-    #[serde(default)]
-    pub api_key: Option<String>,
-    #[serde(default)]
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub headers: Map<String, Value>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
+    /// What every HTTP provider takes.
+    #[serde(skip)]
+    pub http: HttpOptions,
     /// Where think parts travel: read from `delta[key]`, and written back into history
     /// messages under this key. Unset: `reasoning_content` is read, nothing is written.
     #[serde(default)]
     pub reasoning_key: Option<String>,
-    #[serde(default)]
-    pub extra_body: Option<Map<String, Value>>,
-    /// Set by `withThinking`: `off`, `low`, `medium`, `high`, `xhigh`, `max`.
-    #[serde(default)]
-    pub thinking_effort: Option<String>,
-    /// Moonshot's dialect (KimiProvider): see [`OpenAIChatConfig::into_kimi`].
+    /// The server's dialect: OpenAI's own, or Moonshot's ([`super::kimi`]).
     #[serde(skip)]
-    pub kimi: bool,
+    pub dialect: Dialect,
 }
 
-pub const KIMI_BASE_URL: &str = "https://api.moonshot.ai/v1";
-
 impl OpenAIChatConfig {
-    /// Moonshot's Kimi API: think parts travel as `reasoning_content` both ways (an empty
-    /// one still yields a think part), tools named `$…` are Moonshot's builtin functions,
-    /// parameter schemas get the `type` Moonshot insists on, thinking is switched with
-    /// `thinking: {type}`; kosong's defaults for `max_tokens` (32000) and temperature
-    /// (1.0 for thinking models, 0.6 for other kimi-k2 models) apply when not given.
-    pub fn into_kimi(mut self) -> Self {
-        self.kimi = true;
-        if self.reasoning_key.is_none() {
-            self.reasoning_key = Some(DEFAULT_REASONING_KEY.to_owned());
-        }
-        if self.base_url.is_none() {
-            self.base_url = Some(KIMI_BASE_URL.to_owned());
-        }
-        if self.max_tokens.is_none() {
-            self.max_tokens = Some(32000);
-        }
-        if self.temperature.is_none() {
-            let thinking = self.thinking_effort.as_deref().is_some_and(|e| e != "off");
-            if self.model.contains("kimi-k2-thinking") || thinking {
-                self.temperature = Some(1.0);
-            } else if self.model.contains("kimi-k2-") {
-                self.temperature = Some(0.6);
-            }
-        }
-        self
+    /// Reads the constructor's options: the common ones, then this provider's own.
+    pub fn from_json(text: &str) -> Result<OpenAIChatConfig, serde_json::Error> {
+        let http: HttpOptions = serde_json::from_str(text)?;
+        Ok(OpenAIChatConfig { http, ..serde_json::from_str(text)? })
+    }
+
+    /// Settings for `model` and nothing else (tests, fuzzing).
+    pub fn for_model(model: &str) -> OpenAIChatConfig {
+        OpenAIChatConfig { http: HttpOptions { model: model.into(), ..Default::default() }, ..Default::default() }
+    }
+
+    /// Moonshot's dialect of Chat Completions (see [`super::kimi`]).
+    pub fn into_kimi(self) -> Self {
+        super::kimi::into_kimi(self)
     }
 
     pub fn reasoning_effort(&self) -> Option<&'static str> {
-        match self.thinking_effort.as_deref()? {
+        match self.http.thinking_effort.as_deref()? {
             "low" => Some("low"),
             "medium" => Some("medium"),
             "high" | "xhigh" | "max" => Some("high"),
@@ -100,122 +83,52 @@ impl OpenAIChatConfig {
         }
         messages.extend(history.iter().map(|m| message_to_openai(m, self.reasoning_key.as_deref())));
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(self.http.model));
         body.insert("messages".into(), Value::Array(messages));
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
         if !tools.is_empty() {
             let tools: Vec<Value> = tools
                 .iter()
-                .map(|t| {
-                    if self.kimi && t.name.starts_with('$') {
-                        return json!({"type": "builtin_function", "function": {"name": t.name}});
-                    }
-                    let parameters = if self.kimi { with_schema_types(&t.parameters) } else { t.parameters.clone() };
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": parameters}})
+                .map(|t| match self.dialect {
+                    Dialect::Kimi => super::kimi::tool(t),
+                    Dialect::OpenAI => json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}}),
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
         }
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = self.http.max_tokens {
             body.insert("max_tokens".into(), json!(n));
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        if self.kimi {
-            if let Some(effort) = self.thinking_effort.as_deref() {
-                let kind = if effort == "off" { "disabled" } else { "enabled" };
-                body.insert("thinking".into(), json!({"type": kind}));
+        match self.dialect {
+            Dialect::Kimi => {
+                if let Some(thinking) = super::kimi::thinking(self.http.thinking_effort.as_deref()) {
+                    body.insert("thinking".into(), thinking);
+                }
             }
-        } else if let Some(e) = self.reasoning_effort() {
-            body.insert("reasoning_effort".into(), json!(e));
+            Dialect::OpenAI => {
+                if let Some(e) = self.reasoning_effort() {
+                    body.insert("reasoning_effort".into(), json!(e));
+                }
+            }
         }
-        super::merge_extra_body(&mut body, &self.extra_body);
-        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
-        let headers = super::request_headers(&[], auth, &self.headers);
+        super::merge_extra_body(&mut body, &self.http.extra_body);
+        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let headers = super::request_headers(&[], auth, &self.http.headers);
         HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {
         let mut d =
             OpenAIChatDecoder::new(self.reasoning_key.clone().unwrap_or_else(|| DEFAULT_REASONING_KEY.to_owned()));
-        d.empty_think = self.kimi;
+        // Moonshot's empty `reasoning_content` still marks a think part.
+        d.empty_think = self.dialect == Dialect::Kimi;
         d
-    }
-}
-
-/// A copy of a JSON Schema where every schema that lacks `type` gets one, inferred from its
-/// `enum`/`const` values or its structure (`properties` → object, `items` → array).
-/// Moonshot rejects schemas without it; the caller's object is not changed.
-pub fn with_schema_types(schema: &Value) -> Value {
-    let mut s = schema.clone();
-    fill_types(&mut s, 0);
-    s
-}
-
-fn json_type(v: &Value) -> Option<&'static str> {
-    Some(match v {
-        Value::String(_) => "string",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-        Value::Null => "null",
-    })
-}
-
-fn fill_types(schema: &mut Value, depth: usize) {
-    // Schemas nest as deep as the caller wrote them; a bound keeps hostile input from
-    // exhausting the stack.
-    if depth > 64 {
-        return;
-    }
-    let Value::Object(obj) = schema else { return };
-    for key in ["properties", "$defs", "definitions", "patternProperties"] {
-        if let Some(Value::Object(props)) = obj.get_mut(key) {
-            for v in props.values_mut() {
-                fill_types(v, depth + 1);
-            }
-        }
-    }
-    for key in ["items", "additionalProperties", "not"] {
-        if let Some(v) = obj.get_mut(key) {
-            match v {
-                Value::Array(items) => items.iter_mut().for_each(|i| fill_types(i, depth + 1)),
-                v => fill_types(v, depth + 1),
-            }
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
-        if let Some(Value::Array(items)) = obj.get_mut(key) {
-            items.iter_mut().for_each(|i| fill_types(i, depth + 1));
-        }
-    }
-    if obj.contains_key("type") || obj.contains_key("$ref") {
-        return;
-    }
-    let inferred = if let Some(c) = obj.get("const") {
-        json_type(c)
-    } else if let Some(Value::Array(values)) = obj.get("enum") {
-        let kinds: Vec<&'static str> = values.iter().filter_map(json_type).collect();
-        match kinds.first() {
-            Some(first) if kinds.iter().all(|k| k == first) => Some(*first),
-            Some(_) if kinds.iter().all(|k| *k == "integer" || *k == "number") => Some("number"),
-            _ => None,
-        }
-    } else if obj.contains_key("properties") {
-        Some("object")
-    } else if obj.contains_key("items") {
-        Some("array")
-    } else {
-        None
-    };
-    if let Some(t) = inferred {
-        obj.insert("type".into(), json!(t));
     }
 }
 
@@ -605,7 +518,7 @@ mod tests {
         let mut events = Vec::new();
         sse.feed(stream.as_bytes(), &mut events).unwrap();
         sse.finish(&mut events).unwrap();
-        let mut dec = OpenAIChatConfig { model: "m".into(), ..Default::default() }.decoder();
+        let mut dec = OpenAIChatConfig::for_model("m").decoder();
         let mut out = Vec::new();
         for e in &events {
             if let Err(err) = dec.on_event(e, &mut out) {
@@ -735,10 +648,13 @@ mod tests {
     #[test]
     fn request_body_shape() {
         let cfg = OpenAIChatConfig {
-            model: "gpt-x".into(),
-            api_key: Some("sk-test".into()),
-            base_url: Some("http://127.0.0.1:9/v1/".into()),
-            max_tokens: Some(100),
+            http: HttpOptions {
+                model: "gpt-x".into(),
+                api_key: Some("sk-test".into()),
+                base_url: Some("http://127.0.0.1:9/v1/".into()),
+                max_tokens: Some(100),
+                ..Default::default()
+            },
             reasoning_key: Some("reasoning_content".into()),
             ..Default::default()
         };

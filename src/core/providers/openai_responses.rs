@@ -13,7 +13,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -23,25 +23,12 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResponsesConfig {
-    pub model: String,
-    #[serde(default)]
-    pub api_key: Option<String>,
-    #[serde(default)]
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub headers: Map<String, Value>,
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
+    /// What every HTTP provider takes.
+    #[serde(skip)]
+    pub http: HttpOptions,
     /// Sent as `reasoning.effort` as given (`none`, `minimal`, `low`, `medium`, `high`, …).
     #[serde(default)]
     pub reasoning_effort: Option<String>,
-    /// Set by `withThinking`; used when `reasoning_effort` is not given.
-    #[serde(default)]
-    pub thinking_effort: Option<String>,
-    #[serde(default)]
-    pub extra_body: Option<Map<String, Value>>,
 }
 
 /// OpenAI's own models take the system prompt as a `developer` message.
@@ -51,12 +38,23 @@ fn is_openai_model(model: &str) -> bool {
 }
 
 impl ResponsesConfig {
+    /// Reads the constructor's options: the common ones, then this provider's own.
+    pub fn from_json(text: &str) -> Result<ResponsesConfig, serde_json::Error> {
+        let http: HttpOptions = serde_json::from_str(text)?;
+        Ok(ResponsesConfig { http, ..serde_json::from_str(text)? })
+    }
+
+    /// Settings for `model` and nothing else (tests, fuzzing).
+    pub fn for_model(model: &str) -> ResponsesConfig {
+        ResponsesConfig { http: HttpOptions { model: model.into(), ..Default::default() }, ..Default::default() }
+    }
+
     fn effort(&self) -> Option<String> {
         if let Some(e) = &self.reasoning_effort {
             return Some(e.clone());
         }
         Some(
-            match self.thinking_effort.as_deref()? {
+            match self.http.thinking_effort.as_deref()? {
                 "off" => "none",
                 "low" => "low",
                 "medium" => "medium",
@@ -67,7 +65,7 @@ impl ResponsesConfig {
     }
 
     pub fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> HttpRequest {
-        let openai = is_openai_model(&self.model);
+        let openai = is_openai_model(&self.http.model);
         let mut input = Vec::with_capacity(history.len() + 1);
         if !system_prompt.is_empty() {
             let role = if openai { "developer" } else { "system" };
@@ -77,7 +75,7 @@ impl ResponsesConfig {
             message_to_items(m, openai, &mut input);
         }
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(self.http.model));
         body.insert("input".into(), Value::Array(input));
         body.insert("stream".into(), json!(true));
         body.insert("store".into(), json!(false));
@@ -101,16 +99,16 @@ impl ResponsesConfig {
             }
             None => {}
         }
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = self.http.max_tokens {
             body.insert("max_output_tokens".into(), json!(n));
         }
-        if let Some(t) = self.temperature {
+        if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        super::merge_extra_body(&mut body, &self.extra_body);
-        let base = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let auth = self.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
-        let headers = super::request_headers(&[], auth, &self.headers);
+        super::merge_extra_body(&mut body, &self.http.extra_body);
+        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let headers = super::request_headers(&[], auth, &self.http.headers);
         HttpRequest { url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
     }
 }

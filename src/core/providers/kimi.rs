@@ -1,0 +1,120 @@
+//! Moonshot's Kimi API: Chat Completions in Moonshot's dialect (`KimiProvider`).
+//!
+//! What differs from OpenAI's: think parts travel as `reasoning_content` both ways (an empty
+//! one still yields a think part); tools named `$…` are Moonshot's builtin functions; every
+//! parameter schema needs a `type`, which is filled in (the caller's object is not
+//! changed); thinking is switched with `thinking: {type: enabled | disabled}`; kosong's
+//! defaults apply when not given: the base URL, `max_tokens` 32000, and temperature 1.0 for
+//! thinking models, 0.6 for other kimi-k2 models.
+
+use serde_json::{json, Value};
+
+use super::openai_chat::{Dialect, OpenAIChatConfig, DEFAULT_REASONING_KEY};
+use super::ToolDefinition;
+
+pub const KIMI_BASE_URL: &str = "https://api.moonshot.ai/v1";
+
+/// The settings in Moonshot's dialect, with kosong's defaults where none were given.
+pub fn into_kimi(mut c: OpenAIChatConfig) -> OpenAIChatConfig {
+    c.dialect = Dialect::Kimi;
+    c.reasoning_key.get_or_insert_with(|| DEFAULT_REASONING_KEY.to_owned());
+    c.http.base_url.get_or_insert_with(|| KIMI_BASE_URL.to_owned());
+    c.http.max_tokens.get_or_insert(32000);
+    if c.http.temperature.is_none() {
+        let thinking = c.http.thinking_effort.as_deref().is_some_and(|e| e != "off");
+        if c.http.model.contains("kimi-k2-thinking") || thinking {
+            c.http.temperature = Some(1.0);
+        } else if c.http.model.contains("kimi-k2-") {
+            c.http.temperature = Some(0.6);
+        }
+    }
+    c
+}
+
+/// A tool as Moonshot takes it: `$`-named ones are builtin functions.
+pub fn tool(t: &ToolDefinition) -> Value {
+    if t.name.starts_with('$') {
+        return json!({"type": "builtin_function", "function": {"name": t.name}});
+    }
+    json!({"type": "function", "function": {
+        "name": t.name, "description": t.description, "parameters": with_schema_types(&t.parameters)}})
+}
+
+/// `thinking: {type}` for an effort (`off` disables it).
+pub fn thinking(effort: Option<&str>) -> Option<Value> {
+    let kind = if effort? == "off" { "disabled" } else { "enabled" };
+    Some(json!({ "type": kind }))
+}
+
+/// A copy of a JSON Schema where every schema that lacks `type` gets one, inferred from its
+/// `enum`/`const` values or its structure (`properties` → object, `items` → array).
+/// Moonshot rejects schemas without it; the caller's object is not changed.
+pub fn with_schema_types(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    fill_types(&mut s, 0);
+    s
+}
+
+fn json_type(v: &Value) -> Option<&'static str> {
+    Some(match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    })
+}
+
+fn fill_types(schema: &mut Value, depth: usize) {
+    // Schemas nest as deep as the caller wrote them; a bound keeps hostile input from
+    // exhausting the stack.
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(obj) = schema else { return };
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(Value::Object(props)) = obj.get_mut(key) {
+            for v in props.values_mut() {
+                fill_types(v, depth + 1);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(v) = obj.get_mut(key) {
+            match v {
+                Value::Array(items) => items.iter_mut().for_each(|i| fill_types(i, depth + 1)),
+                v => fill_types(v, depth + 1),
+            }
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(items)) = obj.get_mut(key) {
+            items.iter_mut().for_each(|i| fill_types(i, depth + 1));
+        }
+    }
+    if obj.contains_key("type") || obj.contains_key("$ref") {
+        return;
+    }
+    let inferred = if let Some(c) = obj.get("const") {
+        json_type(c)
+    } else if let Some(Value::Array(values)) = obj.get("enum") {
+        let kinds: Vec<&'static str> = values.iter().filter_map(json_type).collect();
+        match kinds.first() {
+            Some(first) if kinds.iter().all(|k| k == first) => Some(*first),
+            Some(_) if kinds.iter().all(|k| *k == "integer" || *k == "number") => Some("number"),
+            _ => None,
+        }
+    } else if obj.contains_key("properties") {
+        Some("object")
+    } else if obj.contains_key("items") {
+        Some("array")
+    } else {
+        None
+    };
+    if let Some(t) = inferred {
+        obj.insert("type".into(), json!(t));
+    }
+}
+
