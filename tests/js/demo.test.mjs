@@ -24,7 +24,7 @@ test("the page and everything it imports are served, with the right types", asyn
   assert.equal(app.status, 200);
   const imported = new URL((await app.text()).match(/from "([^"]+)"/)[1], script);
   assert.equal((await fetch(imported)).status, 200);
-  for (const f of ["index.js", "internal.js", "errors.js", "tools.js", "preview.js", "providers.js", "step.js", "soul.js", "chaos.js", "util.js", "wasm/kosong_wasm.js"]) {
+  for (const f of ["index.js", "internal.js", "errors.js", "tools.js", "preview.js", "providers.js", "step.js", "wire.js", "context.js", "agent.js", "chaos.js", "util.js", "wasm/kosong_wasm.js"]) {
     assert.equal((await fetch(new URL(f, imported))).status, 200, f);
   }
   const wasm = await fetch(new URL("wasm/kosong_wasm_bg.wasm", imported));

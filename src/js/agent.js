@@ -1,11 +1,11 @@
-// kimi-cli's soul runtime for the web: Agent (a Soul), runSoul, the Wire (merged and raw
-// sides, recording and replay) and Context. Thin wrappers: the turn loop, the wire's merge
-// rules, approvals, the recorder and the context are the wasm core's (src/core/soul/).
+// kimi-cli's soul runtime for the web: Agent (a Soul) and runSoul. Thin wrappers: the turn
+// loop, its retries, approvals, compaction and repeated-call rules run in the wasm core
+// (src/core/soul/agent.rs); this module holds the options and makes the core's errors classes.
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
 import { within } from "./util.js";
-
-// ---- errors -----------------------------------------------------------------------------
+import { Wire, WireRecorder, wireCore } from "./wire.js";
+import { Context, contextCore } from "./context.js";
 
 export class RunCancelled extends Error {
   constructor(message = "The run was cancelled", options) {
@@ -44,14 +44,6 @@ export class RepeatedToolCallError extends Error {
     this.count = count;
   }
 }
-/** `receive()` on a wire side after the wire shut down and every message was read. */
-export class QueueShutDown extends Error {
-  constructor() {
-    super("The wire has shut down");
-    this.name = "QueueShutDown";
-  }
-}
-
 /** The core's `{turnError, …}` as this module's error classes. */
 function turnError(e) {
   switch (e !== null && typeof e === "object" ? e.turnError : undefined) {
@@ -65,217 +57,6 @@ function turnError(e) {
       return new RepeatedToolCallError(e.toolName, e.count);
     default:
       return e;
-  }
-}
-
-// ---- the wire -----------------------------------------------------------------------------
-
-let wireCoreOf;
-let contextCoreOf;
-
-/** One subscriber: messages published after it subscribed, taken from the core in batches. */
-class WireUISide {
-  #core;
-  #batch = [];
-  #head = 0;
-
-  constructor(core) {
-    this.#core = core;
-  }
-
-  /** The next message; rejects with `QueueShutDown` once the wire has shut down and all were read. */
-  async receive() {
-    for (;;) {
-      if (this.#head < this.#batch.length) {
-        const m = this.#batch[this.#head];
-        this.#batch[this.#head++] = undefined;
-        return m;
-      }
-      const batch = callWasm(() => this.#core.take()); // every message that is ready, in one call
-      if (batch.length) {
-        this.#batch = batch;
-        this.#head = 0;
-        continue;
-      }
-      if (this.#core.finished) throw new QueueShutDown();
-      await this.#core.wait();
-    }
-  }
-
-  [Symbol.asyncIterator]() {
-    return {
-      next: async () => {
-        try {
-          return { value: await this.receive(), done: false };
-        } catch (e) {
-          if (e instanceof QueueShutDown) return { value: undefined, done: true };
-          throw e;
-        }
-      },
-      return: async () => {
-        this.#core.detach();
-        return { value: undefined, done: true };
-      },
-    };
-  }
-}
-
-/**
- * The channel between a soul and its UI for one run. The raw side sees every message; the
- * merged side joins consecutive text, think and tool-call fragments and flushes on any
- * other message. A subscriber sees what is published after it subscribed.
- */
-export class Wire {
-  #core = callWasm(() => new wasm.WireCore());
-
-  static {
-    wireCoreOf = (w) => w.#core;
-  }
-
-  uiSide({ merge = false } = {}) {
-    return new WireUISide(this.#core.uiSide(Boolean(merge)));
-  }
-
-  /** The soul side: publish a message (`{type, payload}`). Ignored after shutdown. */
-  send(msg) {
-    if (!msg || typeof msg.type !== "string") throw new TypeError("a wire message is {type: string, payload: object}");
-    callWasm(() => this.#core.send(msg));
-  }
-
-  /** Answers an `ApprovalRequest` published on this wire. */
-  respond(requestId, response, feedback = "") {
-    if (typeof response !== "string") {
-      throw new TypeError(`response must be "approve", "approve_for_session" or "reject"; got ${String(response)}`);
-    }
-    callWasm(() => this.#core.respond(String(requestId), response, String(feedback ?? "")));
-  }
-
-  /** Flushes the merge buffer and ends every side (after what they already hold). */
-  shutdown() {
-    callWasm(() => this.#core.shutdown());
-  }
-}
-
-// ---- recording and replay -------------------------------------------------------------------
-
-export const WIRE_PROTOCOL_VERSION = "1.10";
-
-/** Writes a run's merged messages in kimi-cli's `wire.jsonl` format through `sink(line)`. */
-export class WireRecorder {
-  #sink;
-  #done = Promise.resolve();
-  #wire = null;
-  error = null;
-
-  constructor(sink) {
-    if (typeof sink !== "function") throw new TypeError("WireRecorder needs a sink function (jsonLine) => void | Promise<void>");
-    this.#sink = sink;
-  }
-
-  /** How many messages have been written. */
-  get count() {
-    return this.#wire ? this.#wire.recorded : 0;
-  }
-
-  /** @internal Records every merged message of `wire` (lines reach the sink in order, one write at a time). */
-  _attach(wire) {
-    this.#wire = wireCoreOf(wire);
-    this.#wire.setRecorder((line) => {
-      this.#done = this.#done.then(() => this.#sink(line)).catch((e) => {
-        this.error ??= e;
-      });
-    });
-  }
-
-  /** @internal Resolves when every line handed over so far was written. */
-  _written() {
-    return this.#done;
-  }
-}
-
-/** Reads `wire.jsonl` back into messages, skipping the metadata line and damaged lines. */
-export function readWireRecord(jsonl) {
-  if (typeof jsonl !== "string") throw new TypeError("readWireRecord takes the text of a wire.jsonl file");
-  return callWasm(() => wasm.readWireRecord(jsonl));
-}
-
-// ---- context --------------------------------------------------------------------------------
-
-/**
- * A conversation's history with checkpoints and a token count, stored as kimi-cli's
- * `context.jsonl` lines through `sink`. After `revertTo` or `clear`, `onRewrite(text)` gets
- * the whole new file (a sink can only append).
- */
-export class Context {
-  #core;
-  #history = null;
-  #version = -1;
-
-  static {
-    contextCoreOf = (c) => c.#core;
-  }
-
-  constructor({ systemPrompt, sink, onRewrite } = {}, core) {
-    if (sink !== undefined && typeof sink !== "function") throw new TypeError("Context: sink must be a function");
-    if (onRewrite !== undefined && typeof onRewrite !== "function") throw new TypeError("Context: onRewrite must be a function");
-    this.#core = core ?? callWasm(() => new wasm.ContextCore());
-    if (sink || onRewrite) this.#core.setSink(sink, onRewrite);
-    if (typeof systemPrompt === "string") callWasm(() => this.#core.writeSystemPrompt(systemPrompt));
-  }
-
-  /** The messages, oldest first (a frozen snapshot, made again only after a change). */
-  get history() {
-    const v = this.#core.version;
-    if (v !== this.#version) {
-      this.#history = Object.freeze(callWasm(() => this.#core.history()));
-      this.#version = v;
-    }
-    return this.#history;
-  }
-
-  get tokenCount() {
-    return this.#core.tokenCount;
-  }
-  get nCheckpoints() {
-    return this.#core.nCheckpoints;
-  }
-  get systemPrompt() {
-    return this.#core.systemPrompt ?? null;
-  }
-
-  /** Starts a checkpoint; returns its id. */
-  checkpoint() {
-    return callWasm(() => this.#core.checkpoint());
-  }
-
-  /** Drops checkpoint `id` and everything after it. */
-  revertTo(id) {
-    if (typeof id !== "number") throw new RangeError(`Checkpoint ${String(id)} does not exist`);
-    callWasm(() => this.#core.revertTo(id));
-  }
-
-  /** Appends one message or several. */
-  append(messages) {
-    callWasm(() => this.#core.append(messages));
-  }
-
-  /** Records the token count the provider reported. */
-  updateTokenCount(n) {
-    callWasm(() => this.#core.updateTokenCount(Number(n)));
-  }
-
-  clear() {
-    callWasm(() => this.#core.clear());
-  }
-
-  toJSONL() {
-    return callWasm(() => this.#core.toJSONL());
-  }
-
-  static fromJSONL(text, options = {}) {
-    if (typeof text !== "string") throw new TypeError("Context.fromJSONL takes the text of a context.jsonl file");
-    const core = callWasm(() => wasm.ContextCore.fromJSONL(text));
-    return new Context({ sink: options.sink, onRewrite: options.onRewrite }, core);
   }
 }
 
@@ -344,7 +125,7 @@ export class Agent {
     return this.#context;
   }
   get status() {
-    return callWasm(() => this.#core.status(contextCoreOf(this.#context)));
+    return callWasm(() => this.#core.status(contextCore(this.#context)));
   }
 
   /** Runs one turn. `run` comes from `runSoul`: `{wire, signal, send, requestApproval}`. */
@@ -353,7 +134,7 @@ export class Agent {
     const logger = this.#logger;
     const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, limits: this.#limits };
     try {
-      await callWasm(() => this.#core.run(userInput, wireCoreOf(run.wire), contextCoreOf(this.#context), this.#provider, this.#toolset, hooks));
+      await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#provider, this.#toolset, hooks));
     } catch (e) {
       throw turnError(e);
     }
@@ -380,7 +161,7 @@ export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
   if (recorder !== undefined && !(recorder instanceof WireRecorder)) throw new TypeError("runSoul: options.recorder must be a WireRecorder");
 
   const wire = new Wire();
-  const core = wireCoreOf(wire);
+  const core = wireCore(wire);
   recorder?._attach(wire);
   const run = {
     wire,

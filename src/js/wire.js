@@ -1,0 +1,144 @@
+// The Wire between a soul and its UI (merged and raw sides), its recorder and replay: thin
+// wrappers over the core's WireCore (src/core/soul/wire.rs), which owns the merge rules, the
+// approval requests and the wire.jsonl format.
+import { callWasm, wasm } from "./internal.js";
+
+/** `receive()` on a wire side after the wire shut down and every message was read. */
+export class QueueShutDown extends Error {
+  constructor() {
+    super("The wire has shut down");
+    this.name = "QueueShutDown";
+  }
+}
+
+let coreOfWire;
+
+/** @internal The core of a Wire (for the agent and runSoul; not exported by the package). */
+export function wireCore(wire) {
+  return coreOfWire(wire);
+}
+
+
+/** One subscriber: messages published after it subscribed, taken from the core in batches. */
+class WireUISide {
+  #core;
+  #batch = [];
+  #head = 0;
+
+  constructor(core) {
+    this.#core = core;
+  }
+
+  /** The next message; rejects with `QueueShutDown` once the wire has shut down and all were read. */
+  async receive() {
+    for (;;) {
+      if (this.#head < this.#batch.length) {
+        const m = this.#batch[this.#head];
+        this.#batch[this.#head++] = undefined;
+        return m;
+      }
+      const batch = callWasm(() => this.#core.take()); // every message that is ready, in one call
+      if (batch.length) {
+        this.#batch = batch;
+        this.#head = 0;
+        continue;
+      }
+      if (this.#core.finished) throw new QueueShutDown();
+      await this.#core.wait();
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: async () => {
+        try {
+          return { value: await this.receive(), done: false };
+        } catch (e) {
+          if (e instanceof QueueShutDown) return { value: undefined, done: true };
+          throw e;
+        }
+      },
+      return: async () => {
+        this.#core.detach();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+/**
+ * The channel between a soul and its UI for one run. The raw side sees every message; the
+ * merged side joins consecutive text, think and tool-call fragments and flushes on any
+ * other message. A subscriber sees what is published after it subscribed.
+ */
+export class Wire {
+  #core = callWasm(() => new wasm.WireCore());
+
+  static {
+    coreOfWire = (w) => w.#core;
+  }
+
+  uiSide({ merge = false } = {}) {
+    return new WireUISide(this.#core.uiSide(Boolean(merge)));
+  }
+
+  /** The soul side: publish a message (`{type, payload}`). Ignored after shutdown. */
+  send(msg) {
+    if (!msg || typeof msg.type !== "string") throw new TypeError("a wire message is {type: string, payload: object}");
+    callWasm(() => this.#core.send(msg));
+  }
+
+  /** Answers an `ApprovalRequest` published on this wire. */
+  respond(requestId, response, feedback = "") {
+    if (typeof response !== "string") {
+      throw new TypeError(`response must be "approve", "approve_for_session" or "reject"; got ${String(response)}`);
+    }
+    callWasm(() => this.#core.respond(String(requestId), response, String(feedback ?? "")));
+  }
+
+  /** Flushes the merge buffer and ends every side (after what they already hold). */
+  shutdown() {
+    callWasm(() => this.#core.shutdown());
+  }
+}
+
+export const WIRE_PROTOCOL_VERSION = "1.10";
+
+/** Writes a run's merged messages in kimi-cli's `wire.jsonl` format through `sink(line)`. */
+export class WireRecorder {
+  #sink;
+  #done = Promise.resolve();
+  #wire = null;
+  error = null;
+
+  constructor(sink) {
+    if (typeof sink !== "function") throw new TypeError("WireRecorder needs a sink function (jsonLine) => void | Promise<void>");
+    this.#sink = sink;
+  }
+
+  /** How many messages have been written. */
+  get count() {
+    return this.#wire ? this.#wire.recorded : 0;
+  }
+
+  /** @internal Records every merged message of `wire` (lines reach the sink in order, one write at a time). */
+  _attach(wire) {
+    this.#wire = coreOfWire(wire);
+    this.#wire.setRecorder((line) => {
+      this.#done = this.#done.then(() => this.#sink(line)).catch((e) => {
+        this.error ??= e;
+      });
+    });
+  }
+
+  /** @internal Resolves when every line handed over so far was written. */
+  _written() {
+    return this.#done;
+  }
+}
+
+/** Reads `wire.jsonl` back into messages, skipping the metadata line and damaged lines. */
+export function readWireRecord(jsonl) {
+  if (typeof jsonl !== "string") throw new TypeError("readWireRecord takes the text of a wire.jsonl file");
+  return callWasm(() => wasm.readWireRecord(jsonl));
+}
