@@ -2,6 +2,7 @@
 // re-export `index.js` only). A trap in the instance is noted, and every later call says so.
 import wasmInit, * as wasm from "./wasm/kosong_wasm.js";
 import { makeError } from "./errors.js";
+import { invokeTool } from "./tools.js";
 
 export { wasm };
 
@@ -56,6 +57,7 @@ export function markReady(exports) {
   instance = exports;
   wasm.installErrorFactory(makeError);
   wasm.installBodyReader(readBatch);
+  wasm.installToolInvoker(invokeTool);
   wasm.installPanicReporter((message) => {
     poisoned ??= new Error(message);
   });

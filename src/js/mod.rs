@@ -74,6 +74,21 @@ pub(crate) fn body_reader() -> Option<Function> {
     BODY_READER.with(|f| f.borrow().clone())
 }
 
+thread_local! {
+    static TOOL_INVOKER: RefCell<Option<Function>> = const { RefCell::new(None) };
+}
+
+/// The JS layer's `(toolset, callJson, signal, run) => result`: builds the call and its
+/// context and calls `toolset.handle` — one crossing out per tool call.
+#[wasm_bindgen(js_name = installToolInvoker)]
+pub fn install_tool_invoker(invoker: Function) {
+    TOOL_INVOKER.with(|f| *f.borrow_mut() = Some(invoker));
+}
+
+pub(crate) fn tool_invoker() -> Option<Function> {
+    TOOL_INVOKER.with(|f| f.borrow().clone())
+}
+
 /// The JS layer's `(className, message, fields) => Error`; `fields` holds `kind`, `status`,
 /// `requestId`, `retryAfterMs` and `cause`.
 #[wasm_bindgen(js_name = installErrorFactory)]

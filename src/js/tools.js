@@ -18,6 +18,20 @@ export function toolError({ message, brief, output = "" }) {
   return { is_error: true, output, message, display: briefDisplay(brief ?? "") };
 }
 
+/**
+ * The engine's tool call (installed when the module loads): the call arrives as JSON text and
+ * its context is built here, so a call leaves wasm once; `run` (inside an agent run) has the
+ * run's `send`, `requestApproval(id, req)` and `rejection(id)`.
+ */
+export function invokeTool(toolset, callJson, signal, run) {
+  const call = JSON.parse(callJson);
+  const toolCallId = call.id;
+  const ctx = run === undefined
+    ? { toolCallId, signal }
+    : { toolCallId, signal, send: run.send, requestApproval: (req) => run.requestApproval(toolCallId, req), rejection: () => run.rejection(toolCallId) };
+  return toolset.handle(call, ctx);
+}
+
 export function definitionOf(tool) {
   return { name: tool.name, description: tool.description ?? "", parameters: tool.parameters ?? { type: "object", properties: {} } };
 }

@@ -13,26 +13,6 @@ use crate::core::message::{ContentPart, ToolCall};
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
 
-/// A tool call as the JS object kosong's shape describes, built field by field: the
-/// arguments (often kilobytes) are copied once instead of being escaped into JSON text and
-/// parsed back.
-fn call_to_js(call: &ToolCall) -> JsValue {
-    let o = Object::new();
-    let set = |o: &Object, k: &str, v: &JsValue| {
-        let _ = Reflect::set(o, &JsValue::from_str(k), v);
-    };
-    set(&o, "type", &JsValue::from_str("function"));
-    set(&o, "id", &JsValue::from_str(&call.id));
-    let f = Object::new();
-    set(&f, "name", &JsValue::from_str(&call.function.name));
-    set(&f, "arguments", &call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str));
-    set(&o, "function", &f);
-    if let Some(extras) = &call.extras {
-        set(&o, "extras", &to_js(extras));
-    }
-    o.into()
-}
-
 pub fn to_js<T: serde::Serialize>(v: &T) -> JsValue {
     match serde_json::to_string(v) {
         Ok(s) => JSON::parse(&s).unwrap_or(JsValue::NULL),
@@ -72,26 +52,9 @@ fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsVa
     }
 }
 
-/// What a tool's context gains inside an agent run: `send(message)`, and
-/// `requestApproval(toolCallId, req)` / `rejection(toolCallId)`, bound to each call's id.
-pub struct RunFunctions {
-    pub send: Function,
-    pub request_approval: Function,
-    pub rejection: Function,
-}
-
-fn tool_context(call_id: &str, signal: &AbortSignal, run: Option<&RunFunctions>) -> Object {
-    let ctx = Object::new();
-    let id = JsValue::from_str(call_id);
-    let _ = Reflect::set(&ctx, &"toolCallId".into(), &id);
-    let _ = Reflect::set(&ctx, &"signal".into(), signal);
-    if let Some(run) = run {
-        let _ = Reflect::set(&ctx, &"send".into(), &run.send);
-        let _ = Reflect::set(&ctx, &"requestApproval".into(), &run.request_approval.bind1(&JsValue::NULL, &id));
-        let _ = Reflect::set(&ctx, &"rejection".into(), &run.rejection.bind1(&JsValue::NULL, &id));
-    }
-    ctx
-}
+/// What a tool's context gains inside an agent run: `{send(message), requestApproval(toolCallId,
+/// req), rejection(toolCallId)}`, one object for the run (the JS invoker binds each call's id).
+pub struct RunFunctions(pub Object);
 
 /// A tool's own signal inside an agent run: aborted when the engine drops the call before it
 /// finished (the run was cancelled, or the step failed), with the run's reason when it has one.
@@ -121,12 +84,13 @@ pub enum ToolSignals {
 /// Any JS object with the `Toolset` shape.
 pub struct JsToolset {
     toolset: JsValue,
-    handle: Function,
     lazy: std::cell::RefCell<Vec<String>>,
     signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
-    run: Option<RunFunctions>,
+    run: JsValue,
+    /// `invokeTool` of the JS layer (installed when the module is loaded).
+    invoker: Function,
 }
 
 impl JsToolset {
@@ -138,10 +102,12 @@ impl JsToolset {
         warn: Option<Function>,
         run: Option<RunFunctions>,
     ) -> Result<JsToolset, JsValue> {
-        let handle = Reflect::get(&toolset, &"handle".into())?
-            .dyn_into::<Function>()
-            .map_err(|_| js_sys::TypeError::new("toolset.handle must be a function"))?;
-        Ok(JsToolset { toolset, handle, lazy: std::cell::RefCell::new(lazy), signals, warn, run })
+        if !Reflect::get(&toolset, &"handle".into())?.is_function() {
+            return Err(js_sys::TypeError::new("toolset.handle must be a function").into());
+        }
+        let invoker = super::tool_invoker().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
+        let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
+        Ok(JsToolset { toolset, lazy: std::cell::RefCell::new(lazy), signals, warn, run, invoker })
     }
 
     /// The toolset's `tools` now (a toolset may change between steps); remembers which are lazy.
@@ -211,8 +177,10 @@ impl ToolDispatch for JsToolset {
                 (signal, Some(AbortUnfinished { ctrl: Some(ctrl), run_signal: run_signal.clone() }))
             }
         };
-        let ctx = tool_context(&id, &signal, self.run.as_ref());
-        let outcome = self.handle.call2(&self.toolset, &call_to_js(call), &ctx);
+        // The call leaves as JSON text, parsed once by the invoker: 1 crossing, where building
+        // the call and its context field by field took about 20 (bench/crossings.mjs).
+        let call_json = JsValue::from_str(&serde_json::to_string(call).unwrap_or_default());
+        let outcome = self.invoker.call4(&JsValue::UNDEFINED, &self.toolset, &call_json, &signal, &self.run);
         let fut = settle_js(outcome);
         async move {
             let outcome = fut.await;

@@ -37,9 +37,9 @@ class WireUISide {
         this.#batch[this.#head++] = undefined;
         return m;
       }
-      const batch = callWasm(() => this.#core.take()); // every message that is ready, in one call
-      if (batch.length) {
-        this.#batch = batch;
+      const ready = callWasm(() => this.#core.take()); // every message that is ready, in one call
+      if (ready !== undefined) {
+        this.#batch = JSON.parse(ready);
         this.#head = 0;
         continue;
       }
