@@ -387,8 +387,26 @@ pub struct AgentCore {
     approvals: Rc<RefCell<ApprovalState>>,
 }
 
-fn num(o: &JsValue, k: &str) -> Option<f64> {
-    get(o, k).and_then(|v| v.as_f64()).filter(|v| v.is_finite() && *v >= 0.0)
+/// The `Agent` constructor's options (checked by the JS layer).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct AgentOptions {
+    name: Option<String>,
+    system_prompt: Option<String>,
+    max_steps_per_turn: Option<u32>,
+    max_retries_per_step: Option<u32>,
+    max_context_tokens: Option<f64>,
+    capabilities: Option<Vec<String>>,
+    yolo: bool,
+    retry_backoff: BackoffOptions,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct BackoffOptions {
+    initial_ms: Option<f64>,
+    max_ms: Option<f64>,
+    jitter_ms: Option<f64>,
 }
 
 #[wasm_bindgen]
@@ -396,28 +414,25 @@ impl AgentCore {
     /// `opts`: `{name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens,
     /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
     #[wasm_bindgen(constructor)]
-    pub fn new(opts: JsValue) -> AgentCore {
-        let d = AgentConfig::default();
-        let b = get(&opts, "retryBackoff").unwrap_or(JsValue::UNDEFINED);
-        let backoff = Backoff {
-            initial_ms: num(&b, "initialMs").unwrap_or(Backoff::default().initial_ms),
-            max_ms: num(&b, "maxMs").unwrap_or(Backoff::default().max_ms),
-            jitter_ms: num(&b, "jitterMs").unwrap_or(Backoff::default().jitter_ms),
-        };
-        let capabilities = get(&opts, "capabilities")
-            .filter(js_sys::Array::is_array)
-            .map(|v| js_sys::Array::from(&v).iter().filter_map(|c| c.as_string()).collect());
+    pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
+        let o: AgentOptions =
+            serde_wasm_bindgen::from_value(opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
+        let (d, b) = (AgentConfig::default(), Backoff::default());
+        let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
         let config = AgentConfig {
-            name: get(&opts, "name").and_then(|v| v.as_string()).unwrap_or(d.name),
-            system_prompt: get(&opts, "systemPrompt").and_then(|v| v.as_string()).unwrap_or_default(),
-            max_steps_per_turn: num(&opts, "maxStepsPerTurn").map_or(d.max_steps_per_turn, |v| v as u32),
-            max_retries_per_step: num(&opts, "maxRetriesPerStep").map_or(d.max_retries_per_step, |v| v as u32),
-            max_context_tokens: num(&opts, "maxContextTokens").map_or(0, |v| v as u64),
-            capabilities,
-            backoff,
+            name: o.name.unwrap_or(d.name),
+            system_prompt: o.system_prompt.unwrap_or_default(),
+            max_steps_per_turn: o.max_steps_per_turn.unwrap_or(d.max_steps_per_turn),
+            max_retries_per_step: o.max_retries_per_step.unwrap_or(d.max_retries_per_step),
+            max_context_tokens: non_negative(o.max_context_tokens).map_or(0, |v| v as u64),
+            capabilities: o.capabilities,
+            backoff: Backoff {
+                initial_ms: non_negative(o.retry_backoff.initial_ms).unwrap_or(b.initial_ms),
+                max_ms: non_negative(o.retry_backoff.max_ms).unwrap_or(b.max_ms),
+                jitter_ms: non_negative(o.retry_backoff.jitter_ms).unwrap_or(b.jitter_ms),
+            },
         };
-        let yolo = get(&opts, "yolo").and_then(|v| v.as_bool()).unwrap_or(false);
-        AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))) }
+        Ok(AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(o.yolo))) })
     }
 
     /// kimi-cli's status snapshot for this agent on `context`.
