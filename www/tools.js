@@ -139,7 +139,8 @@ export function demoTools({ onNote, toolError }) {
       handler: async ({ text }, ctx) => {
         started(ctx);
         const ok = ctx.requestApproval ? await ctx.requestApproval({ action: "save_note", description: `Save the note “${text}”` }) : true;
-        if (!ok) return toolError({ message: "The user declined to save the note.", brief: "Declined" });
+        // Refused: kimi-cli's rejection (with the user's feedback, if any) — without feedback it ends the turn.
+        if (!ok) return ctx.rejection ? ctx.rejection() : toolError({ message: "The user declined to save the note.", brief: "Declined" });
         onNote(text);
         return `Saved the note: ${text}`;
       },
