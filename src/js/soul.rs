@@ -155,10 +155,12 @@ impl WireSideCore {
     }
 }
 
-/// `wire.jsonl` back into messages.
+/// `wire.jsonl` back into messages, as the JSON text of an array of the recorded messages
+/// (parsed by `JSON.parse`, whose numbers are exact: serde_json's are not without its
+/// `float_roundtrip` feature, 18 KB of .wasm).
 #[wasm_bindgen(js_name = readWireRecord)]
-pub fn read_wire_record(jsonl: &str) -> JsValue {
-    to_js(&wire::read_wire_record(jsonl))
+pub fn read_wire_record(jsonl: &str) -> String {
+    wire::wire_record_json(jsonl)
 }
 
 // ---- the context ----------------------------------------------------------------------------

@@ -140,5 +140,5 @@ export class WireRecorder {
 /** Reads `wire.jsonl` back into messages, skipping the metadata line and damaged lines. */
 export function readWireRecord(jsonl) {
   if (typeof jsonl !== "string") throw new TypeError("readWireRecord takes the text of a wire.jsonl file");
-  return callWasm(() => wasm.readWireRecord(jsonl));
+  return JSON.parse(callWasm(() => wasm.readWireRecord(jsonl)));
 }

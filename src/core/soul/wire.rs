@@ -121,19 +121,44 @@ pub fn record_line(timestamp_s: f64, message: &WireMessage) -> String {
     serde_json::to_string(&Record { timestamp: timestamp_s, message }).unwrap_or_default()
 }
 
-/// Reads `wire.jsonl` back into messages, skipping the metadata line, blank lines and lines
-/// that are not records (a damaged line, a write cut short).
-pub fn read_wire_record(jsonl: &str) -> Vec<WireMessage> {
+/// The `message` of a `wire.jsonl` line, as its raw JSON text, when the line is a record of a
+/// message (`{type: string, payload: object}`); `None` for the metadata line, blank lines and
+/// lines that are not records (a damaged line, a write cut short).
+pub fn record_message(line: &str) -> Option<&serde_json::value::RawValue> {
     #[derive(Deserialize)]
-    struct Record {
-        message: WireMessage,
+    struct Record<'a> {
+        #[serde(borrow)]
+        message: &'a serde_json::value::RawValue,
     }
-    jsonl
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(|l| serde_json::from_str::<Record>(l).ok())
-        .map(|r| r.message)
-        .collect()
+    #[derive(Deserialize)]
+    struct Shape {
+        #[serde(rename = "type")]
+        _kind: String,
+        #[serde(rename = "payload")]
+        _payload: std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+    }
+    let r: Record<'_> = serde_json::from_str(line).ok()?;
+    serde_json::from_str::<Shape>(r.message.get()).ok()?;
+    Some(r.message)
+}
+
+/// Reads `wire.jsonl` back into messages (the records [`record_message`] accepts).
+pub fn read_wire_record(jsonl: &str) -> Vec<WireMessage> {
+    jsonl.lines().filter_map(record_message).filter_map(|m| serde_json::from_str(m.get()).ok()).collect()
+}
+
+/// The same messages as the JSON text of an array, each exactly as it was recorded (for a
+/// reader with an exact number parser of its own: JavaScript's `JSON.parse`).
+pub fn wire_record_json(jsonl: &str) -> String {
+    let mut out = String::from("[");
+    for m in jsonl.lines().filter_map(record_message) {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(m.get());
+    }
+    out.push(']');
+    out
 }
 
 /// The user's answer to an approval request.
@@ -588,6 +613,9 @@ mod tests {
         assert_eq!(lines.borrow()[0], r#"{"type":"metadata","protocol_version":"1.10"}"#);
         assert!(lines.borrow()[1].starts_with(r#"{"timestamp":12.5,"message":{"type":"StepBegin""#));
         assert_eq!(read_wire_record(&text), merged);
+        let as_json: Vec<WireMessage> = serde_json::from_str(&wire_record_json(&text)).unwrap();
+        assert_eq!(as_json, merged);
+        assert_eq!(wire_record_json("{\"message\":{\"type\":\"X\",\"payload\":[]}}\nnope\n"), "[]");
         assert_eq!(wire.recorded(), 3);
     }
 }
