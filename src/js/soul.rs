@@ -1,5 +1,5 @@
 //! Glue for the soul runtime: thin handles on the core's Wire, Context and agent turn
-//! (`src/core/soul/`). Structured values cross with `serde-wasm-bindgen`; the turn's seams
+//! (`src/core/soul/`). Plain data crosses as JSON text (see `tools::to_js`); the turn's seams
 //! are filled with the JS provider, the JS toolset, `setTimeout` and `Math.random`.
 
 use std::cell::RefCell;
@@ -8,7 +8,6 @@ use std::rc::Rc;
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use js_sys::{Function, Promise};
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
@@ -16,7 +15,7 @@ use wasm_bindgen_futures::{future_to_promise, spawn_local};
 use super::http;
 use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
-use super::tools::{JsToolset, RunFunctions, ToolSignals};
+use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
 use super::{get, read_limits, AnySource, GlueError, ProviderSpec};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{Limits, SseEventSource, VecEventSource};
@@ -29,10 +28,6 @@ use crate::core::soul::context::{Context, ContextWrite, SharedContext};
 use crate::core::soul::rules::Backoff;
 use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
-/// Plain data to a JS value: objects for maps (not `Map`s).
-pub(crate) fn to_js<T: Serialize + ?Sized>(v: &T) -> JsValue {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).unwrap_or(JsValue::NULL)
-}
 
 fn type_error(msg: &str) -> JsValue {
     js_sys::TypeError::new(msg).into()
@@ -60,8 +55,8 @@ impl WireCore {
 
     /// Publishes `{type, payload}`.
     pub fn send(&self, message: JsValue) -> Result<(), JsValue> {
-        let m: WireMessage = serde_wasm_bindgen::from_value(message)
-            .map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+        let m: WireMessage =
+            read_js(&message).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
         self.wire.send(m);
         Ok(())
     }
@@ -77,7 +72,7 @@ impl WireCore {
     #[wasm_bindgen(js_name = requestApproval)]
     pub fn request_approval(&self, payload: JsValue) -> Result<Promise, JsValue> {
         let payload: serde_json::Value =
-            serde_wasm_bindgen::from_value(payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
+            read_js(&payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
         let id = payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
         let answer = self.wire.request_approval(id.to_owned(), payload.clone());
         Ok(future_to_promise(async move {
@@ -240,7 +235,7 @@ impl ContextCore {
     pub fn append(&self, messages: JsValue) -> Result<(), JsValue> {
         let list = if js_sys::Array::is_array(&messages) { messages } else { js_sys::Array::of1(&messages).into() };
         let parsed: Vec<Message> =
-            serde_wasm_bindgen::from_value(list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
+            read_js(&list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
         self.ctx.append(parsed);
         Ok(())
     }
@@ -418,7 +413,7 @@ impl AgentCore {
     #[wasm_bindgen(constructor)]
     pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
         let o: AgentOptions =
-            serde_wasm_bindgen::from_value(opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
+            read_js(&opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
         let (d, b) = (AgentConfig::default(), Backoff::default());
         let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
         let config = AgentConfig {
@@ -454,7 +449,7 @@ impl AgentCore {
         toolset: JsValue,
         hooks: JsValue,
     ) -> Result<Promise, JsValue> {
-        let input: UserInput = serde_wasm_bindgen::from_value(user_input)
+        let input: UserInput = read_js(&user_input)
             .map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
         let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
@@ -536,7 +531,7 @@ impl RunClosures {
         let w = wire.clone();
         let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
             let m: WireMessage =
-                serde_wasm_bindgen::from_value(m).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+                read_js(&m).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
             w.send(m);
             Ok(())
         });
