@@ -612,3 +612,62 @@ fn a_thousand_turns_on_one_context_stay_consistent() {
     // The model saw the whole history each time (it is never trimmed behind its back).
     assert_eq!(*model.seen.borrow().last().unwrap(), 3999);
 }
+
+mod run_soul {
+    use super::*;
+    use kosong_wasm::core::soul::run::{run_soul, RunOutcome, SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS};
+
+    fn env(pool: &LocalPool) -> FakeEnv {
+        FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) }
+    }
+
+    #[test]
+    fn the_wire_shuts_down_the_recording_is_awaited_and_the_ui_gets_its_grace() {
+        let mut pool = LocalPool::new();
+        let env = env(&pool);
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let (o1, o2, w2) = (order.clone(), order.clone(), wire.clone());
+        let soul = async move {
+            w2.send(WireMessage::event("TurnEnd", json!({})));
+            Ok::<(), String>(())
+        };
+        let ui = futures::future::pending::<()>(); // a UI loop that never ends on its own
+        let out = pool.run_until(run_soul(&wire, soul, ui, never(), move || {
+            o1.borrow_mut().push("recorded");
+            async move { o2.borrow_mut().push("written") }
+        }, &env));
+        assert_eq!(out, RunOutcome::Done);
+        assert!(wire.is_shut());
+        assert_eq!(*order.borrow(), ["recorded", "written"]);
+        assert_eq!(*env.sleeps.borrow(), [UI_LOOP_GRACE_MS], "the UI loop was given its grace, then left");
+        assert_eq!(side.take_ready().len(), 1);
+    }
+
+    #[test]
+    fn a_soul_error_is_returned_and_a_cancel_refuses_approvals_and_waits_for_the_soul_a_moment() {
+        let mut pool = LocalPool::new();
+        let env = env(&pool);
+        let wire = Wire::new();
+        let out = pool.run_until(run_soul(&wire, async { Err::<(), _>("boom") }, async {}, never(), || async {}, &env));
+        assert_eq!(out, RunOutcome::Failed("boom"));
+        env.sleeps.borrow_mut().clear();
+
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        let asked = wire.request_approval("r".into(), json!({"id": "r"}));
+        let (tx, rx) = oneshot::channel::<()>();
+        let soul = async move {
+            let answer = asked.await; // refused when the run is cancelled
+            assert_eq!(answer.response, ApprovalResponse::Reject);
+            futures::future::pending::<Result<(), ()>>().await // then ignores the cancel
+        };
+        let _ = tx.send(());
+        let out = pool.run_until(run_soul(&wire, soul, async {}, async move { let _ = rx.await; }, || async {}, &env));
+        assert_eq!(out, RunOutcome::Cancelled);
+        assert_eq!(*env.sleeps.borrow(), [SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS]);
+        let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
+        assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse"]);
+    }
+}

@@ -3,7 +3,6 @@
 // (src/core/soul/agent.rs); this module holds the options and makes the core's errors classes.
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
-import { within } from "./util.js";
 import { Wire, WireRecorder, wireCore } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 
@@ -143,15 +142,12 @@ export class Agent {
 
 // ---- runSoul --------------------------------------------------------------------------------
 
-const UI_LOOP_GRACE_MS = 500;
-const SOUL_CANCEL_GRACE_MS = 1000;
-
 /**
- * Runs `soul` on `userInput`, connecting it to `uiLoop` through a new Wire. When `signal`
- * aborts, the soul is cancelled (every tool's signal aborts) and this rejects with
- * `RunCancelled`; otherwise the soul's own error is rethrown. Always: the wire is shut down
- * (its merge buffer flushed), the recorder has written every message, and the UI loop had
- * up to 0.5 s to finish.
+ * Runs `soul` on `userInput`, connecting it to `uiLoop` through a new Wire (the core's
+ * `run_soul`). When `signal` aborts, the soul is cancelled (every tool's signal aborts) and this
+ * rejects with `RunCancelled`; otherwise the soul's own error is rethrown. Always: the wire is
+ * shut down (its merge buffer flushed), the recorder has written every message, and the UI loop
+ * had up to 0.5 s to finish.
  */
 export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
   if (!soul || typeof soul.run !== "function") throw new TypeError("runSoul: soul must have a run(userInput, run) method");
@@ -178,30 +174,6 @@ export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
     uiDone = Promise.resolve();
   }
   const soulDone = Promise.resolve().then(() => soul.run(userInput, run));
-  soulDone.catch(() => {});
-
-  let onAbort;
-  const aborted = new Promise((resolve) => {
-    onAbort = () => {
-      core.rejectPending(); // a soul waiting on an approval is answered "reject"
-      resolve();
-    };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  let outcome;
-  try {
-    outcome = await Promise.race([soulDone.then(() => ({ ok: true }), (error) => ({ error })), aborted.then(() => ({ cancelled: true }))]);
-    if (outcome.cancelled) {
-      // Let the soul finish its cleanup (it publishes TurnEnd), but never wait forever.
-      await within(soulDone.catch(() => {}), SOUL_CANCEL_GRACE_MS);
-    }
-  } finally {
-    signal.removeEventListener("abort", onAbort);
-    wire.shutdown();
-    if (recorder) await recorder._written();
-    await within(uiDone, UI_LOOP_GRACE_MS);
-  }
-  if (outcome.cancelled) throw new RunCancelled("The run was cancelled", { cause: signal.reason });
-  if (outcome.error !== undefined) throw outcome.error;
+  const cancelled = await callWasm(() => wasm.runSoul(core, soulDone, uiDone, signal, recorder ? () => recorder._written() : undefined));
+  if (cancelled) throw new RunCancelled("The run was cancelled", { cause: signal.reason });
 }

@@ -13,7 +13,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
 use super::http;
-use super::signals::AbortWatch;
+use super::signals::{AbortWatch, Awaited};
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
 use super::{get, read_limits, AnySource, GlueError, ProviderSpec};
@@ -26,6 +26,7 @@ use crate::core::soul::agent::{self, AgentConfig, Env, Model, SeamError, Turn, T
 use crate::core::soul::approval::{ApprovalState, Approvals};
 use crate::core::soul::context::{Context, ContextWrite, SharedContext};
 use crate::core::soul::rules::Backoff;
+use crate::core::soul::run::{self, RunOutcome};
 use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
 
@@ -156,6 +157,34 @@ impl WireSideCore {
 #[wasm_bindgen(js_name = readWireRecord)]
 pub fn read_wire_record(jsonl: &str) -> String {
     wire::wire_record_json(jsonl)
+}
+
+/// Runs a soul beside its UI loop (the core's `run_soul`): `soul` and `ui` are their promises,
+/// `recorded()` the promise that every recorded line is written. Resolves `true` when `signal`
+/// cancelled the run, `false` when the soul finished; rejects with the soul's own error.
+#[wasm_bindgen(js_name = runSoul)]
+pub fn run_soul(wire: &WireCore, soul: Promise, ui: Promise, signal: AbortSignal, recorded: Option<Function>) -> Promise {
+    let wire = wire.wire.clone();
+    future_to_promise(async move {
+        let watch = AbortWatch::new(signal);
+        let soul = Awaited::new(&soul);
+        let ui = async move {
+            let _ = Awaited::new(&ui).await;
+        };
+        let cancel = async {
+            watch.fired().await;
+        };
+        let recorded = move || async move {
+            if let Some(p) = recorded.and_then(|f| f.call0(&JsValue::UNDEFINED).ok()) {
+                let _ = Awaited::new(&p).await;
+            }
+        };
+        match run::run_soul(&wire, async { soul.await.map(|_| ()) }, ui, cancel, recorded, &WebEnv).await {
+            RunOutcome::Done => Ok(JsValue::FALSE),
+            RunOutcome::Cancelled => Ok(JsValue::TRUE),
+            RunOutcome::Failed(e) => Err(e),
+        }
+    })
 }
 
 // ---- the context ----------------------------------------------------------------------------

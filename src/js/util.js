@@ -15,13 +15,3 @@ export function sleep(ms, signal) {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
-
-/** Settles with `promise`, or after `ms` with `undefined`; the timer is cleared either way. */
-export async function within(promise, ms) {
-  let timer;
-  try {
-    return await Promise.race([promise, new Promise((r) => (timer = setTimeout(r, ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

@@ -8,4 +8,5 @@ pub mod compaction;
 pub mod context;
 pub mod repeat;
 pub mod rules;
+pub mod run;
 pub mod wire;
