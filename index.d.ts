@@ -466,7 +466,11 @@ export class WireRecorder {
 export function readWireRecord(jsonl: string): WireMessage[];
 
 export class Context {
-  /** `sink` gets each new context.jsonl line; after `revertTo`/`clear`, `onRewrite` gets the whole new text. */
+  /**
+   * `sink` gets each new context.jsonl line; after `revertTo`/`clear`, `onRewrite` gets the whole new text.
+   * A sink that throws is never silent: the change that failed to be stored throws the sink's error,
+   * and an agent turn stops with it (after `StepInterrupted` and `TurnEnd`).
+   */
   constructor(opts?: { systemPrompt?: string; sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void });
   readonly history: Message[];
   /** The last reported usage plus characters/4 of what came after it. */

@@ -162,6 +162,7 @@ impl Harness {
             if let kosong_wasm::core::soul::context::ContextWrite::Line(l) = w {
                 l2.borrow_mut().push(l.to_owned())
             }
+            true
         })));
         Harness {
             pool,
@@ -589,6 +590,23 @@ fn compaction_keeps_the_system_prompt_and_the_last_two_messages() {
     assert_eq!(restored.history(), hist.as_slice());
     // The file as the sink wrote it after the clear: the prompt comes first.
     assert!(h.lines.borrow().iter().any(|l| l == r#"{"role":"_system_prompt","content":"You are terse."}"#));
+}
+
+#[test]
+fn a_store_that_refuses_a_write_stops_the_turn() {
+    let mut h = Harness::new();
+    plus(&h);
+    let writes = Rc::new(Cell::new(0));
+    let w2 = writes.clone();
+    h.context.set_sink(Some(Box::new(move |_| {
+        w2.set(w2.get() + 1);
+        w2.get() < 4 // the 4th write (the step's assistant message) fails
+    })));
+    let model = ScriptedModel::new([call("c", "plus", json!({"a": 1})), "text: never".into()]);
+    let o = h.turn(Some(&model), "x", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::ContextStore)));
+    assert_eq!(&o.kinds()[o.kinds().len() - 2..], ["StepInterrupted", "TurnEnd"]);
+    assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 1, "no step ran unrecorded");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The wasm-bindgen glue: converts between JavaScript and the core and does the I/O (fetch,
 //! timers, abort signals). Data crosses the boundary as JSON text, parsed once on each side.
 //!
-//! `runGenerate`/`runStep` are called by the JS layer (`src/js/api.js`), which owns the
+//! `runGenerate`/`runStep` are called by the JS layer (`src/js/step.js`), which owns the
 //! public classes; errors are built by the factory it installs, so they are the exported
 //! `Error` subclasses.
 

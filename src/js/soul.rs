@@ -193,19 +193,21 @@ pub fn run_soul(wire: &WireCore, soul: Promise, ui: Promise, signal: AbortSignal
 #[wasm_bindgen]
 pub struct ContextCore {
     ctx: SharedContext,
+    /// What the store threw when a write failed (thrown to whoever changed the context).
+    store_error: Rc<RefCell<Option<JsValue>>>,
 }
 
 #[wasm_bindgen]
 impl ContextCore {
     #[wasm_bindgen(constructor)]
     pub fn new() -> ContextCore {
-        ContextCore { ctx: SharedContext::default() }
+        ContextCore { ctx: SharedContext::default(), store_error: Rc::default() }
     }
 
     #[wasm_bindgen(js_name = fromJSONL)]
     pub fn from_jsonl(text: &str) -> Result<ContextCore, JsValue> {
         let ctx = Context::from_jsonl(text).map_err(|e| JsValue::from(js_sys::Error::new(&e)))?;
-        Ok(ContextCore { ctx: SharedContext::new(ctx) })
+        Ok(ContextCore { ctx: SharedContext::new(ctx), store_error: Rc::default() })
     }
 
     /// `sink(line)` for each new line, `onRewrite(text)` after a revert or a clear.
@@ -215,15 +217,29 @@ impl ContextCore {
             self.ctx.set_sink(None);
             return;
         }
+        let store_error = self.store_error.clone();
         self.ctx.set_sink(Some(Box::new(move |w| {
             let (f, text) = match w {
                 ContextWrite::Line(l) => (&sink, l),
                 ContextWrite::Rewrite(t) => (&on_rewrite, t),
             };
-            if let Some(f) = f {
-                let _ = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(text));
+            let Some(f) = f else { return true };
+            match f.call1(&JsValue::UNDEFINED, &JsValue::from_str(text)) {
+                Ok(_) => true,
+                Err(e) => {
+                    store_error.borrow_mut().get_or_insert(e);
+                    false
+                }
             }
         })));
+    }
+
+    /// Throws what the store threw, if a write of the last change failed.
+    fn stored(&self) -> Result<(), JsValue> {
+        if self.ctx.take_store_failure() {
+            return Err(self.store_error.borrow_mut().take().unwrap_or(JsValue::UNDEFINED));
+        }
+        Ok(())
     }
 
     pub fn history(&self) -> JsValue {
@@ -252,12 +268,14 @@ impl ContextCore {
     }
 
     #[wasm_bindgen(js_name = writeSystemPrompt)]
-    pub fn write_system_prompt(&self, prompt: &str) {
-        self.ctx.write_system_prompt(prompt)
+    pub fn write_system_prompt(&self, prompt: &str) -> Result<(), JsValue> {
+        self.ctx.write_system_prompt(prompt);
+        self.stored()
     }
 
-    pub fn checkpoint(&self) -> f64 {
-        self.ctx.checkpoint() as f64
+    pub fn checkpoint(&self) -> Result<f64, JsValue> {
+        let id = self.ctx.checkpoint() as f64;
+        self.stored().map(|()| id)
     }
 
     /// Appends one message or an array of them.
@@ -266,12 +284,13 @@ impl ContextCore {
         let parsed: Vec<Message> =
             read_js(&list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
         self.ctx.append(parsed);
-        Ok(())
+        self.stored()
     }
 
     #[wasm_bindgen(js_name = updateTokenCount)]
-    pub fn update_token_count(&self, n: f64) {
-        self.ctx.update_token_count(if n.is_finite() && n > 0.0 { n as u64 } else { 0 })
+    pub fn update_token_count(&self, n: f64) -> Result<(), JsValue> {
+        self.ctx.update_token_count(if n.is_finite() && n > 0.0 { n as u64 } else { 0 });
+        self.stored()
     }
 
     #[wasm_bindgen(js_name = revertTo)]
@@ -279,11 +298,13 @@ impl ContextCore {
         if !(id.is_finite() && id >= 0.0 && id.fract() == 0.0) {
             return Err(js_sys::RangeError::new(&format!("Checkpoint {id} does not exist")).into());
         }
-        self.ctx.revert_to(id as u64).map_err(|e| js_sys::RangeError::new(&e).into())
+        self.ctx.revert_to(id as u64).map_err(|e| JsValue::from(js_sys::RangeError::new(&e)))?;
+        self.stored()
     }
 
-    pub fn clear(&self) {
-        self.ctx.clear()
+    pub fn clear(&self) -> Result<(), JsValue> {
+        self.ctx.clear();
+        self.stored()
     }
 
     #[wasm_bindgen(js_name = toJSONL)]
@@ -497,7 +518,7 @@ impl AgentCore {
             limits,
             secret: RefCell::new(None),
         });
-        let (config, context) = (self.config.clone(), context.ctx.clone());
+        let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
         Ok(future_to_promise(async move {
             let _run_fns = run_fns; // the tools' `send`/`requestApproval`/`rejection` live as long as the run
             let watch = signal.clone().map(AbortWatch::new);
@@ -520,7 +541,10 @@ impl AgentCore {
             };
             let outcome = turn.run(input, cancel).await;
             let secret = model.as_ref().and_then(|m| m.secret.borrow().clone());
-            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), secret.as_deref()))
+            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| match e {
+                TurnError::ContextStore => store_error.borrow_mut().take().unwrap_or(JsValue::UNDEFINED),
+                e => turn_error_to_js(e, signal.as_ref(), secret.as_deref()),
+            })
         }))
     }
 }
@@ -536,6 +560,7 @@ fn turn_error_to_js(e: TurnError<GlueError>, signal: Option<&AbortSignal>, secre
     match e {
         TurnError::Seam(e) => e.redact(secret).into_js(),
         TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
+        TurnError::ContextStore => js_sys::Error::new("the context's store refused a write").into(),
         TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
         TurnError::LLMNotSupported { model_name, capabilities } => fields(
             "LLMNotSupported",

@@ -404,3 +404,22 @@ test("Wire: a late subscriber sees only what follows; merging joins text, think 
   await assert.rejects(early.receive(), k.QueueShutDown);
   assert.throws(() => wire.respond("nope", "approve"), /No approval request nope/);
 });
+
+test("a context store that throws is never silent: append throws its error, and a turn stops with it", async () => {
+  const full = new Error("disk full");
+  let writes = 0;
+  const ctx = new k.Context({ sink: () => { if (++writes > 2) throw full; } });
+  ctx.append({ role: "user", content: "one" });
+  ctx.checkpoint();
+  assert.throws(() => ctx.append({ role: "user", content: "two" }), (e) => e === full);
+  assert.equal(ctx.history.length, 2, "the context has the change; the store said it did not");
+
+  writes = 0;
+  const context = new k.Context({ sink: () => { if (++writes === 4) throw full; } });
+  const provider = new k.ScriptedProvider([call("c1", "plus", { a: 1, b: 2 }), "text: never"]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset: new k.SimpleToolset([plusTool]), context });
+  const r = await runTurn(agent, "1+2?");
+  assert.equal(r.error, full);
+  assert.deepEqual(r.types.slice(-2), ["StepInterrupted", "TurnEnd"]);
+  assert.equal(r.types.filter((t) => t === "StepBegin").length, 1);
+});

@@ -141,6 +141,8 @@ pub enum TurnError<E> {
     MaxStepsReached(u32),
     /// The same call (name and arguments) this many times in a row.
     RepeatedToolCall { tool_name: String, count: u32 },
+    /// The context's store refused a write: the turn stops rather than go on unrecorded.
+    ContextStore,
     Cancelled,
 }
 
@@ -333,6 +335,13 @@ where
         self.grow(message, usage, &results);
     }
 
+    fn check_store(&self) -> Result<(), TurnError<ErrOf<M>>> {
+        if self.context.take_store_failure() {
+            return Err(TurnError::ContextStore);
+        }
+        Ok(())
+    }
+
     fn check_capabilities(&self, m: &Message) -> Result<(), TurnError<ErrOf<M>>> {
         let Some(caps) = &self.config.capabilities else { return Ok(()) };
         let missing = missing_capabilities(m, caps);
@@ -349,12 +358,13 @@ where
         self.check_capabilities(&user)?;
         self.context.checkpoint();
         self.context.append(vec![user]);
+        self.check_store()?;
         for n in 1.. {
             if n > self.config.max_steps_per_turn {
                 return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
             }
             self.send("StepBegin", json!({ "n": n }));
-            match self.step(model, n, &state).await {
+            match self.step(model, n, &state).await.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {

@@ -205,13 +205,16 @@ pub enum ContextWrite<'a> {
     Rewrite(&'a str),
 }
 
-type ContextSink = Box<dyn FnMut(ContextWrite<'_>)>;
+/// The store: `false` when a write failed (the store keeps its own account of why).
+type ContextSink = Box<dyn FnMut(ContextWrite<'_>) -> bool>;
 
 struct ContextCell {
     ctx: Context,
     sink: Option<ContextSink>,
     /// Bumped on every change, so a reader can tell a cached copy is stale.
     version: u64,
+    /// A write to the store failed and nobody has been told yet.
+    store_failed: bool,
 }
 
 /// A context shared by an agent and whoever else holds it, that reports every change to its
@@ -227,7 +230,7 @@ impl Default for SharedContext {
 
 impl SharedContext {
     pub fn new(ctx: Context) -> SharedContext {
-        SharedContext(std::rc::Rc::new(std::cell::RefCell::new(ContextCell { ctx, sink: None, version: 0 })))
+        SharedContext(std::rc::Rc::new(std::cell::RefCell::new(ContextCell { ctx, sink: None, version: 0, store_failed: false })))
     }
 
     pub fn set_sink(&self, sink: Option<ContextSink>) {
@@ -251,19 +254,27 @@ impl SharedContext {
             let sink = cell.sink.take();
             (r, lines, rewrite, sink)
         };
+        let mut stored = true;
         if let Some(s) = sink.as_mut() {
             if let Some(text) = &rewrite {
-                s(ContextWrite::Rewrite(text));
+                stored &= s(ContextWrite::Rewrite(text));
             }
             for l in &lines {
-                s(ContextWrite::Line(l));
+                stored &= s(ContextWrite::Line(l));
             }
         }
         let mut cell = self.0.borrow_mut();
         if cell.sink.is_none() {
             cell.sink = sink;
         }
+        cell.store_failed |= !stored;
         r
+    }
+
+    /// Did a write to the store fail since the last time this was asked? (The context itself
+    /// has the change; the store does not.)
+    pub fn take_store_failure(&self) -> bool {
+        std::mem::take(&mut self.0.borrow_mut().store_failed)
     }
 
     pub fn write_system_prompt(&self, prompt: &str) {
@@ -348,10 +359,14 @@ mod tests {
         shared.set_sink(Some(Box::new(move |w| {
             let n = c2.read(|c| c.history().len());
             s2.borrow_mut().push(format!("{w:?} with {n}"));
+            !matches!(w, ContextWrite::Rewrite(_))
         })));
         shared.checkpoint();
         shared.append(vec![user("hi")]);
+        assert!(!shared.take_store_failure());
         shared.revert_to(0).unwrap();
+        assert!(shared.take_store_failure(), "the store refused the rewrite");
+        assert!(!shared.take_store_failure());
         assert!(shared.revert_to(3).is_err());
         let seen = seen.borrow();
         assert_eq!(seen[0], r#"Line("{\"role\":\"_checkpoint\",\"id\":0}") with 0"#);
