@@ -26,8 +26,8 @@ use wasm_bindgen_futures::{future_to_promise, spawn_local};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, CallbackResult, EventSource, Limits, SseEventSource, VecEventSource};
 use crate::core::message::{Message, StreamedMessagePart, ToolCall};
-use crate::core::providers::echo::parse_echo_script;
-use crate::core::providers::{HttpProvider, StreamDecoder, StreamEvent, ToolDefinition};
+use crate::core::providers::echo::script_for_stream;
+use crate::core::providers::{HttpProvider, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::step::{collect_results, step, ToolResultCallback};
 use crate::core::toolset::ToolResult;
 use signals::AbortWatch;
@@ -129,6 +129,7 @@ impl GlueError {
 
 /// The provider, as the JS layer describes it: `{kind: "scripted", script}` or one of the
 /// HTTP providers (see [`HttpProvider`]).
+#[derive(Clone)]
 enum ProviderSpec {
     Http(Box<HttpProvider>),
     Scripted { script: String },
@@ -284,39 +285,58 @@ impl EventSource for AnySource {
     }
 }
 
-/// Opens the provider's stream: sends the request (or reads the script).
-async fn open_source(
-    spec: &ProviderSpec,
+/// One request, prepared from the context (the body is built; nothing is sent yet).
+enum Prepared {
+    Http { provider: Box<HttpProvider>, request: HttpRequest, fetch: Function, timeout_ms: Option<f64> },
+    Scripted(crate::core::providers::echo::EchoScript),
+}
+
+/// Builds the request for `spec` (or reads its script): the one way every path prepares one.
+fn prepare_request(
+    spec: ProviderSpec,
+    fetch: Option<Function>,
+    timeout_ms: Option<f64>,
     system_prompt: &str,
     tools: &[ToolDefinition],
     history: &[Message],
-    hooks: &Hooks,
-    fetch_ctrl: &AbortController,
-) -> Result<AnySource, GlueError> {
+) -> Result<Prepared, GlueError> {
     match spec {
-        ProviderSpec::Http(cfg) => {
-            let req = cfg.build_request(system_prompt, tools, history)?;
-            let fetch = match &hooks.fetch {
-                Some(f) => f.clone(),
-                None => {
-                    get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
-                        ChatProviderError::Other(
-                            "no fetch function in this runtime; pass `fetch` in the provider options".into(),
-                        )
-                    })?
-                }
+        ProviderSpec::Scripted { script } => Ok(Prepared::Scripted(script_for_stream(&script)?)),
+        ProviderSpec::Http(provider) => {
+            let request = provider.build_request(system_prompt, tools, history)?;
+            let fetch = match fetch {
+                Some(f) => f,
+                None => get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
+                    ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into())
+                })?,
             };
-            let body = http::send(&fetch, &req, fetch_ctrl, hooks.timeout_ms).await?;
-            Ok(AnySource::Http(Box::new(SseEventSource::new(body, cfg.decoder()).with_limits(hooks.limits))))
+            Ok(Prepared::Http { provider, request, fetch, timeout_ms })
         }
-        ProviderSpec::Scripted { script } => {
-            let s = parse_echo_script(script)?;
-            if s.parts.is_empty() {
-                return Err(
-                    ChatProviderError::Other("ScriptedProvider DSL produced no streamable parts.".into()).into()
-                );
-            }
-            Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id.clone(), s.usage)))
+    }
+}
+
+/// Aborts a request's controller when dropped armed: a call dropped while waiting for the
+/// response headers closes the connection (after that, the body does it when dropped early).
+struct AbortOnDrop(Option<AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.abort();
+        }
+    }
+}
+
+/// Opens a prepared request's stream: sends it (or streams the script).
+async fn open_prepared(p: Prepared, limits: Limits) -> Result<AnySource, GlueError> {
+    match p {
+        Prepared::Scripted(s) => Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
+        Prepared::Http { provider, request, fetch, timeout_ms } => {
+            let ctrl = sys::abort_controller();
+            let mut armed = AbortOnDrop(Some(ctrl.clone()));
+            let body = http::send(&fetch, &request, &ctrl, timeout_ms).await?;
+            armed.0 = None; // the body owns the connection now
+            Ok(AnySource::Http(Box::new(SseEventSource::new(body, provider.decoder()).with_limits(limits))))
         }
     }
 }
@@ -341,7 +361,6 @@ fn parse_inputs(
 async fn guarded<T>(
     fut: LocalBoxFuture<'_, Result<T, GlueError>>,
     watch: Option<&AbortWatch>,
-    fetch_ctrl: &AbortController,
     tools_ctrl: &AbortController,
     secret: Option<&str>,
 ) -> Result<T, JsValue> {
@@ -356,7 +375,6 @@ async fn guarded<T>(
         None => fut.await.map_err(to_js),
     };
     if let Err(reason) = &outcome {
-        fetch_ctrl.abort_with_reason(&reason);
         tools_ctrl.abort_with_reason(&reason);
     }
     outcome
@@ -382,7 +400,6 @@ struct Call {
     tools: Vec<ToolDefinition>,
     history: Vec<Message>,
     hooks: Hooks,
-    fetch_ctrl: AbortController,
     tools_ctrl: AbortController,
     watch: Option<AbortWatch>,
 }
@@ -402,14 +419,21 @@ impl Call {
             tools,
             history,
             hooks,
-            fetch_ctrl: sys::abort_controller(),
             tools_ctrl: sys::abort_controller(),
             watch,
         })
     }
 
     async fn open(&self) -> Result<AnySource, GlueError> {
-        open_source(&self.spec, &self.system_prompt, &self.tools, &self.history, &self.hooks, &self.fetch_ctrl).await
+        let p = prepare_request(
+            self.spec.clone(),
+            self.hooks.fetch.clone(),
+            self.hooks.timeout_ms,
+            &self.system_prompt,
+            &self.tools,
+            &self.history,
+        )?;
+        open_prepared(p, self.hooks.limits).await
     }
 
     async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
@@ -417,7 +441,7 @@ impl Call {
             ProviderSpec::Http(cfg) => cfg.api_key(),
             ProviderSpec::Scripted { .. } => None,
         };
-        guarded(fut, self.watch.as_ref(), &self.fetch_ctrl, &self.tools_ctrl, secret).await
+        guarded(fut, self.watch.as_ref(), &self.tools_ctrl, secret).await
     }
 }
 

@@ -12,16 +12,14 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
-use super::http;
 use super::signals::{AbortWatch, Awaited};
-use super::sys::{self, AbortController, AbortSignal};
+use super::sys::{self, AbortSignal};
 use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
-use super::{get, read_limits, AnySource, GlueError, ProviderSpec};
+use super::{get, open_prepared, prepare_request, read_limits, AnySource, GlueError, Prepared, ProviderSpec};
 use crate::core::error::ChatProviderError;
-use crate::core::generate::{Limits, SseEventSource, VecEventSource};
+use crate::core::generate::Limits;
 use crate::core::message::Message;
-use crate::core::providers::echo::{script_for_stream, EchoScript};
-use crate::core::providers::{HttpProvider, HttpRequest, ToolDefinition};
+use crate::core::providers::ToolDefinition;
 use crate::core::soul::agent::{self, AgentConfig, Env, Model, SeamError, Turn, TurnError, TurnTools, UserInput};
 use crate::core::soul::approval::{ApprovalState, Approvals};
 use crate::core::soul::context::{Context, ContextWrite, SharedContext};
@@ -330,24 +328,6 @@ impl SeamError for GlueError {
     }
 }
 
-/// Aborts a request's controller when dropped before [`AbortOnDrop::disarm`]: a turn that is
-/// cancelled while waiting for response headers closes the connection.
-struct AbortOnDrop(Option<AbortController>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            c.abort();
-        }
-    }
-}
-
-/// One request, prepared from the context.
-enum Prepared {
-    Http { provider: Box<HttpProvider>, request: HttpRequest, fetch: Function, timeout_ms: Option<f64> },
-    Scripted(EchoScript),
-}
-
 /// The JS provider object (`provider._request()` describes each request).
 struct JsModel {
     provider: JsValue,
@@ -370,37 +350,17 @@ impl Model for JsModel {
             .ok_or_else(|| GlueError::Js(type_error("provider must be one of this package's providers")))?;
         let r = request.call0(&self.provider).map_err(GlueError::Js)?;
         let spec = get(&r, "spec").and_then(|s| s.as_string()).unwrap_or_default();
-        match ProviderSpec::parse(&spec).map_err(|e| GlueError::Js(type_error(&format!("invalid provider: {e}"))))? {
-            ProviderSpec::Scripted { script } => Ok(Prepared::Scripted(script_for_stream(&script)?)),
-            ProviderSpec::Http(cfg) => {
-                *self.secret.borrow_mut() = cfg.api_key().map(str::to_owned);
-                let request = cfg.build_request(system_prompt, tools, history)?;
-                let fetch = match get(&r, "fetch").and_then(|f| f.dyn_into::<Function>().ok()) {
-                    Some(f) => f,
-                    None => get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
-                        ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into())
-                    })?,
-                };
-                let timeout_ms = get(&r, "timeoutMs").and_then(|v| v.as_f64()).filter(|v| *v > 0.0);
-                Ok(Prepared::Http { provider: cfg, request, fetch, timeout_ms })
-            }
+        let spec = ProviderSpec::parse(&spec).map_err(|e| GlueError::Js(type_error(&format!("invalid provider: {e}"))))?;
+        if let ProviderSpec::Http(cfg) = &spec {
+            *self.secret.borrow_mut() = cfg.api_key().map(str::to_owned);
         }
+        let fetch = get(&r, "fetch").and_then(|f| f.dyn_into::<Function>().ok());
+        let timeout_ms = get(&r, "timeoutMs").and_then(|v| v.as_f64()).filter(|v| *v > 0.0);
+        prepare_request(spec, fetch, timeout_ms, system_prompt, tools, history)
     }
 
     fn open(&self, p: Prepared) -> LocalBoxFuture<'_, Result<AnySource, GlueError>> {
-        async move {
-            match p {
-                Prepared::Scripted(s) => Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
-                Prepared::Http { provider, request, fetch, timeout_ms } => {
-                    let ctrl = sys::abort_controller();
-                    let mut guard = AbortOnDrop(Some(ctrl.clone()));
-                    let body = http::send(&fetch, &request, &ctrl, timeout_ms).await?;
-                    guard.0 = None; // the body owns the connection now
-                    Ok(AnySource::Http(Box::new(SseEventSource::new(body, provider.decoder()).with_limits(self.limits))))
-                }
-            }
-        }
-        .boxed_local()
+        open_prepared(p, self.limits).boxed_local()
     }
 }
 

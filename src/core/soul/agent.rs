@@ -226,14 +226,15 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
 
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
         let mut st = self.state.borrow_mut();
+        let key = (call.function.name.clone(), canonical_arguments(call.function.arguments.as_deref()));
+        let verdict = st.repeats.on_call(&key);
         if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
             if before.function == call.function {
                 return futures::future::ready(done.clone()).boxed_local();
             }
         }
         st.calls.insert(call.id.clone(), call.clone());
-        let key = (call.function.name.clone(), canonical_arguments(call.function.arguments.as_deref()));
-        match st.repeats.on_call(&key) {
+        match verdict {
             Verdict::SameStep => {
                 let original = st.by_key.get(&key).cloned();
                 let id = call.id.clone();
