@@ -95,7 +95,8 @@ export interface Tool extends ToolDefinition {
 /** kosong's protocol: any object of this shape works. */
 export interface Toolset {
   readonly tools: Array<ToolDefinition & { eager?: boolean }>;
-  handle(call: ToolCall, ctx: { signal: AbortSignal; toolCallId: string }): ToolResult | Promise<ToolResult>;
+  /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
+  handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
 export class SimpleToolset implements Toolset {
   constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined });
