@@ -65,10 +65,10 @@ export function build({ testHooks = false } = {}) {
     return;
   }
   const bindgen = ensureToolchain();
-  // The test build has a target directory of its own, so the two builds never undo each other.
-  const targetDir = join(root, "target", ...(testHooks ? ["test-hooks"] : []));
-  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--target-dir", targetDir, ...(testHooks ? ["--features", "test-hooks"] : [])]);
-  const wasmFile = join(targetDir, "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
+  // Both builds share the target directory (and so the compiled dependencies): only this crate
+  // is compiled again for the other feature set, and its .wasm is taken right after.
+  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", ...(testHooks ? ["--features", "test-hooks"] : [])]);
+  const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   rmSync(out, { recursive: true, force: true });
   mkdirSync(join(out, "wasm"), { recursive: true });
   run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
