@@ -114,8 +114,9 @@ export type PartialJsonEdit =
   | { op: "append"; path: Array<string | number>; text: string };
 /**
  * A best-effort preview of JSON that is still streaming (a tool call's arguments): strings cut
- * mid-way, numbers, arrays and objects so far. Feeding n bytes costs O(n) in total; `value` is
- * updated in place. Text that is not JSON stops the preview; it never throws.
+ * mid-way, numbers, arrays and objects so far. Feeding n bytes costs O(n) in total for any shape
+ * and any piece size (what nests deeper than 64 levels is not previewed: see `depthLimited`);
+ * `value` is updated in place. Text that is not JSON stops the preview; it never throws.
  */
 export class PartialJson {
   constructor();
@@ -124,6 +125,12 @@ export class PartialJson {
   readonly value: unknown;
   readonly done: boolean;
   readonly failed: boolean;
+  /**
+   * Part of the value nests deeper than 64 levels and is not previewed (it stays an empty array or
+   * object there; what comes after it is previewed again). This keeps a preview linear in the bytes
+   * fed for any shape; the tool still gets its whole arguments.
+   */
+  readonly depthLimited: boolean;
 }
 
 // ---- providers ----------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // and prints how many inputs each tried. `npm test` runs it as a short smoke (--seconds 5).
 // Installs cargo-fuzz into .tools/ when missing. libFuzzer's -Z flags need nightly; on a
 // stable toolchain RUSTC_BOOTSTRAP=1 unlocks them.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,19 +22,48 @@ function cargoFuzz() {
   return local;
 }
 
-export function fuzz(secs = seconds) {
+/** Per target: long inputs and a per-input time limit where slowness is what to find. */
+const TARGET_FLAGS = {
+  // Argument previews must stay linear for any shape: long inputs, and a slow input fails.
+  partial_json: ["-max_len=262144", "-timeout=10"],
+};
+const DEFAULT_FLAGS = ["-max_len=4096", "-timeout=10"];
+
+/**
+ * Runs one target, streaming libFuzzer's output (it prints for as long as it runs: collecting
+ * it whole overflowed spawnSync's buffer on long runs) and keeping only the tail.
+ */
+function runTarget(cmd, args, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    const tail = [];
+    let partial = "";
+    const take = (chunk) => {
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop();
+      tail.push(...lines);
+      if (tail.length > 200) tail.splice(0, tail.length - 200);
+    };
+    child.stdout.setEncoding("utf8").on("data", take);
+    child.stderr.setEncoding("utf8").on("data", take);
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, tail: [...tail, partial] }));
+  });
+}
+
+export async function fuzz(secs = seconds) {
   const bin = cargoFuzz();
   const cmd = bin ? [bin, ["fuzz"]] : ["cargo", ["fuzz"]];
   const env = { ...process.env, RUSTC_BOOTSTRAP: "1" };
   const targets = readdirSync(join(root, "fuzz", "fuzz_targets")).filter((f) => f.endsWith(".rs")).map((f) => f.slice(0, -3)).sort();
   const totals = {};
   for (const t of targets) {
-    console.error(`$ cargo fuzz run -O ${t} -- -max_total_time=${secs}`);
-    const r = spawnSync(cmd[0], [...cmd[1], "run", "-O", t, "--", `-max_total_time=${secs}`, "-max_len=4096"], { cwd: root, env, encoding: "utf8" });
-    const out = `${r.stdout}\n${r.stderr}`;
-    const done = out.match(/Done (\d+) runs/);
+    const flags = [`-max_total_time=${secs}`, ...(TARGET_FLAGS[t] ?? DEFAULT_FLAGS)];
+    console.error(`$ cargo fuzz run -O ${t} -- ${flags.join(" ")}`);
+    const r = await runTarget(cmd[0], [...cmd[1], "run", "-O", t, "--", ...flags], env);
+    const done = r.tail.join("\n").match(/Done (\d+) runs/);
     if (r.status !== 0 || !done) {
-      console.error(out.split("\n").slice(-40).join("\n"));
+      console.error(r.tail.slice(-40).join("\n"));
       throw new Error(`fuzz target ${t} failed (see fuzz/artifacts/${t}/)`);
     }
     totals[t] = Number(done[1]);
@@ -43,4 +72,4 @@ export function fuzz(secs = seconds) {
   return totals;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) fuzz();
+if (import.meta.url === `file://${process.argv[1]}`) await fuzz();

@@ -21,6 +21,6 @@ ensureChromium();
 build();
 build({ testHooks: true });
 run("cargo", ["test", "--quiet"]);
-fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)
+await fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)
 const jsTests = readdirSync(join(root, "tests", "js")).filter((f) => f.endsWith(".test.mjs")).map((f) => join("tests", "js", f));
 run(process.execPath, ["--test", "--test-reporter=spec", ...jsTests]);

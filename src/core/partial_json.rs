@@ -8,6 +8,12 @@
 //! number of pieces costs O(n) in total — there is no re-parse of the buffer per piece.
 //! Partial numbers are previewed at the end of a piece when they are short; keys appear
 //! once complete. Input that is not JSON stops the preview (no more edits); it never panics.
+//!
+//! An edit names its whole path, so a value nested d levels deep costs d per edit: what lies
+//! deeper than [`MAX_PREVIEW_DEPTH`] levels is not previewed (and [`PartialJson::depth_limited`]
+//! says so), which keeps the cost linear in the bytes fed for every shape — nesting, long
+//! strings, many keys, long numbers, in pieces of any size. The structure is still followed
+//! at any depth, so what comes after a deep part is previewed again.
 
 use serde_json::Value;
 
@@ -71,6 +77,9 @@ enum Token {
 
 const NUMBER_PREVIEW_MAX: usize = 64;
 
+/// Values nested deeper than this are not previewed.
+pub const MAX_PREVIEW_DEPTH: usize = 64;
+
 #[derive(Clone, Debug)]
 pub struct PartialJson {
     stack: Vec<Frame>,
@@ -81,6 +90,10 @@ pub struct PartialJson {
     pending: String,
     root_done: bool,
     failed: bool,
+    depth_limited: bool,
+    /// Units of work done so far: bytes looked at, path segments and edits handed out. For
+    /// the tests that prove the cost linear.
+    work: u64,
 }
 
 impl Default for PartialJson {
@@ -99,6 +112,34 @@ impl PartialJson {
             pending: String::new(),
             root_done: false,
             failed: false,
+            depth_limited: false,
+            work: 0,
+        }
+    }
+
+    /// Some of the value lies deeper than [`MAX_PREVIEW_DEPTH`] and was not previewed.
+    pub fn depth_limited(&self) -> bool {
+        self.depth_limited
+    }
+
+    /// The work done so far (bytes looked at, path segments and edits handed out).
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// The path of an edit at the current depth, or `None` when it is too deep to preview.
+    fn edit_path(&mut self) -> Option<Vec<PathSeg>> {
+        if self.path.len() > MAX_PREVIEW_DEPTH {
+            self.depth_limited = true;
+            return None;
+        }
+        self.work += self.path.len() as u64 + 1;
+        Some(self.path.clone())
+    }
+
+    fn set(&mut self, out: &mut Vec<Edit>, value: Value) {
+        if let Some(path) = self.edit_path() {
+            out.push(Edit::Set { path, value });
         }
     }
 
@@ -114,6 +155,7 @@ impl PartialJson {
 
     pub fn feed(&mut self, piece: &str) -> Vec<Edit> {
         let mut out = Vec::new();
+        self.work += piece.len() as u64 + 1;
         if self.failed {
             return out;
         }
@@ -130,8 +172,9 @@ impl PartialJson {
             // Number characters are ASCII, so any byte offset is a char boundary. Looking at
             // a bounded head keeps a huge number fed in tiny pieces linear.
             let head = &n[..n.len().min(NUMBER_PREVIEW_MAX)];
+            self.work += head.len() as u64;
             if let Some(v) = number_value(&head[..json_number_prefix_len(head)]) {
-                out.push(Edit::Set { path: self.path.clone(), value: v });
+                self.set(&mut out, v);
             }
         }
         out
@@ -139,7 +182,10 @@ impl PartialJson {
 
     fn flush_pending(&mut self, out: &mut Vec<Edit>) {
         if !self.pending.is_empty() {
-            out.push(Edit::Append { path: self.path.clone(), text: std::mem::take(&mut self.pending) });
+            let text = std::mem::take(&mut self.pending);
+            if let Some(path) = self.edit_path() {
+                out.push(Edit::Append { path, text });
+            }
         }
     }
 
@@ -155,13 +201,13 @@ impl PartialJson {
                 let text = std::mem::take(n);
                 self.token = Token::None;
                 match number_value(&text) {
-                    Some(v) => out.push(Edit::Set { path: self.path.clone(), value: v }),
+                    Some(v) => self.set(out, v),
                     None => {
                         // Show the number as far as it was one, as a preview at any earlier
                         // piece boundary could have: the outcome must not depend on the split.
                         let valid = json_number_prefix_len(&text);
                         if let Some(v) = number_value(&text[..valid]) {
-                            out.push(Edit::Set { path: self.path.clone(), value: v });
+                            self.set(out, v);
                         }
                         return false;
                     }
@@ -183,7 +229,7 @@ impl PartialJson {
                     _ => return false,
                 };
                 self.token = Token::None;
-                out.push(Edit::Set { path: self.path.clone(), value: v });
+                self.set(out, v);
                 if !self.value_done() {
                     return false;
                 }
@@ -253,15 +299,15 @@ impl PartialJson {
     fn begin_value(&mut self, c: char, out: &mut Vec<Edit>) -> bool {
         match c {
             '{' => {
-                out.push(Edit::Set { path: self.path.clone(), value: Value::Object(Default::default()) });
+                self.set(out, Value::Object(Default::default()));
                 self.stack.push(Frame::Object(ObjState::KeyOrEnd));
             }
             '[' => {
-                out.push(Edit::Set { path: self.path.clone(), value: Value::Array(Vec::new()) });
+                self.set(out, Value::Array(Vec::new()));
                 self.stack.push(Frame::Array(ArrState::ValueOrEnd, 0));
             }
             '"' => {
-                out.push(Edit::Set { path: self.path.clone(), value: Value::String(String::new()) });
+                self.set(out, Value::String(String::new()));
                 self.token = Token::Str { key: false, esc: Escape::None };
             }
             '-' | '0'..='9' => self.token = Token::Number(c.to_string()),
@@ -360,7 +406,7 @@ impl PartialJson {
         if let Some(ch) = emit {
             if key {
                 self.key.push(ch);
-            } else {
+            } else if self.path.len() <= MAX_PREVIEW_DEPTH {
                 self.pending.push(ch);
             }
         }

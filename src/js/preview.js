@@ -6,7 +6,8 @@ import { callWasm, wasm } from "./internal.js";
  * A best-effort preview of JSON that is still streaming, such as a tool call's arguments.
  * `feed(piece)` returns the edits the piece made, and `value` is kept up to date in place:
  * strings cut mid-way, numbers, arrays and objects so far. Feeding n bytes costs O(n) in
- * total. Text that is not JSON stops the preview (it never throws).
+ * total, whatever the shape: what nests deeper than 64 levels is not previewed (`depthLimited`
+ * says so). Text that is not JSON stops the preview (it never throws).
  */
 export class PartialJson {
   #core;
@@ -49,5 +50,9 @@ export class PartialJson {
   /** The text is not JSON; the preview stopped where it was. */
   get failed() {
     return this.#core.failed;
+  }
+  /** Part of the value nests deeper than 64 levels and is not previewed (the tool still gets the whole arguments). */
+  get depthLimited() {
+    return this.#core.depthLimited;
   }
 }

@@ -33,6 +33,11 @@ impl PartialJsonCore {
     pub fn failed(&self) -> bool {
         self.inner.failed()
     }
+
+    #[wasm_bindgen(getter, js_name = depthLimited)]
+    pub fn depth_limited(&self) -> bool {
+        self.inner.depth_limited()
+    }
 }
 
 impl Default for PartialJsonCore {

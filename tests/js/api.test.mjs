@@ -138,3 +138,20 @@ test("every entry exports exactly the names index.d.ts declares: no internals, n
   assert.deepEqual(Object.keys(browser).sort(), declared, "the browser entry");
   assert.ok(!Object.keys(k).some((n) => n.startsWith("_")));
 });
+
+test("PartialJson: deep nesting is previewed down to 64 levels, says so, and what follows is previewed again", () => {
+  const depth = 8000; // 48 KB of nested arguments, fed in 100-byte pieces
+  const text = `{"deep": ${'{"a":'.repeat(depth)}1${"}".repeat(depth)}, "after": "seen"}`;
+  const p = new k.PartialJson();
+  for (let i = 0; i < text.length; i += 100) p.feed(text.slice(i, i + 100));
+  assert.equal(p.done, true);
+  assert.equal(p.failed, false);
+  assert.equal(p.depthLimited, true);
+  assert.equal(p.value.after, "seen");
+  let levels = 0;
+  for (let v = p.value.deep; v && typeof v === "object"; v = v.a) levels++;
+  assert.equal(levels, 64, "objects down to the 64th level below the root");
+  const shallow = new k.PartialJson();
+  shallow.feed('{"a": {"b": [1, 2]}}');
+  assert.equal(shallow.depthLimited, false);
+});
