@@ -507,3 +507,56 @@ fn kimi_request() {
     let (_, body) = request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off"}));
     assert_eq!(body["thinking"], json!({"type": "disabled"}));
 }
+
+/// A message with thousands of tool calls, each streamed in pieces, decodes and assembles with
+/// every call complete exactly once, in order. (Each fragment and each completion finds its
+/// call by a map, not by a scan of the calls so far.)
+#[test]
+fn thousands_of_tool_calls_in_one_message() {
+    const N: usize = 5_000;
+    let line = |v: Value| format!("data: {v}\n\n");
+    let ev = |kind: &str, v: Value| format!("event: {kind}\ndata: {v}\n\n");
+    let args = |i: usize| format!("{{\"n\": {i}}}");
+
+    let mut chat = String::new();
+    for i in 0..N {
+        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":format!("c{i}"),"function":{"name":"f","arguments":""}}]}}]}));
+        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":"{\"n\": "}}]}}]}));
+        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":format!("{i}}}")}}]}}]}));
+    }
+    chat += &line(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
+    chat += "data: [DONE]\n\n";
+
+    let mut anthropic = ev("message_start", json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}));
+    for i in 0..N {
+        anthropic += &ev("content_block_start", json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("c{i}"),"name":"f","input":{}}}));
+        anthropic += &ev("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":"{\"n\": "}}));
+        anthropic += &ev("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":format!("{i}}}")}}));
+        anthropic += &ev("content_block_stop", json!({"type":"content_block_stop","index":i}));
+    }
+    anthropic += &ev("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}));
+    anthropic += &ev("message_stop", json!({"type":"message_stop"}));
+
+    let mut responses = String::new();
+    for i in 0..N {
+        let item = |status: &str, a: &str| json!({"id":format!("fc_{i}"),"type":"function_call","status":status,"arguments":a,"call_id":format!("c{i}"),"name":"f"});
+        responses += &ev("response.output_item.added", json!({"type":"response.output_item.added","output_index":i,"item":item("in_progress", "")}));
+        responses += &ev("response.function_call_arguments.delta", json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":"{\"n\": "}));
+        responses += &ev("response.function_call_arguments.delta", json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":format!("{i}}}")}));
+        responses += &ev("response.output_item.done", json!({"type":"response.output_item.done","output_index":i,"item":item("completed", &args(i))}));
+    }
+    responses += &ev("response.completed", json!({"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":1,"output_tokens":1}}}));
+
+    for (kind, text) in [("openai", chat), ("anthropic", anthropic), ("openai_responses", responses)] {
+        let o = decode(&provider(json!({"kind": kind, "model": "m"})), &[text.as_bytes()]);
+        assert!(o.end.is_ok(), "{kind}: {:?}", o.end);
+        let calls = o.message.tool_calls.as_deref().unwrap_or(&[]);
+        assert_eq!(calls.len(), N, "{kind}");
+        let expected: Vec<String> = (0..N).map(|i| format!("c{i}")).collect();
+        assert_eq!(o.completed(), expected, "{kind}: each call completes once, in order");
+        for (i, c) in calls.iter().enumerate() {
+            assert_eq!(c.id, format!("c{i}"), "{kind}");
+            assert_eq!(serde_json::from_str::<Value>(c.function.arguments.as_deref().unwrap()).unwrap(), json!({"n": i}), "{kind}");
+        }
+    }
+}

@@ -198,6 +198,9 @@ pub struct MessageAssembler {
     content: Vec<ContentPart>,
     calls: Vec<ToolCall>,
     completed: Vec<bool>,
+    /// Each id's latest call: a fragment or a completion finds its call in O(1), however
+    /// many calls the message has.
+    by_id: std::collections::HashMap<String, usize>,
     pending: Pending,
     limits: Limits,
     bytes: usize,
@@ -235,6 +238,7 @@ impl MessageAssembler {
             content: Vec::new(),
             calls: Vec::new(),
             completed: Vec::new(),
+            by_id: std::collections::HashMap::new(),
             pending: Pending::None,
             limits,
             bytes: 0,
@@ -244,7 +248,7 @@ impl MessageAssembler {
     /// The call a fragment belongs to: the one it names, else the call right before it.
     fn target_of(&self, p: &ToolCallPart) -> Option<usize> {
         match &p.tool_call_id {
-            Some(id) => self.calls.iter().rposition(|c| &c.id == id),
+            Some(id) => self.by_id.get(id).copied(),
             None => match self.pending {
                 Pending::Call(i) => Some(i),
                 _ => None,
@@ -296,6 +300,7 @@ impl MessageAssembler {
                 self.pending = Pending::Content;
             }
             StreamedMessagePart::ToolCall(c) => {
+                self.by_id.insert(c.id.clone(), self.calls.len());
                 self.calls.push(c);
                 self.completed.push(false);
                 self.pending = Pending::Call(self.calls.len() - 1);
@@ -311,7 +316,7 @@ impl MessageAssembler {
 
     /// Marks the call complete; returns it the first time only.
     pub fn complete(&mut self, id: &str) -> Option<&ToolCall> {
-        let i = self.calls.iter().position(|c| c.id == id)?;
+        let i = *self.by_id.get(id)?;
         if std::mem::replace(&mut self.completed[i], true) {
             return None;
         }

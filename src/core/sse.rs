@@ -17,7 +17,9 @@ pub struct SseEvent {
     pub event: Option<String>,
     pub data: String,
     /// The last `id:` seen so far in the stream.
-    pub id: Option<String>,
+    /// The last event id, shared by every event after it (an id is not copied per event: a
+    /// long id followed by many events stays linear).
+    pub id: Option<std::rc::Rc<str>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +52,7 @@ pub struct SseDecoder {
     data: String,
     has_data: bool,
     event: Option<String>,
-    last_id: Option<String>,
+    last_id: Option<std::rc::Rc<str>>,
     max_event_bytes: usize,
 }
 
@@ -176,7 +178,7 @@ impl SseDecoder {
                 }
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
-            b"id" if !value.contains(&0) => self.last_id = Some(String::from_utf8_lossy(value).into_owned()),
+            b"id" if !value.contains(&0) => self.last_id = Some(String::from_utf8_lossy(value).into()),
             _ => {} // `retry` and unknown fields do not matter to a one-shot stream
         }
         Ok(())
@@ -195,6 +197,20 @@ impl SseDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_id_is_shared_by_the_events_after_it_not_copied() {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        let mut text = format!("id: {}\n", "i".repeat(1 << 20)).into_bytes();
+        for _ in 0..10_000 {
+            text.extend_from_slice(b"data: x\n\n");
+        }
+        d.feed(&text, &mut out).unwrap();
+        assert_eq!(out.len(), 10_000);
+        let first = out[0].id.clone().unwrap();
+        assert!(out.iter().all(|e| e.id.as_ref().is_some_and(|id| std::rc::Rc::ptr_eq(id, &first))));
+    }
 
     fn decode_chunks(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut d = SseDecoder::new();

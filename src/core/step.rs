@@ -82,7 +82,6 @@ pub async fn collect_results(results: Vec<ToolFuture>) -> Vec<ToolResult> {
 struct Started {
     id: String,
     future: ToolFuture,
-    taken: bool,
 }
 
 fn start(
@@ -138,7 +137,7 @@ where
     let outcome = generate(source, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
             let future = start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut());
-            started.borrow_mut().push(Started { id: call.id.clone(), future, taken: false });
+            started.borrow_mut().push(Started { id: call.id.clone(), future });
         }
         Ok(None)
     })
@@ -146,15 +145,16 @@ where
     let mut drivers = drivers.into_inner();
     // On an error, returning drops `drivers`, which stops every driver task.
     let generated = outcome?;
-    let mut started = started.into_inner();
+    // The calls started early, by id (latest last), so each call of the message finds its own
+    // in O(1) however many there are.
+    let mut early: std::collections::HashMap<String, Vec<ToolFuture>> = std::collections::HashMap::new();
+    for s in started.into_inner().into_iter().rev() {
+        early.entry(s.id).or_default().push(s.future);
+    }
     let mut results = Vec::new();
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
-        let early = started.iter_mut().find(|s| !s.taken && s.id == call.id);
-        let future = match early {
-            Some(s) => {
-                s.taken = true;
-                s.future.clone()
-            }
+        let future = match early.get_mut(&call.id).and_then(Vec::pop) {
+            Some(f) => f,
             None => start(dispatch, call, spawn, &on_tool_result, &mut drivers),
         };
         results.push(future);

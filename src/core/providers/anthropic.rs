@@ -354,6 +354,10 @@ pub struct AnthropicDecoder {
     stop_reason: Option<String>,
     stopped: bool,
     blocks: Vec<(u64, Block)>,
+    /// Each index's latest block, found in O(1) however many blocks come.
+    by_index: std::collections::HashMap<u64, usize>,
+    /// Blocks before this one were completed by `complete_all` already.
+    completed_upto: usize,
     ids: CallIds,
 }
 
@@ -366,6 +370,8 @@ impl Default for AnthropicDecoder {
             stop_reason: None,
             stopped: false,
             blocks: Vec::new(),
+            by_index: std::collections::HashMap::new(),
+            completed_upto: 0,
             ids: CallIds::default(),
         }
     }
@@ -393,12 +399,12 @@ impl AnthropicDecoder {
     }
 
     fn block(&mut self, index: Option<u64>) -> Option<&mut Block> {
-        let index = index?;
-        self.blocks.iter_mut().rev().find(|(i, _)| *i == index).map(|(_, b)| b)
+        let pos = *self.by_index.get(&index?)?;
+        self.blocks.get_mut(pos).map(|(_, b)| b)
     }
 
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
-        for (_, b) in self.blocks.iter_mut() {
+        for (_, b) in self.blocks.iter_mut().skip(self.completed_upto) {
             if let Block::Tool { id, done } = b {
                 if !*done {
                     *done = true;
@@ -406,6 +412,7 @@ impl AnthropicDecoder {
                 }
             }
         }
+        self.completed_upto = self.blocks.len();
     }
 
     fn on_block_start(&mut self, index: u64, block: &Value, out: &mut Vec<StreamEvent>) {
@@ -440,6 +447,7 @@ impl AnthropicDecoder {
             // server_tool_use, web_search_tool_result, …: not part of kosong's model.
             _ => Block::Other,
         };
+        self.by_index.insert(index, self.blocks.len());
         self.blocks.push((index, b));
     }
 

@@ -301,15 +301,16 @@ fn mid_stream_error(err: &Value) -> ChatProviderError {
 
 #[derive(Debug)]
 struct OpenCall {
-    index: u64,
     /// Unique within the answer (see [`super::CallIds`]).
     id: String,
-    server_id: String,
     arguments: String,
     tracker: JsonCloseTracker,
     /// A later index has begun: the call completes as soon as its arguments parse.
     superseded: bool,
     completed: bool,
+    /// The arguments closed and did not parse: whitespace after them cannot change that, and
+    /// anything else makes them irregular, so they are never parsed again.
+    parse_failed: bool,
 }
 
 #[derive(Debug)]
@@ -325,6 +326,13 @@ pub struct OpenAIChatDecoder {
     finish_reason: Option<String>,
     done: bool,
     calls: Vec<OpenCall>,
+    /// Each index's call, and the server ids seen: O(1) lookups however many calls come.
+    by_index: std::collections::HashMap<u64, usize>,
+    server_ids: std::collections::HashSet<String>,
+    /// Calls before this one are superseded already (a new call supersedes only the newer).
+    superseded_upto: usize,
+    /// Calls before this one are completed already.
+    completed_upto: usize,
 }
 
 impl OpenAIChatDecoder {
@@ -339,20 +347,30 @@ impl OpenAIChatDecoder {
             finish_reason: None,
             done: false,
             calls: Vec::new(),
+            by_index: std::collections::HashMap::new(),
+            server_ids: std::collections::HashSet::new(),
+            superseded_upto: 0,
+            completed_upto: 0,
         }
     }
 
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
-        for c in self.calls.iter_mut().filter(|c| !c.completed) {
+        for c in self.calls.iter_mut().skip(self.completed_upto).filter(|c| !c.completed) {
             c.completed = true;
             out.push(StreamEvent::ToolCallComplete(c.id.clone()));
         }
+        self.completed_upto = self.calls.len();
     }
 
     fn try_complete(call: &mut OpenCall, out: &mut Vec<StreamEvent>) {
-        if call.superseded && !call.completed && call.tracker.is_closed() && parses_as_container(&call.arguments) {
+        if !call.superseded || call.completed || call.parse_failed || !call.tracker.is_closed() {
+            return;
+        }
+        if parses_as_container(&call.arguments) {
             call.completed = true;
             out.push(StreamEvent::ToolCallComplete(call.id.clone()));
+        } else {
+            call.parse_failed = true;
         }
     }
 
@@ -362,10 +380,10 @@ impl OpenAIChatDecoder {
             None => (None, None),
         };
         let known = match d.index {
-            Some(i) => self.calls.iter().position(|c| c.index == i),
+            Some(i) => self.by_index.get(&i).copied(),
             // No index (some servers): a new id starts a call, otherwise the last one goes on.
             None => match &d.id {
-                Some(id) if !self.calls.iter().any(|c| &c.server_id == id) => None,
+                Some(id) if !self.server_ids.contains(id) => None,
                 _ => self.calls.len().checked_sub(1),
             },
         };
@@ -394,19 +412,22 @@ impl OpenAIChatDecoder {
                     name.unwrap_or_default(),
                     args.clone(),
                 ))));
-                // Every call begun before this one may now complete once it parses.
-                for earlier in self.calls.iter_mut() {
+                // Every call begun before this one may now complete once it parses (those before
+                // the last new call were superseded then, and are tried by their own fragments).
+                for earlier in self.calls.iter_mut().skip(self.superseded_upto) {
                     earlier.superseded = true;
                     Self::try_complete(earlier, out);
                 }
+                self.superseded_upto = self.calls.len();
+                self.by_index.insert(index, self.calls.len());
+                self.server_ids.insert(server_id);
                 self.calls.push(OpenCall {
-                    index,
                     id,
-                    server_id,
                     arguments: args.unwrap_or_default(),
                     tracker,
                     superseded: false,
                     completed: false,
+                    parse_failed: false,
                 });
             }
         }

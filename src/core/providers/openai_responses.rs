@@ -240,8 +240,6 @@ struct Event {
 
 #[derive(Debug)]
 struct Item {
-    item_id: String,
-    output_index: Option<u64>,
     kind: ItemKind,
 }
 
@@ -259,6 +257,12 @@ pub struct ResponsesDecoder {
     finish_reason: Option<String>,
     ended: bool,
     items: Vec<Item>,
+    /// Each item id's and output index's latest item: O(1) lookups however many items come.
+    by_item_id: std::collections::HashMap<String, usize>,
+    by_output_index: std::collections::HashMap<u64, usize>,
+    /// Items before this one were completed by `complete_all` already.
+    completed_upto: usize,
+    any_call: bool,
     ids: CallIds,
 }
 
@@ -284,10 +288,10 @@ fn error_of(err: &Value, fallback: &str) -> ChatProviderError {
 impl ResponsesDecoder {
     fn find(&mut self, item_id: Option<&str>, output_index: Option<u64>) -> Option<&mut Item> {
         let pos = match item_id.filter(|s| !s.is_empty()) {
-            Some(id) => self.items.iter().rposition(|i| i.item_id == id),
+            Some(id) => self.by_item_id.get(id).copied(),
             None => None,
         }
-        .or_else(|| output_index.and_then(|o| self.items.iter().rposition(|i| i.output_index == Some(o))))?;
+        .or_else(|| output_index.and_then(|o| self.by_output_index.get(&o).copied()))?;
         self.items.get_mut(pos)
     }
 
@@ -308,7 +312,12 @@ impl ResponsesDecoder {
             "reasoning" => ItemKind::Reasoning { last_summary: None },
             _ => ItemKind::Other,
         };
-        self.items.push(Item { item_id, output_index: ev.output_index, kind });
+        self.any_call |= matches!(kind, ItemKind::Call { .. });
+        self.by_item_id.insert(item_id, self.items.len());
+        if let Some(o) = ev.output_index {
+            self.by_output_index.insert(o, self.items.len());
+        }
+        self.items.push(Item { kind });
     }
 
     fn on_item_done(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
@@ -350,7 +359,7 @@ impl ResponsesDecoder {
     }
 
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
-        for item in self.items.iter_mut() {
+        for item in self.items.iter_mut().skip(self.completed_upto) {
             if let ItemKind::Call { id, done, .. } = &mut item.kind {
                 if !*done {
                     *done = true;
@@ -358,10 +367,11 @@ impl ResponsesDecoder {
                 }
             }
         }
+        self.completed_upto = self.items.len();
     }
 
     fn has_calls(&self) -> bool {
-        self.items.iter().any(|i| matches!(i.kind, ItemKind::Call { .. }))
+        self.any_call
     }
 }
 

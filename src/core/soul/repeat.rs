@@ -65,12 +65,19 @@ pub enum Verdict {
     Run { reminder: Option<String> },
 }
 
+/// The repeat state of a turn. Every call costs O(1) (sets and running counts, no scans).
 #[derive(Default)]
 pub struct RepeatTracker {
+    /// Keys of the calls of earlier steps.
     seen: HashSet<CallKey>,
+    /// The streak as the last finished step left it.
     streak_key: Option<CallKey>,
     streak: u32,
+    /// This step's calls so far, and the streak through them.
     current: Vec<CallKey>,
+    current_set: HashSet<CallKey>,
+    run_key: Option<CallKey>,
+    run: u32,
     force_stop: Option<(String, u32)>,
 }
 
@@ -78,20 +85,28 @@ impl RepeatTracker {
     /// A step (or a retried attempt of it) begins: its calls so far are forgotten.
     pub fn begin_attempt(&mut self) {
         self.current.clear();
+        self.current_set.clear();
+        self.run_key = self.streak_key.clone();
+        self.run = self.streak;
         self.force_stop = None;
     }
 
     /// Classifies the next call of this step.
     pub fn on_call(&mut self, key: &CallKey) -> Verdict {
-        if self.current.contains(key) {
-            self.current.push(key.clone());
-            return Verdict::SameStep;
+        if self.run_key.as_ref() == Some(key) {
+            self.run += 1;
+        } else {
+            self.run_key = Some(key.clone());
+            self.run = 1;
         }
         self.current.push(key.clone());
+        if !self.current_set.insert(key.clone()) {
+            return Verdict::SameStep;
+        }
         if !self.seen.contains(key) {
             return Verdict::Run { reminder: None };
         }
-        let streak = self.projected_streak();
+        let streak = self.run;
         let (tool, args) = key;
         let reminder = if streak >= REMINDER_3_START {
             Some(REMINDER_3.to_owned())
@@ -108,31 +123,12 @@ impl RepeatTracker {
         Verdict::Run { reminder }
     }
 
-    fn projected_streak(&self) -> u32 {
-        let mut key = self.streak_key.as_ref();
-        let mut n = self.streak;
-        for k in &self.current {
-            if Some(k) == key {
-                n += 1;
-            } else {
-                key = Some(k);
-                n = 1;
-            }
-        }
-        n
-    }
-
     /// The step is over: its calls extend the streak and become "seen".
     pub fn end_step(&mut self) {
-        for k in std::mem::take(&mut self.current) {
-            if self.streak_key.as_ref() == Some(&k) {
-                self.streak += 1;
-            } else {
-                self.streak_key = Some(k.clone());
-                self.streak = 1;
-            }
-            self.seen.insert(k);
-        }
+        self.streak_key = self.run_key.clone();
+        self.streak = self.run;
+        self.seen.extend(self.current.drain(..));
+        self.current_set.clear();
     }
 
     /// The tool and streak that stop the turn, if this step reached [`FORCE_STOP_STREAK`].
