@@ -5,7 +5,7 @@
 import * as kosong from "kosong-wasm";
 import { streamText, tool as aiTool, jsonSchema } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
-import { textFixture, toolsFixture, bigArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
+import { textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
 import { textContenders, toolContenders } from "./contenders.mjs";
 
 const [which, runsArg] = process.argv.slice(2);
@@ -109,6 +109,31 @@ async function toolsComparison(format, interleaved) {
 }
 
 /** The 1 MB-class argument: kosong with argument previews off and on, the AI SDK likewise (to 128 KB). */
+/** Deeply nested arguments, previews on and off: previews must stay linear for this shape too. */
+async function nestedArgComparison() {
+  const rows = [];
+  for (const size of [24, 48, 96, 256, 1024].map((k) => k * 1024)) {
+    const fixture = nestedArgFixture(size);
+    const setup = () => fixtureFetch(fixture, followUp("openai")).fetch;
+    const run = (previews) => async (fetch) => {
+      const provider = new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch });
+      const tools = new kosong.SimpleToolset([{ name: "nest", description: "", parameters: { type: "object" }, handler: () => "ok" }]);
+      let preview = null;
+      const onMessagePart = previews
+        ? (p) => {
+            if (p.type === "function") preview = new kosong.PartialJson();
+            else if (p.type === "tool_call_part" && p.arguments_part) preview.feed(p.arguments_part);
+          }
+        : undefined;
+      const r = await kosong.step(provider, "", tools, [{ role: "user", content: "go" }], { onMessagePart });
+      await r.toolResults();
+      if (previews && !preview.depthLimited) throw new Error("the preview should say it is depth-limited");
+    };
+    rows.push({ size, events: fixture.events.length, kosongOff: stats(await measure(setup, run(false), 5)), kosongOn: stats(await measure(setup, run(true), 5)) });
+  }
+  return { comparison: "bigarg-nested", rows };
+}
+
 async function bigArgComparison() {
   const sizes = [64, 128, 256, 512, 1024].map((k) => k * 1024);
   const rows = [];
@@ -172,6 +197,7 @@ const jobs = {
   "tools-openai-interleaved": () => toolsComparison("openai", true),
   "tools-anthropic-sequential": () => toolsComparison("anthropic", false),
   bigarg: bigArgComparison,
+  "bigarg-nested": nestedArgComparison,
   memory: memoryComparison,
 };
 if (!jobs[which]) {

@@ -92,6 +92,17 @@ export function toolsFixture(format, { interleaved = false, calls = 8, argBytes 
 }
 
 /** One call whose argument of `bytes` streams in 20-character pieces. */
+/** One call whose arguments nest `{"a":` about `bytes / 6` deep, in 100-byte pieces. */
+export function nestedArgFixture(bytes) {
+  const depth = Math.floor(bytes / 6);
+  const c = { id: "call_nested", name: "nest", args: `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`, index: 0 };
+  const events = [oa({ role: "assistant", content: null }), oa({ tool_calls: [{ index: 0, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] })];
+  for (const a of pieces(c.args, 100)) events.push(oa({ tool_calls: [{ index: 0, function: { arguments: a } }] }));
+  c.closeEvent = events.length - 1;
+  events.push(oa({}, "tool_calls"), oaUsage(), "data: [DONE]\n\n");
+  return { name: `openai-nested-${bytes}`, events, calls: [c] };
+}
+
 export function bigArgFixture(bytes) {
   const c = { id: "call_big", name: "write_file", args: JSON.stringify({ path: "big.txt", content: "x".repeat(Math.max(0, bytes - 40)).replace(/x{50}/g, (m) => `${m.slice(0, 49)}\n`) }), index: 0 };
   const events = [oa({ role: "assistant", content: null }), oa({ tool_calls: [{ index: 0, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] })];
