@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N]`: runs every cargo-fuzz target for N seconds (default 60)
-// and prints how many inputs each tried. `npm test` runs it as a short smoke (--seconds 5).
+// `npm run fuzz [-- --seconds N] [--runs M]`: runs every cargo-fuzz target for N seconds
+// (default 60), or until it has tried M inputs, and prints how many inputs each tried. `npm test` runs it as a short smoke (--seconds 5).
 // Installs cargo-fuzz into .tools/ when missing. libFuzzer's -Z flags need nightly; on a
 // stable toolchain RUSTC_BOOTSTRAP=1 unlocks them.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -12,6 +12,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const argSeconds = process.argv.indexOf("--seconds");
 const seconds = argSeconds > 0 ? Number(process.argv[argSeconds + 1]) : 60;
 if (!(seconds > 0)) throw new Error("--seconds must be a positive number");
+// `--runs N`: each target runs until it has tried N inputs (at most --seconds, then it fails).
+const argRuns = process.argv.indexOf("--runs");
+const runs = argRuns > 0 ? Number(process.argv[argRuns + 1]) : undefined;
+if (runs !== undefined && !(runs > 0)) throw new Error("--runs must be a positive number");
 
 function cargoFuzz() {
   const local = join(root, ".tools", "bin", "cargo-fuzz");
@@ -51,14 +55,14 @@ function runTarget(cmd, args, env) {
   });
 }
 
-export async function fuzz(secs = seconds) {
+export async function fuzz(secs = seconds, wantRuns = undefined) {
   const bin = cargoFuzz();
   const cmd = bin ? [bin, ["fuzz"]] : ["cargo", ["fuzz"]];
   const env = { ...process.env, RUSTC_BOOTSTRAP: "1" };
   const targets = readdirSync(join(root, "fuzz", "fuzz_targets")).filter((f) => f.endsWith(".rs")).map((f) => f.slice(0, -3)).sort();
   const totals = {};
   for (const t of targets) {
-    const flags = [`-max_total_time=${secs}`, ...(TARGET_FLAGS[t] ?? DEFAULT_FLAGS)];
+    const flags = [`-max_total_time=${secs}`, ...(wantRuns ? [`-runs=${wantRuns}`] : []), ...(TARGET_FLAGS[t] ?? DEFAULT_FLAGS)];
     console.error(`$ cargo fuzz run -O ${t} -- ${flags.join(" ")}`);
     const r = await runTarget(cmd[0], [...cmd[1], "run", "-O", t, "--", ...flags], env);
     const done = r.tail.join("\n").match(/Done (\d+) runs/);
@@ -67,9 +71,10 @@ export async function fuzz(secs = seconds) {
       throw new Error(`fuzz target ${t} failed (see fuzz/artifacts/${t}/)`);
     }
     totals[t] = Number(done[1]);
-    console.error(`fuzz ${t}: ${totals[t]} inputs in ${secs} s, no failure`);
+    if (wantRuns && totals[t] < wantRuns) throw new Error(`fuzz target ${t}: only ${totals[t]} of ${wantRuns} inputs in ${secs} s`);
+    console.error(`fuzz ${t}: ${totals[t]} inputs, no failure`);
   }
   return totals;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await fuzz();
+if (import.meta.url === `file://${process.argv[1]}`) await fuzz(seconds, runs);
