@@ -560,3 +560,70 @@ fn thousands_of_tool_calls_in_one_message() {
         }
     }
 }
+
+/// Real servers send event types beyond the docs, with payloads of their own: a type the
+/// decoder does not read is skipped whatever its shape; a type it reads with the wrong shape is
+/// an error that names the type. Raw reasoning (gpt-oss behind LM Studio, vLLM, Ollama) is
+/// thinking.
+#[test]
+fn responses_unknown_event_shapes_and_raw_reasoning() {
+    let p = provider(json!({"kind": "openai_responses", "model": "gpt-oss"}));
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let mut s = ev(json!({"type":"response.created","response":{"id":"resp_x"}}));
+    s += &ev(json!({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}));
+    s += &ev(json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"Let me "}));
+    s += &ev(json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"think."}));
+    s += &ev(json!({"type":"response.reasoning_text.done","item_id":"rs_1","output_index":0,"content_index":0,"text":"Let me think."}));
+    s += &ev(json!({"type":"response.shell_call_output_content.delta","item_id":"sh_1","output_index":1,"delta":{"stdout":"hi\n"}}));
+    s += &ev(json!({"type":"response.some_future_event","delta":[1, 2, 3],"message":{"x":1}}));
+    s += &ev(json!({"type":"response.output_item.added","output_index":2,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}));
+    s += &ev(json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":0,"delta":"Hello"}));
+    s += &ev(json!({"type":"response.completed","response":{"id":"resp_x","status":"completed","usage":{"input_tokens":1,"output_tokens":2}}}));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(think(&o.message).0, "Let me think.");
+    assert_eq!(o.message.extract_text(""), "Hello");
+
+    let bad = ev(json!({"type":"response.output_text.delta","delta":{"text":"x"}}));
+    let o = decode(&p, &[bad.as_bytes()]);
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, message }) if message.contains("`response.output_text.delta`")),
+        "{:?}",
+        o.end
+    );
+}
+
+/// Anthropic beyond the docs: a pending `tool_use` inside `message_start` (a resumed turn of
+/// programmatic tool calling) is read; a second `message_start` before `message_stop` is a
+/// stream error; an event type the decoder does not read is skipped whatever its shape.
+#[test]
+fn anthropic_content_in_message_start_and_a_second_start() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let start = |content: Value| {
+        ev(json!({"type":"message_start","message":{"id":"msg_1","content":content,"usage":{"input_tokens":3,"output_tokens":1}}}))
+    };
+    let mut s = start(json!([{"type":"tool_use","id":"toolu_9","name":"run_code","input":{"code":"print(1)"}}]));
+    s += &ev(json!({"type":"some_new_event","message":"not a message","usage":[1, 2]}));
+    s += &ev(json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":1}}));
+    s += &ev(json!({"type":"message_stop"}));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    let calls = o.message.tool_calls.as_deref().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].id.as_str(), calls[0].function.name.as_str()), ("toolu_9", "run_code"));
+    assert_eq!(serde_json::from_str::<Value>(calls[0].function.arguments.as_deref().unwrap()).unwrap(), json!({"code": "print(1)"}));
+    assert_eq!(o.completed(), ["toolu_9"]);
+
+    let mut s = start(json!([]));
+    s += &ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}));
+    s += &ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}));
+    s += &start(json!([]));
+    let o = decode(&p, &[s.as_bytes()]);
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, message }) if message.contains("second message_start")),
+        "{:?}",
+        o.end
+    );
+    assert!(o.completed().is_empty(), "the truncated call never completes");
+}

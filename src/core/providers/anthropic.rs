@@ -299,6 +299,10 @@ mod tests {
     }
 }
 
+/// The event types the decoder reads (`ping` and any other is skipped).
+const KNOWN_EVENTS: &[&str] =
+    &["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop", "error"];
+
 #[derive(Deserialize)]
 struct Event {
     #[serde(rename = "type", default)]
@@ -321,6 +325,10 @@ struct Event {
 struct StartMessage {
     #[serde(default)]
     id: Option<String>,
+    /// Blocks that come whole with the start (a resumed turn of programmatic tool calling
+    /// sends its pending `tool_use` here, with no content-block events after it).
+    #[serde(default)]
+    content: Vec<Value>,
     #[serde(default)]
     usage: Option<Usage>,
 }
@@ -353,6 +361,8 @@ pub struct AnthropicDecoder {
     usage: Option<TokenUsage>,
     stop_reason: Option<String>,
     stopped: bool,
+    /// A `message_start` was read.
+    started: bool,
     blocks: Vec<(u64, Block)>,
     /// Each index's latest block, found in O(1) however many blocks come.
     by_index: std::collections::HashMap<u64, usize>,
@@ -369,6 +379,7 @@ impl Default for AnthropicDecoder {
             usage: None,
             stop_reason: None,
             stopped: false,
+            started: false,
             blocks: Vec::new(),
             by_index: std::collections::HashMap::new(),
             completed_upto: 0,
@@ -499,14 +510,30 @@ impl StreamDecoder for AnthropicDecoder {
                 return Ok(());
             }
         }
-        let ev: Event = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream event from the server: {e}")))?;
+        let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };
         match ev.kind.as_str() {
             "message_start" => {
+                if self.started {
+                    return Err(ChatProviderError::failed(
+                        FailureKind::Malformed,
+                        "a second message_start before message_stop: the stream mixes two messages",
+                    ));
+                }
+                self.started = true;
                 if let Some(m) = ev.message {
                     self.id = m.id.filter(|s| !s.is_empty());
                     if let Some(u) = m.usage {
                         self.update_usage(u);
+                    }
+                    for (i, block) in m.content.iter().enumerate() {
+                        // Out of the range of the stream's own block indexes.
+                        let index = u64::MAX - i as u64;
+                        self.on_block_start(index, block, out);
+                        if let Some(Block::Tool { id, done }) = self.block(Some(index)) {
+                            *done = true;
+                            let id = id.clone();
+                            out.push(StreamEvent::ToolCallComplete(id));
+                        }
                     }
                 }
             }

@@ -54,6 +54,26 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
 }
 
+/// Reads a stream event's `type` before its payload: `Ok(None)` for a type not in `known`,
+/// skipped whatever its shape (servers add event types with payloads of their own); for a
+/// known type the whole event, or an error that names the type when its shape is not the one
+/// documented.
+pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(data: &str, known: &[&str]) -> Result<Option<T>, ChatProviderError> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    let malformed = |what: String| ChatProviderError::failed(crate::core::error::FailureKind::Malformed, what);
+    let kind = serde_json::from_str::<Kind<'_>>(data)
+        .map_err(|e| malformed(format!("malformed stream event from the server: {e}")))?
+        .kind;
+    if !known.contains(&kind.as_ref()) {
+        return Ok(None);
+    }
+    serde_json::from_str(data).map(Some).map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
+}
+
 /// What every HTTP provider's constructor takes (camelCase in JS).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -212,6 +212,23 @@ pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
 
 // ---- stream decoding -------------------------------------------------------------------
 
+/// The event types the decoder reads; any other is skipped.
+const KNOWN_EVENTS: &[&str] = &[
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.output_text.delta",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "error",
+];
+
 #[derive(Deserialize)]
 struct Event {
     #[serde(rename = "type", default)]
@@ -381,8 +398,7 @@ impl StreamDecoder for ResponsesDecoder {
         if data.is_empty() || data == "[DONE]" || self.ended {
             return Ok(());
         }
-        let ev: Event = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream event from the server: {e}")))?;
+        let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };
         match ev.kind.as_str() {
             "response.created" | "response.in_progress" => {
                 if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
@@ -409,6 +425,12 @@ impl StreamDecoder for ResponsesDecoder {
                             tool_call_id: Some(id.clone()),
                         })));
                     }
+                }
+            }
+            // Raw reasoning (gpt-oss behind LM Studio, vLLM, Ollama): think parts as they come.
+            "response.reasoning_text.delta" => {
+                if let Some(d) = ev.delta.filter(|d| !d.is_empty()) {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(d))));
                 }
             }
             "response.reasoning_summary_text.delta" => {
