@@ -627,3 +627,38 @@ fn anthropic_content_in_message_start_and_a_second_start() {
     );
     assert!(o.completed().is_empty(), "the truncated call never completes");
 }
+
+/// Chat Completions beyond the docs: Mistral's reasoning models stream `delta.content` as a
+/// list of text and thinking parts; with `n > 1` (through `extraBody`) only the first choice is
+/// assembled, not all of them run together.
+#[test]
+fn chat_content_parts_and_several_choices() {
+    let p = provider(json!({"kind": "openai", "model": "magistral-medium"}));
+    let line = |v: Value| format!("data: {v}\n\n");
+    let mut s = line(json!({"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me "}]}]}}]}));
+    s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"think."}]},{"type":"text","text":"The answer"}]}}]}));
+    s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{"content":[{"type":"text","text":" is 4."}]}}]}));
+    s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+    s += "data: [DONE]\n\n";
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(think(&o.message).0, "Let me think.");
+    assert_eq!(o.message.extract_text(""), "The answer is 4.");
+
+    let mut s = String::new();
+    for (i, w) in ["The ", "cit", "y"].iter().enumerate() {
+        for choice in 0..3 {
+            s += &line(json!({"id":"c2","choices":[{"index":choice,"delta":{"content":format!("{w}")},"finish_reason":null}]}));
+        }
+        if i == 0 {
+            s += &line(json!({"id":"c2","choices":[{"index":2,"delta":{"content":"!"}},{"index":0,"delta":{"content":""}}]}));
+        }
+    }
+    for choice in 0..3 {
+        s += &line(json!({"id":"c2","choices":[{"index":choice,"delta":{},"finish_reason":"stop"}]}));
+    }
+    s += "data: [DONE]\n\n";
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.extract_text(""), "The city", "only choice 0");
+}

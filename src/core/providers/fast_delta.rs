@@ -272,7 +272,9 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             s.eat(b'[')?;
             let (mut seen_index, mut seen_delta, mut seen_finish, mut seen_logprobs) = (false, false, false, false);
             s.object(|s, key| match key {
-                "index" if !std::mem::replace(&mut seen_index, true) => s.number(),
+                // Only the first choice is assembled (`n > 1` streams the others beside it): a
+                // chunk of another choice takes the general path, which skips it.
+                "index" if !std::mem::replace(&mut seen_index, true) => s.literal(b"0"),
                 "logprobs" if !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
                 "finish_reason" if !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
                 "delta" if !std::mem::replace(&mut seen_delta, true) => {

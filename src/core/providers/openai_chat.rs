@@ -211,6 +211,9 @@ struct Chunk<'a> {
 
 #[derive(Deserialize)]
 struct Choice {
+    /// Which of the `n` answers this is; only the first (0) is assembled.
+    #[serde(default)]
+    index: Option<u64>,
     #[serde(default)]
     delta: Option<Delta>,
     #[serde(default)]
@@ -221,8 +224,9 @@ struct Choice {
 
 #[derive(Deserialize)]
 struct Delta {
+    /// A string, or (Mistral's reasoning models) a list of text and thinking parts.
     #[serde(default)]
-    content: Option<String>,
+    content: Option<Value>,
     #[serde(default)]
     reasoning_content: Option<String>,
     #[serde(default)]
@@ -282,6 +286,15 @@ impl Usage {
             input_cache_read: cached,
             input_cache_creation: 0,
         }
+    }
+}
+
+/// The text of a string, or of a list of `{type: "text", text}` parts joined.
+fn text_of_parts(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect(),
+        _ => String::new(),
     }
 }
 
@@ -474,7 +487,11 @@ impl StreamDecoder for OpenAIChatDecoder {
         if let Some(u) = chunk.usage {
             self.usage = Some(u.to_token_usage());
         }
-        let Some(choice) = chunk.choices.into_iter().next() else { return Ok(()) };
+        // With `n > 1` (through `extraBody`) the choices stream side by side: the first is the
+        // answer, the others are skipped.
+        let Some((pos, choice)) = chunk.choices.into_iter().enumerate().find(|(_, c)| c.index.unwrap_or(0) == 0) else {
+            return Ok(());
+        };
         if let Some(u) = choice.usage {
             self.usage = Some(u.to_token_usage());
         }
@@ -488,13 +505,30 @@ impl StreamDecoder for OpenAIChatDecoder {
                 // A custom reasoning key: look it up in the raw chunk (the rare path).
                 key => serde_json::from_str::<Value>(data)
                     .ok()
-                    .and_then(|v| v.pointer("/choices/0/delta")?.get(key)?.as_str().map(str::to_owned)),
+                    .and_then(|v| v.pointer(&format!("/choices/{pos}/delta"))?.get(key)?.as_str().map(str::to_owned)),
             };
             if let Some(t) = think.filter(|t| self.empty_think || !t.is_empty()) {
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
             }
-            if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
-                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: c })));
+            match delta.content {
+                Some(Value::String(c)) if !c.is_empty() => {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: c })))
+                }
+                // Mistral's reasoning models stream content as parts: text, and thinking (itself
+                // a list of text parts).
+                Some(Value::Array(items)) => {
+                    for item in &items {
+                        let part = match item.get("type").and_then(Value::as_str) {
+                            Some("text") => item.get("text").and_then(Value::as_str).map(ContentPart::text),
+                            Some("thinking") => Some(ContentPart::think(text_of_parts(item.get("thinking")))),
+                            _ => None,
+                        };
+                        if let Some(p) = part.filter(|p| !matches!(p, ContentPart::Text { text } | ContentPart::Think { think: text, .. } if text.is_empty())) {
+                            out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
+                        }
+                    }
+                }
+                _ => {}
             }
             for d in delta.tool_calls.unwrap_or_default() {
                 self.on_tool_call_delta(d, out);
