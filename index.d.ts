@@ -209,7 +209,8 @@ export class OpenAIResponsesProvider implements ChatProvider {
 }
 /**
  * Google's Gemini API (base URL https://generativelanguage.googleapis.com/v1beta), key sent as
- * `x-goog-api-key`. A call's `thoughtSignature` is kept in `extras.thought_signature`.
+ * `x-goog-api-key`. A call's `thoughtSignature` is kept in `extras.thought_signature_b64`, as kosong keeps it
+ * (`extras.thought_signature` is read too).
  */
 export class GeminiProvider implements ChatProvider {
   constructor(opts: ProviderOptions);

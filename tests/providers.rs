@@ -252,7 +252,7 @@ fn gemini_stream() {
     assert!(ids[0].starts_with("call_mJm8aOa0KdLw"), "{ids:?}");
     assert_weather_answer(&o, [ids[0].as_str(), ids[1].as_str()]);
     let calls = o.message.tool_calls.as_ref().unwrap();
-    assert_eq!(calls[0].extras.as_ref().unwrap()["thought_signature"], "CiQBVKhc7sigParis==");
+    assert_eq!(calls[0].extras.as_ref().unwrap()["thought_signature_b64"], "CiQBVKhc7sigParis==", "kosong's key");
     assert_eq!(calls[1].extras, None);
     assert_eq!(o.finish_reason.as_deref(), Some("STOP"));
     assert_eq!(
@@ -661,4 +661,43 @@ fn chat_content_parts_and_several_choices() {
     let o = decode_every_split(&p, s.as_bytes());
     assert!(o.end.is_ok(), "{:?}", o.end);
     assert_eq!(o.message.extract_text(""), "The city", "only choice 0");
+}
+
+/// A Gemini thought signature under kosong's key (`thought_signature_b64`, as kimi-cli writes
+/// it in context.jsonl) or this package's earlier key is sent back either way.
+#[test]
+fn gemini_thought_signatures_under_either_key_go_back() {
+    let p = provider(json!({"kind": "gemini", "model": "gemini-2.5-flash"}));
+    for key in ["thought_signature_b64", "thought_signature"] {
+        let mut a = Message::new(Role::Assistant, vec![]);
+        let mut call = ToolCall::new("c1", "f", Some("{}".into()));
+        call.extras = Some(serde_json::from_value(json!({ key: "c2lnbmF0dXJl" })).unwrap());
+        a.tool_calls = Some(vec![call]);
+        let mut r = Message::new(Role::Tool, vec![ContentPart::text("ok")]);
+        r.tool_call_id = Some("c1".into());
+        let history = [Message::new(Role::User, vec![ContentPart::text("hi")]), a, r];
+        let req = p.build_request("", &[], &history).unwrap();
+        assert!(req.body.contains("\"thoughtSignature\":\"c2lnbmF0dXJl\""), "{key}: {}", req.body);
+    }
+}
+
+/// kosong's and the SDKs' base URLs leave out the version segment; both forms work.
+#[test]
+fn base_urls_with_or_without_the_version_segment() {
+    let url = |kind: &str, base: Option<&str>| {
+        let mut spec = json!({"kind": kind, "model": "gemini-2.5-flash"});
+        if let Some(b) = base {
+            spec["baseUrl"] = json!(b);
+        }
+        provider(spec).build_request("", &[], &[Message::new(Role::User, vec![ContentPart::text("hi")])]).unwrap().url
+    };
+    assert_eq!(url("anthropic", None), "https://api.anthropic.com/v1/messages");
+    assert_eq!(url("anthropic", Some("https://api.anthropic.com")), "https://api.anthropic.com/v1/messages");
+    assert_eq!(url("anthropic", Some("https://api.anthropic.com/")), "https://api.anthropic.com/v1/messages");
+    assert_eq!(url("anthropic", Some("https://api.anthropic.com/v1")), "https://api.anthropic.com/v1/messages");
+    assert_eq!(url("anthropic", Some("http://127.0.0.1:8080/proxy/v1")), "http://127.0.0.1:8080/proxy/v1/messages");
+    let g = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
+    assert_eq!(url("gemini", None), g);
+    assert_eq!(url("gemini", Some("https://generativelanguage.googleapis.com")), g);
+    assert_eq!(url("gemini", Some("https://generativelanguage.googleapis.com/v1beta/")), g);
 }

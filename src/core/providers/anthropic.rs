@@ -160,7 +160,7 @@ impl AnthropicConfig {
         }
         super::merge_extra_body(&mut body, &self.http.extra_body);
 
-        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let base = super::versioned_base(self.http.base_url.as_deref(), DEFAULT_BASE_URL, "v1");
         let mut fixed = vec![
             ("anthropic-version", API_VERSION),
             // This package runs in browsers by design; the key is the caller's to expose.

@@ -2,7 +2,8 @@
 //! in `x-goog-api-key`).
 //!
 //! Request: roles `user` and `model`; an assistant turn's tool calls are `functionCall`
-//! parts (with their `thoughtSignature`, kept in the call's `extras.thought_signature`), and
+//! parts (with their `thoughtSignature`, kept in the call's `extras.thought_signature_b64` as
+//! kosong keeps it; `extras.thought_signature`, this package's earlier key, is read too), and
 //! the results of one turn are packed into one `user` content of `functionResponse` parts, in
 //! call order. A result missing from the history or given twice is an error before anything
 //! is sent: Gemini matches results by position, so a gap would pair a result with the wrong
@@ -23,7 +24,10 @@ use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
 /// The key under which a call's thought signature travels in `ToolCall.extras`.
-pub const THOUGHT_SIGNATURE: &str = "thought_signature";
+/// kosong's key for a call's thought signature (base64, as the REST API sends it).
+pub const THOUGHT_SIGNATURE: &str = "thought_signature_b64";
+/// The key this package used before; still read, so older histories keep their signatures.
+const OLD_THOUGHT_SIGNATURE: &str = "thought_signature";
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,7 +105,7 @@ impl GeminiConfig {
             body.insert("generationConfig".into(), Value::Object(gen));
         }
         super::merge_extra_body(&mut body, &self.http.extra_body);
-        let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
+        let base = super::versioned_base(self.http.base_url.as_deref(), DEFAULT_BASE_URL, "v1beta");
         let model = self.http.model.strip_prefix("models/").unwrap_or(&self.http.model);
         let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
         let headers = super::request_headers(&[], auth, &self.http.headers);
@@ -245,7 +249,8 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
 }
 
 fn signature_of(call: &ToolCall) -> Option<&str> {
-    call.extras.as_ref()?.get(THOUGHT_SIGNATURE)?.as_str()
+    let extras = call.extras.as_ref()?;
+    extras.get(THOUGHT_SIGNATURE).or_else(|| extras.get(OLD_THOUGHT_SIGNATURE))?.as_str()
 }
 
 // ---- stream decoding -------------------------------------------------------------------

@@ -54,6 +54,20 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
 }
 
+/// The base URL to send to: a configured one that is only a host (`https://api.anthropic.com`,
+/// as kosong and the official SDKs take it) gets the API's version segment; one with a path is
+/// taken as it is.
+pub(crate) fn versioned_base(configured: Option<&str>, default: &str, version: &str) -> String {
+    let Some(base) = configured else { return default.to_owned() };
+    let base = base.trim_end_matches('/');
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    if base[after_scheme..].contains('/') {
+        base.to_owned()
+    } else {
+        format!("{base}/{version}")
+    }
+}
+
 /// Reads a stream event's `type` before its payload: `Ok(None)` for a type not in `known`,
 /// skipped whatever its shape (servers add event types with payloads of their own); for a
 /// known type the whole event, or an error that names the type when its shape is not the one
