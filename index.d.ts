@@ -175,7 +175,8 @@ export class OpenAIChatProvider implements ChatProvider {
 /**
  * Moonshot's Kimi API (base URL https://api.moonshot.ai/v1): think parts as `reasoning_content`
  * both ways, `$`-named builtin tools, schemas given the `type` Moonshot requires, thinking as
- * `thinking: {type: "enabled" | "disabled"}`; max_tokens 32000 and kosong's temperatures by default.
+ * `thinking: {type: "enabled" | "disabled"}`; `maxTokens` as `max_completion_tokens`; like kosong 0.56, no
+ * token limit or temperature is sent unless given.
  */
 export class KimiProvider implements ChatProvider {
   constructor(opts: ProviderOptions);

@@ -495,7 +495,8 @@ fn kimi_request() {
         request(json!({"kind": "kimi", "model": "kimi-k2-thinking", "apiKey": "sk-kimi", "thinkingEffort": "high"}));
     assert_eq!(req.url, "https://api.moonshot.ai/v1/chat/completions");
     assert_eq!(body["thinking"], json!({"type": "enabled"}));
-    assert_eq!(body["max_tokens"], 32000);
+    // As kosong 0.56 sends it: no token limit and no temperature unless given.
+    assert!(body.get("max_tokens").is_none() && body.get("max_completion_tokens").is_none() && body.get("temperature").is_none());
     assert_eq!(body["tools"][1], json!({"type": "builtin_function", "function": {"name": "$web_search"}}));
     let params = &body["tools"][0]["function"]["parameters"];
     assert_eq!(params["properties"]["unit"]["type"], "string");
@@ -504,8 +505,9 @@ fn kimi_request() {
     assert_eq!(body["messages"][2]["reasoning_content"], "The user wants the weather.");
     assert!(tools()[0].parameters["properties"]["unit"].get("type").is_none(), "the caller's schema is untouched");
     snapshot("kimi", &body);
-    let (_, body) = request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off"}));
+    let (_, body) = request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off", "maxTokens": 500}));
     assert_eq!(body["thinking"], json!({"type": "disabled"}));
+    assert_eq!(body["max_completion_tokens"], 500, "kosong's name for the limit");
 }
 
 /// A message with thousands of tool calls, each streamed in pieces, decodes and assembles with

@@ -3,9 +3,10 @@
 //! What differs from OpenAI's: think parts travel as `reasoning_content` both ways (an empty
 //! one still yields a think part); tools named `$…` are Moonshot's builtin functions; every
 //! parameter schema needs a `type`, which is filled in (the caller's object is not
-//! changed); thinking is switched with `thinking: {type: enabled | disabled}`; kosong's
-//! defaults apply when not given: the base URL, `max_tokens` 32000, and temperature 1.0 for
-//! thinking models, 0.6 for other kimi-k2 models.
+//! changed); thinking is switched with `thinking: {type: enabled | disabled}`; the token
+//! limit is sent as `max_completion_tokens`. As in kosong 0.56's `Kimi` provider, the only
+//! default is the base URL: no token limit and no temperature are sent unless given (the
+//! server's own defaults apply).
 
 use serde_json::{json, Value};
 
@@ -14,20 +15,11 @@ use super::ToolDefinition;
 
 pub const KIMI_BASE_URL: &str = "https://api.moonshot.ai/v1";
 
-/// The settings in Moonshot's dialect, with kosong's defaults where none were given.
+/// The settings in Moonshot's dialect (the base URL defaults to Moonshot's).
 pub fn into_kimi(mut c: OpenAIChatConfig) -> OpenAIChatConfig {
     c.dialect = Dialect::Kimi;
     c.reasoning_key.get_or_insert_with(|| DEFAULT_REASONING_KEY.to_owned());
     c.http.base_url.get_or_insert_with(|| KIMI_BASE_URL.to_owned());
-    c.http.max_tokens.get_or_insert(32000);
-    if c.http.temperature.is_none() {
-        let thinking = c.http.thinking_effort.as_deref().is_some_and(|e| e != "off");
-        if c.http.model.contains("kimi-k2-thinking") || thinking {
-            c.http.temperature = Some(1.0);
-        } else if c.http.model.contains("kimi-k2-") {
-            c.http.temperature = Some(0.6);
-        }
-    }
     c
 }
 

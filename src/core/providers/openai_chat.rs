@@ -99,7 +99,9 @@ impl OpenAIChatConfig {
             body.insert("tools".into(), Value::Array(tools));
         }
         if let Some(n) = self.http.max_tokens {
-            body.insert("max_tokens".into(), json!(n));
+            // kosong's Kimi provider sends the limit as `max_completion_tokens`.
+            let key = if self.dialect == Dialect::Kimi { "max_completion_tokens" } else { "max_tokens" };
+            body.insert(key.into(), json!(n));
         }
         if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
