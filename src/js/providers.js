@@ -18,8 +18,48 @@ function checkHttpOptions(opts, who) {
   }
 }
 
-function checkProviderOptions(opts, who) {
+const COMMON_OPTIONS = ["model", "apiKey", "baseUrl", "headers", "fetch", "timeoutMs", "maxTokens", "temperature", "thinking", "extraBody"];
+
+/** The known name closest to `name`: the same letters in another case or spelling, or a near typo. */
+function closest(name, known) {
+  const norm = (k) => k.toLowerCase().replace(/[_-]/g, "");
+  const same = known.find((k) => norm(k) === norm(name));
+  if (same) return same;
+  const distance = (a, b) => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+    for (let j = 1; j <= b.length; j++) d[0][j] = j;
+    for (let i = 1; i <= a.length; i++) {
+      for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    return d[a.length][b.length];
+  };
+  let best = null;
+  for (const k of known) {
+    const dist = distance(norm(name), norm(k));
+    if (dist <= 3 && (!best || dist < best.dist)) best = { k, dist };
+  }
+  return best?.k ?? null;
+}
+
+/** Unknown option names are mistakes (a request would go out without them): say which. */
+function checkOptionNames(opts, who, known) {
+  for (const name of Object.keys(opts)) {
+    if (known.includes(name)) continue;
+    const near = closest(name, known);
+    throw new TypeError(`${who}: unknown option \`${name}\`${near ? `; did you mean \`${near}\`?` : ""} (known: ${known.join(", ")})`);
+  }
+}
+
+/** The API key from the environment, as the official SDKs read it (Node, Workers with nodejs_compat). */
+function envKey(names) {
+  const env = globalThis.process?.env;
+  for (const n of names) if (typeof env?.[n] === "string" && env[n]) return env[n];
+  return undefined;
+}
+
+function checkProviderOptions(opts, who, known) {
   checkHttpOptions(opts, who);
+  checkOptionNames(opts, who, known);
   if (opts.thinking !== undefined) checkEffort(opts.thinking);
   if (opts.maxTokens !== undefined && !(Number.isInteger(opts.maxTokens) && opts.maxTokens > 0)) {
     throw new TypeError(`${who}: \`maxTokens\` must be a positive integer`);
@@ -43,12 +83,41 @@ function checkProviderOptions(opts, who) {
   }
 }
 
-/** The HTTP providers: one class per wire format, the options checked once, immutable. */
+/**
+ * The HTTP providers: one class per wire format, the options checked once, immutable. `own`:
+ * the options this provider takes besides the common ones, and the environment variables its
+ * official SDK reads the key from.
+ */
 class HttpProvider {
   #opts;
-  constructor(opts, who) {
-    checkProviderOptions(opts, who);
+  constructor(opts, who, { options = [], keyEnv = [] } = {}) {
+    if (opts && typeof opts === "object" && "baseURL" in opts) {
+      // The OpenAI SDK's spelling, taken as an alias.
+      const { baseURL, ...rest } = opts;
+      if (rest.baseUrl !== undefined && rest.baseUrl !== baseURL) throw new TypeError(`${who}: \`baseUrl\` and \`baseURL\` differ; give one`);
+      opts = { ...rest, baseUrl: baseURL };
+    }
+    checkProviderOptions(opts, who, [...COMMON_OPTIONS, ...options]);
     this.#opts = { ...opts };
+    this.#who = who;
+    this.#keyEnv = keyEnv;
+  }
+  #who;
+  #keyEnv;
+
+  /**
+   * The key for a request. The provider's own host needs one: from the options, else the
+   * environment (read when the request is made), else an error before anything is sent. A
+   * custom `baseUrl` may need none.
+   */
+  #apiKey() {
+    const o = this.#opts;
+    if (o.apiKey !== undefined || o.baseUrl !== undefined) return o.apiKey;
+    const key = envKey(this.#keyEnv);
+    if (key === undefined) {
+      throw new TypeError(`${this.#who}: no API key: pass \`apiKey\`${this.#keyEnv.length ? ` or set ${this.#keyEnv.join(" or ")}` : ""} (or a \`baseUrl\` of a server that needs none)`);
+    }
+    return key;
   }
   get modelName() {
     return this.#opts.model;
@@ -66,7 +135,7 @@ class HttpProvider {
     const spec = {
       kind: this._kind,
       model: o.model,
-      apiKey: o.apiKey,
+      apiKey: this.#apiKey(),
       baseUrl: o.baseUrl,
       headers: o.headers,
       maxTokens: o.maxTokens,
@@ -87,7 +156,7 @@ class HttpProvider {
 /** OpenAI Chat Completions, and every OpenAI-compatible server. */
 export class OpenAIChatProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "OpenAIChatProvider");
+    super(opts, "OpenAIChatProvider", { options: ["reasoningKey"], keyEnv: ["OPENAI_API_KEY"] });
   }
   get name() {
     return "openai";
@@ -100,7 +169,7 @@ export class OpenAIChatProvider extends HttpProvider {
 /** Moonshot's Kimi API (OpenAI-compatible with Moonshot's rules); base URL https://api.moonshot.ai/v1. */
 export class KimiProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "KimiProvider");
+    super(opts, "KimiProvider", { options: [], keyEnv: ["MOONSHOT_API_KEY"] });
   }
   get name() {
     return "kimi";
@@ -113,7 +182,7 @@ export class KimiProvider extends HttpProvider {
 /** Anthropic's Messages API; base URL https://api.anthropic.com/v1. */
 export class AnthropicProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "AnthropicProvider");
+    super(opts, "AnthropicProvider", { options: ["adaptiveThinking"], keyEnv: ["ANTHROPIC_API_KEY"] });
   }
   get name() {
     return "anthropic";
@@ -126,7 +195,7 @@ export class AnthropicProvider extends HttpProvider {
 /** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
 export class OpenAIResponsesProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "OpenAIResponsesProvider");
+    super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort"], keyEnv: ["OPENAI_API_KEY"] });
   }
   get name() {
     return "openai-responses";
@@ -139,7 +208,7 @@ export class OpenAIResponsesProvider extends HttpProvider {
 /** Google's Gemini API (generativelanguage.googleapis.com/v1beta). */
 export class GeminiProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "GeminiProvider");
+    super(opts, "GeminiProvider", { options: [], keyEnv: ["GEMINI_API_KEY", "GOOGLE_API_KEY"] });
   }
   get name() {
     return "gemini";

@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import * as k from "kosong-wasm";
-import { startMockServer, gate } from "./mock-openai.mjs";
+import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
 
 let server;
 before(async () => (server = await startMockServer()));
@@ -185,4 +185,38 @@ test("history the provider cannot express is a clear error before anything is se
   const err2 = await k.generate(new k.AnthropicProvider({ model: "claude-sonnet-4-5", baseUrl: server.baseUrl }), "", [], audio).then(() => null, (e) => e);
   assert.match(err2.message, /no audio or video/);
   assert.equal(server.requests.length, before);
+});
+
+test("options a new user gets wrong fail loudly: unknown names say the closest, baseURL is an alias, a missing key is an error before any request", async () => {
+  for (const [bad, near] of [["base_url", "baseUrl"], ["api_key", "apiKey"], ["apikey", "apiKey"], ["maxtokens", "maxTokens"], ["timeout", "timeoutMs"]]) {
+    assert.throws(() => new k.OpenAIChatProvider({ model: "m", [bad]: "x" }), (e) => e instanceof TypeError && e.message.includes(`unknown option \`${bad}\``) && e.message.includes(`did you mean \`${near}\``), bad);
+  }
+  assert.throws(() => new k.AnthropicProvider({ model: "m", onPart: () => {} }), /unknown option `onPart`/);
+  assert.throws(() => new k.AnthropicProvider({ model: "m", reasoningKey: "r" }), /unknown option `reasoningKey`/, "an option of another provider");
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m", baseUrl: "http://a/v1", baseURL: "http://b/v1" }), /differ/);
+
+  // baseURL, the OpenAI SDK's spelling, works.
+  server.respond({ steps: [text("aliased"), finish(), done()] });
+  const r = await k.generate(new k.OpenAIChatProvider({ model: "m", baseURL: server.baseUrl, apiKey: "sk-1" }), "", [], [{ role: "user", content: "hi" }]);
+  assert.equal(r.message.content, "aliased");
+
+  // No key for the provider's own host: the environment (as the SDKs read it), else an error, and nothing sent.
+  const seen = [];
+  const fetch = async (url, init) => {
+    seen.push({ url, auth: new Headers(init.headers).get("authorization") ?? new Headers(init.headers).get("x-api-key") });
+    throw new Error("offline");
+  };
+  const saved = { OPENAI_API_KEY: process.env.OPENAI_API_KEY, ANTHROPIC_API_KEY: process.env.ANTHROPIC_API_KEY };
+  try {
+    delete process.env.OPENAI_API_KEY;
+    delete process.env.ANTHROPIC_API_KEY;
+    const e = await k.generate(new k.OpenAIChatProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (x) => x);
+    assert.ok(e instanceof TypeError && /OPENAI_API_KEY/.test(e.message), String(e));
+    assert.equal(seen.length, 0, "nothing was sent");
+    process.env.ANTHROPIC_API_KEY = "sk-ant-from-env";
+    await k.generate(new k.AnthropicProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).catch(() => {});
+    assert.deepEqual(seen, [{ url: "https://api.anthropic.com/v1/messages", auth: "sk-ant-from-env" }]);
+  } finally {
+    for (const [n, v] of Object.entries(saved)) v === undefined ? delete process.env[n] : (process.env[n] = v);
+  }
 });
