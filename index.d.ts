@@ -142,9 +142,17 @@ export interface ChatProvider {
   /** A new provider; the old one is unchanged. */
   withThinking(effort: ThinkingEffort): ChatProvider;
 }
+/**
+ * An unknown option name is a TypeError that names the closest known one. Without `apiKey` and
+ * `baseUrl`, a request reads the key from the environment as the official SDKs do
+ * (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`/`GOOGLE_API_KEY`, `MOONSHOT_API_KEY`),
+ * and without one fails with a TypeError before anything is sent.
+ */
 export interface HttpOptions {
   apiKey?: string;
   baseUrl?: string;
+  /** The OpenAI SDK's spelling of `baseUrl`, taken as an alias. */
+  baseURL?: string;
   headers?: Record<string, string>;
   /** Used instead of the global fetch. */
   fetch?: typeof fetch;
