@@ -98,9 +98,16 @@ export interface Toolset {
   /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
   handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
+/**
+ * Tools by name. A name must match `^[a-zA-Z0-9_-]{1,64}$` (a leading `$` is allowed for Moonshot's
+ * builtins), be unique, and `parameters` must be a JSON Schema object: anything else is a TypeError
+ * at construction. A handler that throws gives "Error running tool: …" with the error's class when
+ * it is a subclass (`TypeError: …`), and the error, with its stack, goes to `logger.warn`.
+ */
 export class SimpleToolset implements Toolset {
-  constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined });
+  constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger });
   readonly tools: Array<ToolDefinition & { eager?: boolean }>;
+  /** Throws when the name is taken or invalid. */
   add(tool: Tool): this;
   /** Throws when no tool has that name. */
   remove(name: string): this;

@@ -37,10 +37,13 @@ export function definitionOf(tool) {
 }
 
 /** Tools by name, with kosong's error results (see API.md). */
+const TOOL_NAME = /^\$?[a-zA-Z0-9_-]{1,64}$/; // what the providers accept (`$`: Moonshot's builtins)
+
 export class SimpleToolset {
   #core;
   #tools = new Map();
   #validate;
+  #logger;
 
   constructor(tools = [], options = {}) {
     this.#core = callWasm(() => new wasm.SimpleToolsetCore());
@@ -48,6 +51,11 @@ export class SimpleToolset {
     if (this.#validate !== undefined && typeof this.#validate !== "function") {
       throw new TypeError("SimpleToolset: options.validate must be a function");
     }
+    this.#logger = options?.logger ?? undefined;
+    if (this.#logger !== undefined && typeof this.#logger?.warn !== "function") {
+      throw new TypeError("SimpleToolset: options.logger must have a warn(message, fields) method");
+    }
+    if (tools !== null && tools !== undefined && !Array.isArray(tools)) throw new TypeError("SimpleToolset: tools must be an array");
     for (const t of tools ?? []) this.add(t);
   }
 
@@ -55,9 +63,18 @@ export class SimpleToolset {
     return [...this.#tools.values()].map((t) => ({ ...definitionOf(t), ...(t.eager === false ? { eager: false } : {}) }));
   }
 
+  /** Adds a tool; a name already taken is a TypeError (`remove` it first to replace it). */
   add(tool) {
     if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
+    if (!TOOL_NAME.test(tool.name)) {
+      throw new TypeError(`SimpleToolset.add: tool name \`${tool.name}\` must match ^[a-zA-Z0-9_-]{1,64}$ (what the providers accept)`);
+    }
+    if (this.#tools.has(tool.name)) throw new TypeError(`SimpleToolset.add: there is already a tool named \`${tool.name}\``);
     if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
+    const p = tool.parameters;
+    if (p !== undefined && (p === null || typeof p !== "object" || Array.isArray(p) || (p.type !== undefined && p.type !== "object"))) {
+      throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: parameters must be a JSON Schema object ({type: "object", properties: …})`);
+    }
     this.#tools.set(tool.name, tool);
     callWasm(() => this.#core.add(tool.name));
     return this;
@@ -91,17 +108,18 @@ export class SimpleToolset {
       args = JSON.parse(prepared);
     }
     const context = { toolCallId: id, ...(ctx && typeof ctx === "object" ? ctx : {}) };
+    const thrown = (e) => {
+      this.#logger?.warn(`kosong-wasm: tool \`${call.function.name}\` threw`, { tool: call.function.name, id, error: e, stack: e?.stack });
+      return callWasm(() => core.settleThrown(id, e));
+    };
     let out;
     try {
       out = runHandler(this.#tools.get(call.function.name), this.#validate, args, context);
     } catch (e) {
-      return callWasm(() => core.settleThrown(id, e));
+      return thrown(e);
     }
     if (out !== null && typeof out === "object" && typeof out.then === "function") {
-      return Promise.resolve(out).then(
-        (v) => callWasm(() => core.settle(id, v)),
-        (e) => callWasm(() => core.settleThrown(id, e)),
-      );
+      return Promise.resolve(out).then((v) => callWasm(() => core.settle(id, v)), thrown);
     }
     return callWasm(() => core.settle(id, out));
   }

@@ -33,10 +33,12 @@ pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {
     read_js(v).ok()
 }
 
-/// `error.message` for an `Error`, `String(value)` for anything else.
+/// `error.message` for an `Error`, with its class when it is a subclass (`TypeError: x is
+/// undefined`); `String(value)` for anything else.
 pub fn error_text(e: &JsValue) -> String {
     if let Some(err) = e.dyn_ref::<js_sys::Error>() {
-        return String::from(err.message());
+        let (name, message) = (String::from(err.name()), String::from(err.message()));
+        return if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
     }
     if let Some(s) = e.as_string() {
         return s;
@@ -218,7 +220,9 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
     }
     let invalid = |what: &str| {
         Ok(ToolReturnValue::error(
-            &format!("Invalid return type: {what}"),
+            &format!(
+                "Invalid return type: {what}; a tool returns a string, an array of content parts or a ToolReturnValue (toolOk/toolError)"
+            ),
             "Invalid return type",
             ToolOutput::Text(String::new()),
         ))

@@ -155,3 +155,26 @@ test("PartialJson: deep nesting is previewed down to 64 levels, says so, and wha
   shallow.feed('{"a": {"b": [1, 2]}}');
   assert.equal(shallow.depthLimited, false);
 });
+
+test("SimpleToolset refuses what the providers would: duplicate names, invalid names, parameters that are not a schema object; a thrown error keeps its class and reaches the logger", async () => {
+  const t = (name, extra = {}) => ({ name, description: "", parameters: { type: "object" }, handler: () => "ok", ...extra });
+  assert.throws(() => new k.SimpleToolset([t("a"), t("a")]), /already a tool named `a`/);
+  assert.throws(() => new k.SimpleToolset([t("has space")]), /must match/);
+  assert.throws(() => new k.SimpleToolset([t("x".repeat(65))]), /must match/);
+  assert.throws(() => new k.SimpleToolset([t("p", { parameters: [] })]), /JSON Schema object/);
+  assert.throws(() => new k.SimpleToolset([t("p", { parameters: { type: "string" } })]), /JSON Schema object/);
+  new k.SimpleToolset([t("$web_search"), t("ok-name_1"), t("noparams", { parameters: undefined })]); // all fine
+
+  const warned = [];
+  const ts = new k.SimpleToolset([
+    t("typo", { handler: (a) => a.missing.field }),
+    t("num", { handler: () => 42 }),
+  ], { logger: { warn: (message, fields) => warned.push({ message, fields }) } });
+  const r = ts.handle({ type: "function", id: "c1", function: { name: "typo", arguments: "{}" } });
+  assert.match(r.return_value.message, /^Error running tool: TypeError: Cannot read properties of undefined/);
+  assert.equal(warned.length, 1);
+  assert.equal(warned[0].fields.tool, "typo");
+  assert.match(warned[0].fields.stack, /TypeError/);
+  const n = ts.handle({ type: "function", id: "c2", function: { name: "num", arguments: "{}" } });
+  assert.match(n.return_value.message, /^Invalid return type: number; a tool returns a string, an array of content parts or a ToolReturnValue/);
+});

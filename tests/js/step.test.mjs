@@ -137,7 +137,7 @@ test("a tool that throws, an unknown tool and arguments that are not JSON become
   assert.equal(rv[1].message, "Tool `nope` not found");
   assert.match(rv[2].message, /^Error parsing JSON arguments: /);
   assert.deepEqual(rv[2].display, [{ type: "brief", text: "Invalid arguments" }]);
-  assert.equal(rv[3].message, "Error running tool: async boom");
+  assert.equal(rv[3].message, "Error running tool: TypeError: async boom", "the class of a subclass is kept");
 });
 
 test("a validator's message becomes kosong's validation error", async () => {
