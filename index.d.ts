@@ -290,6 +290,8 @@ export type ProviderErrorKind =
   | "server"
   /** The history or the options cannot be sent to this provider. */
   | "invalid_request"
+  /** The model refused to answer; the message carries its words. The agent does not retry it. */
+  | "refused"
   | "other";
 export class ChatProviderError extends Error {
   constructor(message?: string, options?: { cause?: unknown; kind?: ProviderErrorKind });

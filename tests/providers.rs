@@ -703,3 +703,42 @@ fn base_urls_with_or_without_the_version_segment() {
     assert_eq!(url("gemini", Some("https://generativelanguage.googleapis.com")), g);
     assert_eq!(url("gemini", Some("https://generativelanguage.googleapis.com/v1beta/")), g);
 }
+
+/// A refusal reaches the caller as an error of kind `refused` carrying the model's words (not an
+/// empty answer, which the agent would retry): Chat Completions' `delta.refusal`, a Responses
+/// refusal (streamed, or a content part of the finished message), Anthropic's `stop_reason:
+/// "refusal"`.
+#[test]
+fn refusals_are_errors_that_carry_the_text() {
+    let refused = |o: &Outcome, words: &str| {
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Refused, message }) if message.contains(words))
+    };
+    let line = |v: Value| format!("data: {v}\n\n");
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+
+    let chat = provider(json!({"kind": "openai", "model": "gpt-4o"}));
+    let mut s = line(json!({"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}));
+    s += &line(json!({"id":"c","choices":[{"index":0,"delta":{"refusal":"I can't help "}}]}));
+    s += &line(json!({"id":"c","choices":[{"index":0,"delta":{"refusal":"with that."}}]}));
+    s += &line(json!({"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+    s += "data: [DONE]\n\n";
+    let o = decode_every_split(&chat, s.as_bytes());
+    assert!(refused(&o, "I can't help with that."), "{:?}", o.end);
+
+    let responses = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
+    let mut s = ev(json!({"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}));
+    s += &ev(json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"No, "}));
+    s += &ev(json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"sorry."}));
+    s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
+    assert!(refused(&decode_every_split(&responses, s.as_bytes()), "No, sorry."));
+    let mut s = ev(json!({"type":"response.output_item.done","output_index":0,"item":{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"refusal","refusal":"Not that."}]}}));
+    s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
+    assert!(refused(&decode(&responses, &[s.as_bytes()]), "Not that."));
+
+    let anthropic = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let mut s = ev(json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}));
+    s += &ev(json!({"type":"message_delta","delta":{"stop_reason":"refusal"},"usage":{"output_tokens":1}}));
+    s += &ev(json!({"type":"message_stop"}));
+    assert!(refused(&decode(&anthropic, &[s.as_bytes()]), "refused"));
+    assert!(!kosong_wasm::core::soul::rules::is_retryable(&kosong_wasm::core::providers::refusal("x")));
+}

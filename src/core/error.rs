@@ -31,6 +31,8 @@ pub enum FailureKind {
     Server,
     /// The history or the options cannot be sent to this provider.
     InvalidRequest,
+    /// The model refused to answer; the message is its refusal. Not worth a retry.
+    Refused,
 }
 
 impl FailureKind {
@@ -41,6 +43,7 @@ impl FailureKind {
             FailureKind::Limit => "limit",
             FailureKind::Server => "server",
             FailureKind::InvalidRequest => "invalid_request",
+            FailureKind::Refused => "refused",
         }
     }
 }

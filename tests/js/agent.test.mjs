@@ -423,3 +423,15 @@ test("a context store that throws is never silent: append throws its error, and 
   assert.deepEqual(r.types.slice(-2), ["StepInterrupted", "TurnEnd"]);
   assert.equal(r.types.filter((t) => t === "StepBegin").length, 1);
 });
+
+test("a refusal is not retried: the turn ends with an error of kind `refused` that carries the model's words", async () => {
+  server.respond({ steps: [sse({ id: "c", choices: [{ index: 0, delta: { refusal: "I can't help with that." } }] }), finish("stop"), done()] });
+  const before = server.requests.length;
+  const agent = new k.Agent({ provider: new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl }), systemPrompt: "" });
+  const r = await runTurn(agent, "something");
+  assert.ok(r.error instanceof k.ChatProviderError);
+  assert.equal(r.error.kind, "refused");
+  assert.match(r.error.message, /I can't help with that\./);
+  assert.equal(server.requests.length - before, 1, "asked once");
+  assert.ok(!r.types.includes("StepRetry"));
+});

@@ -587,6 +587,9 @@ impl StreamDecoder for AnthropicDecoder {
                 "the stream ended before the model finished its answer (no message_stop)",
             ));
         }
+        if self.stop_reason.as_deref() == Some("refusal") {
+            return Err(super::refusal(""));
+        }
         self.complete_all(out);
         Ok(())
     }

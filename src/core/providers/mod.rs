@@ -54,6 +54,13 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
 }
 
+/// The error a refusal ends a stream with: the model's own words when it gave some.
+pub fn refusal(text: &str) -> ChatProviderError {
+    let text = text.trim();
+    let message = if text.is_empty() { "The model refused to answer.".to_owned() } else { format!("The model refused to answer: {text}") };
+    ChatProviderError::failed(crate::core::error::FailureKind::Refused, message)
+}
+
 /// The base URL to send to: a configured one that is only a host (`https://api.anthropic.com`,
 /// as kosong and the official SDKs take it) gets the API's version segment; one with a path is
 /// taken as it is.

@@ -231,6 +231,9 @@ struct Delta {
     content: Option<Value>,
     #[serde(default)]
     reasoning_content: Option<String>,
+    /// A refusal, in place of content.
+    #[serde(default)]
+    refusal: Option<String>,
     #[serde(default)]
     reasoning: Option<Value>,
     #[serde(default)]
@@ -340,6 +343,8 @@ pub struct OpenAIChatDecoder {
     usage: Option<TokenUsage>,
     finish_reason: Option<String>,
     done: bool,
+    /// The refusal streamed so far (`delta.refusal`).
+    refusal: String,
     calls: Vec<OpenCall>,
     /// Each index's call, and the server ids seen: O(1) lookups however many calls come.
     by_index: std::collections::HashMap<u64, usize>,
@@ -361,6 +366,7 @@ impl OpenAIChatDecoder {
             usage: None,
             finish_reason: None,
             done: false,
+            refusal: String::new(),
             calls: Vec::new(),
             by_index: std::collections::HashMap::new(),
             server_ids: std::collections::HashSet::new(),
@@ -512,6 +518,9 @@ impl StreamDecoder for OpenAIChatDecoder {
             if let Some(t) = think.filter(|t| self.empty_think || !t.is_empty()) {
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
             }
+            if let Some(r) = &delta.refusal {
+                self.refusal.push_str(r);
+            }
             match delta.content {
                 Some(Value::String(c)) if !c.is_empty() => {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: c })))
@@ -549,6 +558,9 @@ impl StreamDecoder for OpenAIChatDecoder {
                 FailureKind::Truncated,
                 "the stream ended before the model finished its answer (no finish_reason and no [DONE])",
             ));
+        }
+        if !self.refusal.is_empty() {
+            return Err(super::refusal(&self.refusal));
         }
         self.complete_all(out);
         Ok(())

@@ -223,6 +223,7 @@ const KNOWN_EVENTS: &[&str] = &[
     "response.function_call_arguments.done",
     "response.reasoning_summary_text.delta",
     "response.reasoning_text.delta",
+    "response.refusal.delta",
     "response.completed",
     "response.incomplete",
     "response.failed",
@@ -280,6 +281,9 @@ pub struct ResponsesDecoder {
     /// Items before this one were completed by `complete_all` already.
     completed_upto: usize,
     any_call: bool,
+    /// The refusal streamed so far (`response.refusal.delta`, or a `refusal` content part).
+    refusal: String,
+    refused: bool,
     ids: CallIds,
 }
 
@@ -341,6 +345,15 @@ impl ResponsesDecoder {
         let Some(item) = ev.item.as_ref() else { return };
         let item_id = item.get("id").and_then(Value::as_str);
         let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if item_type == "message" && self.refusal.is_empty() {
+            // A refusal given as a content part of the finished message (no refusal deltas).
+            for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+                if part.get("type").and_then(Value::as_str) == Some("refusal") {
+                    self.refusal.push_str(part.get("refusal").and_then(Value::as_str).unwrap_or(""));
+                    self.refused = true;
+                }
+            }
+        }
         let known = self.find(item_id, ev.output_index).is_some();
         if !known && item_type == "function_call" {
             // A call never announced by `output_item.added`: take it whole.
@@ -427,6 +440,10 @@ impl StreamDecoder for ResponsesDecoder {
                     }
                 }
             }
+            "response.refusal.delta" => {
+                self.refused = true;
+                self.refusal.push_str(ev.delta.as_deref().unwrap_or(""));
+            }
             // Raw reasoning (gpt-oss behind LM Studio, vLLM, Ollama): think parts as they come.
             "response.reasoning_text.delta" => {
                 if let Some(d) = ev.delta.filter(|d| !d.is_empty()) {
@@ -490,6 +507,9 @@ impl StreamDecoder for ResponsesDecoder {
                 FailureKind::Truncated,
                 "the stream ended before the model finished its answer (no response.completed)",
             ));
+        }
+        if self.refused {
+            return Err(super::refusal(&self.refusal));
         }
         self.complete_all(out);
         Ok(())
