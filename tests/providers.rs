@@ -70,8 +70,10 @@ fn decode(p: &HttpProvider, chunks: &[&[u8]]) -> Outcome {
     }
     let mut asm = MessageAssembler::new();
     for e in &events {
-        if let StreamEvent::Part(p) = e {
-            asm.try_push(p.clone()).unwrap();
+        match e {
+            StreamEvent::Part(p) => asm.try_push(p.clone()).unwrap(),
+            StreamEvent::Boundary => asm.boundary(),
+            StreamEvent::ToolCallComplete(_) => {}
         }
     }
     Outcome {
@@ -741,4 +743,22 @@ fn refusals_are_errors_that_carry_the_text() {
     s += &ev(json!({"type":"message_stop"}));
     assert!(refused(&decode(&anthropic, &[s.as_bytes()]), "refused"));
     assert!(!kosong_wasm::core::soul::rules::is_retryable(&kosong_wasm::core::providers::refusal("x")));
+}
+
+/// Two output messages in one Responses answer stay two text parts ("Got it" and "Here are…"),
+/// not one run-together text.
+#[test]
+fn responses_output_messages_stay_apart() {
+    let p = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let mut s = String::new();
+    for (i, t) in ["Got it.", "Here are the results."].iter().enumerate() {
+        let id = format!("msg_{i}");
+        s += &ev(json!({"type":"response.output_item.added","output_index":i,"item":{"id":id,"type":"message","role":"assistant","content":[]}}));
+        s += &ev(json!({"type":"response.output_text.delta","item_id":id,"output_index":i,"content_index":0,"delta":t}));
+    }
+    s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.content, vec![ContentPart::text("Got it."), ContentPart::text("Here are the results.")]);
 }

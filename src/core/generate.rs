@@ -314,6 +314,13 @@ impl MessageAssembler {
         }
     }
 
+    /// The next content part starts a part of its own.
+    pub fn boundary(&mut self) {
+        if self.pending == Pending::Content {
+            self.pending = Pending::None;
+        }
+    }
+
     /// Marks the call complete; returns it the first time only.
     pub fn complete(&mut self, id: &str) -> Option<&ToolCall> {
         let i = *self.by_id.get(id)?;
@@ -408,6 +415,7 @@ where
                         }
                     }
                 }
+                StreamEvent::Boundary => asm.boundary(),
             }
         }
         if !more {

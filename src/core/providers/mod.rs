@@ -24,6 +24,9 @@ pub enum StreamEvent {
     Part(StreamedMessagePart),
     /// The stream shows the tool call with this id complete: it may be dispatched now.
     ToolCallComplete(String),
+    /// What follows is a part of its own, not merged into the one before (a second output
+    /// message of a Responses answer).
+    Boundary,
 }
 
 /// Decodes one provider's event stream.

@@ -281,6 +281,8 @@ pub struct ResponsesDecoder {
     /// Items before this one were completed by `complete_all` already.
     completed_upto: usize,
     any_call: bool,
+    /// Output messages begun so far.
+    messages: u32,
     /// The refusal streamed so far (`response.refusal.delta`, or a `refusal` content part).
     refusal: String,
     refused: bool,
@@ -318,6 +320,13 @@ impl ResponsesDecoder {
 
     fn on_item_added(&mut self, ev: &Event, out: &mut Vec<StreamEvent>) {
         let Some(item) = ev.item.as_ref() else { return };
+        if item.get("type").and_then(Value::as_str) == Some("message") {
+            if self.messages > 0 {
+                // A second output message: its text is a part of its own, not run into the first.
+                out.push(StreamEvent::Boundary);
+            }
+            self.messages += 1;
+        }
         let item_id = item.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
         let kind = match item.get("type").and_then(Value::as_str).unwrap_or("") {
             "function_call" => {
