@@ -762,3 +762,53 @@ fn responses_output_messages_stay_apart() {
     assert!(o.end.is_ok(), "{:?}", o.end);
     assert_eq!(o.message.content, vec![ContentPart::text("Got it."), ContentPart::text("Here are the results.")]);
 }
+
+/// Vertex's streamed function-call arguments (`partialArgs` with `jsonPath`, `willContinue`)
+/// are assembled into one call with its full arguments, handed on only when its last piece came;
+/// a stream that ends inside such a call is an error, and no tool runs on it.
+#[test]
+fn gemini_streamed_function_call_arguments() {
+    let p = provider(json!({"kind": "gemini", "model": "gemini-3-pro"}));
+    let chunk = |parts: Value, finish: Option<&str>| {
+        let mut c = json!({"responseId": "resp1", "candidates": [{"content": {"role": "model", "parts": parts}}]});
+        if let Some(f) = finish {
+            c["candidates"][0]["finishReason"] = json!(f);
+        }
+        format!("data: {c}\n\n")
+    };
+    let mut s = chunk(json!([{"text": "Checking."}]), None);
+    s += &chunk(json!([{"functionCall": {"name": "get_weather", "willContinue": true}, "thoughtSignature": "c2ln"}]), None);
+    s += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "San Fr", "willContinue": true}], "willContinue": true}}]), None);
+    s += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "ancisco"}], "willContinue": true}}]), None);
+    s += &chunk(json!([{"functionCall": {"partialArgs": [
+        {"jsonPath": "$.days", "numberValue": 3},
+        {"jsonPath": "$.units['temp']", "stringValue": "C"},
+        {"jsonPath": "$.hours[0]", "numberValue": 9},
+        {"jsonPath": "$.hours[1]", "numberValue": 18},
+        {"jsonPath": "$.alerts", "boolValue": true}
+    ], "willContinue": true}}]), None);
+    s += &chunk(json!([{"functionCall": {}}]), Some("STOP"));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    let calls = o.message.tool_calls.as_deref().unwrap();
+    assert_eq!(calls.len(), 1, "one call, not one per piece");
+    assert_eq!(calls[0].function.name, "get_weather");
+    assert_eq!(
+        serde_json::from_str::<Value>(calls[0].function.arguments.as_deref().unwrap()).unwrap(),
+        json!({"location": "San Francisco", "days": 3, "units": {"temp": "C"}, "hours": [9, 18], "alerts": true})
+    );
+    assert_eq!(calls[0].extras.as_ref().unwrap()["thought_signature_b64"], "c2ln");
+    assert_eq!(o.completed(), vec![calls[0].id.clone()]);
+    let complete_at = o.completed_at(&calls[0].id);
+    assert_eq!(complete_at, o.events.len() - 1, "complete only once its last piece came");
+
+    let mut cut = chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}]), None);
+    cut += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x", "willContinue": true}], "willContinue": true}}]), Some("STOP"));
+    let o = decode(&p, &[cut.as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, .. })), "{:?}", o.end);
+    assert!(o.completed().is_empty());
+
+    let bad = chunk(json!([{"functionCall": {"name": "f", "partialArgs": [{"jsonPath": "$.a[99999999]", "numberValue": 1}]}}]), Some("STOP"));
+    let o = decode(&p, &[bad.as_bytes()]);
+    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, .. })), "an index past the next one: {:?}", o.end);
+}

@@ -291,6 +291,85 @@ pub struct GeminiDecoder {
     usage: Option<TokenUsage>,
     finish_reason: Option<String>,
     ids: CallIds,
+    /// A call whose arguments stream in pieces (Vertex's `streamFunctionCallArguments`), until
+    /// a part without `willContinue` closes it.
+    pending: Option<StreamedCall>,
+}
+
+/// A function call being assembled from `partialArgs`.
+#[derive(Debug, Default)]
+struct StreamedCall {
+    id: Option<String>,
+    name: String,
+    args: Map<String, Value>,
+    signature: Option<String>,
+    /// The JSON path of a string value whose next piece is still to come.
+    continuing: Option<String>,
+}
+
+/// One step of a JSON path (RFC 9535, the subset function arguments use).
+enum PathStep {
+    Key(String),
+    Index(usize),
+}
+
+/// `$.foo.bar[0]['x y']` into its steps; `None` for what is not such a path.
+fn parse_json_path(path: &str) -> Option<Vec<PathStep>> {
+    let mut rest = path.strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end == 0 {
+                return None;
+            }
+            steps.push(PathStep::Key(r[..end].to_owned()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            let quoted = |q: char| inner.strip_prefix(q).and_then(|s| s.strip_suffix(q));
+            match quoted('\'').or_else(|| quoted('"')) {
+                Some(k) => steps.push(PathStep::Key(k.to_owned())),
+                None => steps.push(PathStep::Index(inner.parse().ok()?)),
+            }
+            rest = &r[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+/// The slot at `steps` under `root`, made as needed (an object, or the next element of an
+/// array); `None` when the path skips ahead or crosses a value of another kind.
+fn slot_at<'a>(root: &'a mut Map<String, Value>, steps: &[PathStep]) -> Option<&'a mut Value> {
+    let (first, rest) = steps.split_first()?;
+    let PathStep::Key(k) = first else { return None };
+    let mut v = root.entry(k.clone()).or_insert(Value::Null);
+    for step in rest {
+        v = match step {
+            PathStep::Key(k) => {
+                if !v.is_object() {
+                    *v = Value::Object(Map::new());
+                }
+                v.as_object_mut()?.entry(k.clone()).or_insert(Value::Null)
+            }
+            PathStep::Index(i) => {
+                if !v.is_array() {
+                    *v = Value::Array(Vec::new());
+                }
+                let a = v.as_array_mut()?;
+                // An element is set in order: an index past the next one is refused (a stream
+                // must not make us allocate what it names).
+                if *i == a.len() {
+                    a.push(Value::Null);
+                }
+                a.get_mut(*i)?
+            }
+        };
+    }
+    Some(v)
 }
 
 fn usage_of(u: &Value) -> TokenUsage {
@@ -306,20 +385,81 @@ fn usage_of(u: &Value) -> TokenUsage {
 }
 
 impl GeminiDecoder {
-    fn on_part(&mut self, part: &Value, out: &mut Vec<StreamEvent>) {
+    /// The id for a call: Gemini rarely sends one, so ours carry the response id and stay
+    /// distinct across the turns of a conversation.
+    fn call_id(&mut self, given: Option<&str>) -> String {
+        let prefix = match &self.id {
+            Some(r) => format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>()),
+            None => "call_".to_owned(),
+        };
+        self.ids.assign(given, &prefix)
+    }
+
+    /// A piece of a streamed call; the call is handed on, whole, when its last piece came.
+    fn on_streamed_call(&mut self, call: &Value, sig: Option<&str>, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        let malformed = |what: String| ChatProviderError::failed(FailureKind::Malformed, what);
+        let p = self.pending.get_or_insert_with(StreamedCall::default);
+        if let Some(name) = call.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            p.name = name.to_owned();
+        }
+        if let Some(id) = call.get("id").and_then(Value::as_str).filter(|i| !i.is_empty()) {
+            p.id = Some(id.to_owned());
+        }
+        if let Some(sig) = sig {
+            p.signature = Some(sig.to_owned());
+        }
+        if let Some(Value::Object(args)) = call.get("args") {
+            p.args.extend(args.clone());
+        }
+        for pa in call.get("partialArgs").and_then(Value::as_array).into_iter().flatten() {
+            let path = pa.get("jsonPath").and_then(Value::as_str).unwrap_or("");
+            let steps = parse_json_path(path).filter(|s| !s.is_empty()).ok_or_else(|| {
+                malformed(format!("a streamed function-call argument has a JSON path this decoder cannot follow: {path:?}"))
+            })?;
+            let continues = p.continuing.as_deref() == Some(path);
+            let slot = slot_at(&mut p.args, &steps).ok_or_else(|| malformed(format!("JSON path {path:?} does not fit the arguments so far")))?;
+            if let Some(s) = pa.get("stringValue").and_then(Value::as_str) {
+                match slot {
+                    Value::String(prev) if continues => prev.push_str(s),
+                    _ => *slot = Value::String(s.to_owned()),
+                }
+            } else if let Some(n) = pa.get("numberValue").filter(|n| n.is_number()) {
+                *slot = n.clone();
+            } else if let Some(b) = pa.get("boolValue").and_then(Value::as_bool) {
+                *slot = Value::Bool(b);
+            } else if pa.get("nullValue").is_some() {
+                *slot = Value::Null;
+            }
+            p.continuing = (pa.get("willContinue").and_then(Value::as_bool) == Some(true)).then(|| path.to_owned());
+        }
+        if call.get("willContinue").and_then(Value::as_bool) == Some(true) {
+            return Ok(());
+        }
+        let Some(done) = self.pending.take() else { return Ok(()) };
+        let id = self.call_id(done.id.as_deref());
+        let mut tc = ToolCall::new(id.clone(), done.name, Some(Value::Object(done.args).to_string()));
+        if let Some(sig) = done.signature {
+            let mut extras = Map::new();
+            extras.insert(THOUGHT_SIGNATURE.into(), json!(sig));
+            tc.extras = Some(extras);
+        }
+        out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
+        out.push(StreamEvent::ToolCallComplete(id));
+        Ok(())
+    }
+
+    fn on_part(&mut self, part: &Value, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         let sig = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(call) = part.get("functionCall") {
+            let streamed = self.pending.is_some()
+                || call.get("willContinue").and_then(Value::as_bool) == Some(true)
+                || call.get("partialArgs").is_some();
+            if streamed {
+                return self.on_streamed_call(call, sig, out);
+            }
             let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
             let args = call.get("args").filter(|a| !a.is_null()).map(|a| a.to_string()).unwrap_or_else(|| "{}".into());
-            // Gemini rarely sends ids: ours carry the response id so they stay distinct across
-            // the turns of a conversation.
-            let prefix = match &self.id {
-                Some(r) => {
-                    format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>())
-                }
-                None => "call_".to_owned(),
-            };
-            let id = self.ids.assign(call.get("id").and_then(Value::as_str), &prefix);
+            let id = self.call_id(call.get("id").and_then(Value::as_str));
             let mut tc = ToolCall::new(id.clone(), name, Some(args));
             if let Some(sig) = sig {
                 let mut extras = Map::new();
@@ -329,9 +469,9 @@ impl GeminiDecoder {
             out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
             // A call arrives whole in one part: it is complete as it stands.
             out.push(StreamEvent::ToolCallComplete(id));
-            return;
+            return Ok(());
         }
-        let Some(text) = part.get("text").and_then(Value::as_str) else { return };
+        let Some(text) = part.get("text").and_then(Value::as_str) else { return Ok(()) };
         if part.get("thought").and_then(Value::as_bool) == Some(true) {
             out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think {
                 think: text.to_owned(),
@@ -340,6 +480,7 @@ impl GeminiDecoder {
         } else if !text.is_empty() {
             out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
         }
+        Ok(())
     }
 }
 
@@ -369,7 +510,7 @@ impl StreamDecoder for GeminiDecoder {
         }
         let Some(candidate) = chunk.candidates.into_iter().next() else { return Ok(()) };
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            self.on_part(&part, out);
+            self.on_part(&part, out)?;
         }
         if let Some(r) = candidate.finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(r);
@@ -378,6 +519,12 @@ impl StreamDecoder for GeminiDecoder {
     }
 
     fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        if self.pending.is_some() {
+            return Err(ChatProviderError::failed(
+                FailureKind::Truncated,
+                "the stream ended inside a function call whose arguments were still streaming (willContinue)",
+            ));
+        }
         if self.finish_reason.is_none() {
             return Err(ChatProviderError::failed(
                 FailureKind::Truncated,
