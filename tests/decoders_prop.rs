@@ -72,6 +72,22 @@ fn sse_like() -> impl Strategy<Value = Vec<u8>> {
         Just(br#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc","type":"function_call","call_id":"c","name":"f","arguments":"{}"}}"#.to_vec()),
         Just(br#"{"type":"response.completed","response":{"usage":{"input_tokens":1}}}"#.to_vec()),
         Just(br#"{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}]}"#.to_vec()),
+        // Shapes real servers send beyond the docs (issue 12): unknown types with odd payloads,
+        // content parts, several choices, raw reasoning, refusals, content in message_start,
+        // streamed Gemini arguments.
+        Just(br#"{"type":"response.shell_call_output_content.delta","item_id":"s","delta":{"stdout":"x"}}"#.to_vec()),
+        Just(br#"{"type":"response.reasoning_text.delta","item_id":"r","output_index":0,"delta":"hm"}"#.to_vec()),
+        Just(br#"{"type":"response.refusal.delta","item_id":"m","output_index":0,"delta":"no"}"#.to_vec()),
+        Just(br#"{"type":"response.output_item.added","output_index":1,"item":{"id":"m2","type":"message","content":[]}}"#.to_vec()),
+        Just(br#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"a"}]},{"type":"text","text":"b"}]}}]}"#.to_vec()),
+        Just(br#"{"choices":[{"index":1,"delta":{"content":"other choice"}}]}"#.to_vec()),
+        Just(br#"{"choices":[{"index":0,"delta":{"refusal":"no"}}]}"#.to_vec()),
+        Just(br#"{"type":"message_start","message":{"id":"m","content":[{"type":"tool_use","id":"tu","name":"f","input":{"a":1}}]}}"#.to_vec()),
+        Just(br#"{"type":"message_delta","delta":{"stop_reason":"refusal"}}"#.to_vec()),
+        Just(br#"{"type":"ping_v2","message":"odd","usage":[1]}"#.to_vec()),
+        Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"g","willContinue":true}}]}}]}"#.to_vec()),
+        Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.a","stringValue":"x","willContinue":true}],"willContinue":true}}]}}]}"#.to_vec()),
+        Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.b[0]","numberValue":2}]}}]}}]}"#.to_vec()),
         proptest::collection::vec(any::<u8>(), 0..8),
     ];
     proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
