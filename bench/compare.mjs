@@ -109,26 +109,37 @@ async function toolsComparison(format, interleaved) {
 }
 
 /** The 1 MB-class argument: kosong with argument previews off and on, the AI SDK likewise (to 128 KB). */
+/**
+ * One `step` over a fixture's fetch with `tool`, argument previews (a PartialJson fed every
+ * piece) on or off; `check(preview)` looks at the preview when it was on.
+ */
+function argStep(tool, check) {
+  return (previews) => async (fetch) => {
+    const provider = new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch });
+    const tools = new kosong.SimpleToolset([tool]);
+    let preview = null;
+    const onMessagePart = previews
+      ? (p) => {
+          if (p.type === "function") preview = new kosong.PartialJson();
+          else if (p.type === "tool_call_part" && p.arguments_part) preview.feed(p.arguments_part);
+        }
+      : undefined;
+    const r = await kosong.step(provider, "", tools, [{ role: "user", content: "go" }], { onMessagePart });
+    await r.toolResults();
+    if (previews) check(preview);
+  };
+}
+
 /** Deeply nested arguments, previews on and off: previews must stay linear for this shape too. */
 async function nestedArgComparison() {
   const rows = [];
   for (const size of [24, 48, 96, 256, 1024].map((k) => k * 1024)) {
     const fixture = nestedArgFixture(size);
     const setup = () => fixtureFetch(fixture, followUp("openai")).fetch;
-    const run = (previews) => async (fetch) => {
-      const provider = new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch });
-      const tools = new kosong.SimpleToolset([{ name: "nest", description: "", parameters: { type: "object" }, handler: () => "ok" }]);
-      let preview = null;
-      const onMessagePart = previews
-        ? (p) => {
-            if (p.type === "function") preview = new kosong.PartialJson();
-            else if (p.type === "tool_call_part" && p.arguments_part) preview.feed(p.arguments_part);
-          }
-        : undefined;
-      const r = await kosong.step(provider, "", tools, [{ role: "user", content: "go" }], { onMessagePart });
-      await r.toolResults();
-      if (previews && !preview.depthLimited) throw new Error("the preview should say it is depth-limited");
-    };
+    const tool = { name: "nest", description: "", parameters: { type: "object" }, handler: () => "ok" };
+    const run = argStep(tool, (preview) => {
+      if (!preview.depthLimited) throw new Error("the preview should say it is depth-limited");
+    });
     rows.push({ size, events: fixture.events.length, kosongOff: stats(await measure(setup, run(false), 5)), kosongOn: stats(await measure(setup, run(true), 5)) });
   }
   return { comparison: "bigarg-nested", rows };
@@ -142,20 +153,10 @@ async function bigArgComparison() {
   for (const size of sizes) {
     const fixture = bigArgFixture(size);
     const setup = () => fixtureFetch(fixture, followUp("openai")).fetch;
-    const kosongRun = (previews) => async (fetch) => {
-      const provider = new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch });
-      const tools = new kosong.SimpleToolset([{ name: "write_file", description: "", parameters: schema, handler: (a) => String(a.content.length) }]);
-      let preview = null;
-      const onMessagePart = previews
-        ? (p) => {
-            if (p.type === "function") preview = new kosong.PartialJson();
-            else if (p.type === "tool_call_part" && p.arguments_part) preview.feed(p.arguments_part);
-          }
-        : undefined;
-      const r = await kosong.step(provider, "", tools, [{ role: "user", content: "go" }], { onMessagePart });
-      await r.toolResults();
-      if (previews && typeof preview.value?.content !== "string") throw new Error("no preview");
-    };
+    const tool = { name: "write_file", description: "", parameters: schema, handler: (a) => String(a.content.length) };
+    const kosongRun = argStep(tool, (preview) => {
+      if (typeof preview.value?.content !== "string") throw new Error("no preview");
+    });
     const off = stats(await measure(setup, kosongRun(false), 5));
     const on = stats(await measure(setup, kosongRun(true), 5));
     const row = { size, events: fixture.events.length, kosongOff: off, kosongOn: on };

@@ -79,9 +79,9 @@ pub async fn send(
     init.set_headers(&headers);
     init.set_body(&JsValue::from_str(&req.body));
     init.set_signal(Some(&ctrl.signal()));
-    let called = fetch
-        .call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init)
-        .map_err(|e| GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e))?;
+    let called = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init).map_err(|e| {
+        GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e)
+    })?;
     let promise = called
         .dyn_into::<js_sys::Promise>()
         .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
@@ -118,7 +118,8 @@ pub async fn send(
         .into());
     }
     let reader = response.body().map(|b| b.get_reader().unchecked_into::<Reader>());
-    let batch = super::body_reader().ok_or_else(|| ChatProviderError::Other("kosong-wasm is not initialized".into()))?;
+    let batch =
+        super::body_reader().ok_or_else(|| ChatProviderError::Other("kosong-wasm is not initialized".into()))?;
     Ok(BodySource { reader, state: Object::new(), batch, ctrl: ctrl.clone(), timeout_ms })
 }
 
@@ -149,7 +150,8 @@ impl ByteSource for BodySource {
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, GlueError> {
         let Some(reader) = &self.reader else { return Ok(false) };
         let broke = |e: JsValue| {
-            let err = ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)));
+            let err =
+                ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)));
             GlueError::Caused(err, e)
         };
         let promise = self

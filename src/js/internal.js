@@ -55,9 +55,7 @@ async function readBatch(reader, st) {
 /** Marks the module ready once a runtime entry (or `init`) instantiated it. */
 export function markReady(exports) {
   instance = exports;
-  wasm.installErrorFactory(makeError);
-  wasm.installBodyReader(readBatch);
-  wasm.installToolInvoker(invokeTool);
+  wasm.installHooks(makeError, readBatch, invokeTool);
   wasm.installPanicReporter((message) => {
     poisoned ??= new Error(message);
   });

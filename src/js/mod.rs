@@ -59,41 +59,37 @@ impl From<ChatProviderError> for GlueError {
     }
 }
 
-thread_local! {
-    static ERROR_FACTORY: RefCell<Option<Function>> = const { RefCell::new(None) };
-    static BODY_READER: RefCell<Option<Function>> = const { RefCell::new(None) };
+/// The JS layer's functions the engine calls, installed once when the module is loaded.
+struct JsHooks {
+    /// `(className, message, fields) => Error`; `fields` holds `kind`, `status`, `requestId`,
+    /// `retryAfterMs` and `cause`.
+    error_factory: Function,
+    /// `(reader, state) => Promise<Uint8Array | Uint8Array[] | null>`: reads bodies in batches.
+    body_reader: Function,
+    /// `(toolset, callJson, signal, run) => result`: builds a call and its context and calls
+    /// `toolset.handle` — one crossing out per tool call.
+    tool_invoker: Function,
 }
 
-/** The JS layer's `(reader, state) => Promise<Uint8Array | null>` that reads bodies in batches. */
-#[wasm_bindgen(js_name = installBodyReader)]
-pub fn install_body_reader(reader: Function) {
-    BODY_READER.with(|f| *f.borrow_mut() = Some(reader));
+thread_local! {
+    static HOOKS: RefCell<Option<JsHooks>> = const { RefCell::new(None) };
+}
+
+#[wasm_bindgen(js_name = installHooks)]
+pub fn install_hooks(error_factory: Function, body_reader: Function, tool_invoker: Function) {
+    HOOKS.with(|h| *h.borrow_mut() = Some(JsHooks { error_factory, body_reader, tool_invoker }));
+}
+
+fn hook(pick: fn(&JsHooks) -> &Function) -> Option<Function> {
+    HOOKS.with(|h| h.borrow().as_ref().map(|h| pick(h).clone()))
 }
 
 pub(crate) fn body_reader() -> Option<Function> {
-    BODY_READER.with(|f| f.borrow().clone())
-}
-
-thread_local! {
-    static TOOL_INVOKER: RefCell<Option<Function>> = const { RefCell::new(None) };
-}
-
-/// The JS layer's `(toolset, callJson, signal, run) => result`: builds the call and its
-/// context and calls `toolset.handle` — one crossing out per tool call.
-#[wasm_bindgen(js_name = installToolInvoker)]
-pub fn install_tool_invoker(invoker: Function) {
-    TOOL_INVOKER.with(|f| *f.borrow_mut() = Some(invoker));
+    hook(|h| &h.body_reader)
 }
 
 pub(crate) fn tool_invoker() -> Option<Function> {
-    TOOL_INVOKER.with(|f| f.borrow().clone())
-}
-
-/// The JS layer's `(className, message, fields) => Error`; `fields` holds `kind`, `status`,
-/// `requestId`, `retryAfterMs` and `cause`.
-#[wasm_bindgen(js_name = installErrorFactory)]
-pub fn install_error_factory(factory: Function) {
-    ERROR_FACTORY.with(|f| *f.borrow_mut() = Some(factory));
+    hook(|h| &h.tool_invoker)
 }
 
 fn provider_error_to_js(e: &ChatProviderError, cause: Option<&JsValue>) -> JsValue {
@@ -110,7 +106,7 @@ fn provider_error_to_js(e: &ChatProviderError, cause: Option<&JsValue>) -> JsVal
     if let Some(c) = cause {
         set("cause", c);
     }
-    let factory = ERROR_FACTORY.with(|f| f.borrow().clone());
+    let factory = hook(|h| &h.error_factory);
     // The factory is installed when the module is loaded, before anything can fail.
     factory
         .and_then(|f| f.call3(&JsValue::UNDEFINED, &e.class_name().into(), &e.message().into(), &fields).ok())
@@ -306,23 +302,15 @@ fn prepare_request(
             let request = provider.build_request(system_prompt, tools, history)?;
             let fetch = match fetch {
                 Some(f) => f,
-                None => get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
-                    ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into())
-                })?,
+                None => {
+                    get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
+                        ChatProviderError::Other(
+                            "no fetch function in this runtime; pass `fetch` in the provider options".into(),
+                        )
+                    })?
+                }
             };
             Ok(Prepared::Http { provider, request, fetch, timeout_ms })
-        }
-    }
-}
-
-/// Aborts a request's controller when dropped armed: a call dropped while waiting for the
-/// response headers closes the connection (after that, the body does it when dropped early).
-struct AbortOnDrop(Option<AbortController>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            c.abort();
         }
     }
 }
@@ -332,10 +320,12 @@ async fn open_prepared(p: Prepared, limits: Limits) -> Result<AnySource, GlueErr
     match p {
         Prepared::Scripted(s) => Ok(AnySource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
         Prepared::Http { provider, request, fetch, timeout_ms } => {
-            let ctrl = sys::abort_controller();
-            let mut armed = AbortOnDrop(Some(ctrl.clone()));
+            let ctrl = sys::abort_controller().map_err(GlueError::Js)?;
+            // Dropped while waiting for the response headers, the request closes its connection;
+            // after that, the body does it when dropped early.
+            let mut armed = signals::AbortOnDrop::new(ctrl.clone(), None);
             let body = http::send(&fetch, &request, &ctrl, timeout_ms).await?;
-            armed.0 = None; // the body owns the connection now
+            armed.disarm(); // the body owns the connection now
             Ok(AnySource::Http(Box::new(SseEventSource::new(body, provider.decoder()).with_limits(limits))))
         }
     }
@@ -413,15 +403,7 @@ impl Call {
         }
         let (spec, tools, history) = parse_inputs(spec, tools, history)?;
         let watch = hooks.signal.clone().map(AbortWatch::new);
-        Ok(Call {
-            spec,
-            system_prompt,
-            tools,
-            history,
-            hooks,
-            tools_ctrl: sys::abort_controller(),
-            watch,
-        })
+        Ok(Call { spec, system_prompt, tools, history, hooks, tools_ctrl: sys::abort_controller()?, watch })
     }
 
     async fn open(&self) -> Result<AnySource, GlueError> {

@@ -7,7 +7,7 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-use super::sys::AbortSignal;
+use super::sys::{AbortController, AbortSignal};
 
 /// Watches a signal. `fired()` resolves with the signal's reason once it aborts.
 pub struct AbortWatch {
@@ -48,6 +48,34 @@ impl Drop for AbortWatch {
         // Settle the promise so no `JsFuture` still waiting on it is left behind.
         if let Some(r) = self.resolve.take() {
             let _ = r.call0(&JsValue::UNDEFINED);
+        }
+    }
+}
+
+/// Aborts a controller when dropped before [`AbortOnDrop::disarm`]: whatever the engine drops
+/// unfinished — a request still waiting for its headers, a tool whose run was cancelled or whose
+/// step failed — is told to stop. The reason is `reason_from`'s when that signal has aborted.
+pub struct AbortOnDrop {
+    ctrl: Option<AbortController>,
+    reason_from: Option<AbortSignal>,
+}
+
+impl AbortOnDrop {
+    pub fn new(ctrl: AbortController, reason_from: Option<AbortSignal>) -> AbortOnDrop {
+        AbortOnDrop { ctrl: Some(ctrl), reason_from }
+    }
+
+    /// It finished (or something else owns the controller now): nothing to abort.
+    pub fn disarm(&mut self) {
+        self.ctrl = None;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(ctrl) = self.ctrl.take() {
+            let reason = self.reason_from.as_ref().filter(|s| s.aborted()).map(|s| s.reason());
+            ctrl.abort_with_reason(&reason.unwrap_or(JsValue::UNDEFINED));
         }
     }
 }

@@ -27,7 +27,6 @@ use crate::core::soul::rules::Backoff;
 use crate::core::soul::run::{self, RunOutcome};
 use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
-
 fn type_error(msg: &str) -> JsValue {
     js_sys::TypeError::new(msg).into()
 }
@@ -72,7 +71,8 @@ impl WireCore {
     pub fn request_approval(&self, payload: JsValue) -> Result<Promise, JsValue> {
         let payload: serde_json::Value =
             read_js(&payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
-        let id = payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
+        let id =
+            payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
         let answer = self.wire.request_approval(id.to_owned(), payload.clone());
         Ok(future_to_promise(async move {
             let a = answer.await;
@@ -161,7 +161,13 @@ pub fn read_wire_record(jsonl: &str) -> String {
 /// `recorded()` the promise that every recorded line is written. Resolves `true` when `signal`
 /// cancelled the run, `false` when the soul finished; rejects with the soul's own error.
 #[wasm_bindgen(js_name = runSoul)]
-pub fn run_soul(wire: &WireCore, soul: Promise, ui: Promise, signal: AbortSignal, recorded: Option<Function>) -> Promise {
+pub fn run_soul(
+    wire: &WireCore,
+    soul: Promise,
+    ui: Promise,
+    signal: AbortSignal,
+    recorded: Option<Function>,
+) -> Promise {
     let wire = wire.wire.clone();
     future_to_promise(async move {
         let watch = AbortWatch::new(signal);
@@ -279,8 +285,7 @@ impl ContextCore {
     /// Appends one message or an array of them.
     pub fn append(&self, messages: JsValue) -> Result<(), JsValue> {
         let list = if js_sys::Array::is_array(&messages) { messages } else { js_sys::Array::of1(&messages).into() };
-        let parsed: Vec<Message> =
-            read_js(&list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
+        let parsed: Vec<Message> = read_js(&list).map_err(|e| type_error(&format!("invalid message: {e}")))?;
         self.ctx.append(parsed);
         self.stored()
     }
@@ -344,13 +349,19 @@ impl Model for JsModel {
         get(&self.provider, "modelName").and_then(|v| v.as_string()).unwrap_or_default()
     }
 
-    fn prepare(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> Result<Prepared, GlueError> {
+    fn prepare(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<Prepared, GlueError> {
         let request = get(&self.provider, "_request")
             .and_then(|f| f.dyn_into::<Function>().ok())
             .ok_or_else(|| GlueError::Js(type_error("provider must be one of this package's providers")))?;
         let r = request.call0(&self.provider).map_err(GlueError::Js)?;
         let spec = get(&r, "spec").and_then(|s| s.as_string()).unwrap_or_default();
-        let spec = ProviderSpec::parse(&spec).map_err(|e| GlueError::Js(type_error(&format!("invalid provider: {e}"))))?;
+        let spec =
+            ProviderSpec::parse(&spec).map_err(|e| GlueError::Js(type_error(&format!("invalid provider: {e}"))))?;
         if let ProviderSpec::Http(cfg) = &spec {
             *self.secret.borrow_mut() = cfg.api_key().map(str::to_owned);
         }
@@ -422,8 +433,7 @@ impl AgentCore {
     /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
     #[wasm_bindgen(constructor)]
     pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
-        let o: AgentOptions =
-            read_js(&opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
+        let o: AgentOptions = read_js(&opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
         let (d, b) = (AgentConfig::default(), Backoff::default());
         let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
         let config = AgentConfig {
@@ -459,8 +469,8 @@ impl AgentCore {
         toolset: JsValue,
         hooks: JsValue,
     ) -> Result<Promise, JsValue> {
-        let input: UserInput = read_js(&user_input)
-            .map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
+        let input: UserInput =
+            read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
         let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
         let limits = read_limits(get(&hooks, "limits"));
@@ -472,7 +482,8 @@ impl AgentCore {
             Box::new(sys::random_uuid),
         ));
         let run_fns = RunClosures::new(&wire, &approvals);
-        let tools = JsToolset::new(toolset, Vec::new(), ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
+        let tools =
+            JsToolset::new(toolset, Vec::new(), ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
         let model = (!provider.is_null() && !provider.is_undefined()).then(|| JsModel {
             provider,
             limits,
@@ -522,10 +533,9 @@ fn turn_error_to_js(e: TurnError<GlueError>, signal: Option<&AbortSignal>, secre
         TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
         TurnError::ContextStore => js_sys::Error::new("the context's store refused a write").into(),
         TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
-        TurnError::LLMNotSupported { model_name, capabilities } => fields(
-            "LLMNotSupported",
-            serde_json::json!({"modelName": model_name, "capabilities": capabilities}),
-        ),
+        TurnError::LLMNotSupported { model_name, capabilities } => {
+            fields("LLMNotSupported", serde_json::json!({"modelName": model_name, "capabilities": capabilities}))
+        }
         TurnError::MaxStepsReached(n) => fields("MaxStepsReached", serde_json::json!({ "nSteps": n })),
         TurnError::RepeatedToolCall { tool_name, count } => {
             fields("RepeatedToolCallError", serde_json::json!({"toolName": tool_name, "count": count}))
@@ -550,14 +560,15 @@ impl RunClosures {
             Ok(())
         });
         let a = approvals.clone();
-        let request_approval = Closure::<dyn Fn(String, JsValue) -> Promise>::new(move |call_id: String, req: JsValue| {
-            let action = get(&req, "action").and_then(|v| v.as_string()).unwrap_or_default();
-            let description = get(&req, "description").and_then(|v| v.as_string()).unwrap_or_default();
-            match a.request(&call_id, &action, &description) {
-                Ok(answer) => future_to_promise(async move { Ok(JsValue::from_bool(answer.await)) }),
-                Err(e) => Promise::reject(&type_error(&e.to_string())),
-            }
-        });
+        let request_approval =
+            Closure::<dyn Fn(String, JsValue) -> Promise>::new(move |call_id: String, req: JsValue| {
+                let action = get(&req, "action").and_then(|v| v.as_string()).unwrap_or_default();
+                let description = get(&req, "description").and_then(|v| v.as_string()).unwrap_or_default();
+                match a.request(&call_id, &action, &description) {
+                    Ok(answer) => future_to_promise(async move { Ok(JsValue::from_bool(answer.await)) }),
+                    Err(e) => Promise::reject(&type_error(&e.to_string())),
+                }
+            });
         let a = approvals.clone();
         let rejection = Closure::<dyn Fn(String) -> JsValue>::new(move |call_id: String| to_js(&a.rejection(&call_id)));
         RunClosures { send, request_approval, rejection }

@@ -5,9 +5,10 @@
 //! `Window` or a `WorkerGlobalScope`.
 
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::UnwrapThrowExt;
 
-pub use web_sys::{AbortController, AbortSignal, Headers, ReadableStreamDefaultReader as Reader, RequestInit, Response};
+pub use web_sys::{
+    AbortController, AbortSignal, Headers, ReadableStreamDefaultReader as Reader, RequestInit, Response,
+};
 
 #[wasm_bindgen]
 extern "C" {
@@ -16,9 +17,9 @@ extern "C" {
 }
 
 /// A new `AbortController` (every runtime this package supports has one; a runtime without it
-/// gets a thrown error, not a crashed instance).
-pub fn abort_controller() -> AbortController {
-    AbortController::new().expect_throw("kosong-wasm needs AbortController in this runtime")
+/// gets the constructor's error back, never a thrown or crashed call).
+pub fn abort_controller() -> Result<AbortController, JsValue> {
+    AbortController::new()
 }
 
 /// `Date.now()`.

@@ -8,7 +8,8 @@ use js_sys::{Array, Function, Object, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use super::sys::{self, AbortController, AbortSignal};
+use super::signals::AbortOnDrop;
+use super::sys::{self, AbortSignal};
 use crate::core::message::{ContentPart, ToolCall};
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
@@ -65,22 +66,6 @@ fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsVa
 /// What a tool's context gains inside an agent run: `{send(message), requestApproval(toolCallId,
 /// req), rejection(toolCallId)}`, one object for the run (the JS invoker binds each call's id).
 pub struct RunFunctions(pub Object);
-
-/// A tool's own signal inside an agent run: aborted when the engine drops the call before it
-/// finished (the run was cancelled, or the step failed), with the run's reason when it has one.
-struct AbortUnfinished {
-    ctrl: Option<AbortController>,
-    run_signal: Option<AbortSignal>,
-}
-
-impl Drop for AbortUnfinished {
-    fn drop(&mut self) {
-        if let Some(ctrl) = self.ctrl.take() {
-            let reason = self.run_signal.as_ref().filter(|s| s.aborted()).map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED);
-            ctrl.abort_with_reason(&reason);
-        }
-    }
-}
 
 /// Where a tool's signal comes from.
 pub enum ToolSignals {
@@ -181,11 +166,18 @@ impl ToolDispatch for JsToolset {
         let id = call.id.clone();
         let (signal, mut guard) = match &self.signals {
             ToolSignals::Shared(s) => (s.clone(), None),
-            ToolSignals::PerCall(run_signal) => {
-                let ctrl = sys::abort_controller();
-                let signal = ctrl.signal();
-                (signal, Some(AbortUnfinished { ctrl: Some(ctrl), run_signal: run_signal.clone() }))
-            }
+            ToolSignals::PerCall(run_signal) => match sys::abort_controller() {
+                Ok(ctrl) => {
+                    let signal = ctrl.signal();
+                    // The tool's own signal: aborted when the engine drops the call unfinished
+                    // (the run was cancelled, or the step failed), with the run's reason.
+                    (signal, Some(AbortOnDrop::new(ctrl, run_signal.clone())))
+                }
+                Err(e) => {
+                    let r = settle(id, Err(ToolFailure::Runtime(error_text(&e))));
+                    return futures::future::ready(r).boxed_local();
+                }
+            },
         };
         // The call leaves as JSON text, parsed once by the invoker: 1 crossing, where building
         // the call and its context field by field took about 20 (bench/crossings.mjs).
@@ -195,7 +187,7 @@ impl ToolDispatch for JsToolset {
         async move {
             let outcome = fut.await;
             if let Some(g) = guard.as_mut() {
-                g.ctrl = None; // finished: nothing to abort
+                g.disarm(); // finished: nothing to abort
             }
             match outcome {
                 Ok(v) => to_tool_result(&v, &id),

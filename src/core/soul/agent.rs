@@ -39,7 +39,7 @@ use crate::core::soul::context::SharedContext;
 use crate::core::soul::repeat::{append_reminder, canonical_arguments, RepeatTracker, Verdict};
 use crate::core::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
 use crate::core::soul::wire::{Wire, WireMessage};
-use crate::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
+use crate::core::step::{collect_results, step, StepOutput, ToolDispatch, ToolResultCallback};
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// An error a seam reports; the turn asks it whether it is a provider error (to retry it).
@@ -65,7 +65,10 @@ pub trait Model {
         tools: &[ToolDefinition],
         history: &[Message],
     ) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
-    fn open(&self, request: Self::Request) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
+    fn open(
+        &self,
+        request: Self::Request,
+    ) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
 }
 
 /// The tools as a turn sees them: kosong's toolset plus the definitions sent to the model
@@ -137,10 +140,16 @@ pub enum TurnError<E> {
     /// A seam failed (the provider, after its retries): its error, unchanged.
     Seam(E),
     LLMNotSet,
-    LLMNotSupported { model_name: String, capabilities: Vec<String> },
+    LLMNotSupported {
+        model_name: String,
+        capabilities: Vec<String>,
+    },
     MaxStepsReached(u32),
     /// The same call (name and arguments) this many times in a row.
-    RepeatedToolCall { tool_name: String, count: u32 },
+    RepeatedToolCall {
+        tool_name: String,
+        count: u32,
+    },
     /// The context's store refused a write: the turn stops rather than go on unrecorded.
     ContextStore,
     Cancelled,
@@ -239,7 +248,9 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
                 let original = st.by_key.get(&key).cloned();
                 let id = call.id.clone();
                 match original {
-                    Some(f) => async move { ToolResult { tool_call_id: id, return_value: f.await.return_value } }.boxed_local(),
+                    Some(f) => {
+                        async move { ToolResult { tool_call_id: id, return_value: f.await.return_value } }.boxed_local()
+                    }
                     None => {
                         drop(st);
                         self.inner.dispatch(call)
@@ -493,10 +504,11 @@ where
                 }
             })
             .await?;
-        let message = out.generated.message.clone();
-        let usage = out.generated.usage;
+        let StepOutput { generated, results, drivers } = out;
+        let GenerateOutput { id: message_id, message, usage, .. } = generated;
         let has_calls = message.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
-        state.borrow_mut().in_flight = Some((message.clone(), usage));
+        // Kept here (not copied) while the tools run, so a cancel can still write it down.
+        state.borrow_mut().in_flight = Some((message, usage));
 
         // kimi-cli: the context's count becomes the step's input tokens, then the status.
         if let Some(u) = &usage {
@@ -511,13 +523,14 @@ where
                 "context_tokens": tokens,
                 "max_context_tokens": if max > 0 { json!(max) } else { Value::Null },
                 "token_usage": usage,
-                "message_id": out.generated.id,
+                "message_id": message_id,
             }),
         );
 
-        let results = collect_results(out.results).await;
-        drop(out.drivers);
-        state.borrow_mut().in_flight = None;
+        let results = collect_results(results).await;
+        drop(drivers);
+        // Only a cancel takes the message out, and a cancelled step never gets here.
+        let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
         state.borrow_mut().repeats.end_step();
         let tool_messages: Vec<Message> = results.iter().map(tool_result_to_message).collect();
         for m in &tool_messages {
