@@ -15,7 +15,9 @@ use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, Too
 use kosong_wasm::core::providers::echo::{parse_echo_script, EchoScript};
 use kosong_wasm::core::providers::StreamEvent;
 use kosong_wasm::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
-use kosong_wasm::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
+use kosong_wasm::core::toolset::{
+    settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue,
+};
 
 fn text(t: &str) -> StreamedMessagePart {
     StreamedMessagePart::Content(ContentPart::text(t))

@@ -25,7 +25,8 @@ fn shapes(n: usize) -> Vec<(&'static str, String)> {
     }
     keys.push_str("\"end\":0}");
     let long_number = format!("[{}]", "7".repeat(n));
-    let long_string_deep = format!("{}\"{}\"{}", "[".repeat(MAX_PREVIEW_DEPTH), "s".repeat(n), "]".repeat(MAX_PREVIEW_DEPTH));
+    let long_string_deep =
+        format!("{}\"{}\"{}", "[".repeat(MAX_PREVIEW_DEPTH), "s".repeat(n), "]".repeat(MAX_PREVIEW_DEPTH));
     vec![
         ("nested objects", nested_objects),
         ("open arrays", "[".repeat(n)),
@@ -62,7 +63,10 @@ fn work_is_within_a_constant_times_the_input_for_every_shape_and_piece_size() {
                 assert!(per_byte <= 2.0 * MAX_PREVIEW_DEPTH as f64, "{name}, pieces of {piece}: {per_byte} per byte");
                 let growth = w2 as f64 / w1 as f64;
                 let input_growth = large.len() as f64 / small.len() as f64;
-                assert!(growth <= input_growth * 1.1, "{name}, pieces of {piece}, {size} B: work grew {growth}× for {input_growth}× the input");
+                assert!(
+                    growth <= input_growth * 1.1,
+                    "{name}, pieces of {piece}, {size} B: work grew {growth}× for {input_growth}× the input"
+                );
                 assert!(!p.failed(), "{name} is JSON so far");
             }
         }

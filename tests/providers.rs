@@ -148,7 +148,11 @@ fn anthropic_stream() {
     let text = String::from_utf8(bytes).unwrap();
     let cut = text.find("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3").unwrap();
     let o = decode(&p, &[text[..cut].as_bytes()]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("message_stop")), "{:?}", o.end);
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("message_stop")),
+        "{:?}",
+        o.end
+    );
     assert_eq!(o.completed(), ["toolu_01A"]);
 }
 
@@ -222,7 +226,9 @@ fn responses_stream() {
         .unwrap();
     let o = decode(&p, &[text[..cut].as_bytes()]);
     assert_eq!(o.completed(), ["call_A"]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("response.completed")));
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("response.completed"))
+    );
 }
 
 #[test]
@@ -266,7 +272,9 @@ fn gemini_stream() {
     let last = text.rfind("data: ").unwrap();
     let o = decode(&p, &[text[..last].as_bytes()]);
     assert_eq!(o.completed().len(), 1);
-    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("finishReason")));
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("finishReason"))
+    );
     // An error sent inside the stream.
     let body = "data: {\"error\": {\"code\": 503, \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}\n\n";
     let o = decode(&p, &[body.as_bytes()]);
@@ -498,7 +506,11 @@ fn kimi_request() {
     assert_eq!(req.url, "https://api.moonshot.ai/v1/chat/completions");
     assert_eq!(body["thinking"], json!({"type": "enabled"}));
     // As kosong 0.56 sends it: no token limit and no temperature unless given.
-    assert!(body.get("max_tokens").is_none() && body.get("max_completion_tokens").is_none() && body.get("temperature").is_none());
+    assert!(
+        body.get("max_tokens").is_none()
+            && body.get("max_completion_tokens").is_none()
+            && body.get("temperature").is_none()
+    );
     assert_eq!(body["tools"][1], json!({"type": "builtin_function", "function": {"name": "$web_search"}}));
     let params = &body["tools"][0]["function"]["parameters"];
     assert_eq!(params["properties"]["unit"]["type"], "string");
@@ -507,7 +519,8 @@ fn kimi_request() {
     assert_eq!(body["messages"][2]["reasoning_content"], "The user wants the weather.");
     assert!(tools()[0].parameters["properties"]["unit"].get("type").is_none(), "the caller's schema is untouched");
     snapshot("kimi", &body);
-    let (_, body) = request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off", "maxTokens": 500}));
+    let (_, body) =
+        request(json!({"kind": "kimi", "model": "kimi-k2-turbo-preview", "thinkingEffort": "off", "maxTokens": 500}));
     assert_eq!(body["thinking"], json!({"type": "disabled"}));
     assert_eq!(body["max_completion_tokens"], 500, "kosong's name for the limit");
 }
@@ -524,32 +537,68 @@ fn thousands_of_tool_calls_in_one_message() {
 
     let mut chat = String::new();
     for i in 0..N {
-        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":format!("c{i}"),"function":{"name":"f","arguments":""}}]}}]}));
-        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":"{\"n\": "}}]}}]}));
-        chat += &line(json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":format!("{i}}}")}}]}}]}));
+        chat += &line(
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"id":format!("c{i}"),"function":{"name":"f","arguments":""}}]}}]}),
+        );
+        chat += &line(
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":"{\"n\": "}}]}}]}),
+        );
+        chat += &line(
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":i,"function":{"arguments":format!("{i}}}")}}]}}]}),
+        );
     }
     chat += &line(json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
     chat += "data: [DONE]\n\n";
 
-    let mut anthropic = ev("message_start", json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}));
+    let mut anthropic = ev(
+        "message_start",
+        json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}),
+    );
     for i in 0..N {
-        anthropic += &ev("content_block_start", json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("c{i}"),"name":"f","input":{}}}));
-        anthropic += &ev("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":"{\"n\": "}}));
-        anthropic += &ev("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":format!("{i}}}")}}));
+        anthropic += &ev(
+            "content_block_start",
+            json!({"type":"content_block_start","index":i,"content_block":{"type":"tool_use","id":format!("c{i}"),"name":"f","input":{}}}),
+        );
+        anthropic += &ev(
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":"{\"n\": "}}),
+        );
+        anthropic += &ev(
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":format!("{i}}}")}}),
+        );
         anthropic += &ev("content_block_stop", json!({"type":"content_block_stop","index":i}));
     }
-    anthropic += &ev("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}));
+    anthropic += &ev(
+        "message_delta",
+        json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}),
+    );
     anthropic += &ev("message_stop", json!({"type":"message_stop"}));
 
     let mut responses = String::new();
     for i in 0..N {
         let item = |status: &str, a: &str| json!({"id":format!("fc_{i}"),"type":"function_call","status":status,"arguments":a,"call_id":format!("c{i}"),"name":"f"});
-        responses += &ev("response.output_item.added", json!({"type":"response.output_item.added","output_index":i,"item":item("in_progress", "")}));
-        responses += &ev("response.function_call_arguments.delta", json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":"{\"n\": "}));
-        responses += &ev("response.function_call_arguments.delta", json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":format!("{i}}}")}));
-        responses += &ev("response.output_item.done", json!({"type":"response.output_item.done","output_index":i,"item":item("completed", &args(i))}));
+        responses += &ev(
+            "response.output_item.added",
+            json!({"type":"response.output_item.added","output_index":i,"item":item("in_progress", "")}),
+        );
+        responses += &ev(
+            "response.function_call_arguments.delta",
+            json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":"{\"n\": "}),
+        );
+        responses += &ev(
+            "response.function_call_arguments.delta",
+            json!({"type":"response.function_call_arguments.delta","item_id":format!("fc_{i}"),"output_index":i,"delta":format!("{i}}}")}),
+        );
+        responses += &ev(
+            "response.output_item.done",
+            json!({"type":"response.output_item.done","output_index":i,"item":item("completed", &args(i))}),
+        );
     }
-    responses += &ev("response.completed", json!({"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":1,"output_tokens":1}}}));
+    responses += &ev(
+        "response.completed",
+        json!({"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":1,"output_tokens":1}}}),
+    );
 
     for (kind, text) in [("openai", chat), ("anthropic", anthropic), ("openai_responses", responses)] {
         let o = decode(&provider(json!({"kind": kind, "model": "m"})), &[text.as_bytes()]);
@@ -560,7 +609,11 @@ fn thousands_of_tool_calls_in_one_message() {
         assert_eq!(o.completed(), expected, "{kind}: each call completes once, in order");
         for (i, c) in calls.iter().enumerate() {
             assert_eq!(c.id, format!("c{i}"), "{kind}");
-            assert_eq!(serde_json::from_str::<Value>(c.function.arguments.as_deref().unwrap()).unwrap(), json!({"n": i}), "{kind}");
+            assert_eq!(
+                serde_json::from_str::<Value>(c.function.arguments.as_deref().unwrap()).unwrap(),
+                json!({"n": i}),
+                "{kind}"
+            );
         }
     }
 }
@@ -574,15 +627,31 @@ fn responses_unknown_event_shapes_and_raw_reasoning() {
     let p = provider(json!({"kind": "openai_responses", "model": "gpt-oss"}));
     let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
     let mut s = ev(json!({"type":"response.created","response":{"id":"resp_x"}}));
-    s += &ev(json!({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}));
-    s += &ev(json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"Let me "}));
-    s += &ev(json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"think."}));
-    s += &ev(json!({"type":"response.reasoning_text.done","item_id":"rs_1","output_index":0,"content_index":0,"text":"Let me think."}));
-    s += &ev(json!({"type":"response.shell_call_output_content.delta","item_id":"sh_1","output_index":1,"delta":{"stdout":"hi\n"}}));
+    s += &ev(
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}),
+    );
+    s += &ev(
+        json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"Let me "}),
+    );
+    s += &ev(
+        json!({"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"think."}),
+    );
+    s += &ev(
+        json!({"type":"response.reasoning_text.done","item_id":"rs_1","output_index":0,"content_index":0,"text":"Let me think."}),
+    );
+    s += &ev(
+        json!({"type":"response.shell_call_output_content.delta","item_id":"sh_1","output_index":1,"delta":{"stdout":"hi\n"}}),
+    );
     s += &ev(json!({"type":"response.some_future_event","delta":[1, 2, 3],"message":{"x":1}}));
-    s += &ev(json!({"type":"response.output_item.added","output_index":2,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}));
-    s += &ev(json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":0,"delta":"Hello"}));
-    s += &ev(json!({"type":"response.completed","response":{"id":"resp_x","status":"completed","usage":{"input_tokens":1,"output_tokens":2}}}));
+    s += &ev(
+        json!({"type":"response.output_item.added","output_index":2,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}),
+    );
+    s += &ev(
+        json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":2,"content_index":0,"delta":"Hello"}),
+    );
+    s += &ev(
+        json!({"type":"response.completed","response":{"id":"resp_x","status":"completed","usage":{"input_tokens":1,"output_tokens":2}}}),
+    );
     let o = decode_every_split(&p, s.as_bytes());
     assert!(o.end.is_ok(), "{:?}", o.end);
     assert_eq!(think(&o.message).0, "Let me think.");
@@ -605,7 +674,9 @@ fn anthropic_content_in_message_start_and_a_second_start() {
     let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
     let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
     let start = |content: Value| {
-        ev(json!({"type":"message_start","message":{"id":"msg_1","content":content,"usage":{"input_tokens":3,"output_tokens":1}}}))
+        ev(
+            json!({"type":"message_start","message":{"id":"msg_1","content":content,"usage":{"input_tokens":3,"output_tokens":1}}}),
+        )
     };
     let mut s = start(json!([{"type":"tool_use","id":"toolu_9","name":"run_code","input":{"code":"print(1)"}}]));
     s += &ev(json!({"type":"some_new_event","message":"not a message","usage":[1, 2]}));
@@ -616,12 +687,19 @@ fn anthropic_content_in_message_start_and_a_second_start() {
     let calls = o.message.tool_calls.as_deref().unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!((calls[0].id.as_str(), calls[0].function.name.as_str()), ("toolu_9", "run_code"));
-    assert_eq!(serde_json::from_str::<Value>(calls[0].function.arguments.as_deref().unwrap()).unwrap(), json!({"code": "print(1)"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(calls[0].function.arguments.as_deref().unwrap()).unwrap(),
+        json!({"code": "print(1)"})
+    );
     assert_eq!(o.completed(), ["toolu_9"]);
 
     let mut s = start(json!([]));
-    s += &ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}));
-    s += &ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}));
+    s += &ev(
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}),
+    );
+    s += &ev(
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}),
+    );
     s += &start(json!([]));
     let o = decode(&p, &[s.as_bytes()]);
     assert!(
@@ -639,8 +717,12 @@ fn anthropic_content_in_message_start_and_a_second_start() {
 fn chat_content_parts_and_several_choices() {
     let p = provider(json!({"kind": "openai", "model": "magistral-medium"}));
     let line = |v: Value| format!("data: {v}\n\n");
-    let mut s = line(json!({"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me "}]}]}}]}));
-    s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"think."}]},{"type":"text","text":"The answer"}]}}]}));
+    let mut s = line(
+        json!({"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"Let me "}]}]}}]}),
+    );
+    s += &line(
+        json!({"id":"c1","choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"think."}]},{"type":"text","text":"The answer"}]}}]}),
+    );
     s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{"content":[{"type":"text","text":" is 4."}]}}]}));
     s += &line(json!({"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
     s += "data: [DONE]\n\n";
@@ -652,10 +734,14 @@ fn chat_content_parts_and_several_choices() {
     let mut s = String::new();
     for (i, w) in ["The ", "cit", "y"].iter().enumerate() {
         for choice in 0..3 {
-            s += &line(json!({"id":"c2","choices":[{"index":choice,"delta":{"content":format!("{w}")},"finish_reason":null}]}));
+            s += &line(
+                json!({"id":"c2","choices":[{"index":choice,"delta":{"content":format!("{w}")},"finish_reason":null}]}),
+            );
         }
         if i == 0 {
-            s += &line(json!({"id":"c2","choices":[{"index":2,"delta":{"content":"!"}},{"index":0,"delta":{"content":""}}]}));
+            s += &line(
+                json!({"id":"c2","choices":[{"index":2,"delta":{"content":"!"}},{"index":0,"delta":{"content":""}}]}),
+            );
         }
     }
     for choice in 0..3 {
@@ -712,14 +798,13 @@ fn base_urls_with_or_without_the_version_segment() {
 /// "refusal"`.
 #[test]
 fn refusals_are_errors_that_carry_the_text() {
-    let refused = |o: &Outcome, words: &str| {
-        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Refused, message }) if message.contains(words))
-    };
+    let refused = |o: &Outcome, words: &str| matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Refused, message }) if message.contains(words));
     let line = |v: Value| format!("data: {v}\n\n");
     let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
 
     let chat = provider(json!({"kind": "openai", "model": "gpt-4o"}));
-    let mut s = line(json!({"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}));
+    let mut s =
+        line(json!({"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}));
     s += &line(json!({"id":"c","choices":[{"index":0,"delta":{"refusal":"I can't help "}}]}));
     s += &line(json!({"id":"c","choices":[{"index":0,"delta":{"refusal":"with that."}}]}));
     s += &line(json!({"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
@@ -728,17 +813,27 @@ fn refusals_are_errors_that_carry_the_text() {
     assert!(refused(&o, "I can't help with that."), "{:?}", o.end);
 
     let responses = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
-    let mut s = ev(json!({"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}));
-    s += &ev(json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"No, "}));
-    s += &ev(json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"sorry."}));
+    let mut s = ev(
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}),
+    );
+    s += &ev(
+        json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"No, "}),
+    );
+    s += &ev(
+        json!({"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"sorry."}),
+    );
     s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
     assert!(refused(&decode_every_split(&responses, s.as_bytes()), "No, sorry."));
-    let mut s = ev(json!({"type":"response.output_item.done","output_index":0,"item":{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"refusal","refusal":"Not that."}]}}));
+    let mut s = ev(
+        json!({"type":"response.output_item.done","output_index":0,"item":{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"refusal","refusal":"Not that."}]}}),
+    );
     s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
     assert!(refused(&decode(&responses, &[s.as_bytes()]), "Not that."));
 
     let anthropic = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
-    let mut s = ev(json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}));
+    let mut s = ev(
+        json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}),
+    );
     s += &ev(json!({"type":"message_delta","delta":{"stop_reason":"refusal"},"usage":{"output_tokens":1}}));
     s += &ev(json!({"type":"message_stop"}));
     assert!(refused(&decode(&anthropic, &[s.as_bytes()]), "refused"));
@@ -754,8 +849,11 @@ fn responses_output_messages_stay_apart() {
     let mut s = String::new();
     for (i, t) in ["Got it.", "Here are the results."].iter().enumerate() {
         let id = format!("msg_{i}");
-        s += &ev(json!({"type":"response.output_item.added","output_index":i,"item":{"id":id,"type":"message","role":"assistant","content":[]}}));
-        s += &ev(json!({"type":"response.output_text.delta","item_id":id,"output_index":i,"content_index":0,"delta":t}));
+        s += &ev(
+            json!({"type":"response.output_item.added","output_index":i,"item":{"id":id,"type":"message","role":"assistant","content":[]}}),
+        );
+        s +=
+            &ev(json!({"type":"response.output_text.delta","item_id":id,"output_index":i,"content_index":0,"delta":t}));
     }
     s += &ev(json!({"type":"response.completed","response":{"id":"r","status":"completed"}}));
     let o = decode_every_split(&p, s.as_bytes());
@@ -777,16 +875,28 @@ fn gemini_streamed_function_call_arguments() {
         format!("data: {c}\n\n")
     };
     let mut s = chunk(json!([{"text": "Checking."}]), None);
-    s += &chunk(json!([{"functionCall": {"name": "get_weather", "willContinue": true}, "thoughtSignature": "c2ln"}]), None);
-    s += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "San Fr", "willContinue": true}], "willContinue": true}}]), None);
-    s += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "ancisco"}], "willContinue": true}}]), None);
-    s += &chunk(json!([{"functionCall": {"partialArgs": [
+    s += &chunk(
+        json!([{"functionCall": {"name": "get_weather", "willContinue": true}, "thoughtSignature": "c2ln"}]),
+        None,
+    );
+    s += &chunk(
+        json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "San Fr", "willContinue": true}], "willContinue": true}}]),
+        None,
+    );
+    s += &chunk(
+        json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.location", "stringValue": "ancisco"}], "willContinue": true}}]),
+        None,
+    );
+    s += &chunk(
+        json!([{"functionCall": {"partialArgs": [
         {"jsonPath": "$.days", "numberValue": 3},
         {"jsonPath": "$.units['temp']", "stringValue": "C"},
         {"jsonPath": "$.hours[0]", "numberValue": 9},
         {"jsonPath": "$.hours[1]", "numberValue": 18},
         {"jsonPath": "$.alerts", "boolValue": true}
-    ], "willContinue": true}}]), None);
+    ], "willContinue": true}}]),
+        None,
+    );
     s += &chunk(json!([{"functionCall": {}}]), Some("STOP"));
     let o = decode_every_split(&p, s.as_bytes());
     assert!(o.end.is_ok(), "{:?}", o.end);
@@ -803,12 +913,22 @@ fn gemini_streamed_function_call_arguments() {
     assert_eq!(complete_at, o.events.len() - 1, "complete only once its last piece came");
 
     let mut cut = chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}]), None);
-    cut += &chunk(json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x", "willContinue": true}], "willContinue": true}}]), Some("STOP"));
+    cut += &chunk(
+        json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x", "willContinue": true}], "willContinue": true}}]),
+        Some("STOP"),
+    );
     let o = decode(&p, &[cut.as_bytes()]);
     assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, .. })), "{:?}", o.end);
     assert!(o.completed().is_empty());
 
-    let bad = chunk(json!([{"functionCall": {"name": "f", "partialArgs": [{"jsonPath": "$.a[99999999]", "numberValue": 1}]}}]), Some("STOP"));
+    let bad = chunk(
+        json!([{"functionCall": {"name": "f", "partialArgs": [{"jsonPath": "$.a[99999999]", "numberValue": 1}]}}]),
+        Some("STOP"),
+    );
     let o = decode(&p, &[bad.as_bytes()]);
-    assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, .. })), "an index past the next one: {:?}", o.end);
+    assert!(
+        matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, .. })),
+        "an index past the next one: {:?}",
+        o.end
+    );
 }

@@ -36,12 +36,17 @@ struct Tools {
 }
 
 impl Tools {
-    fn add(&self, name: &str, h: impl Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue> + 'static) {
+    fn add(
+        &self,
+        name: &str,
+        h: impl Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue> + 'static,
+    ) {
         self.handlers.borrow_mut().insert(name.into(), Rc::new(h));
     }
     fn sync(&self, name: &str, f: impl Fn(&Value) -> String + 'static) {
         self.add(name, move |c, _| {
-            let args: Value = serde_json::from_str(c.function.arguments.as_deref().unwrap_or("{}")).unwrap_or(Value::Null);
+            let args: Value =
+                serde_json::from_str(c.function.arguments.as_deref().unwrap_or("{}")).unwrap_or(Value::Null);
             let out = f(&args);
             async move { ToolReturnValue::ok(ToolOutput::Text(out), "", "") }.boxed_local()
         });
@@ -154,7 +159,8 @@ impl Outcome {
 impl Harness {
     fn new() -> Harness {
         let pool = LocalPool::new();
-        let env = Rc::new(FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) });
+        let env =
+            Rc::new(FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) });
         let context = SharedContext::default();
         let lines = Rc::new(RefCell::new(Vec::new()));
         let l2 = lines.clone();
@@ -249,7 +255,10 @@ fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
     let mut h = Harness::new();
     plus(&h);
     let model = ScriptedModel::new([
-        format!("usage: input_other=10 output=5\nthink: I should add.\ntext: Let me add.\n{}", call("c1", "plus", json!({"a": 1, "b": 2}))),
+        format!(
+            "usage: input_other=10 output=5\nthink: I should add.\ntext: Let me add.\n{}",
+            call("c1", "plus", json!({"a": 1, "b": 2}))
+        ),
         "usage: input_other=30 output=3\ntext: It is 3.".into(),
     ]);
     let o = h.turn(Some(&model), "1+2?", never(), |_, _| {});
@@ -257,18 +266,34 @@ fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
     assert_eq!(
         o.kinds(),
         [
-            "TurnBegin", "StepBegin", "ContentPart", "ContentPart", "ToolCall", "ToolResult", "StatusUpdate",
-            "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"
+            "TurnBegin",
+            "StepBegin",
+            "ContentPart",
+            "ContentPart",
+            "ToolCall",
+            "ToolResult",
+            "StatusUpdate",
+            "StepBegin",
+            "ContentPart",
+            "StatusUpdate",
+            "TurnEnd"
         ]
     );
     assert_eq!(o.payloads("TurnBegin")[0], json!({"user_input": "1+2?"}));
     assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "3");
     let status = &o.payloads("StatusUpdate")[0];
-    assert_eq!(status["token_usage"], json!({"input_other": 10, "output": 5, "input_cache_read": 0, "input_cache_creation": 0}));
+    assert_eq!(
+        status["token_usage"],
+        json!({"input_other": 10, "output": 5, "input_cache_read": 0, "input_cache_creation": 0})
+    );
     assert_eq!(status["context_tokens"], 10, "the step's input tokens, as kimi-cli counts them");
-    let roles: Vec<String> = h.history().iter().map(|m| serde_json::to_value(m.role).unwrap().as_str().unwrap().to_owned()).collect();
+    let roles: Vec<String> =
+        h.history().iter().map(|m| serde_json::to_value(m.role).unwrap().as_str().unwrap().to_owned()).collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
-    assert_eq!(serde_json::to_value(&h.history()[2]).unwrap(), json!({"role": "tool", "content": "3", "tool_call_id": "c1"}));
+    assert_eq!(
+        serde_json::to_value(&h.history()[2]).unwrap(),
+        json!({"role": "tool", "content": "3", "tool_call_id": "c1"})
+    );
     assert_eq!(h.context.read(|c| (c.n_checkpoints(), c.token_count())), (3, 33));
     // The second request carried the whole history, tool message included.
     assert_eq!(model.seen.borrow()[1], 3);
@@ -317,7 +342,10 @@ fn no_model_and_input_the_model_cannot_take() {
 
     h.config.capabilities = Some(vec!["thinking".into()]);
     plus(&h);
-    let model = ScriptedModel::new([r#"image_url: {"url": "data:image/png;base64,AA"}"#.to_owned() + "\n" + &call("c", "plus", json!({})), "text: ok".into()]);
+    let model = ScriptedModel::new([
+        r#"image_url: {"url": "data:image/png;base64,AA"}"#.to_owned() + "\n" + &call("c", "plus", json!({})),
+        "text: ok".into(),
+    ]);
     let o = h.turn(Some(&model), "look", never(), |_, _| {});
     assert!(o.result.is_ok(), "the assistant's own image is not checked; tool messages and input are");
     let mut h = Harness::new();
@@ -385,7 +413,12 @@ fn the_same_call_twice_in_one_step_runs_the_tool_once() {
     let mut h = Harness::new();
     plus(&h);
     let model = ScriptedModel::new([
-        format!("{}\n{}\n{}", call("a", "plus", json!({"a": 1, "b": 2})), call("b", "plus", json!({"b": 2, "a": 1})), call("c", "plus", json!({"a": 5}))),
+        format!(
+            "{}\n{}\n{}",
+            call("a", "plus", json!({"a": 1, "b": 2})),
+            call("b", "plus", json!({"b": 2, "a": 1})),
+            call("c", "plus", json!({"a": 5}))
+        ),
         "text: done".into(),
     ]);
     let o = h.turn(Some(&model), "x", never(), |_, _| {});
@@ -409,7 +442,8 @@ fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn()
         futures::future::pending().boxed_local()
     });
     plus(&h);
-    let model = ScriptedModel::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
+    let model =
+        ScriptedModel::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
     let cancel = async move {
         let _ = started_rx.await;
     };
@@ -422,7 +456,10 @@ fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn()
     let h2 = h.history();
     assert_eq!(h2.len(), 4, "user, assistant, and a result for each call");
     assert!(h2[3].extract_text("").contains("aborted: the user cancelled the run"));
-    assert_eq!(o.payloads("ToolResult").last().unwrap()["return_value"]["display"], json!([{"type": "brief", "text": "Aborted"}]));
+    assert_eq!(
+        o.payloads("ToolResult").last().unwrap()["return_value"]["display"],
+        json!([{"type": "brief", "text": "Aborted"}])
+    );
 }
 
 #[test]
@@ -497,10 +534,17 @@ fn approvals_approve_for_session_is_remembered_and_the_tool_decides_its_result()
     assert_eq!(*ran.borrow(), ["a", "b", "c"]);
     assert_eq!(o.payloads("ApprovalRequest").len(), 2, "c was approved for the session");
     let req = &o.payloads("ApprovalRequest")[0];
-    assert_eq!(req, &json!({"id": "req-1", "tool_call_id": "r1", "sender": "agent", "action": "delete file", "description": "rm a", "display": []}));
-    assert_eq!(o.payloads("ApprovalResponse")[0], json!({"request_id": "req-1", "response": "approve", "feedback": ""}));
+    assert_eq!(
+        req,
+        &json!({"id": "req-1", "tool_call_id": "r1", "sender": "agent", "action": "delete file", "description": "rm a", "display": []})
+    );
+    assert_eq!(
+        o.payloads("ApprovalResponse")[0],
+        json!({"request_id": "req-1", "response": "approve", "feedback": ""})
+    );
     let kinds = o.kinds();
-    let (req, resp) = (kinds.iter().position(|k| k == "ApprovalRequest"), kinds.iter().position(|k| k == "ApprovalResponse"));
+    let (req, resp) =
+        (kinds.iter().position(|k| k == "ApprovalRequest"), kinds.iter().position(|k| k == "ApprovalResponse"));
     assert!(req < resp);
 }
 
@@ -573,7 +617,12 @@ fn compaction_keeps_the_system_prompt_and_the_last_two_messages() {
     h.config.max_context_tokens = 100_000;
     h.context.write_system_prompt("You are terse.");
     let m = |role: &str, t: &str| serde_json::from_value::<Message>(json!({"role": role, "content": t})).unwrap();
-    h.context.append(vec![m("user", "old question"), m("assistant", "old answer"), m("user", "recent question"), m("assistant", "recent answer")]);
+    h.context.append(vec![
+        m("user", "old question"),
+        m("assistant", "old answer"),
+        m("user", "recent question"),
+        m("assistant", "recent answer"),
+    ]);
     h.context.update_token_count(90_000);
     let model = ScriptedModel::new(["text: SUMMARY of the old part", "text: fine"]);
     let o = h.turn(Some(&model), "next", never(), |_, _| {});
@@ -652,10 +701,17 @@ mod run_soul {
             Ok::<(), String>(())
         };
         let ui = futures::future::pending::<()>(); // a UI loop that never ends on its own
-        let out = pool.run_until(run_soul(&wire, soul, ui, never(), move || {
-            o1.borrow_mut().push("recorded");
-            async move { o2.borrow_mut().push("written") }
-        }, &env));
+        let out = pool.run_until(run_soul(
+            &wire,
+            soul,
+            ui,
+            never(),
+            move || {
+                o1.borrow_mut().push("recorded");
+                async move { o2.borrow_mut().push("written") }
+            },
+            &env,
+        ));
         assert_eq!(out, RunOutcome::Done);
         assert!(wire.is_shut());
         assert_eq!(*order.borrow(), ["recorded", "written"]);
@@ -682,7 +738,16 @@ mod run_soul {
             futures::future::pending::<Result<(), ()>>().await // then ignores the cancel
         };
         let _ = tx.send(());
-        let out = pool.run_until(run_soul(&wire, soul, async {}, async move { let _ = rx.await; }, || async {}, &env));
+        let out = pool.run_until(run_soul(
+            &wire,
+            soul,
+            async {},
+            async move {
+                let _ = rx.await;
+            },
+            || async {},
+            &env,
+        ));
         assert_eq!(out, RunOutcome::Cancelled);
         assert_eq!(*env.sleeps.borrow(), [SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS]);
         let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();

@@ -260,10 +260,13 @@ impl MessageAssembler {
     pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
         self.bytes = self.bytes.saturating_add(part_bytes(&part));
         if self.bytes > self.limits.max_message_bytes {
-            return Err(ChatProviderError::failed(FailureKind::Limit, format!(
-                "the model's message exceeded the limit of {} bytes (limits.maxMessageBytes)",
-                self.limits.max_message_bytes
-            )));
+            return Err(ChatProviderError::failed(
+                FailureKind::Limit,
+                format!(
+                    "the model's message exceeded the limit of {} bytes (limits.maxMessageBytes)",
+                    self.limits.max_message_bytes
+                ),
+            ));
         }
         let len = |a: Option<&str>| a.map_or(0, str::len);
         let (args_len, target) = match &part {
@@ -276,10 +279,13 @@ impl MessageAssembler {
             StreamedMessagePart::Content(_) => (0, None),
         };
         if args_len > self.limits.max_tool_arguments_bytes {
-            return Err(ChatProviderError::failed(FailureKind::Limit, format!(
-                "a tool call's arguments exceeded the limit of {} bytes (limits.maxToolArgumentsBytes)",
-                self.limits.max_tool_arguments_bytes
-            )));
+            return Err(ChatProviderError::failed(
+                FailureKind::Limit,
+                format!(
+                    "a tool call's arguments exceeded the limit of {} bytes (limits.maxToolArgumentsBytes)",
+                    self.limits.max_tool_arguments_bytes
+                ),
+            ));
         }
         self.insert(part, target);
         Ok(())

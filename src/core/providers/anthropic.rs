@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -178,7 +178,10 @@ impl AnthropicConfig {
 fn media_block(kind: &str, url: &str) -> Result<Value, ChatProviderError> {
     if url.starts_with("data:") {
         let (mime, data) = super::split_data_url(url).ok_or_else(|| {
-            ChatProviderError::failed(FailureKind::InvalidRequest, format!("an {kind} data URL must be base64: data:<type>;base64,…"))
+            ChatProviderError::failed(
+                FailureKind::InvalidRequest,
+                format!("an {kind} data URL must be base64: data:<type>;base64,…"),
+            )
         })?;
         return Ok(json!({"type": kind, "source": {"type": "base64", "media_type": mime, "data": data}}));
     }
@@ -215,10 +218,9 @@ fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Val
 }
 
 fn tool_result_block(m: &Message) -> Result<Value, ChatProviderError> {
-    let id = m
-        .tool_call_id
-        .as_deref()
-        .ok_or_else(|| ChatProviderError::failed(FailureKind::InvalidRequest, "a tool message in the history has no `tool_call_id`"))?;
+    let id = m.tool_call_id.as_deref().ok_or_else(|| {
+        ChatProviderError::failed(FailureKind::InvalidRequest, "a tool message in the history has no `tool_call_id`")
+    })?;
     let content = match m.content.as_slice() {
         [ContentPart::Text { text }] => json!(text),
         parts => Value::Array(content_blocks(parts, true)?),
@@ -300,8 +302,15 @@ mod tests {
 }
 
 /// The event types the decoder reads (`ping` and any other is skipped).
-const KNOWN_EVENTS: &[&str] =
-    &["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop", "error"];
+const KNOWN_EVENTS: &[&str] = &[
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "error",
+];
 
 #[derive(Deserialize)]
 struct Event {

@@ -56,15 +56,21 @@ pub struct ScriptedModel {
 
 impl ScriptedModel {
     pub fn new<S: Into<String>>(scripts: impl IntoIterator<Item = S>) -> ScriptedModel {
-        ScriptedModel { scripts: std::cell::RefCell::new(scripts.into_iter().map(Into::into).collect()), ..Default::default() }
+        ScriptedModel {
+            scripts: std::cell::RefCell::new(scripts.into_iter().map(Into::into).collect()),
+            ..Default::default()
+        }
     }
 
     /// The next script, parsed (the first failure a script can have).
     pub fn next_script(&self) -> Result<EchoScript, ChatProviderError> {
         let n = self.calls.get() + 1;
         self.calls.set(n);
-        let script =
-            self.scripts.borrow_mut().pop_front().ok_or_else(|| err(format!("ScriptedProvider exhausted at call {n}.")))?;
+        let script = self
+            .scripts
+            .borrow_mut()
+            .pop_front()
+            .ok_or_else(|| err(format!("ScriptedProvider exhausted at call {n}.")))?;
         script_for_stream(&script)
     }
 }
@@ -96,10 +102,7 @@ impl crate::core::soul::agent::Model for ScriptedModel {
         self.next_script()
     }
 
-    fn open(
-        &self,
-        s: EchoScript,
-    ) -> futures::future::LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
+    fn open(&self, s: EchoScript) -> futures::future::LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
         let events = s.events();
         Box::pin(futures::future::ready(Ok(crate::core::generate::VecEventSource::new(events, s.id, s.usage))))
     }
@@ -333,7 +336,9 @@ tool_call_part: {"arguments_part": " it?\"}"}
                 retry_after_ms: None
             }
         );
-        assert!(matches!(e("text: hi\nerror: 503"), ChatProviderError::Status { status: 503, message, .. } if message == "Simulated 503 error"));
+        assert!(
+            matches!(e("text: hi\nerror: 503"), ChatProviderError::Status { status: 503, message, .. } if message == "Simulated 503 error")
+        );
         assert_eq!(e("error: connection reset by peer"), ChatProviderError::Connection("reset by peer".into()));
         assert_eq!(e("error: timeout"), ChatProviderError::Timeout("Simulated timeout error".into()));
         assert!(matches!(e("error:"), ChatProviderError::Other(m) if m.starts_with("Empty error payload at line 1")));

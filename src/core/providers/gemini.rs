@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::core::sse::SseEvent;
@@ -177,10 +177,13 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                 }
             }
             Role::Tool => {
-                return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
-                    "a tool result (tool_call_id {:?}) in the history follows no assistant message that called it",
-                    m.tool_call_id.as_deref().unwrap_or("")
-                )))
+                return Err(ChatProviderError::failed(
+                    FailureKind::InvalidRequest,
+                    format!(
+                        "a tool result (tool_call_id {:?}) in the history follows no assistant message that called it",
+                        m.tool_call_id.as_deref().unwrap_or("")
+                    ),
+                ))
             }
             Role::Assistant => {
                 let mut parts = parts_of(&m.content);
@@ -223,19 +226,23 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                         )));
                     };
                     if results[pos].is_some() {
-                        return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
-                            "the history has two results for tool call `{id}`"
-                        )));
+                        return Err(ChatProviderError::failed(
+                            FailureKind::InvalidRequest,
+                            format!("the history has two results for tool call `{id}`"),
+                        ));
                     }
                     results[pos] = Some(r);
                 }
                 let mut parts = Vec::with_capacity(calls.len());
                 for (call, result) in calls.iter().zip(results) {
                     let Some(result) = result else {
-                        return Err(ChatProviderError::failed(FailureKind::InvalidRequest, format!(
-                            "the history has no result for tool call `{}` ({}); Gemini needs one for every call",
-                            call.id, call.function.name
-                        )));
+                        return Err(ChatProviderError::failed(
+                            FailureKind::InvalidRequest,
+                            format!(
+                                "the history has no result for tool call `{}` ({}); Gemini needs one for every call",
+                                call.id, call.function.name
+                            ),
+                        ));
                     };
                     if let Value::Array(p) = function_response(call, result) {
                         parts.extend(p);
@@ -396,7 +403,12 @@ impl GeminiDecoder {
     }
 
     /// A piece of a streamed call; the call is handed on, whole, when its last piece came.
-    fn on_streamed_call(&mut self, call: &Value, sig: Option<&str>, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+    fn on_streamed_call(
+        &mut self,
+        call: &Value,
+        sig: Option<&str>,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ChatProviderError> {
         let malformed = |what: String| ChatProviderError::failed(FailureKind::Malformed, what);
         let p = self.pending.get_or_insert_with(StreamedCall::default);
         if let Some(name) = call.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -414,10 +426,13 @@ impl GeminiDecoder {
         for pa in call.get("partialArgs").and_then(Value::as_array).into_iter().flatten() {
             let path = pa.get("jsonPath").and_then(Value::as_str).unwrap_or("");
             let steps = parse_json_path(path).filter(|s| !s.is_empty()).ok_or_else(|| {
-                malformed(format!("a streamed function-call argument has a JSON path this decoder cannot follow: {path:?}"))
+                malformed(format!(
+                    "a streamed function-call argument has a JSON path this decoder cannot follow: {path:?}"
+                ))
             })?;
             let continues = p.continuing.as_deref() == Some(path);
-            let slot = slot_at(&mut p.args, &steps).ok_or_else(|| malformed(format!("JSON path {path:?} does not fit the arguments so far")))?;
+            let slot = slot_at(&mut p.args, &steps)
+                .ok_or_else(|| malformed(format!("JSON path {path:?} does not fit the arguments so far")))?;
             if let Some(s) = pa.get("stringValue").and_then(Value::as_str) {
                 match slot {
                     Value::String(prev) if continues => prev.push_str(s),
@@ -490,8 +505,9 @@ impl StreamDecoder for GeminiDecoder {
         if data.is_empty() {
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}")))?;
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}"))
+        })?;
         if let Some(err) = chunk.error {
             let status = err.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
             let kind = err.get("status").and_then(Value::as_str);

@@ -109,4 +109,3 @@ fn fill_types(schema: &mut Value, depth: usize) {
         obj.insert("type".into(), json!(t));
     }
 }
-

@@ -60,7 +60,11 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
 /// The error a refusal ends a stream with: the model's own words when it gave some.
 pub fn refusal(text: &str) -> ChatProviderError {
     let text = text.trim();
-    let message = if text.is_empty() { "The model refused to answer.".to_owned() } else { format!("The model refused to answer: {text}") };
+    let message = if text.is_empty() {
+        "The model refused to answer.".to_owned()
+    } else {
+        format!("The model refused to answer: {text}")
+    };
     ChatProviderError::failed(crate::core::error::FailureKind::Refused, message)
 }
 
@@ -82,7 +86,10 @@ pub(crate) fn versioned_base(configured: Option<&str>, default: &str, version: &
 /// skipped whatever its shape (servers add event types with payloads of their own); for a
 /// known type the whole event, or an error that names the type when its shape is not the one
 /// documented.
-pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(data: &str, known: &[&str]) -> Result<Option<T>, ChatProviderError> {
+pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(
+    data: &str,
+    known: &[&str],
+) -> Result<Option<T>, ChatProviderError> {
     #[derive(Deserialize)]
     struct Kind<'a> {
         #[serde(rename = "type", borrow, default)]
@@ -95,7 +102,9 @@ pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(data: &str, known: &[&
     if !known.contains(&kind.as_ref()) {
         return Ok(None);
     }
-    serde_json::from_str(data).map(Some).map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
+    serde_json::from_str(data)
+        .map(Some)
+        .map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
 }
 
 /// What every HTTP provider's constructor takes (camelCase in JS).
@@ -308,7 +317,9 @@ pub fn mid_stream_error(kind: Option<&str>, status: Option<u16>, message: &str) 
             request_id: None,
             retry_after_ms: None,
         },
-        None => ChatProviderError::failed(FailureKind::Server, format!("the server reported an error mid-stream: {what}")),
+        None => {
+            ChatProviderError::failed(FailureKind::Server, format!("the server reported an error mid-stream: {what}"))
+        }
     }
 }
 

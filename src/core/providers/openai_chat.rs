@@ -120,7 +120,8 @@ impl OpenAIChatConfig {
         }
         super::merge_extra_body(&mut body, &self.http.extra_body);
         let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let auth =
+            self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
         HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
     }
@@ -482,8 +483,9 @@ impl StreamDecoder for OpenAIChatDecoder {
                 return Ok(());
             }
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}")))?;
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}"))
+        })?;
         if let Some(err) = chunk.error {
             return Err(mid_stream_error(&err));
         }
@@ -694,7 +696,9 @@ mod tests {
     fn truncated_stream_is_an_error_and_done_alone_is_enough() {
         let s = data(json!({"choices":[{"index":0,"delta":{"content":"Hel"}}]}));
         let (_, r, _) = run(&s);
-        assert!(matches!(r, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("ended before")));
+        assert!(
+            matches!(r, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("ended before"))
+        );
         let s = s + "data: [DONE]\n\n";
         assert!(run(&s).1.is_ok());
     }
@@ -706,12 +710,16 @@ mod tests {
             matches!(run(&s).1, Err(ChatProviderError::Status { status: 500, message, .. }) if message.contains("overloaded"))
         );
         let s = data(json!({"error":{"message":"something odd"}}));
-        assert!(matches!(run(&s).1, Err(ChatProviderError::Failed { kind: FailureKind::Server, message: m }) if m.contains("something odd")));
+        assert!(
+            matches!(run(&s).1, Err(ChatProviderError::Failed { kind: FailureKind::Server, message: m }) if m.contains("something odd"))
+        );
         let s = data(json!({"error":{"message":"Rate limit exceeded","code":429}}));
         assert!(
             matches!(run(&s).1, Err(ChatProviderError::Status { status: 429, message, .. }) if message.contains("Rate limit"))
         );
-        assert!(matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, message: m }) if m.contains("malformed")));
+        assert!(
+            matches!(run("data: {nope\n\n").1, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, message: m }) if m.contains("malformed"))
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{HttpOptions, CallIds, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -107,7 +107,8 @@ impl ResponsesConfig {
         }
         super::merge_extra_body(&mut body, &self.http.extra_body);
         let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');
-        let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
+        let auth =
+            self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
         HttpRequest { url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
     }

@@ -230,7 +230,12 @@ impl Default for SharedContext {
 
 impl SharedContext {
     pub fn new(ctx: Context) -> SharedContext {
-        SharedContext(std::rc::Rc::new(std::cell::RefCell::new(ContextCell { ctx, sink: None, version: 0, store_failed: false })))
+        SharedContext(std::rc::Rc::new(std::cell::RefCell::new(ContextCell {
+            ctx,
+            sink: None,
+            version: 0,
+            store_failed: false,
+        })))
     }
 
     pub fn set_sink(&self, sink: Option<ContextSink>) {

@@ -19,11 +19,13 @@ pub const REMINDER_3_START: u32 = 8;
 /// The streak that stops the turn.
 pub const FORCE_STOP_STREAK: u32 = 12;
 
-const REMINDER_1: &str = "\n\n<system-reminder>\nYou are repeating the exact same tool call with identical parameters. \
+const REMINDER_1: &str =
+    "\n\n<system-reminder>\nYou are repeating the exact same tool call with identical parameters. \
 Please carefully analyze the previous result. If the task is not yet complete, try a different method or \
 parameters instead of repeating the same call.\n</system-reminder>";
 
-const REMINDER_3: &str = "\n\n<system-reminder>\nYou are stuck in a dead end and have repeatedly made the same function \
+const REMINDER_3: &str =
+    "\n\n<system-reminder>\nYou are stuck in a dead end and have repeatedly made the same function \
 call without progress.\nStop all function calls immediately. Do not call any tool in your next response.\nIn \
 analysis, review the current execution state and identify why progress is blocked.\nThen return a text-only \
 summary to the user that reports the current problem, what has already been tried, and what information or \
@@ -159,7 +161,10 @@ mod tests {
 
     #[test]
     fn canonical_form() {
-        assert_eq!(canonical_arguments(Some(r#"{ "b": 1, "a": {"y": [1, 2], "x": "é"} }"#)), r#"{"a":{"x":"é","y":[1,2]},"b":1}"#);
+        assert_eq!(
+            canonical_arguments(Some(r#"{ "b": 1, "a": {"y": [1, 2], "x": "é"} }"#)),
+            r#"{"a":{"x":"é","y":[1,2]},"b":1}"#
+        );
         assert_eq!(canonical_arguments(None), "{}");
         assert_eq!(canonical_arguments(Some("")), "{}");
         assert_eq!(canonical_arguments(Some("{bad")), "{bad");

@@ -138,7 +138,12 @@ mod tests {
 
     #[test]
     fn retry_rules() {
-        let status = |status| ChatProviderError::Status { status, message: String::new(), request_id: None, retry_after_ms: None };
+        let status = |status| ChatProviderError::Status {
+            status,
+            message: String::new(),
+            request_id: None,
+            retry_after_ms: None,
+        };
         assert!(is_retryable(&ChatProviderError::Connection(String::new())));
         assert!(is_retryable(&status(429)) && is_retryable(&status(504)));
         assert!(!is_retryable(&status(400)) && !is_retryable(&ChatProviderError::Other(String::new())));

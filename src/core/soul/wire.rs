@@ -37,7 +37,10 @@ pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
 pub enum WireMessage {
     /// `ContentPart`, `ToolCall` or `ToolCallPart`.
     Part(StreamedMessagePart),
-    Event { kind: String, payload: Value },
+    Event {
+        kind: String,
+        payload: Value,
+    },
 }
 
 impl WireMessage {
@@ -459,9 +462,7 @@ impl Wire {
         if !shut {
             self.send(WireMessage::event("ApprovalRequest", payload));
         }
-        async move {
-            rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() })
-        }
+        async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
 
     /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
