@@ -9,7 +9,22 @@ export function memoryBytes(): number;
 // ---- message model ----------------------------------------------------------------------
 
 export type Role = "system" | "user" | "assistant" | "tool";
-export type TextPart = { type: "text"; text: string };
+/**
+ * `extras` holds what a provider attached to the text, under the provider's own names:
+ * `citations` (Anthropic citation objects; Perplexity's source URLs, with `search_results`) and
+ * `annotations` (OpenAI's `url_citation`s and others). An empty text whose `extras.server_tool`
+ * is `{provider, value}` is a block of the provider's own tools (Anthropic `server_tool_use`,
+ * `web_search_tool_result`, code execution; a Responses `web_search_call` or other hosted-tool
+ * item): kept in order, never given to the toolset, sent back only to that provider.
+ */
+export type TextPart = { type: "text"; text: string; extras?: TextExtras | null };
+export interface TextExtras {
+  citations?: unknown[];
+  annotations?: unknown[];
+  search_results?: unknown[];
+  server_tool?: { provider: "anthropic" | "openai_responses"; value: Record<string, unknown> };
+  [key: string]: unknown;
+}
 export type ThinkPart = { type: "think"; think: string; encrypted?: string | null };
 export type ImageURLPart = { type: "image_url"; image_url: { url: string; id?: string | null } };
 export type AudioURLPart = { type: "audio_url"; audio_url: { url: string; id?: string | null } };

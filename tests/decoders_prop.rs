@@ -88,6 +88,14 @@ fn sse_like() -> impl Strategy<Value = Vec<u8>> {
         Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"g","willContinue":true}}]}}]}"#.to_vec()),
         Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.a","stringValue":"x","willContinue":true}],"willContinue":true}}]}}]}"#.to_vec()),
         Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"partialArgs":[{"jsonPath":"$.b[0]","numberValue":2}]}}]}}]}"#.to_vec()),
+        // Citations, annotations, sources and provider-run tools (issue 12, items 9 and 10).
+        Just(br#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#.to_vec()),
+        Just(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"q\":1}"}}"#.to_vec()),
+        Just(br#"{"type":"content_block_start","index":2,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[]}}"#.to_vec()),
+        Just(br#"{"type":"content_block_delta","index":3,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x"}}}"#.to_vec()),
+        Just(br#"{"type":"response.output_item.done","output_index":2,"item":{"id":"ws","type":"web_search_call","status":"completed"}}"#.to_vec()),
+        Just(br#"{"type":"response.output_text.annotation.added","item_id":"m2","output_index":1,"annotation":{"type":"url_citation","url":"u"}}"#.to_vec()),
+        Just(br#"{"id":"p","citations":["u"],"search_results":[{"url":"u"}],"choices":[{"index":0,"delta":{"content":"t","annotations":[{"type":"url_citation"}]}}]}"#.to_vec()),
         proptest::collection::vec(any::<u8>(), 0..8),
     ];
     proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())

@@ -932,3 +932,188 @@ fn gemini_streamed_function_call_arguments() {
         o.end
     );
 }
+
+/// The parts of `m` that carry a provider-run tool's block, as (provider, value).
+fn server_tools(m: &Message) -> Vec<Value> {
+    m.content.iter().filter(|p| p.is_server_tool()).map(|p| serde_json::to_value(p).unwrap()).collect()
+}
+
+fn sse(events: &[Value]) -> String {
+    events.iter().map(|v| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap())).collect()
+}
+
+/// Anthropic web search: `server_tool_use` (its input streamed), `web_search_tool_result` and
+/// cited text blocks. The server blocks stay in the message in order, are never dispatched, and
+/// go back as they came on the next request; each text block keeps its own citations, which go
+/// back with it. Another provider leaves the blocks out.
+#[test]
+fn anthropic_server_tools_and_citations_are_kept_and_sent_back() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let cite = json!({"type": "web_search_result_location", "url": "https://en.wikipedia.org/wiki/Claude_Shannon",
+        "title": "Claude Shannon", "encrypted_index": "Eo8BCioIAhgBIiQ", "cited_text": "Claude Elwood Shannon (April 30, 1916 –"});
+    let result = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
+        {"type": "web_search_result", "title": "Claude Shannon", "url": "https://en.wikipedia.org/wiki/Claude_Shannon",
+         "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": "April 30, 2025"}]});
+    let s = sse(&[
+        json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":2679,"output_tokens":3}}}),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"I'll search for that."}}),
+        json!({"type":"content_block_stop","index":0}),
+        json!({"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{}}}),
+        json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"claude "}}),
+        json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"shannon birth date\"}"}}),
+        json!({"type":"content_block_stop","index":1}),
+        json!({"type":"content_block_start","index":2,"content_block": result}),
+        json!({"type":"content_block_stop","index":2}),
+        json!({"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"Here is what I found: "}}),
+        json!({"type":"content_block_stop","index":3}),
+        json!({"type":"content_block_start","index":4,"content_block":{"type":"text","text":"","citations":[]}}),
+        json!({"type":"content_block_delta","index":4,"delta":{"type":"citations_delta","citation": cite}}),
+        json!({"type":"content_block_delta","index":4,"delta":{"type":"text_delta","text":"Shannon was born on April 30, 1916."}}),
+        json!({"type":"content_block_stop","index":4}),
+        json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":510,"server_tool_use":{"web_search_requests":1}}}),
+        json!({"type":"message_stop"}),
+    ]);
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert!(o.message.tool_calls.is_none(), "a server tool is not the toolset's: {:?}", o.message.tool_calls);
+    let m = &o.message;
+    assert_eq!(m.content.len(), 5, "{:#?}", m.content);
+    assert_eq!(m.content[0], ContentPart::text("I'll search for that."));
+    let st = server_tools(m);
+    assert_eq!(st[0]["extras"]["server_tool"]["provider"], "anthropic");
+    assert_eq!(
+        st[0]["extras"]["server_tool"]["value"],
+        json!({"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"claude shannon birth date"}})
+    );
+    assert_eq!(st[1]["extras"]["server_tool"]["value"], result);
+    assert_eq!(
+        m.content[3],
+        ContentPart::text("Here is what I found: "),
+        "a plain block is not merged with a cited one"
+    );
+    assert_eq!(m.content[4].text_extra_list("citations"), Some(&vec![cite.clone()]));
+    assert_eq!(m.extract_text(""), "I'll search for that.Here is what I found: Shannon was born on April 30, 1916.");
+
+    // The message in a context file reads back the same.
+    let line = serde_json::to_string(m).unwrap();
+    assert_eq!(&serde_json::from_str::<Message>(&line).unwrap(), m);
+
+    // Next turn: the assistant message goes back block for block.
+    let history = vec![Message::new(Role::User, vec![ContentPart::text("When was Shannon born?")]), m.clone()];
+    let req = p.build_request("", &[], &history).unwrap();
+    let body: Value = serde_json::from_str(&req.body).unwrap();
+    let sent = &body["messages"][1]["content"];
+    assert_eq!(sent[0], json!({"type":"text","text":"I'll search for that."}));
+    assert_eq!(sent[1]["type"], "server_tool_use");
+    assert_eq!(sent[1]["input"], json!({"query":"claude shannon birth date"}));
+    assert_eq!(sent[2], result);
+    assert_eq!(sent[3]["text"], "Here is what I found: ");
+    assert!(sent[3].get("citations").is_none());
+    assert_eq!(sent[4]["citations"], json!([cite]));
+    assert_eq!(sent.as_array().unwrap().len(), 5);
+
+    // Chat Completions has no place for them: only the text goes.
+    let chat = provider(json!({"kind": "openai", "model": "gpt-4o"}));
+    let body: Value = serde_json::from_str(&chat.build_request("", &[], &history).unwrap().body).unwrap();
+    let texts: Vec<&str> =
+        body["messages"][1]["content"].as_array().unwrap().iter().map(|p| p["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["I'll search for that.", "Here is what I found: ", "Shannon was born on April 30, 1916."]);
+}
+
+/// A server block whose streamed input is not JSON is a malformed stream, not a silent `{}`.
+#[test]
+fn anthropic_server_tool_with_broken_input_is_an_error() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let s = sse(&[
+        json!({"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"code_execution","input":{}}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"code\": \"print("}}),
+        json!({"type":"content_block_stop","index":0}),
+        json!({"type":"message_stop"}),
+    ]);
+    let o = decode(&p, &[s.as_bytes()]);
+    let err = o.end.unwrap_err();
+    assert_eq!(err.kind(), "malformed", "{err}");
+    assert!(err.to_string().contains("server tool"), "{err}");
+}
+
+/// Responses: `web_search_call` items and `url_citation` annotations. The item stays in the
+/// message and goes back as an input item in its place; annotations stay with their text and
+/// go back in `output_text.annotations`. A server that lists annotations only in the finished
+/// message is read too (once).
+#[test]
+fn responses_hosted_tools_and_annotations_are_kept_and_sent_back() {
+    let p = provider(json!({"kind": "openai_responses", "model": "gpt-5"}));
+    let ws = json!({"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"positive news today"}});
+    let ann = json!({"type":"url_citation","start_index":0,"end_index":10,"url":"https://example.com/a","title":"A"});
+    for streamed in [true, false] {
+        let mut evs = vec![
+            json!({"type":"response.created","response":{"id":"resp_1"}}),
+            json!({"type":"response.output_item.added","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"in_progress"}}),
+            json!({"type":"response.web_search_call.searching","output_index":0,"item_id":"ws_1"}),
+            json!({"type":"response.output_item.done","output_index":0,"item": ws}),
+            json!({"type":"response.output_item.added","output_index":1,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}),
+            json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":"Good news: the river is clean."}),
+        ];
+        if streamed {
+            evs.push(json!({"type":"response.output_text.annotation.added","item_id":"msg_1","output_index":1,"content_index":0,"annotation_index":0,"annotation": ann}));
+        }
+        evs.push(json!({"type":"response.output_item.done","output_index":1,"item":{"id":"msg_1","type":"message","role":"assistant",
+            "content":[{"type":"output_text","text":"Good news: the river is clean.","annotations":[ann]}]}}));
+        evs.push(json!({"type":"response.completed","response":{"id":"resp_1","status":"completed"}}));
+        let o = decode_every_split(&p, sse(&evs).as_bytes());
+        assert!(o.end.is_ok(), "{:?}", o.end);
+        let m = &o.message;
+        assert!(m.tool_calls.is_none());
+        assert_eq!(m.content.len(), 2, "{:#?}", m.content);
+        assert_eq!(server_tools(m)[0]["extras"]["server_tool"], json!({"provider":"openai_responses","value": ws}));
+        assert_eq!(m.content[1].text_extra_list("annotations"), Some(&vec![ann.clone()]), "streamed: {streamed}");
+
+        let history = vec![Message::new(Role::User, vec![ContentPart::text("news?")]), m.clone()];
+        let body: Value = serde_json::from_str(&p.build_request("", &[], &history).unwrap().body).unwrap();
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(input[1], ws);
+        assert_eq!(input[2]["type"], "message");
+        assert_eq!(input[2]["content"][0]["annotations"], json!([ann]));
+        // Anthropic has no use for OpenAI's item: it is left out, the text goes.
+        let a = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+        let body: Value = serde_json::from_str(&a.build_request("", &[], &history).unwrap().body).unwrap();
+        let sent = body["messages"][1]["content"].as_array().unwrap();
+        assert_eq!((sent.len(), &sent[0]["text"]), (1, &json!("Good news: the river is clean.")));
+    }
+}
+
+/// Perplexity repeats the answer's sources (`citations`, `search_results`) in every chunk; they
+/// are kept once, with the text. OpenAI's search models send `annotations` in the delta.
+#[test]
+fn chat_sources_stay_with_the_text() {
+    let p = provider(json!({"kind": "openai", "model": "sonar", "baseUrl": "https://api.perplexity.ai"}));
+    let cites = json!(["https://a.example/1", "https://b.example/2"]);
+    let results = json!([{"title":"One","url":"https://a.example/1","date":"2025-01-01"}]);
+    let chunk = |content: &str, finish: Option<&str>| {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"p1","model":"sonar","citations": cites, "search_results": results,
+                "choices":[{"index":0,"delta":{"role":"assistant","content":content},"finish_reason":finish}]})
+        )
+    };
+    let s = chunk("The answer ", None) + &chunk("is 42 [1].", None) + &chunk("", Some("stop")) + "data: [DONE]\n\n";
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.content.len(), 1, "{:#?}", o.message.content);
+    assert_eq!(o.message.extract_text(""), "The answer is 42 [1].");
+    assert_eq!(o.message.content[0].text_extra_list("citations"), cites.as_array());
+    assert_eq!(o.message.content[0].text_extra_list("search_results"), results.as_array());
+
+    let ann = json!({"type":"url_citation","url_citation":{"start_index":0,"end_index":5,"url":"https://x.example","title":"X"}});
+    let s = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        json!({"id":"c","choices":[{"index":0,"delta":{"content":"Hello"}}]}),
+        json!({"id":"c","choices":[{"index":0,"delta":{"annotations":[ann]},"finish_reason":"stop"}]})
+    );
+    let o = decode_every_split(&provider(json!({"kind": "openai", "model": "gpt-4o-search-preview"})), s.as_bytes());
+    assert_eq!(o.message.content.len(), 1);
+    assert_eq!(o.message.content[0].text_extra_list("annotations"), Some(&vec![ann]));
+}

@@ -214,7 +214,7 @@ impl Default for MessageAssembler {
 
 fn part_bytes(p: &StreamedMessagePart) -> usize {
     match p {
-        StreamedMessagePart::Content(ContentPart::Text { text }) => text.len(),
+        StreamedMessagePart::Content(ContentPart::Text { text, .. }) => text.len(),
         StreamedMessagePart::Content(ContentPart::Think { think, encrypted }) => {
             think.len() + encrypted.as_deref().map_or(0, str::len)
         }
@@ -363,7 +363,7 @@ impl MessageAssembler {
         }
         let substantive = self.content.iter().any(|p| match p {
             ContentPart::Think { .. } => false,
-            ContentPart::Text { text } => !text.trim().is_empty(),
+            ContentPart::Text { text, .. } => !text.trim().is_empty() || p.is_server_tool(),
             _ => true,
         });
         let has_think = self.content.iter().any(|p| matches!(p, ContentPart::Think { .. }));

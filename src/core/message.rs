@@ -20,8 +20,15 @@ pub struct MediaUrl {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum ContentPart {
+    /// `extras` keeps what a provider attaches to the text: `citations` (Anthropic, Perplexity),
+    /// `annotations` (OpenAI Responses), or, on an empty text, `server_tool`: a block the
+    /// provider's own tools produced (see [`ContentPart::server_tool`]).
     #[serde(rename = "text")]
-    Text { text: String },
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        extras: Option<Map<String, Value>>,
+    },
     #[serde(rename = "think")]
     Think {
         think: String,
@@ -38,7 +45,45 @@ pub enum ContentPart {
 
 impl ContentPart {
     pub fn text(s: impl Into<String>) -> Self {
-        ContentPart::Text { text: s.into() }
+        ContentPart::Text { text: s.into(), extras: None }
+    }
+
+    /// A provider-run tool's block or item (`provider` names whose shape `value` has), kept in
+    /// the message as an empty text part so the message stays kosong's: kept in order, never
+    /// dispatched to the toolset, sent back only to the provider that produced it.
+    pub fn server_tool(provider: &str, value: Value) -> Self {
+        let mut inner = Map::new();
+        inner.insert("provider".into(), Value::from(provider));
+        inner.insert("value".into(), value);
+        let mut extras = Map::new();
+        extras.insert("server_tool".into(), Value::Object(inner));
+        ContentPart::Text { text: String::new(), extras: Some(extras) }
+    }
+
+    /// The provider-run tool block this part carries, when it is one made for `provider`.
+    pub fn server_tool_for(&self, provider: &str) -> Option<&Value> {
+        let st = self.server_tool_extras()?;
+        (st.get("provider").and_then(Value::as_str) == Some(provider)).then(|| st.get("value")).flatten()
+    }
+
+    fn server_tool_extras(&self) -> Option<&Map<String, Value>> {
+        match self {
+            ContentPart::Text { extras: Some(e), .. } => e.get("server_tool").and_then(Value::as_object),
+            _ => None,
+        }
+    }
+
+    /// True for a part that carries a provider-run tool's block rather than text.
+    pub fn is_server_tool(&self) -> bool {
+        self.server_tool_extras().is_some()
+    }
+
+    /// A list kept in a text part's extras (`citations`, `annotations`).
+    pub fn text_extra_list(&self, key: &str) -> Option<&Vec<Value>> {
+        match self {
+            ContentPart::Text { extras: Some(e), .. } => e.get(key).and_then(Value::as_array),
+            _ => None,
+        }
     }
     pub fn think(s: impl Into<String>) -> Self {
         ContentPart::Think { think: s.into(), encrypted: None }
@@ -47,8 +92,16 @@ impl ContentPart {
     /// kosong's `merge_in_place`: true when `other` was absorbed into `self`.
     pub fn merge_in_place(&mut self, other: &ContentPart) -> bool {
         match (self, other) {
-            (ContentPart::Text { text }, ContentPart::Text { text: more }) => {
+            (ContentPart::Text { text, extras }, ContentPart::Text { text: more, extras: more_extras }) => {
+                let server_tool =
+                    |e: &Option<Map<String, Value>>| e.as_ref().is_some_and(|e| e.contains_key("server_tool"));
+                if server_tool(extras) || server_tool(more_extras) {
+                    return false;
+                }
                 text.push_str(more);
+                if let Some(more_extras) = more_extras {
+                    merge_extras(extras.get_or_insert_with(Map::new), more_extras);
+                }
                 true
             }
             (ContentPart::Think { think, encrypted }, ContentPart::Think { think: more, encrypted: more_enc }) => {
@@ -66,6 +119,18 @@ impl ContentPart {
     }
 }
 
+/// Lists (citations, annotations) are appended; any other key takes the later value.
+fn merge_extras(into: &mut Map<String, Value>, more: &Map<String, Value>) {
+    for (k, v) in more {
+        match (into.get_mut(k), v) {
+            (Some(Value::Array(have)), Value::Array(add)) => have.extend(add.iter().cloned()),
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
 /// Read through a flat struct rather than serde's internally tagged enums, whose buffering
 /// machinery is large in the .wasm and slow.
 impl<'de> Deserialize<'de> for ContentPart {
@@ -76,6 +141,8 @@ impl<'de> Deserialize<'de> for ContentPart {
             kind: String,
             #[serde(default)]
             text: Option<String>,
+            #[serde(default)]
+            extras: Option<Map<String, Value>>,
             #[serde(default)]
             think: Option<String>,
             #[serde(default)]
@@ -90,7 +157,9 @@ impl<'de> Deserialize<'de> for ContentPart {
         let r = Raw::deserialize(d)?;
         let need = |v: Option<MediaUrl>, f: &'static str| v.ok_or_else(|| D::Error::missing_field(f));
         Ok(match r.kind.as_str() {
-            "text" => ContentPart::Text { text: r.text.ok_or_else(|| D::Error::missing_field("text"))? },
+            "text" => {
+                ContentPart::Text { text: r.text.ok_or_else(|| D::Error::missing_field("text"))?, extras: r.extras }
+            }
             "think" => ContentPart::Think {
                 think: r.think.ok_or_else(|| D::Error::missing_field("think"))?,
                 encrypted: r.encrypted,
@@ -305,7 +374,7 @@ impl Message {
             .content
             .iter()
             .filter_map(|p| match p {
-                ContentPart::Text { text } => Some(text.as_str()),
+                ContentPart::Text { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .collect();
@@ -315,14 +384,14 @@ impl Message {
 
 fn ser_content<S: Serializer>(content: &[ContentPart], s: S) -> Result<S::Ok, S::Error> {
     match content {
-        [ContentPart::Text { text }] => s.serialize_str(text),
+        [ContentPart::Text { text, extras: None }] => s.serialize_str(text),
         parts => parts.serialize(s),
     }
 }
 
 fn de_content<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Error> {
     Ok(match TextOrParts::deserialize(d)? {
-        TextOrParts::Text(text) => vec![ContentPart::Text { text }],
+        TextOrParts::Text(text) => vec![ContentPart::text(text)],
         TextOrParts::Parts(parts) => parts,
         TextOrParts::Null => Vec::new(),
     })

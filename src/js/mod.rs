@@ -222,7 +222,9 @@ fn call_part_hook(f: &Option<Function>, part: &StreamedMessagePart) -> CallbackR
     use crate::core::message::{ContentPart, ToolCallPart};
     let Some(f) = f else { return Ok(None) };
     let fast = match part {
-        StreamedMessagePart::Content(ContentPart::Text { text }) => Some((JsValue::UNDEFINED, "text", text.as_str())),
+        StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => {
+            Some((JsValue::UNDEFINED, "text", text.as_str()))
+        }
         StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => {
             Some((JsValue::UNDEFINED, "think", think.as_str()))
         }

@@ -105,6 +105,48 @@ test("a second turn sends the first turn back in each provider's shape", async (
   }
 });
 
+test("Anthropic web search: server-tool blocks and cited text reach the caller, no tool runs for them, and the next turn sends them back", async () => {
+  const ev = (o) => `event: ${o.type}\ndata: ${JSON.stringify(o)}\n\n`;
+  const cite = { type: "web_search_result_location", url: "https://example.org/shannon", title: "Shannon", encrypted_index: "Eo8B", cited_text: "born April 30, 1916" };
+  const result = { type: "web_search_tool_result", tool_use_id: "srvtoolu_1", content: [{ type: "web_search_result", title: "Shannon", url: "https://example.org/shannon", encrypted_content: "EqgfCio" }] };
+  server.respond({
+    steps: [
+      ev({ type: "message_start", message: { id: "msg_1", content: [], usage: { input_tokens: 10, output_tokens: 1 } } }),
+      ev({ type: "content_block_start", index: 0, content_block: { type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: {} } }),
+      ev({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: '{"query":"shannon"}' } }),
+      ev({ type: "content_block_stop", index: 0 }),
+      ev({ type: "content_block_start", index: 1, content_block: result }),
+      ev({ type: "content_block_stop", index: 1 }),
+      ev({ type: "content_block_start", index: 2, content_block: { type: "text", text: "" } }),
+      ev({ type: "content_block_delta", index: 2, delta: { type: "citations_delta", citation: cite } }),
+      ev({ type: "content_block_delta", index: 2, delta: { type: "text_delta", text: "He was born in 1916." } }),
+      ev({ type: "content_block_stop", index: 2 }),
+      ev({ type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 20 } }),
+      ev({ type: "message_stop" }),
+    ],
+  });
+  let ran = 0;
+  const toolset = new k.SimpleToolset([{ name: "web_search", description: "a client tool of the same name", parameters: { type: "object" }, handler: () => (ran++, "client") }]);
+  const provider = new k.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl: server.baseUrl });
+  const parts = [];
+  const history = [{ role: "user", content: "When was Shannon born?" }];
+  const r = await k.step(provider, "", toolset, history, { onMessagePart: (p) => parts.push(p) });
+  assert.deepEqual(r.toolCalls, []);
+  assert.equal(ran, 0, "a server tool never reaches the toolset");
+  const content = r.message.content;
+  assert.equal(content.length, 3);
+  assert.deepEqual(content[0].extras.server_tool, { provider: "anthropic", value: { type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: { query: "shannon" } } });
+  assert.deepEqual(content[1].extras.server_tool.value, result);
+  assert.deepEqual(content[2], { type: "text", text: "He was born in 1916.", extras: { citations: [cite] } });
+  assert.ok(parts.some((p) => p.extras?.citations), "the citation streams to onMessagePart");
+  history.push(r.message, { role: "user", content: "Thanks" });
+  server.respond({ steps: events("anthropic") });
+  await k.step(provider, "", toolset, history);
+  const sent = server.requests.at(-1).body.messages[1].content;
+  assert.deepEqual(sent.map((b) => b.type), ["server_tool_use", "web_search_tool_result", "text"]);
+  assert.deepEqual(sent[2].citations, [cite]);
+});
+
 test("errors are the same classes for every provider, with status, request id, retry-after and no key", async () => {
   const idHeader = { anthropic: "request-id", responses: "x-request-id", gemini: "x-request-id", kimi: "x-trace-id" };
   for (const c of cases) {

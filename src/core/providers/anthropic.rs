@@ -192,8 +192,23 @@ fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Val
     let mut blocks = Vec::with_capacity(parts.len());
     for part in parts {
         match part {
-            ContentPart::Text { text } if text.is_empty() => {}
-            ContentPart::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+            ContentPart::Text { .. } if part.is_server_tool() => {
+                if let (Some(block), false) = (part.server_tool_for("anthropic"), in_tool_result) {
+                    blocks.push(block.clone());
+                }
+            }
+            ContentPart::Text { text, .. } if text.is_empty() => {}
+            ContentPart::Text { text, .. } => {
+                let mut b = json!({"type": "text", "text": text});
+                // Anthropic's own citation objects go back with their text.
+                if let Some(cites) = part.text_extra_list("citations") {
+                    let own: Vec<Value> = cites.iter().filter(|c| text_of(c, "type").is_some()).cloned().collect();
+                    if !own.is_empty() {
+                        b["citations"] = Value::Array(own);
+                    }
+                }
+                blocks.push(b)
+            }
             ContentPart::ImageUrl { image_url } => blocks.push(media_block("image", &image_url.url)?),
             ContentPart::Think { think, encrypted } if !in_tool_result => match encrypted.as_deref() {
                 Some(sig) if !sig.is_empty() && think.is_empty() => {
@@ -222,7 +237,7 @@ fn tool_result_block(m: &Message) -> Result<Value, ChatProviderError> {
         ChatProviderError::failed(FailureKind::InvalidRequest, "a tool message in the history has no `tool_call_id`")
     })?;
     let content = match m.content.as_slice() {
-        [ContentPart::Text { text }] => json!(text),
+        [ContentPart::Text { text, .. }] => json!(text),
         parts => Value::Array(content_blocks(parts, true)?),
     };
     Ok(json!({"type": "tool_result", "tool_use_id": id, "content": content}))
@@ -358,7 +373,17 @@ struct Usage {
 enum Block {
     Text,
     Thinking,
-    Tool { id: String, done: bool },
+    Tool {
+        id: String,
+        done: bool,
+    },
+    /// A block of Anthropic's own tools (`server_tool_use`, `web_search_tool_result`, code
+    /// execution, …): kept whole, its streamed `input` gathered, delivered at its stop.
+    Server {
+        block: Value,
+        input: String,
+        sent: bool,
+    },
     Other,
 }
 
@@ -423,6 +448,34 @@ impl AnthropicDecoder {
         self.blocks.get_mut(pos).map(|(_, b)| b)
     }
 
+    fn on_block_stop(&mut self, index: Option<u64>, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        match self.block(index) {
+            Some(Block::Tool { id, done }) if !*done => {
+                *done = true;
+                let id = id.clone();
+                out.push(StreamEvent::ToolCallComplete(id));
+            }
+            Some(Block::Server { block, input, sent }) if !*sent => {
+                *sent = true;
+                let mut block = std::mem::take(block);
+                if !input.trim().is_empty() {
+                    let parsed: Value = serde_json::from_str(input).map_err(|e| {
+                        ChatProviderError::failed(
+                            FailureKind::Malformed,
+                            format!("the input of a server tool block is not JSON: {e}"),
+                        )
+                    })?;
+                    if let Some(obj) = block.as_object_mut() {
+                        obj.insert("input".into(), parsed);
+                    }
+                }
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::server_tool("anthropic", block))));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
         for (_, b) in self.blocks.iter_mut().skip(self.completed_upto) {
             if let Block::Tool { id, done } = b {
@@ -439,8 +492,17 @@ impl AnthropicDecoder {
         let content = |p: ContentPart| StreamEvent::Part(StreamedMessagePart::Content(p));
         let b = match text_of(block, "type").unwrap_or("") {
             "text" => {
-                if let Some(t) = text_of(block, "text").filter(|t| !t.is_empty()) {
-                    out.push(content(ContentPart::text(t)));
+                // Each text block is a part of its own, so citations stay with their text.
+                out.push(StreamEvent::Boundary);
+                let cites = block.get("citations").and_then(Value::as_array).filter(|c| !c.is_empty());
+                let t = text_of(block, "text").unwrap_or("");
+                if !t.is_empty() || cites.is_some() {
+                    let extras = cites.map(|c| {
+                        let mut m = serde_json::Map::new();
+                        m.insert("citations".into(), Value::Array(c.clone()));
+                        m
+                    });
+                    out.push(content(ContentPart::Text { text: t.to_owned(), extras }));
                 }
                 Block::Text
             }
@@ -464,8 +526,10 @@ impl AnthropicDecoder {
                 out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
                 Block::Tool { id, done: false }
             }
-            // server_tool_use, web_search_tool_result, …: not part of kosong's model.
-            _ => Block::Other,
+            // A block type with no `type` is nothing anyone can send back.
+            "" => Block::Other,
+            // server_tool_use, web_search_tool_result, code execution, mcp, …
+            _ => Block::Server { block: block.clone(), input: String::new(), sent: false },
         };
         self.by_index.insert(index, self.blocks.len());
         self.blocks.push((index, b));
@@ -491,15 +555,26 @@ impl AnthropicDecoder {
             }
             "input_json_delta" => {
                 let piece = text_of(delta, "partial_json").filter(|p| !p.is_empty()).map(str::to_owned);
-                if let (Some(Block::Tool { id, done: false }), Some(piece)) = (self.block(index), piece) {
-                    let id = id.clone();
-                    out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
-                        arguments_part: Some(piece),
-                        tool_call_id: Some(id),
-                    })));
+                match (self.block(index), piece) {
+                    (Some(Block::Tool { id, done: false }), Some(piece)) => {
+                        let id = id.clone();
+                        out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                            arguments_part: Some(piece),
+                            tool_call_id: Some(id),
+                        })));
+                    }
+                    (Some(Block::Server { input, sent: false, .. }), Some(piece)) => input.push_str(&piece),
+                    _ => {}
                 }
             }
-            // citations_delta and future kinds carry nothing kosong keeps.
+            "citations_delta" => {
+                if let Some(c) = delta.get("citation").filter(|c| c.is_object()) {
+                    let mut extras = serde_json::Map::new();
+                    extras.insert("citations".into(), Value::Array(vec![c.clone()]));
+                    out.push(content(ContentPart::Text { text: String::new(), extras: Some(extras) }));
+                }
+            }
+            // Future kinds carry nothing kosong keeps.
             _ => {}
         }
     }
@@ -514,7 +589,7 @@ impl StreamDecoder for AnthropicDecoder {
         if self.fast {
             if let Some(text) = super::fast_delta::anthropic_text_delta(data) {
                 if !text.is_empty() {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text })));
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
                 }
                 return Ok(());
             }
@@ -538,11 +613,7 @@ impl StreamDecoder for AnthropicDecoder {
                         // Out of the range of the stream's own block indexes.
                         let index = u64::MAX - i as u64;
                         self.on_block_start(index, block, out);
-                        if let Some(Block::Tool { id, done }) = self.block(Some(index)) {
-                            *done = true;
-                            let id = id.clone();
-                            out.push(StreamEvent::ToolCallComplete(id));
-                        }
+                        self.on_block_stop(Some(index), out)?;
                     }
                 }
             }
@@ -556,15 +627,7 @@ impl StreamDecoder for AnthropicDecoder {
                     self.on_delta(ev.index, d, out);
                 }
             }
-            "content_block_stop" => {
-                if let Some(Block::Tool { id, done }) = self.block(ev.index) {
-                    if !*done {
-                        *done = true;
-                        let id = id.clone();
-                        out.push(StreamEvent::ToolCallComplete(id));
-                    }
-                }
-            }
+            "content_block_stop" => self.on_block_stop(ev.index, out)?,
             "message_delta" => {
                 if let Some(r) = ev.delta.as_ref().and_then(|d| text_of(d, "stop_reason")) {
                     self.stop_reason = Some(r.to_owned());

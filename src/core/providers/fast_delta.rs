@@ -303,7 +303,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             s.literal(b"null")
         }
         // Fields the general path reads: never skipped here.
-        "error" => None,
+        "error" | "citations" | "search_results" => None,
         _ => s.skip(0),
     })?;
     s.ws();

@@ -128,8 +128,8 @@ fn parts_of(content: &[ContentPart]) -> Vec<Value> {
     content
         .iter()
         .filter_map(|p| match p {
-            ContentPart::Text { text } if text.is_empty() => None,
-            ContentPart::Text { text } => Some(json!({"text": text})),
+            ContentPart::Text { text, .. } if text.is_empty() => None,
+            ContentPart::Text { text, .. } => Some(json!({"text": text})),
             ContentPart::Think { think, encrypted } => {
                 if think.is_empty() && encrypted.is_none() {
                     return None;

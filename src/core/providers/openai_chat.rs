@@ -137,7 +137,7 @@ impl OpenAIChatConfig {
 
 fn part_to_openai(part: &ContentPart) -> Option<Value> {
     Some(match part {
-        ContentPart::Text { text } => json!({"type": "text", "text": text}),
+        ContentPart::Text { text, .. } => json!({"type": "text", "text": text}),
         ContentPart::Think { .. } => return None,
         ContentPart::ImageUrl { image_url } => json!({"type": "image_url", "image_url": {"url": image_url.url}}),
         ContentPart::AudioUrl { audio_url } => json!({"type": "audio_url", "audio_url": {"url": audio_url.url}}),
@@ -156,11 +156,13 @@ pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
     };
     let mut out = Map::new();
     out.insert("role".into(), json!(role));
-    let visible: Vec<&ContentPart> = m.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. })).collect();
+    // Think parts travel under the reasoning key; another provider's server-tool blocks stay out.
+    let visible: Vec<&ContentPart> =
+        m.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. }) && !p.is_server_tool()).collect();
     let content = match visible.as_slice() {
         [] if m.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) => Value::Null,
         [] => json!(""),
-        [ContentPart::Text { text }] => json!(text),
+        [ContentPart::Text { text, .. }] => json!(text),
         parts => Value::Array(parts.iter().filter_map(|p| part_to_openai(p)).collect()),
     };
     out.insert("content".into(), content);
@@ -210,6 +212,11 @@ struct Chunk<'a> {
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<Value>,
+    /// Perplexity: the sources of the answer so far (URLs), repeated in each chunk.
+    #[serde(default)]
+    citations: Option<Vec<Value>>,
+    #[serde(default)]
+    search_results: Option<Vec<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -239,6 +246,9 @@ struct Delta {
     reasoning: Option<Value>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
+    /// OpenAI's search models: `url_citation` annotations of the text.
+    #[serde(default)]
+    annotations: Option<Vec<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -346,6 +356,9 @@ pub struct OpenAIChatDecoder {
     done: bool,
     /// The refusal streamed so far (`delta.refusal`).
     refusal: String,
+    /// Perplexity's `citations` and `search_results`, as the latest chunk had them; they join
+    /// the text at the end.
+    sources: Option<serde_json::Map<String, Value>>,
     calls: Vec<OpenCall>,
     /// Each index's call, and the server ids seen: O(1) lookups however many calls come.
     by_index: std::collections::HashMap<u64, usize>,
@@ -368,6 +381,7 @@ impl OpenAIChatDecoder {
             finish_reason: None,
             done: false,
             refusal: String::new(),
+            sources: None,
             calls: Vec::new(),
             by_index: std::collections::HashMap::new(),
             server_ids: std::collections::HashSet::new(),
@@ -478,7 +492,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                     }
                 }
                 if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text })));
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
                 }
                 return Ok(());
             }
@@ -496,6 +510,11 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if let Some(u) = chunk.usage {
             self.usage = Some(u.to_token_usage());
+        }
+        for (key, list) in [("citations", chunk.citations), ("search_results", chunk.search_results)] {
+            if let Some(list) = list.filter(|l| !l.is_empty()) {
+                self.sources.get_or_insert_with(Map::new).insert(key.into(), Value::Array(list));
+            }
         }
         // With `n > 1` (through `extraBody`) the choices stream side by side: the first is the
         // answer, the others are skipped.
@@ -523,9 +542,17 @@ impl StreamDecoder for OpenAIChatDecoder {
             if let Some(r) = &delta.refusal {
                 self.refusal.push_str(r);
             }
+            if let Some(list) = delta.annotations.filter(|l| !l.is_empty()) {
+                let mut extras = Map::new();
+                extras.insert("annotations".into(), Value::Array(list));
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text {
+                    text: String::new(),
+                    extras: Some(extras),
+                })));
+            }
             match delta.content {
                 Some(Value::String(c)) if !c.is_empty() => {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: c })))
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(c))))
                 }
                 // Mistral's reasoning models stream content as parts: text, and thinking (itself
                 // a list of text parts).
@@ -536,7 +563,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                             Some("thinking") => Some(ContentPart::think(text_of_parts(item.get("thinking")))),
                             _ => None,
                         };
-                        if let Some(p) = part.filter(|p| !matches!(p, ContentPart::Text { text } | ContentPart::Think { think: text, .. } if text.is_empty())) {
+                        if let Some(p) = part.filter(|p| !matches!(p, ContentPart::Text { text, .. } | ContentPart::Think { think: text, .. } if text.is_empty())) {
                             out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
                         }
                     }
@@ -563,6 +590,12 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if !self.refusal.is_empty() {
             return Err(super::refusal(&self.refusal));
+        }
+        if let Some(sources) = self.sources.take() {
+            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text {
+                text: String::new(),
+                extras: Some(sources),
+            })));
         }
         self.complete_all(out);
         Ok(())

@@ -118,7 +118,7 @@ fn input_content(parts: &[&ContentPart]) -> Vec<Value> {
     parts
         .iter()
         .filter_map(|p| match p {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"type": "input_text", "text": text})),
+            ContentPart::Text { text, .. } if !text.is_empty() => Some(json!({"type": "input_text", "text": text})),
             ContentPart::ImageUrl { image_url } => {
                 Some(json!({"type": "input_image", "detail": "auto", "image_url": image_url.url}))
             }
@@ -138,7 +138,7 @@ fn input_content(parts: &[&ContentPart]) -> Vec<Value> {
 pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
     if m.role == Role::Tool {
         let output: Value = match m.content.as_slice() {
-            [ContentPart::Text { text }] => json!(text),
+            [ContentPart::Text { text, .. }] => json!(text),
             parts => Value::Array(input_content(&parts.iter().collect::<Vec<_>>())),
         };
         out.push(json!({"type": "function_call_output", "call_id": m.tool_call_id.as_deref().unwrap_or(""), "output": output}));
@@ -159,8 +159,9 @@ pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
             let content: Vec<Value> = pending
                 .iter()
                 .filter_map(|p| match p {
-                    ContentPart::Text { text } if !text.is_empty() => {
-                        Some(json!({"type": "output_text", "text": text, "annotations": []}))
+                    ContentPart::Text { text, .. } if !text.is_empty() => {
+                        let annotations = p.text_extra_list("annotations").cloned().unwrap_or_default();
+                        Some(json!({"type": "output_text", "text": text, "annotations": annotations}))
                     }
                     _ => None,
                 })
@@ -194,6 +195,14 @@ pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
                     out.push(json!({"type": "reasoning", "summary": summary, "encrypted_content": enc}));
                 }
             }
+            p if p.is_server_tool() => {
+                // A hosted tool's item goes back in its place; another provider's is left out.
+                if let Some(item) = p.server_tool_for("openai_responses") {
+                    flush(&mut pending, out);
+                    out.push(item.clone());
+                }
+                i += 1;
+            }
             p => {
                 pending.push(p);
                 i += 1;
@@ -220,6 +229,7 @@ const KNOWN_EVENTS: &[&str] = &[
     "response.output_item.added",
     "response.output_item.done",
     "response.output_text.delta",
+    "response.output_text.annotation.added",
     "response.function_call_arguments.delta",
     "response.function_call_arguments.done",
     "response.reasoning_summary_text.delta",
@@ -248,6 +258,8 @@ struct Event {
     #[serde(default)]
     item: Option<Value>,
     #[serde(default)]
+    annotation: Option<Value>,
+    #[serde(default)]
     response: Option<Value>,
     #[serde(default)]
     code: Option<Value>,
@@ -264,10 +276,31 @@ struct Item {
 
 #[derive(Debug)]
 enum ItemKind {
-    Call { id: String, arguments_seen: bool, done: bool },
-    Reasoning { last_summary: Option<u64> },
+    Call {
+        id: String,
+        arguments_seen: bool,
+        done: bool,
+    },
+    Reasoning {
+        last_summary: Option<u64>,
+    },
+    /// An item of a hosted tool (`web_search_call`, `code_interpreter_call`, …): kept whole
+    /// at `output_item.done` and sent back as it came.
+    Hosted,
     Other,
 }
+
+/// Item types the caller must answer (and so cannot be kept and replayed as they are); every
+/// other type beyond messages, calls and reasoning is a hosted tool's item.
+const CLIENT_ITEMS: &[&str] = &[
+    "message",
+    "function_call",
+    "reasoning",
+    "computer_call",
+    "local_shell_call",
+    "custom_tool_call",
+    "apply_patch_call",
+];
 
 #[derive(Debug, Default)]
 pub struct ResponsesDecoder {
@@ -287,7 +320,16 @@ pub struct ResponsesDecoder {
     /// The refusal streamed so far (`response.refusal.delta`, or a `refusal` content part).
     refusal: String,
     refused: bool,
+    /// `response.output_text.annotation.added` came: the finished message's own list of
+    /// annotations is not read again.
+    annotations_streamed: bool,
     ids: CallIds,
+}
+
+fn text_with_list(key: &str, list: Vec<Value>) -> StreamEvent {
+    let mut extras = serde_json::Map::new();
+    extras.insert(key.into(), Value::Array(list));
+    StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: String::new(), extras: Some(extras) }))
 }
 
 fn usage_of(u: &Value) -> TokenUsage {
@@ -341,6 +383,7 @@ impl ResponsesDecoder {
             // Its summaries stream as think parts; the encrypted content closes them at
             // `output_item.done`.
             "reasoning" => ItemKind::Reasoning { last_summary: None },
+            t if !t.is_empty() && !CLIENT_ITEMS.contains(&t) => ItemKind::Hosted,
             _ => ItemKind::Other,
         };
         self.any_call |= matches!(kind, ItemKind::Call { .. });
@@ -355,6 +398,21 @@ impl ResponsesDecoder {
         let Some(item) = ev.item.as_ref() else { return };
         let item_id = item.get("id").and_then(Value::as_str);
         let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if item_type == "message" && !self.annotations_streamed {
+            // A server that lists annotations only in the finished message.
+            let listed: Vec<Value> = item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part.get("annotations").and_then(Value::as_array))
+                .flatten()
+                .cloned()
+                .collect();
+            if !listed.is_empty() {
+                out.push(text_with_list("annotations", listed));
+            }
+        }
         if item_type == "message" && self.refusal.is_empty() {
             // A refusal given as a content part of the finished message (no refusal deltas).
             for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
@@ -365,7 +423,7 @@ impl ResponsesDecoder {
             }
         }
         let known = self.find(item_id, ev.output_index).is_some();
-        if !known && item_type == "function_call" {
+        if !known && item_type != "message" {
             // A call never announced by `output_item.added`: take it whole.
             self.on_item_added(ev, out);
         }
@@ -393,6 +451,13 @@ impl ResponsesDecoder {
                         encrypted: Some(enc.to_owned()),
                     })));
                 }
+            }
+            ItemKind::Hosted => {
+                entry.kind = ItemKind::Other;
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::server_tool(
+                    "openai_responses",
+                    item.clone(),
+                ))));
             }
             ItemKind::Other => {}
         }
@@ -432,7 +497,13 @@ impl StreamDecoder for ResponsesDecoder {
             "response.output_item.done" => self.on_item_done(&ev, out),
             "response.output_text.delta" => {
                 if let Some(d) = ev.delta.filter(|d| !d.is_empty()) {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: d })));
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
+                }
+            }
+            "response.output_text.annotation.added" => {
+                if let Some(a) = ev.annotation.filter(Value::is_object) {
+                    self.annotations_streamed = true;
+                    out.push(text_with_list("annotations", vec![a]));
                 }
             }
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {

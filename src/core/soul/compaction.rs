@@ -63,7 +63,10 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
         };
         content.push(ContentPart::text(format!("## Message {}\nRole: {role}\nContent:\n", i + 1)));
         content.extend(
-            m.content.iter().filter(|p| matches!(p, ContentPart::Text { text } if !text.trim().is_empty())).cloned(),
+            m.content
+                .iter()
+                .filter(|p| matches!(p, ContentPart::Text { text, .. } if !text.trim().is_empty()))
+                .cloned(),
         );
         for call in m.tool_calls.iter().flatten() {
             content.push(ContentPart::text(format!(
@@ -73,7 +76,7 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
             )));
         }
     }
-    if !content.iter().any(|p| matches!(p, ContentPart::Text { text } if !text.starts_with("## Message"))) {
+    if !content.iter().any(|p| matches!(p, ContentPart::Text { text, .. } if !text.starts_with("## Message"))) {
         return None; // nothing but headers: an empty summary request would be refused
     }
     content.push(ContentPart::text(format!("\n{COMPACT_INSTRUCTION}")));

@@ -58,7 +58,7 @@ fn text_chars(m: &Message) -> u64 {
     m.content
         .iter()
         .map(|p| match p {
-            ContentPart::Text { text } => text.chars().count() as u64,
+            ContentPart::Text { text, .. } => text.chars().count() as u64,
             ContentPart::Think { think, .. } => think.chars().count() as u64,
             _ => 0,
         })

@@ -145,7 +145,7 @@ pub fn append_reminder(rv: &mut ToolReturnValue, reminder: &str) {
     match &mut rv.output {
         ToolOutput::Text(t) => t.push_str(reminder),
         ToolOutput::Parts(parts) => match parts.last_mut() {
-            Some(ContentPart::Text { text }) => text.push_str(reminder),
+            Some(ContentPart::Text { text, .. }) => text.push_str(reminder),
             _ => parts.push(ContentPart::text(reminder)),
         },
     }
