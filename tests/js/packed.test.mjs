@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { createHmac } from "node:crypto";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -99,6 +100,8 @@ test("a Vite build of a small page bundles it, and the built page runs a step in
 
 // ---- the Worker ---------------------------------------------------------------------------
 
+const SECRET = "test-session-secret-0123456789abcdef-XYZ";
+
 async function startWorker() {
   const app = join(dir, "worker");
   cpSync(join(root, "examples", "worker", "src"), join(app, "src"), { recursive: true });
@@ -116,8 +119,11 @@ async function startWorker() {
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: "2026-04-01",
-    durableObjects: { SESSIONS: { className: "ChatSession", useSQLite: true } },
-    bindings: { LLM_KIND: "openai", LLM_MODEL: "mock-model", LLM_BASE_URL: llm.baseUrl, LLM_API_KEY: "sk-worker-secret" },
+    durableObjects: { SESSIONS: { className: "ChatSession", useSQLite: true }, LIMITS: { className: "ClientLimits", useSQLite: true } },
+    bindings: {
+      LLM_KIND: "openai", LLM_MODEL: "mock-model", LLM_BASE_URL: llm.baseUrl, LLM_API_KEY: "sk-worker-secret",
+      SESSION_SECRET: SECRET, MAX_SESSION_BYTES: String(3 << 20),
+    },
     // Durable Object storage on disk, so a restarted runtime finds it again.
     durableObjectsPersist: join(app, "do-storage"),
   };
@@ -125,8 +131,15 @@ async function startWorker() {
   await mf.ready;
 }
 
+/** Starts the runtime again on the same storage, as after an eviction or a deploy. */
+async function restartWorker(bindings = {}) {
+  await mf.dispose();
+  mf = new Miniflare({ ...workerOptions, bindings: { ...workerOptions.bindings, ...bindings } });
+  await mf.ready;
+}
+
 /** Reads SSE events from a response until it ends, or until `stopAfter` events. */
-async function readEvents(res, { stopAfter = Infinity } = {}) {
+async function readEvents(res, { stopAfter = Infinity, onEvent } = {}) {
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   const events = [];
   let buf = "";
@@ -139,14 +152,35 @@ async function readEvents(res, { stopAfter = Infinity } = {}) {
       const raw = buf.slice(0, i);
       buf = buf.slice(i + 2);
       const field = (k) => new RegExp(`^${k}: (.*)$`, "m").exec(raw)?.[1];
-      events.push({ id: Number(field("id")), event: field("event"), data: JSON.parse(field("data")) });
+      const e = { id: Number(field("id")), event: field("event"), data: JSON.parse(field("data")) };
+      events.push(e);
+      onEvent?.(e);
     }
   }
   if (events.length >= stopAfter) await reader.cancel();
   return events;
 }
 
-const post = (path, body) => mf.dispatchFetch(`http://worker.local${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+const W = "http://worker.local";
+const call = (path, { token, method = "GET", body, headers = {} } = {}) =>
+  mf.dispatchFetch(`${W}${path}`, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+/** A new session: its token. */
+async function newSession(headers = {}) {
+  const res = await call("/session", { method: "POST", headers });
+  assert.equal(res.status, 201, await res.clone().text());
+  const { session, token } = await res.json();
+  assert.match(session, /^[0-9a-f]{32}$/, "a 128-bit id made by the server");
+  return token;
+}
+const chat = (token, message) => call("/chat", { token, method: "POST", body: { message } });
+const resume = (token, lastId) => call("/chat", { token, headers: { "last-event-id": String(lastId) } });
+const history = async (token) => (await (await call("/history", { token })).json()).history;
+/** A token for `session` signed with the test's secret, made the way the README describes. */
+const forge = (session, secret = SECRET) => `v1.${session}.${createHmac("sha256", secret).update(`v1.${session}.`).digest("base64url")}`;
 
 /** Two steps: a text and a call to `add`, then the answer. */
 function queueAddConversation({ holdAfterCall } = {}) {
@@ -157,9 +191,11 @@ function queueAddConversation({ holdAfterCall } = {}) {
   llm.respond({ steps: [text("The sum "), text("is 6."), finish("stop"), usage(80, 5), done()] });
 }
 
-/** The message types of a turn's events. The tool's result and step 1's usage may come in either order (the tool runs while the stream ends): they are listed sorted. */
+/** The message types of a turn's events, consecutive text parts counted once. The tool's result and step 1's usage may come in either order (the tool runs while the stream ends): they are listed sorted. */
 function types(events) {
-  const t = events.map((e) => (e.event === "end" ? `end:${e.data.outcome}` : e.data.type));
+  const t = events
+    .map((e) => (e.event === "end" ? `end:${e.data.outcome}` : e.data.type))
+    .filter((x, i, all) => x !== "ToolCallPart" && !(x === "ContentPart" && all[i - 1] === "ContentPart"));
   const i = t.indexOf("ToolCall");
   return [...t.slice(0, i + 1), ...t.slice(i + 1, i + 3).sort(), ...t.slice(i + 3)];
 }
@@ -167,62 +203,115 @@ const EXPECTED_TURN = [
   "TurnBegin", "StepBegin", "ContentPart", "ToolCall", "StatusUpdate", "ToolResult",
   "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd", "end:done",
 ];
+const textOf = (events) => events.filter((e) => e.data.type === "ContentPart").map((e) => e.data.payload.text).join("");
 
 test("worker: a turn streams its wire as SSE with ids; the Durable Object keeps the history for the next turn", async () => {
   await startWorker();
+  const token = await newSession();
   queueAddConversation();
-  const res = await post("/chat", { session: "s1", message: "add 1, 2 and 3" });
+  const res = await chat(token, "add 1, 2 and 3");
   assert.equal(res.status, 200);
   assert.match(res.headers.get("content-type"), /text\/event-stream/);
   const events = await readEvents(res);
   assert.deepEqual(types(events), EXPECTED_TURN);
   assert.deepEqual(events.map((e) => e.id), events.map((_, i) => events[0].id + i), "ids are consecutive");
   assert.equal(events.find((e) => e.data.type === "ToolResult").data.payload.return_value.output, "6");
-  assert.equal(events.find((e) => e.data.type === "ContentPart" && e.data.payload.text === "The sum is 6.") !== undefined, true);
+  assert.match(textOf(events), /The sum is 6\.$/);
   assert.equal(llm.requests.at(-1).headers.authorization, "Bearer sk-worker-secret");
 
   // The second turn's request to the model carries the first turn, from the Durable Object.
   llm.respond({ steps: [text("You asked me to add numbers."), finish("stop"), done()] });
-  const second = await readEvents(await post("/chat", { session: "s1", message: "what did I ask?" }));
+  const second = await readEvents(await chat(token, "what did I ask?"));
   assert.equal(second.at(-1).data.outcome, "done");
   assert.ok(second[0].id > events.at(-1).id, "ids keep growing across turns");
   const sent = llm.requests.at(-1).body.messages;
   assert.deepEqual(sent.filter((m) => m.role === "user").map((m) => m.content), ["add 1, 2 and 3", "what did I ask?"]);
   assert.ok(sent.some((m) => m.role === "tool" && m.content === "6"));
-  const { history } = await (await mf.dispatchFetch("http://worker.local/history?session=s1")).json();
-  assert.equal(history.length, 6);
+  assert.equal((await history(token)).length, 6);
   // Another session starts empty.
   llm.respond({ steps: [text("Hello."), finish("stop"), done()] });
-  await readEvents(await post("/chat", { session: "s2", message: "hi" }));
+  await readEvents(await chat(await newSession(), "hi"));
   assert.equal(llm.requests.at(-1).body.messages.filter((m) => m.role === "user").length, 1);
 });
 
+test("worker: text reaches the client while the model writes it, not in one piece at the end", async () => {
+  const token = await newSession();
+  const steps = [];
+  for (let i = 0; i < 40; i++) steps.push(text(`w${i} `), { pause: 50 });
+  let modelDone = false;
+  steps.push({ mark: () => (modelDone = true) }, finish("stop"), done());
+  llm.respond({ steps });
+  let beforeEnd = 0;
+  const events = await readEvents(await chat(token, "write slowly"), {
+    onEvent: (e) => {
+      if (e.data.type === "ContentPart" && !modelDone) beforeEnd++;
+    },
+  });
+  assert.ok(beforeEnd >= 10, `${beforeEnd} text events arrived while the model was still writing`);
+  assert.equal(textOf(events), Array.from({ length: 40 }, (_, i) => `w${i} `).join(""), "nothing lost or repeated");
+  assert.equal(events.at(-1).data.outcome, "done");
+});
+
+test("worker: a 3 MB message is refused with 413 before anything is stored or sent; 4 x 700 KB turns are kept whole; a full session is refused", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("ok"), finish("stop"), done()] });
+  await readEvents(await chat(token, "first"));
+  const asked = llm.requests.length;
+  const big = await chat(token, "x".repeat(3 << 20));
+  assert.equal(big.status, 413);
+  assert.match((await big.json()).error, /bytes/);
+  assert.equal(llm.requests.length, asked, "the model was not asked");
+  assert.equal((await history(token)).length, 2, "nothing stored");
+
+  const session = await newSession();
+  const messages = [];
+  for (let i = 0; i < 4; i++) {
+    const m = `${i}:` + "y".repeat(700_000);
+    messages.push(m);
+    llm.respond({ steps: [text(`got ${i}`), finish("stop"), done()] });
+    const events = await readEvents(await chat(session, m));
+    assert.equal(events.at(-1).data.outcome, "done", JSON.stringify(events.at(-1).data));
+    assert.equal(events[0].data.payload.user_input, m, "the recording keeps the whole message");
+  }
+  const h = await history(session);
+  assert.equal(h.length, 8);
+  assert.deepEqual(h.filter((m) => m.role === "user").map((m) => m.content), messages);
+  assert.equal(llm.requests.at(-1).body.messages.filter((m) => m.role === "user").length, 4, "the model got all four");
+  // The session's cap (3 MiB here): a fifth one would pass it.
+  const full = await chat(session, "z".repeat(700_000));
+  assert.equal(full.status, 413);
+  assert.match((await full.json()).error, /session/);
+  assert.equal((await history(session)).length, 8);
+});
+
 test("worker: a client that drops mid-turn and reconnects with Last-Event-ID gets exactly what it missed, then the rest", async () => {
+  const token = await newSession();
   const hold = gate();
   queueAddConversation({ holdAfterCall: hold });
-  const first = await readEvents(await post("/chat", { session: "resume", message: "add 1, 2 and 3" }), { stopAfter: 3 });
+  const first = await readEvents(await chat(token, "add 1, 2 and 3"), { stopAfter: 3 });
   assert.equal(first.length, 3);
   // The client is gone; the turn goes on without it.
   hold.open();
   await sleep(50);
-  const rest = await readEvents(await mf.dispatchFetch("http://worker.local/chat?session=resume", { headers: { "last-event-id": String(first.at(-1).id) } }));
+  const rest = await readEvents(await resume(token, first.at(-1).id));
   const all = [...first, ...rest];
   assert.deepEqual(all.map((e) => e.id), all.map((_, i) => first[0].id + i), "no message missing or repeated");
   assert.equal(all.at(-1).data.outcome, "done");
   // The whole recording, replayed from the start, is the same sequence.
-  const replay = await readEvents(await mf.dispatchFetch("http://worker.local/chat?session=resume", { headers: { "last-event-id": String(first[0].id - 1) } }));
+  const replay = await readEvents(await resume(token, first[0].id - 1));
   assert.deepEqual(replay, all);
   assert.deepEqual(types(all), EXPECTED_TURN);
 });
 
 test("worker: POST /cancel stops the running turn and the model's connection is closed", async () => {
+  const token = await newSession();
   llm.respond({ steps: [text("Thinking about it"), { hang: true }] });
-  const res = await post("/chat", { session: "cancel-me", message: "take your time" });
+  const res = await chat(token, "take your time");
   const reading = readEvents(res);
   // Wait until the model has been asked.
   for (let i = 0; i < 200 && !llm.requests.at(-1)?.body?.messages?.some((m) => m.content === "take your time"); i++) await sleep(10);
   const req = llm.requests.at(-1);
-  const cancel = await post("/cancel", { session: "cancel-me" });
+  const cancel = await call("/cancel", { token, method: "POST" });
   assert.deepEqual(await cancel.json(), { cancelled: true });
   const events = await reading;
   assert.equal(events.at(-1).data.outcome, "cancelled");
@@ -230,28 +319,137 @@ test("worker: POST /cancel stops the running turn and the model's connection is 
   assert.equal(req.clientClosed, true, "the mock LLM saw its connection closed");
   // The session is usable again.
   llm.respond({ steps: [text("Ready."), finish("stop"), done()] });
-  const again = await readEvents(await post("/chat", { session: "cancel-me", message: "again" }));
+  const again = await readEvents(await chat(token, "again"));
   assert.equal(again.at(-1).data.outcome, "done");
 });
 
 test("worker: after the runtime restarts, a client still resumes from the stored recording and the history is kept", async () => {
+  const token = await newSession();
   queueAddConversation();
-  const all = await readEvents(await post("/chat", { session: "evicted", message: "add 1, 2 and 3" }));
+  const all = await readEvents(await chat(token, "add 1, 2 and 3"));
   assert.equal(all.at(-1).data.outcome, "done");
   // A new workerd process: every Durable Object starts again from its storage.
-  await mf.dispose();
-  mf = new Miniflare(workerOptions);
-  await mf.ready;
-  const rest = await readEvents(await mf.dispatchFetch("http://worker.local/chat?session=evicted", { headers: { "last-event-id": String(all[3].id) } }));
+  await restartWorker();
+  const rest = await readEvents(await resume(token, all[3].id));
   assert.deepEqual(rest, all.slice(4));
-  const { history } = await (await mf.dispatchFetch("http://worker.local/history?session=evicted")).json();
-  assert.equal(history.length, 4);
+  assert.equal((await history(token)).length, 4);
 });
 
-test("worker: bad requests get clear errors", async () => {
-  assert.equal((await post("/chat", { session: "x" })).status, 400);
-  assert.equal((await post("/chat", { session: "../etc", message: "hi" })).status, 400);
-  assert.equal((await mf.dispatchFetch("http://worker.local/nope")).status, 404);
-  const page = await mf.dispatchFetch("http://worker.local/");
-  assert.match(await page.text(), /Last-Event-ID|last-event-id/);
+test("worker: a turn whose runtime dies mid-tool-call is closed on the next request: the call answered as aborted, TurnEnd, outcome interrupted", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("Adding."), toolStart(0, "call_x", "add", '{"numbers":'), { hang: true }] });
+  const first = await readEvents(await chat(token, "add things"), { stopAfter: 4 });
+  assert.deepEqual(first.map((e) => e.data.type), ["TurnBegin", "StepBegin", "ContentPart", "ToolCall"]);
+  await restartWorker();
+  const rest = await readEvents(await resume(token, first.at(-1).id));
+  assert.deepEqual(rest.map((e) => e.data.type ?? `end:${e.data.outcome}`), ["ToolResult", "TurnEnd", "end:interrupted"]);
+  assert.equal(rest[0].id, first.at(-1).id + 1, "ids go on");
+  const r = rest[0].data.payload;
+  assert.equal(r.tool_call_id, "call_x");
+  assert.equal(r.return_value.is_error, true);
+  assert.match(r.return_value.message, /aborted/);
+  // The history is consistent (no call without its result) and the session goes on.
+  const h = await history(token);
+  assert.deepEqual(h.map((m) => m.role), ["user"]);
+  llm.respond({ steps: [text("Back."), finish("stop"), done()] });
+  const again = await readEvents(await chat(token, "still there?"));
+  assert.equal(again.at(-1).data.outcome, "done");
+  assert.deepEqual(llm.requests.at(-1).body.messages.filter((m) => m.role === "user").map((m) => m.content), ["add things", "still there?"]);
+});
+
+test("worker: sessions need their token: no token, a forged one or another session's cannot read, resume, cancel or post", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("secret answer"), finish("stop"), done()] });
+  await readEvents(await chat(token, "my secret"));
+  const asked = llm.requests.length;
+  const other = await newSession();
+  const [, session, sig] = token.split(".");
+  const [, otherSession] = other.split(".");
+  const attempts = [undefined, "nonsense", `v1.${otherSession}.${sig}`, `v1.${session}.${other.split(".")[2]}`, forge(session, "another-secret-0123456789abcdefghij")];
+  for (const t of attempts) {
+    for (const [path, method, body] of [["/history", "GET"], ["/chat", "GET"], ["/cancel", "POST"], ["/chat", "POST", { message: "hi" }]]) {
+      const res = await call(path, { token: t, method, body });
+      assert.equal(res.status, 401, `${method} ${path} with ${t}`);
+      assert.match((await res.json()).error, /token/);
+    }
+  }
+  assert.equal(llm.requests.length, asked, "nobody spent the key");
+  // The README's token recipe is the Worker's: a token signed with the secret for this session works.
+  assert.equal((await history(forge(session))).length, 2);
+  // A genuine token for a session never created is a 404.
+  assert.equal((await call("/chat", { token: forge("0123456789abcdef0123456789abcdef") })).status, 404);
+});
+
+test("worker: HTTP details: 405 with Allow, a JSON null body, 409 while a turn runs", async () => {
+  const token = await newSession();
+  for (const [path, method, allow] of [["/chat", "PUT", "GET, POST"], ["/session", "GET", "POST"], ["/cancel", "GET", "POST"], ["/history", "POST", "GET"], ["/", "POST", "GET, HEAD"]]) {
+    const res = await call(path, { token, method });
+    assert.equal(res.status, 405, `${method} ${path}`);
+    assert.equal(res.headers.get("allow"), allow);
+  }
+  const nul = await call("/chat", { token, method: "POST", body: "null" });
+  assert.equal(nul.status, 400);
+  assert.match((await nul.json()).error, /JSON object/);
+  assert.equal((await call("/chat", { token, method: "POST", body: "{" })).status, 400);
+  assert.equal((await call("/chat", { token, method: "POST", body: {} })).status, 400);
+  assert.equal((await mf.dispatchFetch(`${W}/nope`)).status, 404);
+  llm.respond({ steps: [text("busy"), { hang: true }] });
+  const running = await chat(token, "one");
+  const reading = readEvents(running);
+  const busy = await chat(token, "two");
+  assert.equal(busy.status, 409);
+  assert.match((await busy.json()).error, /already running/);
+  await call("/cancel", { token, method: "POST" });
+  await reading;
+  const page = await (await mf.dispatchFetch(`${W}/`)).text();
+  assert.match(page, /last-event-id/);
+  assert.match(page, /err\.textContent = \(await res\.json\(\)\)\.error/, "the page shows a refused turn's error");
+});
+
+test("worker: limits per session and per client answer 429 with Retry-After; a missing secret fails closed; with Cloudflare Access a token works only for its user", async () => {
+  await restartWorker({ MAX_TURNS_PER_SESSION: "1", MAX_SESSIONS_PER_CLIENT_PER_HOUR: "2" });
+  const ip = { "cf-connecting-ip": "203.0.113.7" };
+  const token = await newSession(ip);
+  llm.respond({ steps: [text("one"), finish("stop"), done()] });
+  await readEvents(await chat(token, "one"));
+  const second = await chat(token, "two");
+  assert.equal(second.status, 429);
+  assert.match((await second.json()).error, /turns/);
+  await newSession(ip);
+  const third = await call("/session", { method: "POST", headers: ip });
+  assert.equal(third.status, 429);
+  assert.ok(Number(third.headers.get("retry-after")) > 0);
+  assert.equal((await call("/session", { method: "POST", headers: { "cf-connecting-ip": "203.0.113.8" } })).status, 201, "another client is not limited");
+
+  await restartWorker({ SESSION_SECRET: "" });
+  const unconfigured = await call("/session", { method: "POST" });
+  assert.equal(unconfigured.status, 500);
+  assert.match((await unconfigured.json()).error, /SESSION_SECRET/);
+
+  await restartWorker({ AUTH: "cloudflare-access" });
+  assert.equal((await call("/session", { method: "POST" })).status, 401, "not signed in");
+  const alice = { "cf-access-authenticated-user-email": "alice@example.com" };
+  const bob = { "cf-access-authenticated-user-email": "bob@example.com" };
+  const aliceToken = await newSession(alice);
+  assert.equal((await call("/history", { token: aliceToken, headers: alice })).status, 200);
+  assert.equal((await call("/history", { token: aliceToken, headers: bob })).status, 401, "bob cannot use alice's token");
+  assert.equal((await call("/chat", { token: aliceToken, method: "POST", body: { message: "hi" }, headers: bob })).status, 401);
+  await restartWorker();
+});
+
+test("worker: a write the storage refuses ends the turn with an error event, and the history stays as before the turn", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("short"), finish("stop"), done()] });
+  await readEvents(await chat(token, "first"));
+  // One 2.5 MB piece of text: past what one SQLite row holds in a Durable Object.
+  llm.respond({ steps: [text("x".repeat(2_500_000)), finish("stop"), done()] });
+  const events = await readEvents(await chat(token, "write a lot"));
+  const end = events.at(-1);
+  assert.equal(end.event, "end");
+  assert.equal(end.data.outcome, "failed");
+  assert.match(end.data.error, /storage/);
+  const h = await history(token);
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant"], "the failed turn left nothing half-written");
+  llm.respond({ steps: [text("fine"), finish("stop"), done()] });
+  assert.equal((await readEvents(await chat(token, "again"))).at(-1).data.outcome, "done");
 });

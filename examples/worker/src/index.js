@@ -1,21 +1,41 @@
 // An agent chat on Cloudflare Workers, in the shape of Cloudflare's Agents SDK but on
 // kosong-wasm: each chat session is a Durable Object that keeps the session's Context
-// (kimi-cli `context.jsonl` lines, in its storage) and runs the agent turn itself, so a
-// conversation continues on whichever isolate serves the next request.
+// (kimi-cli `context.jsonl` lines, a row each in its SQLite storage) and runs the agent turn
+// itself, so a conversation continues on whichever isolate serves the next request.
 //
-//   POST /chat    {session, message}  starts a turn; the response streams the turn's wire
+//   POST /session                      a new session: 201 {session, token}; the id is
+//                                      random (128 bits), the token an HMAC-SHA-256 over it
+//   POST /chat    {message}            starts a turn; the response streams the turn's wire
 //                                      messages as Server-Sent Events, each with an `id:`
-//   GET  /chat?session=…  (header Last-Event-ID: n)
-//                                      resumes: the messages after n, then the live rest
-//   POST /cancel  {session}            stops the running turn (the page's Stop)
+//   GET  /chat    (Last-Event-ID: n)   resumes: the messages after n, then the live rest
+//   POST /cancel                       stops the running turn (the page's Stop)
+//   GET  /history                      the session's messages and token count
 //   GET  /                             a small page that chats through all of the above
 //
-// Turns keep running while no client listens: every message is recorded, and the recording
-// is what a reconnecting client is served from.
+// Every route but `/` and `POST /session` takes `Authorization: Bearer <token>`. Turns keep
+// running while no client listens: every message is recorded before it is sent, and the
+// recording is what a reconnecting client is served from. A turn whose isolate died is closed
+// on the session's next request (its unfinished tool calls answered as aborted, `TurnEnd`
+// recorded, outcome `interrupted`).
 import { DurableObject } from "cloudflare:workers";
 import * as kosong from "kosong-wasm";
 
 const SYSTEM_PROMPT = "You are a helpful assistant running on Cloudflare Workers. Use the tools when they help.";
+
+/** Caps, in bytes of UTF-8 unless said otherwise; each can be set as a var of the same name. */
+const DEFAULT_LIMITS = {
+  MAX_MESSAGE_BYTES: 1 << 20, // one user message (a SQLite row holds at most 2 MB)
+  MAX_SESSION_BYTES: 16 << 20, // a session's whole context
+  MAX_TURNS_PER_SESSION: 200,
+  MAX_TURNS_PER_CLIENT_PER_HOUR: 120,
+  MAX_SESSIONS_PER_CLIENT_PER_HOUR: 30,
+};
+const limit = (env, name) => {
+  const v = Number(env[name]);
+  return Number.isFinite(v) && v > 0 ? v : DEFAULT_LIMITS[name];
+};
+/** Text reaches clients at least this often while the model writes (merged in between). */
+const FLUSH_MS = 50;
 
 function makeProvider(env) {
   const opts = { model: env.LLM_MODEL ?? "gpt-4.1-mini", baseUrl: env.LLM_BASE_URL || undefined, apiKey: env.LLM_API_KEY || undefined };
@@ -49,114 +69,276 @@ const tools = () =>
     },
   ]);
 
-const json = (status, body) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+const json = (status, body, headers = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 const encoder = new TextEncoder();
+const frame = (e) => `id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`;
+
+/** Reads a request body of at most `max` bytes, or returns null past it (however it was sent). */
+async function readCapped(request, max) {
+  const declared = Number(request.headers.get("content-length"));
+  if (Number.isFinite(declared) && declared > max) return null;
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) all.set(c, (at += c.byteLength) - c.byteLength);
+  return new TextDecoder().decode(all);
+}
+
+/**
+ * `a` and `b` as one wire message, or null when they do not merge; `undefined` when `a` can
+ * never absorb anything (so it is sent at once). Text and think parts merge with their kind (not
+ * those with extras or a signature); a call or an argument fragment absorbs the fragments of
+ * the same call.
+ */
+function mergeWire(a, b) {
+  const p = a.payload;
+  if (a.type === "ContentPart" && (p.type === "text" || p.type === "think") && !p.extras && !p.encrypted) {
+    if (b === null) return null;
+    const q = b.payload;
+    if (b.type !== "ContentPart" || q.type !== p.type || q.extras || q.encrypted) return null;
+    return { type: a.type, payload: { ...p, [p.type]: p[p.type] + q[p.type] } };
+  }
+  const callId = a.type === "ToolCall" ? p.id : a.type === "ToolCallPart" ? p.tool_call_id : undefined;
+  if (callId === undefined && a.type !== "ToolCallPart") return undefined;
+  if (b === null) return null;
+  if (b.type !== "ToolCallPart" || (b.payload.tool_call_id && callId && b.payload.tool_call_id !== callId)) return null;
+  const more = b.payload.arguments_part ?? "";
+  if (a.type === "ToolCall") return { type: a.type, payload: { ...p, function: { ...p.function, arguments: (p.function.arguments ?? "") + more } } };
+  return { type: a.type, payload: { ...p, arguments_part: (p.arguments_part ?? "") + more } };
+}
+
+/** The result kimi-cli gives a call that never finished. */
+const abortedResult = (id) => ({
+  tool_call_id: id,
+  return_value: {
+    is_error: true,
+    output: "",
+    message: "The tool call was aborted: the run ended before it finished.",
+    display: [{ type: "brief", text: "Aborted" }],
+    extras: null,
+  },
+});
 
 export class ChatSession extends DurableObject {
-  /**
-   * The recorded events of the latest turn: `{id, event, data}`. Each is also written to
-   * storage (`e:<id>`), so a client can still resume after this object was evicted and
-   * started again; `null` until loaded.
-   */
-  events = null;
   /** Stream controllers of the clients listening to the running turn. */
   listeners = new Set();
   running = null;
   controller = null;
 
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS context (seq INTEGER PRIMARY KEY, line TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event TEXT NOT NULL, data TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+  }
+
+  meta(key) {
+    const row = this.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray()[0];
+    return row ? JSON.parse(row.value) : undefined;
+  }
+  setMeta(key, value) {
+    this.sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, JSON.stringify(value));
+  }
+
   async fetch(request) {
     const url = new URL(request.url);
-    if (url.pathname === "/chat" && request.method === "POST") {
-      const { message } = await request.json().catch(() => ({}));
-      if (typeof message !== "string" || !message) return json(400, { error: "`message` must be a non-empty string" });
-      if (this.running) return json(409, { error: "a turn is already running in this session; resume it with GET /chat" });
-      const first = await this.startTurn(message);
-      return this.stream(first - 1);
+    const route = `${request.method} ${url.pathname}`;
+    if (route === "POST /session") {
+      if (this.meta("created")) return json(409, { error: "the session exists already" });
+      this.setMeta("created", Date.now());
+      return json(201, {});
     }
-    if (url.pathname === "/chat" && request.method === "GET") {
-      const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
-      await this.loadEvents();
-      return this.stream(Number.isFinite(last) ? last : 0);
-    }
-    if (url.pathname === "/cancel" && request.method === "POST") {
-      if (!this.running) return json(200, { cancelled: false });
-      this.controller.abort(new Error("cancelled by the client"));
-      await this.running;
-      return json(200, { cancelled: true });
-    }
-    if (url.pathname === "/history") {
-      const ctx = await this.loadContext();
-      return json(200, { history: ctx.history, tokenCount: ctx.tokenCount });
+    if (!this.meta("created")) return json(404, { error: "no such session" });
+    this.closeInterruptedTurn();
+    switch (route) {
+      case "POST /chat": {
+        const { message } = await request.json();
+        if (this.running) return json(409, { error: "a turn is already running in this session; resume it with GET /chat" });
+        const turns = this.meta("turns") ?? 0;
+        if (turns >= limit(this.env, "MAX_TURNS_PER_SESSION")) return json(429, { error: `this session has had its ${turns} turns; start a new one` });
+        const size = this.contextBytes() + encoder.encode(message).byteLength;
+        const max = limit(this.env, "MAX_SESSION_BYTES");
+        if (size > max) return json(413, { error: `the session would exceed ${max} bytes; start a new one`, limit: max });
+        const first = this.startTurn(message);
+        this.setMeta("turns", turns + 1);
+        return this.stream(first - 1);
+      }
+      case "GET /chat": {
+        const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
+        return this.stream(Number.isFinite(last) ? last : 0);
+      }
+      case "POST /cancel": {
+        if (!this.running) return json(200, { cancelled: false });
+        this.controller.abort(new Error("cancelled by the client"));
+        await this.running;
+        return json(200, { cancelled: true });
+      }
+      case "GET /history": {
+        const ctx = this.loadContext();
+        return json(200, { history: ctx.history, tokenCount: ctx.tokenCount });
+      }
     }
     return json(404, { error: "not found" });
   }
 
-  /** The session's context from storage; every new line is appended to storage as it is written. */
-  async loadContext() {
-    let text = (await this.ctx.storage.get("context.jsonl")) ?? "";
-    const save = () => this.ctx.storage.put("context.jsonl", text);
+  contextBytes() {
+    return this.sql.exec("SELECT COALESCE(SUM(LENGTH(CAST(line AS BLOB))), 0) AS n FROM context").one().n;
+  }
+
+  /** The session's context from its rows; every new line is a new row, written before the turn goes on. */
+  loadContext() {
+    const lines = this.sql.exec("SELECT line FROM context ORDER BY seq").toArray().map((r) => r.line);
     const sink = (line) => {
-      text += `${line}\n`;
-      save();
+      this.sql.exec("INSERT INTO context (line) VALUES (?)", line);
     };
     const onRewrite = (whole) => {
-      text = whole;
-      save();
+      this.ctx.storage.transactionSync(() => {
+        this.sql.exec("DELETE FROM context");
+        for (const line of whole.split("\n")) if (line) this.sql.exec("INSERT INTO context (line) VALUES (?)", line);
+      });
     };
-    return text ? kosong.Context.fromJSONL(text, { sink, onRewrite }) : new kosong.Context({ systemPrompt: SYSTEM_PROMPT, sink, onRewrite });
+    return lines.length ? kosong.Context.fromJSONL(lines.join("\n"), { sink, onRewrite }) : new kosong.Context({ systemPrompt: SYSTEM_PROMPT, sink, onRewrite });
   }
 
-  /** The latest turn's recording, from storage when this object has just started. */
-  async loadEvents() {
-    if (this.events) return;
-    const stored = await this.ctx.storage.list({ prefix: "e:" });
-    this.events = [...stored.values()];
-  }
-
-  /** Starts a turn; resolves with the id of its first event once it is under way. */
-  async startTurn(message) {
-    let nextId = ((await this.ctx.storage.get("nextEventId")) ?? 0) + 1;
-    const firstId = nextId;
-    // The previous turn's recording makes way for this one's.
-    const old = await this.ctx.storage.list({ prefix: "e:" });
-    for (let keys = [...old.keys()]; keys.length; keys = keys.slice(128)) await this.ctx.storage.delete(keys.slice(0, 128));
-    this.events = [];
-    const publish = (event, data) => {
-      const e = { id: nextId++, event, data: JSON.stringify(data) };
-      this.events.push(e);
-      this.ctx.storage.put(`e:${String(e.id).padStart(12, "0")}`, e);
-      this.ctx.storage.put("nextEventId", e.id);
-      const bytes = encoder.encode(frame(e));
-      for (const c of this.listeners) {
-        try {
-          c.enqueue(bytes);
-        } catch {
-          this.listeners.delete(c); // that client went away; the turn goes on
-        }
+  /** Records an event (the row is written before anyone is sent it), then sends it to the listeners. */
+  publish(event, data) {
+    const id = (this.meta("nextEventId") ?? 0) + 1;
+    const e = { id, event, data: JSON.stringify(data) };
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", e.id, e.event, e.data);
+      this.setMeta("nextEventId", id);
+    });
+    const bytes = encoder.encode(frame(e));
+    for (const c of this.listeners) {
+      try {
+        c.enqueue(bytes);
+      } catch {
+        this.listeners.delete(c); // that client went away; the turn goes on
       }
-    };
-    const context = await this.loadContext();
+    }
+    return id;
+  }
+
+  closeListeners() {
+    for (const c of this.listeners) {
+      try {
+        c.close();
+      } catch {}
+    }
+    this.listeners.clear();
+  }
+
+  /**
+   * A turn the storage says is running while this object runs none: its isolate died. It is
+   * closed as kimi-cli closes a cancelled turn: every call without a result gets an aborted one,
+   * then `TurnEnd`, then the end event (outcome `interrupted`).
+   */
+  closeInterruptedTurn() {
+    const turn = this.meta("turn");
+    if (!turn?.running || this.running) return;
+    const calls = new Set();
+    for (const { data } of this.sql.exec("SELECT data FROM events WHERE id >= ? ORDER BY id", turn.firstId)) {
+      const m = JSON.parse(data);
+      if (m.type === "ToolCall") calls.add(m.payload.id);
+      if (m.type === "ToolResult") calls.delete(m.payload.tool_call_id);
+    }
+    for (const id of calls) this.publish("wire", { type: "ToolResult", payload: abortedResult(id) });
+    this.publish("wire", { type: "TurnEnd", payload: {} });
+    this.publish("end", { outcome: "interrupted" });
+    this.setMeta("turn", { running: false, firstId: turn.firstId });
+  }
+
+  /** Starts a turn; returns the id of its first event. */
+  startTurn(message) {
+    // The previous turn's recording makes way for this one's.
+    this.sql.exec("DELETE FROM events");
+    const firstId = (this.meta("nextEventId") ?? 0) + 1;
+    this.setMeta("turn", { running: true, firstId });
+    const context = this.loadContext();
+    const rows = this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
     const agent = new kosong.Agent({ name: "worker", provider: makeProvider(this.env), systemPrompt: SYSTEM_PROMPT, toolset: tools(), context });
     this.controller = new AbortController();
     const signal = this.controller.signal;
+    let storageError = null;
+    const send = (event, data) => {
+      try {
+        this.publish(event, data);
+      } catch (e) {
+        // Nothing more can be recorded: the turn stops, and ends below with this error.
+        storageError ??= e;
+        this.controller.abort(e);
+      }
+    };
+    // Text, thinking and a call's argument fragments are merged between flushes, and flushed
+    // at least every FLUSH_MS, so a client sees the answer as the model writes it without an
+    // event per token.
+    let pending = null;
+    let timer = null;
+    const flush = () => {
+      clearTimeout(timer);
+      timer = null;
+      if (pending) send("wire", pending);
+      pending = null;
+    };
     const ui = async (wire) => {
-      for await (const m of wire.uiSide({ merge: true })) publish("wire", m);
+      for await (const m of wire.uiSide()) {
+        const merged = pending && mergeWire(pending, m);
+        if (merged) {
+          pending = merged;
+          continue;
+        }
+        flush();
+        if (mergeWire(m, null) === undefined) {
+          send("wire", m);
+        } else {
+          pending = m;
+          timer = setTimeout(flush, FLUSH_MS);
+        }
+      }
+      flush();
     };
     this.running = (async () => {
       let end;
       try {
         await kosong.runSoul(agent, message, ui, signal);
-        end = { outcome: "done" };
+        end = storageError ? null : { outcome: "done" };
       } catch (e) {
-        end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
+        if (!storageError) end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
       }
-      publish("end", end);
-      for (const c of this.listeners) {
-        try {
-          c.close();
-        } catch {}
+      flush();
+      if (storageError || !end) {
+        // What this turn wrote to the context is taken back: the history is as before it.
+        this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
+        end = { outcome: "failed", error: `storage: ${storageError?.message ?? "a write failed"}` };
       }
-      this.listeners.clear();
+      try {
+        this.publish("end", end);
+      } catch {
+        // Even the end could not be stored: the listeners still hear it.
+        const bytes = encoder.encode(frame({ id: (this.meta("nextEventId") ?? 0) + 1, event: "end", data: JSON.stringify(end) }));
+        for (const c of this.listeners) {
+          try {
+            c.enqueue(bytes);
+          } catch {}
+        }
+      }
+      this.setMeta("turn", { running: false, firstId });
+      this.closeListeners();
       this.running = null;
       this.controller = null;
     })();
@@ -171,7 +353,7 @@ export class ChatSession extends DurableObject {
     const body = new ReadableStream({
       start: (controller) => {
         self = controller;
-        for (const e of this.events ?? []) if (e.id > lastId) controller.enqueue(encoder.encode(frame(e)));
+        for (const e of this.sql.exec("SELECT id, event, data FROM events WHERE id > ? ORDER BY id", lastId)) controller.enqueue(encoder.encode(frame(e)));
         if (this.running) this.listeners.add(controller);
         else controller.close();
       },
@@ -183,40 +365,148 @@ export class ChatSession extends DurableObject {
   }
 }
 
-const frame = (e) => `id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`;
+/** Counts a client's turns and new sessions over the last hour (one object per client). */
+export class ClientLimits extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS uses (kind TEXT NOT NULL, at INTEGER NOT NULL)");
+  }
+  /** Takes one use of `kind` if fewer than `max` were taken in the last hour; else says when to retry (seconds). */
+  take(kind, max) {
+    const sql = this.ctx.storage.sql;
+    const now = Date.now();
+    sql.exec("DELETE FROM uses WHERE at <= ?", now - 3600_000);
+    const rows = sql.exec("SELECT at FROM uses WHERE kind = ? ORDER BY at", kind).toArray();
+    if (rows.length >= max) return { ok: false, retryAfter: Math.max(1, Math.ceil((rows[rows.length - max].at + 3600_000 - now) / 1000)) };
+    sql.exec("INSERT INTO uses (kind, at) VALUES (?, ?)", kind, now);
+    return { ok: true };
+  }
+}
+
+// ---- who may do what ----------------------------------------------------------------------
+
+/**
+ * Who the client is: `{client}` (a stable id, or null for "anyone holding a session's token"),
+ * or null to refuse the request (401). The default lets anyone start sessions and protects each
+ * session by its token; with `AUTH = "cloudflare-access"` the Worker must sit behind Cloudflare
+ * Access, the client is the signed-in user's email, and a token only works for the user it was
+ * issued to. Replace this function to use your own sign-in.
+ */
+export async function authorize(request, env) {
+  if (env.AUTH === "cloudflare-access") {
+    // Cloudflare Access sets this header on requests it let through (and strips a client's own).
+    const email = request.headers.get("cf-access-authenticated-user-email");
+    return email ? { client: email.toLowerCase() } : null;
+  }
+  return { client: null };
+}
+
+const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+const unb64url = (s) => {
+  try {
+    return Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+  } catch {
+    return null;
+  }
+};
+
+async function hmacKey(env) {
+  return crypto.subtle.importKey("raw", encoder.encode(env.SESSION_SECRET), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+}
+/** `v1.<session>.<HMAC-SHA-256(secret, "v1.<session>.<client>")>`: names the session, and binds it to the client. */
+async function issueToken(env, session, client) {
+  const sig = await crypto.subtle.sign("HMAC", await hmacKey(env), encoder.encode(`v1.${session}.${client ?? ""}`));
+  return `v1.${session}.${b64url(sig)}`;
+}
+/** The session the request's token names, if the token is genuine and was issued to this client. */
+async function verifyToken(env, request, client) {
+  const m = /^Bearer v1\.([0-9a-f]{32})\.([\w-]{43})$/.exec(request.headers.get("authorization") ?? "");
+  if (!m) return null;
+  const sig = unb64url(m[2]);
+  if (!sig) return null;
+  // verify() compares in constant time.
+  const ok = await crypto.subtle.verify("HMAC", await hmacKey(env), sig, encoder.encode(`v1.${m[1]}.${client ?? ""}`));
+  return ok ? m[1] : null;
+}
+
+const limits = (env, key) => env.LIMITS.get(env.LIMITS.idFromName(key));
+const tooMany = (what, retryAfter) => json(429, { error: `too many ${what}; try again in ${retryAfter} s` }, { "retry-after": String(retryAfter) });
+
+const ROUTES = { "/session": ["POST"], "/chat": ["GET", "POST"], "/cancel": ["POST"], "/history": ["GET"] };
 
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
-    if (url.pathname === "/" && request.method === "GET") return new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
-    if (url.pathname !== "/chat" && url.pathname !== "/cancel" && url.pathname !== "/history") return json(404, { error: "not found" });
-    let session = url.searchParams.get("session");
-    let forward = request;
-    if (request.method === "POST") {
-      const body = await request.text();
-      try {
-        session ??= JSON.parse(body).session;
-      } catch {
-        return json(400, { error: "the body must be JSON: {session, message}" });
-      }
-      forward = new Request(request.url, { method: "POST", headers: request.headers, body });
+    if (url.pathname === "/") {
+      if (request.method !== "GET" && request.method !== "HEAD") return json(405, { error: "use GET" }, { allow: "GET, HEAD" });
+      return new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
     }
-    if (typeof session !== "string" || !/^[\w-]{1,64}$/.test(session)) return json(400, { error: "`session` must be 1-64 letters, digits, - or _" });
-    return env.SESSIONS.get(env.SESSIONS.idFromName(session)).fetch(forward);
+    const allowed = ROUTES[url.pathname];
+    if (!allowed) return json(404, { error: "not found" });
+    if (!allowed.includes(request.method)) return json(405, { error: `use ${allowed.join(" or ")}` }, { allow: allowed.join(", ") });
+    if (!env.SESSION_SECRET || env.SESSION_SECRET.length < 32) {
+      return json(500, { error: "the Worker is not configured: set the secret SESSION_SECRET (32 or more characters)" });
+    }
+    const who = await authorize(request, env);
+    if (!who) return json(401, { error: "sign in first" });
+    // Limits count per signed-in client, or per address for anonymous ones.
+    const limitKey = who.client ?? `ip:${request.headers.get("cf-connecting-ip") ?? "unknown"}`;
+
+    if (url.pathname === "/session") {
+      const taken = await limits(env, limitKey).take("session", limit(env, "MAX_SESSIONS_PER_CLIENT_PER_HOUR"));
+      if (!taken.ok) return tooMany("new sessions", taken.retryAfter);
+      const session = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+      const created = await env.SESSIONS.get(env.SESSIONS.idFromName(session)).fetch(new Request(url, { method: "POST" }));
+      if (created.status !== 201) return created;
+      return json(201, { session, token: await issueToken(env, session, who.client) });
+    }
+
+    const session = await verifyToken(env, request, who.client);
+    if (!session) return json(401, { error: "a valid session token is required: Authorization: Bearer <token from POST /session>" });
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromName(session));
+    const headers = new Headers({ "last-event-id": request.headers.get("last-event-id") ?? "" });
+    if (url.pathname === "/chat" && request.method === "POST") {
+      const max = limit(env, "MAX_MESSAGE_BYTES");
+      const text = await readCapped(request, max + 1024);
+      if (text === null) return json(413, { error: `the request body is over ${max + 1024} bytes`, limit: max });
+      let body;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return json(400, { error: "the body must be JSON: {message}" });
+      }
+      if (body === null || typeof body !== "object" || Array.isArray(body)) return json(400, { error: "the body must be a JSON object: {message}" });
+      const { message } = body;
+      if (typeof message !== "string" || !message) return json(400, { error: "`message` must be a non-empty string" });
+      if (encoder.encode(message).byteLength > max) return json(413, { error: `a message is at most ${max} bytes`, limit: max });
+      const taken = await limits(env, limitKey).take("turn", limit(env, "MAX_TURNS_PER_CLIENT_PER_HOUR"));
+      if (!taken.ok) return tooMany("turns", taken.retryAfter);
+      return stub.fetch(new Request(url, { method: "POST", headers, body: JSON.stringify({ message }) }));
+    }
+    return stub.fetch(new Request(url, { method: request.method, headers }));
   },
 };
 
-// A minimal client: posts a message, reads the stream, and on a dropped connection resumes
-// with Last-Event-ID.
-const PAGE = `<!doctype html><meta charset="utf-8"><title>kosong-wasm on Workers</title>
-<style>body{font:15px system-ui;max-width:40rem;margin:2rem auto}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}</style>
+// A minimal client: starts a session, posts a message, reads the stream, and on a dropped
+// connection resumes with Last-Event-ID.
+const PAGE = `<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>kosong-wasm on Workers</title>
+<style>body{font:15px system-ui;max-width:40rem;margin:2rem auto;padding:0 1rem}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}#err{color:#b00020}</style>
 <h1>Agent chat on a Durable Object</h1>
-<form id="f"><input id="m" size="40" value="What time is it in Tokyo?"> <button>Send</button> <button id="stop" type="button">Stop</button></form>
-<pre id="out"></pre>
+<form id="f"><label for="m">Message</label> <input id="m" size="40" value="What time is it in Tokyo?"> <button>Send</button> <button id="stop" type="button">Stop</button></form>
+<p id="err" role="alert"></p>
+<pre id="out" aria-live="polite"></pre>
 <script type="module">
-const session = sessionStorage.session ??= crypto.randomUUID();
 const out = document.getElementById("out");
+const err = document.getElementById("err");
 let lastId = 0;
+async function token() {
+  if (sessionStorage.token) return sessionStorage.token;
+  const res = await fetch("/session", { method: "POST" });
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.error);
+  return (sessionStorage.token = body.token);
+}
+const auth = async () => ({ authorization: "Bearer " + (await token()) });
 async function read(res) {
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
@@ -233,19 +523,27 @@ async function read(res) {
       const m = JSON.parse(data);
       if (m.type === "ContentPart" && m.payload.type === "text") out.textContent += m.payload.text;
       else if (m.type === "ToolCall") out.textContent += "\\n[" + m.payload.function.name + " " + (m.payload.function.arguments ?? "") + "]\\n";
-      else if (m.outcome) out.textContent += "\\n(" + m.outcome + ")\\n";
+      else if (m.outcome) { out.textContent += "\\n(" + m.outcome + (m.error ? ": " + m.error : "") + ")\\n"; return "end"; }
     }
   }
 }
 async function follow(res) {
   for (let attempt = 0; attempt < 5; attempt++) {
-    try { await read(res); return; } catch { res = await fetch("/chat?session=" + session, { headers: { "last-event-id": String(lastId) } }); }
+    try { if (await read(res) === "end") return; } catch {}
+    res = await fetch("/chat", { headers: { ...(await auth()), "last-event-id": String(lastId) } });
+    if (!res.ok) return;
   }
 }
 document.getElementById("f").onsubmit = async (e) => {
   e.preventDefault();
-  out.textContent += "\\n> " + document.getElementById("m").value + "\\n";
-  follow(await fetch("/chat", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ session, message: document.getElementById("m").value }) }));
+  err.textContent = "";
+  try {
+    const res = await fetch("/chat", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ message: document.getElementById("m").value }) });
+    if (res.status === 401 || res.status === 404) { delete sessionStorage.token; }
+    if (!res.ok) { err.textContent = (await res.json()).error; return; }
+    out.textContent += "\\n> " + document.getElementById("m").value + "\\n";
+    follow(res);
+  } catch (e) { err.textContent = e.message; }
 };
-document.getElementById("stop").onclick = () => fetch("/cancel", { method: "POST", body: JSON.stringify({ session }) });
+document.getElementById("stop").onclick = async () => fetch("/cancel", { method: "POST", headers: await auth() });
 </script>`;
