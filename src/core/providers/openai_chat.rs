@@ -410,6 +410,20 @@ impl OpenAIChatDecoder {
         }
     }
 
+    /// Text or thinking after the calls: as in kosong, a part that is not a fragment of a call
+    /// ends the calls before it, which complete as soon as their arguments parse.
+    fn content_after_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.superseded_upto == self.calls.len() && self.calls.iter().skip(self.completed_upto).all(|c| c.completed)
+        {
+            return;
+        }
+        for call in self.calls.iter_mut().skip(self.superseded_upto) {
+            call.superseded = true;
+            Self::try_complete(call, out);
+        }
+        self.superseded_upto = self.calls.len();
+    }
+
     fn on_tool_call_delta(&mut self, d: ToolCallDelta, out: &mut Vec<StreamEvent>) {
         let (name, args) = match d.function {
             Some(f) => (f.name, f.arguments),
@@ -492,6 +506,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                     }
                 }
                 if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
+                    self.content_after_calls(out);
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
                 }
                 return Ok(());
@@ -537,6 +552,9 @@ impl StreamDecoder for OpenAIChatDecoder {
                     .and_then(|v| v.pointer(&format!("/choices/{pos}/delta"))?.get(key)?.as_str().map(str::to_owned)),
             };
             if let Some(t) = think.filter(|t| self.empty_think || !t.is_empty()) {
+                if !t.is_empty() {
+                    self.content_after_calls(out);
+                }
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
             }
             if let Some(r) = &delta.refusal {
@@ -552,6 +570,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             }
             match delta.content {
                 Some(Value::String(c)) if !c.is_empty() => {
+                    self.content_after_calls(out);
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(c))))
                 }
                 // Mistral's reasoning models stream content as parts: text, and thinking (itself
@@ -564,6 +583,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                             _ => None,
                         };
                         if let Some(p) = part.filter(|p| !matches!(p, ContentPart::Text { text, .. } | ContentPart::Think { think: text, .. } if text.is_empty())) {
+                            self.content_after_calls(out);
                             out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
                         }
                     }
@@ -718,11 +738,28 @@ mod tests {
 
     #[test]
     fn parsing_alone_never_completes_a_call() {
-        let mut s = tc(0, Some("call_a"), Some("f"), "{\"x\":1}");
-        s += &data(json!({"choices":[{"index":0,"delta":{"content":" more text"}}]}));
+        let s = tc(0, Some("call_a"), Some("f"), "{\"x\":1}");
         let (out, r, _) = run(&s);
         assert!(r.is_err(), "no finish_reason, no [DONE]: truncated");
         assert!(completions(&out).is_empty());
+    }
+
+    /// kosong hands a call on when a part that does not merge into it arrives: text after the
+    /// calls ends them (each once its arguments parse; one still open waits).
+    #[test]
+    fn content_after_calls_completes_those_whose_arguments_parse() {
+        let mut s = tc(0, Some("call_a"), Some("f"), "{\"x\":1}");
+        s += &tc(1, Some("call_b"), Some("g"), "{\"y\":");
+        s += &data(json!({"choices":[{"index":0,"delta":{"content":"While those run"}}]}));
+        let ids = |out: &[StreamEvent]| completions(out).into_iter().map(|(_, id)| id).collect::<Vec<_>>();
+        let (out, _, _) = run(&s);
+        assert_eq!(ids(&out), ["call_a"]);
+        let text_at = out.iter().position(|e| matches!(e, StreamEvent::Part(StreamedMessagePart::Content(_)))).unwrap();
+        assert!(completions(&out)[0].0 < text_at, "completed before the text is handed on");
+        let mut s2 = s.clone();
+        s2 += &tc(1, None, None, "2}");
+        let (out, _, _) = run(&s2);
+        assert_eq!(ids(&out), ["call_a", "call_b"], "the open one completes when its last fragment comes");
     }
 
     #[test]
