@@ -19,11 +19,15 @@ const pieces = (s, n) => s.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
 
 const textOf = (m) => (typeof m?.content === "string" ? m.content : (m?.content ?? []).map((p) => p.text ?? "").join(""));
 
+/** Requests of a "flaky" question answered with a 500 already: its retry gets the answer. */
+const failedOnce = new Set();
+
 /**
  * The embedded model: a scripted agent conversation, chosen by the last message. A tool result
  * gets an answer that uses it; a note to save calls `save_note` (which asks for approval);
- * arithmetic calls `calculator`; anything else calls `search` and `clock` in parallel, their
- * arguments streamed in small pieces at a realistic pace.
+ * arithmetic calls `calculator`; a "flaky" question fails once with a 500; anything else calls
+ * `search` and `clock` in parallel, their arguments streamed in small pieces at a realistic
+ * pace, and then says a sentence more — so both tools start while the model still writes.
  */
 async function mockModel(req, res) {
   let body = "";
@@ -33,6 +37,11 @@ async function mockModel(req, res) {
     messages = JSON.parse(body || "{}").messages ?? [];
   } catch {}
   const last = messages.at(-1);
+  if (/\bflaky\b/i.test(textOf(last)) && last?.role === "user" && !failedOnce.has(body)) {
+    failedOnce.add(body);
+    res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "mock: the server had a bad moment", type: "server_error" } }));
+    return;
+  }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
   const send = async (s, ms = 30) => {
     if (res.destroyed) return;
@@ -69,6 +78,7 @@ async function mockModel(req, res) {
     await thinkAndSay("I should look up the city and the clock at the same time.", "Let me search for Paris and check the time in Tokyo.");
     await call(0, "call_search", "search", { query: "Paris" });
     await call(1, "call_clock", "clock", { timezone: "Asia/Tokyo" });
+    for (const w of pieces(" While those run: Tokyo is 8 hours ahead of Paris in winter.", 6)) await send(text(w), 35);
     await send(finish("tool_calls"), 0);
     await send(usage(310, 48, 0), 0);
   }
@@ -102,10 +112,36 @@ async function handle(req, res) {
   }
 }
 
+/**
+ * Listens on `port`, or on the next free one when it is taken (8787 is also `wrangler dev`'s
+ * default); resolves with the port it got.
+ */
+export function listenFrom(server, port, tries = 20) {
+  return new Promise((resolve, reject) => {
+    const attempt = (p, left) => {
+      const onError = (e) => {
+        server.off("listening", onListening);
+        if (e.code === "EADDRINUSE" && left > 0) attempt(p + 1, left - 1);
+        else reject(e);
+      };
+      const onListening = () => {
+        server.off("error", onError);
+        resolve(server.address().port);
+      };
+      server.once("error", onError);
+      server.once("listening", onListening);
+      server.listen(p, "127.0.0.1");
+    };
+    attempt(port, tries);
+  });
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   ensureNpmPackages();
   build();
   const server = createDemoServer();
-  const port = Number(process.env.PORT ?? 8787);
-  server.listen(port, "127.0.0.1", () => console.log(`kosong-wasm demo: http://127.0.0.1:${server.address().port}/`));
+  const wanted = Number(process.env.PORT ?? 8787);
+  const port = await listenFrom(server, wanted);
+  if (port !== wanted) console.log(`kosong-wasm demo: port ${wanted} is taken; using ${port}`);
+  console.log(`kosong-wasm demo: http://127.0.0.1:${port}/`);
 }

@@ -16,16 +16,17 @@ const el = (tag, cls, text) => {
 // ---- settings ---------------------------------------------------------------------------
 
 const KINDS = {
-  mock: { label: "Embedded mock (no key)", make: () => new kosong.OpenAIChatProvider({ model: "mock", baseUrl: new URL("/mock/v1", location.href).href }) },
+  mock: { label: "Embedded mock (no key)", make: () => mockProvider() },
   openai: { label: "OpenAI Chat Completions", model: "gpt-4.1-mini", make: (o) => new kosong.OpenAIChatProvider(o) },
   "openai-responses": { label: "OpenAI Responses", model: "gpt-5-mini", make: (o) => new kosong.OpenAIResponsesProvider(o) },
   anthropic: { label: "Anthropic", model: "claude-sonnet-4-5", make: (o) => new kosong.AnthropicProvider(o) },
   gemini: { label: "Gemini", model: "gemini-2.5-flash", make: (o) => new kosong.GeminiProvider(o) },
   kimi: { label: "Kimi (Moonshot)", model: "kimi-k2-turbo-preview", make: (o) => new kosong.KimiProvider(o) },
 };
+const mockProvider = () => new kosong.OpenAIChatProvider({ model: "mock", baseUrl: new URL("/mock/v1", location.href).href });
 for (const [k, v] of Object.entries(KINDS)) $("kind").append(new Option(v.label, k));
 const saved = JSON.parse(sessionStorage.getItem("kosong-demo-settings") ?? "{}");
-$("kind").value = saved.kind ?? "mock";
+$("kind").value = KINDS[saved.kind] ? saved.kind : "mock";
 $("model").value = saved.model ?? "";
 $("baseUrl").value = saved.baseUrl ?? "";
 $("apiKey").value = saved.apiKey ?? "";
@@ -40,25 +41,102 @@ function providerFromSettings() {
   return spec.make(opts);
 }
 
+/** The fields of a real provider are disabled (not just faded) while the mock is chosen. */
+function syncSettings() {
+  for (const id of ["model", "baseUrl", "apiKey"]) $(id).disabled = $("kind").value === "mock";
+}
+
 let agent = null;
 function newAgent() {
-  const notes = $("notes");
   agent = new kosong.Agent({
     name: "demo",
     provider: providerFromSettings(),
     systemPrompt: "You are a helpful assistant in a browser demo. Use the tools when they help; call independent tools in parallel.",
-    toolset: new kosong.SimpleToolset(demoTools({ onNote: (t) => notes.append(el("li", "", t)), toolError: kosong.toolError })),
+    toolset: new kosong.SimpleToolset(demoTools({ onNote: (t) => $("notes").append(el("li", "", t)), toolError: kosong.toolError })),
     maxStepsPerTurn: 8,
   });
 }
+let settingsText = JSON.stringify(settingsNow());
+function settingsNow() {
+  return { kind: $("kind").value, model: $("model").value, baseUrl: $("baseUrl").value, apiKey: $("apiKey").value };
+}
 $("settings").addEventListener("change", () => {
+  const now = settingsNow();
+  if (JSON.stringify(now) === settingsText) return;
+  settingsText = JSON.stringify(now);
   // The key stays in this tab only (sessionStorage), never in a URL or a recording.
-  sessionStorage.setItem("kosong-demo-settings", JSON.stringify({ kind: $("kind").value, model: $("model").value, baseUrl: $("baseUrl").value, apiKey: $("apiKey").value }));
-  $("settings").dataset.real = String($("kind").value !== "mock");
+  sessionStorage.setItem("kosong-demo-settings", settingsText);
+  syncSettings();
   newAgent();
+  $("chat").append(el("div", "msg notice settings-changed", `Settings changed: a new conversation starts (${KINDS[now.kind].label}).`));
 });
-$("settings").dataset.real = String($("kind").value !== "mock");
+syncSettings();
 newAgent();
+
+// ---- timelines ------------------------------------------------------------------------------
+
+const LEGEND = [["model streaming", "var(--model)"], ["tool running", "var(--tool)"]];
+
+/** A tick step (ms) that gives at most six intervals over `span`. */
+function tickStep(span) {
+  for (const step of [50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 60000]) if (span / step <= 6) return step;
+  return Math.ceil(span / 6 / 60000) * 60000;
+}
+const ms = (v) => `${Math.round(v)} ms`;
+
+/**
+ * Draws rows of bars on one time axis, from 0 to `span` ms: `rows` are `{label, bars: [{from,
+ * to, cls, text}], mark}`; each bar says what it is and when (start–end), the axis has ticks in
+ * milliseconds, and a legend names the colours. `mark` draws a line (a turn's end).
+ */
+function drawTimeline(box, rows, span) {
+  span = Math.max(span, 1);
+  const pct = (v) => `${Math.min(Math.max(v / span, 0), 1) * 100}%`;
+  const out = [];
+  for (const row of rows) {
+    const r = el("div", "tl-row");
+    r.dataset.lane = row.label;
+    const lane = el("div", "lane");
+    for (const b of row.bars) {
+      const bar = el("div", `bar ${b.cls}`);
+      bar.style.left = pct(b.from);
+      bar.style.width = `max(2px, ${((b.to - b.from) / span) * 100}%)`;
+      bar.dataset.start = String(Math.round(b.from));
+      bar.dataset.end = String(Math.round(b.to));
+      bar.title = `${b.text}: ${Math.round(b.from)}–${ms(b.to)}`;
+      const label = el("span", "bar-text", `${b.text} ${Math.round(b.from)}–${ms(b.to)}`);
+      // Anchored on the side with room, so it stays inside the lane at any width.
+      if (b.from / span < 0.5) label.style.left = pct(b.from);
+      else label.style.right = `${(1 - Math.min(b.to / span, 1)) * 100}%`;
+      lane.append(bar, label);
+    }
+    if (row.mark !== undefined) {
+      const m = el("div", "end-mark");
+      m.style.left = pct(row.mark);
+      m.title = `turn ended at ${ms(row.mark)}`;
+      lane.append(m);
+    }
+    r.append(el("div", "tl-label", row.label), lane);
+    out.push(r);
+  }
+  const axisRow = el("div", "tl-row");
+  const axis = el("div", "axis");
+  const step = tickStep(span);
+  // No tick in the last tenth: its label would run into the one before or out of the lane.
+  for (let v = 0; v <= span * 0.9; v += step) {
+    const t = el("span", "tick", v === 0 ? "0" : ms(v));
+    t.style.left = pct(v);
+    axis.append(t);
+  }
+  axisRow.append(el("div", "tl-label", "ms"), axis);
+  const legend = el("div", "legend");
+  for (const [name, colour] of LEGEND) {
+    const item = el("span", "", name);
+    item.style.setProperty("--c", colour);
+    legend.append(item);
+  }
+  box.replaceChildren(...out, axisRow, legend);
+}
 
 // ---- drawing the wire ---------------------------------------------------------------------
 
@@ -69,11 +147,9 @@ class RunView {
     this.live = live;
     this.step = null;
     this.cards = new Map();
-    this.t0 = null;
   }
 
   draw(msg, t, wire) {
-    this.t0 ??= t;
     const p = msg.payload ?? {};
     switch (msg.type) {
       case "TurnBegin": {
@@ -123,9 +199,9 @@ class RunView {
         card.end = t;
         card.start ??= t;
         const rv = p.return_value ?? {};
-        const brief = (rv.display ?? []).find((d) => d.type === "brief")?.text;
-        const aborted = brief === "Aborted";
-        this.setStatus(card, aborted ? "aborted" : rv.is_error ? "failed" : "done");
+        const brief = (rv.display ?? []).find((d) => d.type === "brief")?.text ?? "";
+        const status = brief === "Aborted" ? "aborted" : brief.startsWith("Rejected") ? "rejected" : rv.is_error ? "failed" : "done";
+        this.setStatus(card, status);
         const out = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
         card.result.textContent = rv.is_error ? `${rv.message}` : out || rv.message;
         break;
@@ -153,12 +229,17 @@ class RunView {
         break;
       }
       case "StepInterrupted":
-        this.root.append(el("div", "msg notice", "⏹ step interrupted"));
+        this.root.append(el("div", "msg notice", "■ The step was interrupted."));
         break;
-      case "StepRetry":
-        this.root.append(el("div", "msg notice", `↻ retrying step (${p.error ?? "error"})`));
+      case "StepRetry": {
+        const what = p.status_code ?? p.error_type ?? "error";
+        const wait = typeof p.wait_s === "number" ? `${p.wait_s.toFixed(1)} s` : "a moment";
+        this.root.append(el("div", "msg notice retry", `↻ ${what} — retrying in ${wait}, attempt ${p.next_attempt} of ${p.max_attempts}`));
         break;
+      }
       case "StatusUpdate":
+        // Published when the step's stream has ended (the tools may still run).
+        if (this.step) this.step.streamEnd = t;
         if (typeof p.context_usage === "number") $("usage").textContent = `context ${(p.context_usage * 100).toFixed(1)}%`;
         break;
       case "TurnEnd":
@@ -168,6 +249,7 @@ class RunView {
   }
 
   newStep(n, t) {
+    if (this.step) this.drawTimelines(t, true);
     const box = el("div", "msg assistant step");
     box.dataset.step = String(n);
     const think = el("details", "think");
@@ -178,10 +260,9 @@ class RunView {
     const text = el("div", "text");
     const cards = el("div", "cards");
     const timeline = el("div", "timeline");
-    timeline.append(el("div", "lane-label", "model"), el("div", "lane model-lane"));
     box.append(think, text, cards, timeline);
     this.root.append(box);
-    this.step = { n, box, think, thinkText, text, cards, timeline, start: t, modelEnd: t, tools: [] };
+    this.step = { n, box, think, thinkText, text, cards, timeline, start: t, modelEnd: t, streamEnd: null, tools: [] };
     return this.step;
   }
 
@@ -193,10 +274,7 @@ class RunView {
     const result = el("div", "result");
     card.append(status, el("b", "name", call.function?.name ?? "?"), args, result);
     s.cards.append(card);
-    const label = el("div", "lane-label", call.function?.name ?? "?");
-    const lane = el("div", "lane tool-lane");
-    s.timeline.append(label, lane);
-    const entry = { card, status, args, result, lane, begun: t, start: null, end: null, step: s };
+    const entry = { card, status, args, result, name: call.function?.name ?? "?", begun: t, start: null, end: null, step: s };
     this.cards.set(call.id, entry);
     s.tools.push(entry);
   }
@@ -207,28 +285,33 @@ class RunView {
     card.card.dataset.status = status;
   }
 
-  /** Bars on one time axis per step: the model's stream, and each tool from start to result. */
-  drawTimelines(now) {
+  /**
+   * The current step's timeline: the model's stream and each tool from start to result, from
+   * the step's start to its last bar's end (`now` stands in for what is still running).
+   */
+  drawTimelines(now, final = false) {
     const s = this.step;
     if (!s) return;
-    const end = Math.max(now, s.modelEnd, ...s.tools.map((x) => x.end ?? now));
-    const span = Math.max(end - s.start, 1);
-    const bar = (lane, from, to, cls) => {
-      let b = lane.querySelector(".bar");
-      if (!b) lane.append((b = el("div", `bar ${cls}`)));
-      b.style.left = `${((from - s.start) / span) * 100}%`;
-      b.style.width = `${Math.max(((to - from) / span) * 100, 0.5)}%`;
-      b.dataset.start = String(Math.round(from - s.start));
-      b.dataset.end = String(Math.round(to - s.start));
-      b.title = `${Math.round(from - s.start)}–${Math.round(to - s.start)} ms`;
-    };
-    bar(s.timeline.querySelector(".model-lane"), s.start, s.modelEnd, "model");
-    for (const x of s.tools) if (x.start !== null) bar(x.lane, x.start, x.end ?? now, "tool");
+    const open = !final && this.live;
+    const streamEnd = s.streamEnd ?? (open ? now : s.modelEnd);
+    const rows = [{ label: "model", bars: [{ from: 0, to: streamEnd - s.start, cls: "model", text: "stream" }] }];
+    for (const x of s.tools) {
+      const bars = x.start === null ? [] : [{ from: x.start - s.start, to: (x.end ?? (open ? now : x.start)) - s.start, cls: "tool", text: x.name }];
+      rows.push({ label: x.name, bars });
+    }
+    const span = Math.max(...rows.flatMap((r) => r.bars.map((b) => b.to)), 1);
+    drawTimeline(s.timeline, rows, span);
   }
 
-  /** After a stop: every card still open says what happened to its tool. */
-  settle() {
-    for (const c of this.cards.values()) if (c.end === null) this.setStatus(c, c.start === null ? "not started" : "aborted");
+  /** After the run: every card still open says what happened to its tool; a stop is said. */
+  settle(outcome, now) {
+    for (const c of this.cards.values()) {
+      if (c.end !== null) continue;
+      this.setStatus(c, c.start === null ? "not started" : "aborted");
+      if (c.start !== null) c.end = now ?? c.start;
+    }
+    this.drawTimelines(now ?? 0, true);
+    if (outcome === "cancelled") (this.step?.box ?? this.root).append(el("div", "notice stopped", "■ Stopped: you stopped this answer before it was finished."));
   }
 }
 
@@ -242,11 +325,20 @@ const wireLog = (line) => {
   pre.scrollTop = pre.scrollHeight;
 };
 
+/** Send and Stop swap while a run goes; focus follows the button that stays usable. */
+function setRunning(running) {
+  const focused = document.activeElement;
+  $("stop").disabled = !running;
+  $("send").disabled = running;
+  $("compare").disabled = running;
+  if (running && (focused === $("send") || focused === $("compare"))) $("stop").focus();
+  if (!running && focused === $("stop")) $("q").focus();
+}
+
 async function run(input) {
   ctrl = new AbortController();
   document.body.dataset.state = "running";
-  $("stop").disabled = false;
-  $("send").disabled = true;
+  setRunning(true);
   const view = new RunView($("chat"), { live: true });
   const recorder = new kosong.WireRecorder((line) => {
     recording.push(line);
@@ -262,11 +354,9 @@ async function run(input) {
     outcome = e instanceof kosong.RunCancelled ? "cancelled" : "failed";
     if (outcome === "failed") $("chat").append(el("div", "msg error", `${e.name}: ${e.message}`));
   } finally {
-    view.settle();
-    view.drawTimelines(performance.now());
+    view.settle(outcome, performance.now());
     ctrl = null;
-    $("stop").disabled = true;
-    $("send").disabled = false;
+    setRunning(false);
     $("download").disabled = recording.length === 0;
     document.body.dataset.state = outcome;
   }
@@ -277,14 +367,103 @@ $("ask").addEventListener("submit", (ev) => {
   const q = $("q").value.trim();
   if (q && !ctrl) run(q);
 });
-$("stop").addEventListener("click", () => ctrl?.abort(new DOMException("Stopped by the user", "AbortError")));
+const stop = () => ctrl?.abort(new DOMException("Stopped by the user", "AbortError"));
+$("stop").addEventListener("click", stop);
+document.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape" && ctrl) {
+    ev.preventDefault();
+    stop();
+  }
+});
 $("clear").addEventListener("click", () => {
   if (ctrl) return;
   $("chat").replaceChildren();
   $("wirelog").textContent = "";
+  $("notes").replaceChildren();
+  $("usage").textContent = "";
   recording = [];
   $("download").disabled = true;
+  document.body.dataset.state = "idle";
   newAgent();
+});
+
+// ---- the comparison ---------------------------------------------------------------------------
+
+const COMPARE_QUESTION = "What's the weather in Paris, and what time is it in Tokyo?";
+
+/**
+ * Runs the scripted turn on one agent and returns its timings (ms from `t0`): each step's
+ * stream, each tool's run, and the turn's end.
+ */
+async function timedTurn(eager, t0, signal) {
+  const tools = demoTools({ onNote: () => {}, toolError: kosong.toolError }).map((t) => (eager ? t : { ...t, eager: false }));
+  const a = new kosong.Agent({ name: eager ? "eager" : "deferred", provider: mockProvider(), systemPrompt: "", toolset: new kosong.SimpleToolset(tools) });
+  const steps = [];
+  const calls = new Map();
+  let end = null;
+  const ui = async (wire) => {
+    for await (const m of wire.uiSide()) {
+      const t = performance.now() - t0;
+      const p = m.payload ?? {};
+      const step = steps.at(-1);
+      if (m.type === "StepBegin") steps.push({ start: t, end: t });
+      else if (m.type === "ContentPart" || m.type === "ToolCallPart" || m.type === "StatusUpdate") step && (step.end = t);
+      else if (m.type === "ToolCall") {
+        if (step) step.end = t;
+        calls.set(p.id, { name: p.function.name, start: null, end: null });
+      } else if (m.type === "DemoToolStart") calls.get(p.tool_call_id).start = t;
+      else if (m.type === "ToolResult") calls.get(p.tool_call_id).end = t;
+      else if (m.type === "TurnEnd") end = t;
+    }
+  };
+  await kosong.runSoul(a, COMPARE_QUESTION, ui, signal);
+  return { steps, calls: [...calls.values()], end };
+}
+
+async function compare() {
+  ctrl = new AbortController();
+  document.body.dataset.state = "comparing";
+  setRunning(true);
+  const section = $("comparison");
+  section.hidden = false;
+  $("saved").textContent = "Running the same turn twice, side by side…";
+  const t0 = performance.now();
+  try {
+    const [eager, deferred] = await Promise.all([timedTurn(true, t0, ctrl.signal), timedTurn(false, t0, ctrl.signal)]);
+    const span = Math.max(eager.end, deferred.end);
+    const chart = $("comparison-chart");
+    chart.replaceChildren();
+    for (const [title, r, cls] of [
+      ["kosong-wasm: each tool starts when its call is complete", eager, "eager"],
+      ["after the stream ends (how the AI SDK and the OpenAI Agents SDK run tools)", deferred, "deferred"],
+    ]) {
+      const head = el("div", `run-title ${cls}`, `${title} — turn ${ms(r.end)}`);
+      const box = el("div", `timeline ${cls}`);
+      box.dataset.end = String(Math.round(r.end));
+      const rows = [{ label: "model", bars: r.steps.map((s, i) => ({ from: s.start, to: s.end, cls: "model", text: `step ${i + 1}` })), mark: r.end }];
+      for (const c of r.calls) rows.push({ label: c.name, bars: c.start === null ? [] : [{ from: c.start, to: c.end ?? c.start, cls: "tool", text: c.name }] });
+      drawTimeline(box, rows, span);
+      chart.append(head, box);
+    }
+    const saved = deferred.end - eager.end;
+    section.dataset.eagerMs = String(Math.round(eager.end));
+    section.dataset.deferredMs = String(Math.round(deferred.end));
+    section.dataset.savedMs = String(Math.round(saved));
+    $("saved").textContent =
+      saved > 0
+        ? `Starting tools mid-stream finished the turn ${ms(saved)} sooner (${Math.round((saved / deferred.end) * 100)}% of ${ms(deferred.end)}).`
+        : `No time saved on this run (${ms(eager.end)} against ${ms(deferred.end)}).`;
+    document.body.dataset.state = "compared";
+  } catch (e) {
+    $("saved").textContent = e instanceof kosong.RunCancelled ? "■ Stopped: the comparison did not finish." : `${e.name}: ${e.message}`;
+    document.body.dataset.state = e instanceof kosong.RunCancelled ? "cancelled" : "failed";
+  } finally {
+    ctrl = null;
+    setRunning(false);
+  }
+}
+$("compare").addEventListener("click", () => {
+  if (!ctrl) compare();
 });
 
 // ---- recordings ---------------------------------------------------------------------------
@@ -311,7 +490,7 @@ export async function replay(text) {
       return [];
     }
   });
-  $("chat").replaceChildren();
+  $("chat").replaceChildren(el("div", "msg replay-label", "Replay of a recorded run: nothing is sent to a model and no tool runs."));
   $("wirelog").textContent = text;
   document.body.dataset.state = "replaying";
   let view = null;
@@ -320,7 +499,7 @@ export async function replay(text) {
     view.draw(messages[i], times[i] ?? i);
     if (i % 20 === 0) await new Promise((r) => setTimeout(r, 0));
   }
-  view?.settle();
+  view?.settle("replayed", times.at(-1));
   document.body.dataset.state = "replayed";
 }
 $("load").addEventListener("change", async () => {

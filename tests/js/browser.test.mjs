@@ -31,8 +31,8 @@ after(async () => {
 
 const opts = { skip: haveBrowser ? false : `no Chromium at ${CHROMIUM}` };
 
-async function openDemo() {
-  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 1400 } });
+async function openDemo(viewport = { width: 1100, height: 1400 }) {
+  const context = await browser.newContext({ acceptDownloads: true, viewport });
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(e));
@@ -84,8 +84,27 @@ test("a scripted run completes: tool cards filled, tools start while the model s
   assert.ok(tools[0].start < model.end, `search started at ${tools[0].start} ms, the model streamed until ${model.end} ms`);
   await page.screenshot({ path: join(ARTIFACTS, "demo-run.png"), fullPage: true });
 
+  // The timeline is readable without hovering: an axis with millisecond ticks, labelled bars,
+  // a legend, and it ends with its last bar (no gap after it).
+  const tl = await page.$eval('.step[data-step="1"] .timeline', (t) => ({
+    ticks: [...t.querySelectorAll(".tick")].map((x) => x.textContent),
+    labels: [...t.querySelectorAll(".bar-text")].map((x) => x.textContent),
+    legend: t.querySelector(".legend")?.textContent,
+    ends: [...t.querySelectorAll(".bar")].map((b) => Number(b.dataset.end)),
+    widths: [...t.querySelectorAll(".bar")].map((b) => parseFloat(b.style.left) + parseFloat(b.style.width.replace(/^max\(2px, /, ""))),
+  }));
+  assert.ok(tl.ticks.length >= 3 && tl.ticks[0] === "0" && tl.ticks.slice(1).every((x) => / ms$/.test(x)), `ticks: ${tl.ticks}`);
+  assert.ok(tl.labels.some((l) => /^stream 0–\d+ ms$/.test(l)) && tl.labels.some((l) => /^search \d+–\d+ ms$/.test(l)), `labels: ${tl.labels}`);
+  assert.match(tl.legend, /model streaming.*tool running/);
+  assert.ok(Math.abs(Math.max(...tl.widths) - 100) < 0.5, `the last bar ends at the axis's end: ${tl.widths}`);
+
   // Download the recording, then replay it on a fresh page: the same conversation.
-  const liveChat = await page.innerText("#chat");
+  const chatText = () => page.$eval("#chat", (c) => [...c.children].filter((x) => !x.classList.contains("replay-label")).map((x) => {
+    const copy = x.cloneNode(true);
+    for (const t of copy.querySelectorAll(".timeline")) t.remove();
+    return copy.textContent;
+  }).join("\n"));
+  const liveChat = await chatText();
   const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download")]);
   const file = join(ARTIFACTS, "wire.jsonl");
   await download.saveAs(file);
@@ -96,7 +115,8 @@ test("a scripted run completes: tool cards filled, tools start while the model s
   assert.equal(await page.innerText("#chat"), "");
   await page.setInputFiles("#load", file);
   await page.waitForSelector("body[data-state=replayed]");
-  assert.equal(await page.innerText("#chat"), liveChat);
+  assert.equal(await chatText(), liveChat);
+  assert.match(await page.innerText("#chat .replay-label"), /Replay of a recorded run/, "a replay says it is one");
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -111,6 +131,7 @@ test("Stop in the middle of a tool leaves every card saying what happened, and t
   assert.ok(all.length >= 1);
   for (const c of all) assert.ok(["done", "aborted", "not started"].includes(c.status), `${c.name}: ${c.status}`);
   assert.ok(all.some((c) => c.status === "aborted"), "the running tool was aborted");
+  assert.match(await page.innerText(".stopped"), /Stopped/, "the answer says it was stopped");
   assert.equal(await page.$eval("#stop", (b) => b.disabled), true);
   assert.equal(await page.$eval("#send", (b) => b.disabled), false);
   // Nothing keeps drawing after the stop.
@@ -135,6 +156,110 @@ test("a tool that asks for approval waits for the user; approving runs it", opts
   assert.deepEqual(await page.$$eval("#notes li", (l) => l.map((x) => x.textContent)), ["buy croissants"]);
   assert.match(await page.innerText(".approval"), /approved/);
   assert.equal((await cards(page))[0].status, "done");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Compare runs the turn twice on one axis: tools started mid-stream finish the turn first, and the time saved is written out", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await page.click("#compare");
+  await page.waitForSelector("body[data-state=compared]", { timeout: 30_000 });
+  const r = await page.$eval("#comparison", (s) => ({ ...s.dataset }));
+  const eager = Number(r.eagerMs), deferred = Number(r.deferredMs), saved = Number(r.savedMs);
+  assert.ok(eager < deferred, `eager ${eager} ms, deferred ${deferred} ms`);
+  assert.equal(saved, deferred - eager);
+  assert.match(await page.innerText("#saved"), new RegExp(`finished the turn ${saved} ms sooner`));
+  // In the eager run both tools start before step 1's stream ends; in the other, after it.
+  const bars = (which) => page.$$eval(`#comparison .timeline.${which} .bar`, (bs) => bs.map((b) => ({ lane: b.closest(".tl-row").dataset.lane, start: Number(b.dataset.start), end: Number(b.dataset.end) })));
+  for (const [which, before] of [["eager", true], ["deferred", false]]) {
+    const b = await bars(which);
+    const step1 = b.find((x) => x.lane === "model");
+    const tools = b.filter((x) => x.lane === "search" || x.lane === "clock");
+    assert.equal(tools.length, 2, which);
+    for (const t of tools) assert.equal(t.start < step1.end, before, `${which}: ${t.lane} started at ${t.start} ms, step 1 streamed until ${step1.end} ms`);
+  }
+  assert.ok((await page.$$("#comparison .axis .tick")).length >= 4);
+  await page.screenshot({ path: join(ARTIFACTS, "demo-compare.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("at phone size (390 x 844) nothing scrolls sideways, labels sit by their inputs, and the panels stack below the chat", opts, async () => {
+  const { page, context, errors } = await openDemo({ width: 390, height: 844 });
+  await ask(page, "What's the weather in Paris, and what time is it in Tokyo?");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  await page.click("#compare");
+  await page.waitForSelector("body[data-state=compared]", { timeout: 30_000 });
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `the page is ${width} px wide`);
+  // Nothing is cut off at the edge either: every control, tick and bar label lies inside the viewport.
+  const outside = await page.evaluate(() =>
+    [...document.querySelectorAll("button, input, select, .tick, .bar-text")]
+      .filter((e) => e.offsetParent !== null)
+      .map((e) => ({ what: e.id || e.className || e.tagName, r: e.getBoundingClientRect(), text: !e.matches("button, input, select") }))
+      .filter(({ r, text }) => r.left < 0 || r.right > 390 || (text && r.height > 20))
+      .map(({ what, r }) => `${what} ${Math.round(r.left)}..${Math.round(r.right)} h${Math.round(r.height)}`),
+  );
+  assert.deepEqual(outside, [], "cut off or wrapped");
+  const geo = await page.evaluate(() => {
+    const r = (s) => document.querySelector(s).getBoundingClientRect();
+    const label = [...document.querySelectorAll("#settings label")].find((l) => l.textContent.startsWith("Model"));
+    const text = label.firstChild;
+    const range = document.createRange();
+    range.selectNodeContents(text);
+    return { labelText: range.getBoundingClientRect(), input: label.querySelector("input").getBoundingClientRect(), chat: r("#chat"), wire: r("#wirelog"), notes: r("#notes") };
+  });
+  assert.ok(Math.abs(geo.labelText.top - geo.input.top) < geo.input.height, "the label is beside its input");
+  assert.ok(geo.wire.top > geo.chat.bottom && geo.notes.top > geo.wire.bottom, "wire log, then notes, below the chat");
+  await page.screenshot({ path: join(ARTIFACTS, "demo-phone.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the page says what happened: the retry notice, a rejected approval, settings that start a new conversation, New chat clearing the notes", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await ask(page, "a flaky question");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  assert.match(await page.innerText(".retry"), /^↻ 500 — retrying in \d+\.\d s, attempt 2 of \d+$/);
+
+  await ask(page, "Save a note: buy croissants");
+  await page.waitForSelector(".approval button.reject:not([disabled])", { timeout: 30_000 });
+  await page.click(".approval button.reject");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  assert.equal((await cards(page)).at(-1).status, "rejected");
+
+  await ask(page, "Save a note: pain au chocolat");
+  await page.waitForSelector(".approval button.approve:not([disabled])", { timeout: 30_000 });
+  await page.click(".approval >> nth=-1 >> button.approve");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  assert.equal(await page.$$eval("#notes li", (l) => l.length), 1);
+  await page.click("#clear");
+  assert.equal(await page.$$eval("#notes li", (l) => l.length), 0, "New chat clears the notes");
+
+  // The real-provider fields are disabled with the mock; choosing a provider says a new conversation starts.
+  assert.equal(await page.$eval("#apiKey", (i) => i.disabled), true);
+  await page.selectOption("#kind", "anthropic");
+  assert.match(await page.innerText(".settings-changed"), /new conversation/);
+  assert.equal(await page.$eval("#apiKey", (i) => i.disabled), false);
+  await page.selectOption("#kind", "mock");
+  // The browser logs the mock's deliberate 500; nothing else went wrong.
+  assert.deepEqual(errors.filter((e) => !/status of 500/.test(e.message)), []);
+  await context.close();
+});
+
+test("keyboard and screen readers: Escape stops a run, focus stays on a usable control, the question is labelled, the answer is a polite live region", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  assert.equal(await page.$eval("#q", (q) => q.labels[0]?.textContent), "Your question");
+  assert.equal(await page.$eval("#chat", (c) => c.getAttribute("aria-live")), "polite");
+  await page.fill("#q", "What's the weather in Paris, and what time is it in Tokyo?");
+  await page.focus("#send");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector('.card[data-status="running"]', { timeout: 30_000 });
+  assert.equal(await page.evaluate(() => document.activeElement.id), "stop", "focus moved from Send to Stop");
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("body[data-state=cancelled]", { timeout: 10_000 });
+  assert.equal(await page.evaluate(() => document.activeElement.id), "q", "focus moved from Stop to the question");
+  assert.ok(!(await page.innerText("body")).includes("\u23f9"), "no glyph Debian's fonts lack");
   assert.deepEqual(errors, []);
   await context.close();
 });
