@@ -54,3 +54,21 @@ test("the demo's tools: the calculator parses arithmetic without eval and reject
   assert.throws(() => calculate("alert(1)"), /expected a number/);
   assert.throws(() => calculate("1 + 2)"), /unexpected character/);
 });
+
+test("npm run demo takes the next free port when its port is taken", async () => {
+  const { listenFrom } = await import("../../scripts/demo.mjs");
+  const { createServer } = await import("node:http");
+  const taken = createServer();
+  await new Promise((r) => taken.listen(0, "127.0.0.1", r));
+  const busy = taken.address().port;
+  const demo = createDemoServer();
+  try {
+    const port = await listenFrom(demo, busy);
+    assert.notEqual(port, busy);
+    assert.ok(port > busy && port <= busy + 20, `got ${port} after ${busy}`);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/www/index.html`)).status, 200);
+  } finally {
+    await new Promise((r) => demo.close(r));
+    await new Promise((r) => taken.close(r));
+  }
+});
