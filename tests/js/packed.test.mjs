@@ -453,3 +453,34 @@ test("worker: a write the storage refuses ends the turn with an error event, and
   llm.respond({ steps: [text("fine"), finish("stop"), done()] });
   assert.equal((await readEvents(await chat(token, "again"))).at(-1).data.outcome, "done");
 });
+
+test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
+    t.skip(`no Chromium at ${CHROMIUM}`);
+    return;
+  }
+  const url = await mf.ready;
+  const hold = gate();
+  llm.respond({ steps: [text("The answer "), { pause: 100 }, text("streams in."), { wait: hold.promise, maxWait: 20_000 }, finish("stop"), done()] });
+  const { chromium } = await import("playwright-core");
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e));
+    await page.goto(String(url));
+    await page.click("form button");
+    // The text is there while the model still holds the turn open.
+    await page.waitForFunction(() => document.getElementById("out").textContent.includes("The answer streams in."), null, { timeout: 10_000 });
+    await page.click("form button");
+    await page.waitForFunction(() => document.getElementById("err").textContent !== "", null, { timeout: 10_000 });
+    assert.match(await page.textContent("#err"), /already running/);
+    await page.click("#stop");
+    await page.waitForFunction(() => document.getElementById("out").textContent.includes("(cancelled)"), null, { timeout: 10_000 });
+    assert.deepEqual(errors, []);
+  } finally {
+    hold.open();
+    await browser.close();
+  }
+});
