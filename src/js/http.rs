@@ -167,21 +167,6 @@ impl ByteSource for BodySource {
             return Ok(false);
         }
         let not_bytes = || ChatProviderError::Other("the response body yielded a chunk that is not bytes".into());
-        if let Some(list) = value.dyn_ref::<js_sys::Array>() {
-            let chunks: Vec<Uint8Array> =
-                list.iter().map(|c| c.dyn_into::<Uint8Array>().map_err(|_| not_bytes())).collect::<Result<_, _>>()?;
-            let total: usize = chunks.iter().map(|c| c.length() as usize).sum();
-            buf.resize(total, 0);
-            let mut at = 0;
-            for c in &chunks {
-                let n = c.length() as usize;
-                if let Some(dst) = buf.get_mut(at..at + n) {
-                    c.copy_to(dst);
-                }
-                at += n;
-            }
-            return Ok(true);
-        }
         let chunk: Uint8Array = value.dyn_into().map_err(|_| not_bytes())?;
         buf.resize(chunk.length() as usize, 0);
         chunk.copy_to(buf);

@@ -215,32 +215,56 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
     Ok(None)
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The part hook as the JS layer makes it (`partHook` in step.js): `(first, kind, text)`,
+    /// returning a Promise only when the caller's callback returned one (else `undefined`), so
+    /// a part costs one crossing: the strings are passed as UTF-8 and the return is typed.
+    #[wasm_bindgen(extends = Function)]
+    type PartHook;
+    #[wasm_bindgen(method, catch, js_name = call)]
+    fn deliver(
+        this: &PartHook,
+        this_arg: &JsValue,
+        first: &str,
+        kind: &JsValue,
+        text: &str,
+    ) -> Result<Option<js_sys::Promise>, JsValue>;
+}
+
 /// Calls the part hook. The frequent parts (a text or think delta, an argument fragment) go
-/// as `(idOrUndefined, kind, text)` and are built into objects in JS; the rest as JSON. This
+/// as `(idOrEmpty, kind, text)` and are built into objects in JS; the rest as `(json)`. This
 /// spares a serialize + `JSON.parse` per delta.
 fn call_part_hook(f: &Option<Function>, part: &StreamedMessagePart) -> CallbackResult<GlueError> {
     use crate::core::message::{ContentPart, ToolCallPart};
     let Some(f) = f else { return Ok(None) };
-    let fast = match part {
+    thread_local! {
+        // The three kinds, made once: a string made per part is a crossing per part.
+        static KINDS: [JsValue; 3] =
+            [JsValue::from_str("text"), JsValue::from_str("think"), JsValue::from_str("tool_call_part")];
+    }
+    let kind = |i: usize| KINDS.with(|k| k[i].clone());
+    let hook: &PartHook = f.unchecked_ref();
+    let ret = match part {
         StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => {
-            Some((JsValue::UNDEFINED, "text", text.as_str()))
+            hook.deliver(&JsValue::UNDEFINED, "", &kind(0), text)
         }
         StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => {
-            Some((JsValue::UNDEFINED, "think", think.as_str()))
+            hook.deliver(&JsValue::UNDEFINED, "", &kind(1), think)
         }
         StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), tool_call_id: Some(id) }) => {
-            Some((JsValue::from_str(id), "tool_call_part", a.as_str()))
+            hook.deliver(&JsValue::UNDEFINED, id, &kind(2), a)
         }
-        _ => None,
-    };
-    let Some((id, kind, text)) = fast else { return call_json_hook(&Some(f.clone()), part) };
-    let ret =
-        f.call3(&JsValue::UNDEFINED, &id, &JsValue::from_str(kind), &JsValue::from_str(text)).map_err(GlueError::Js)?;
-    if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
-        let fut = signals::Awaited::new(&ret);
-        return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));
+        _ => {
+            let json = serde_json::to_string(part).map_err(|e| ChatProviderError::Other(e.to_string()))?;
+            hook.deliver(&JsValue::UNDEFINED, &json, &JsValue::UNDEFINED, "")
+        }
     }
-    Ok(None)
+    .map_err(GlueError::Js)?;
+    Ok(ret.map(|p| {
+        let fut = signals::Awaited::new(&p);
+        async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()
+    }))
 }
 
 /// A boxed event source, so one code path serves every provider.

@@ -37,14 +37,17 @@ function jsonHook(cb) {
   return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
 }
 
+/** A callback's result as the engine takes it: the Promise to await, or `undefined`. */
+const thenable = (r) => (r !== null && (typeof r === "object" || typeof r === "function") && typeof r.then === "function" ? r : undefined);
+
 /** The part hook: `(json)` for most parts, `(id, kind, text)` for deltas (see `call_part_hook`). */
 function partHook(cb) {
   if (typeof cb !== "function") return undefined;
   return (json, kind, text) => {
-    if (kind === undefined) return cb(JSON.parse(json));
-    if (kind === "text") return cb({ type: "text", text });
-    if (kind === "think") return cb({ type: "think", think: text });
-    return cb({ type: "tool_call_part", arguments_part: text, tool_call_id: json });
+    if (kind === undefined) return thenable(cb(JSON.parse(json)));
+    if (kind === "text") return thenable(cb({ type: "text", text }));
+    if (kind === "think") return thenable(cb({ type: "think", think: text }));
+    return thenable(cb({ type: "tool_call_part", arguments_part: text, tool_call_id: json }));
   };
 }
 

@@ -25,6 +25,7 @@ struct Scan<'a> {
 type R<T> = Option<T>;
 
 impl<'a> Scan<'a> {
+    #[inline(always)]
     fn ws(&mut self) {
         while let Some(c) = self.b.get(self.i) {
             if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
@@ -35,6 +36,7 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn eat(&mut self, c: u8) -> R<()> {
         self.ws();
         if self.b.get(self.i) == Some(&c) {
@@ -45,6 +47,7 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn peek(&mut self) -> R<u8> {
         self.ws();
         self.b.get(self.i).copied()
@@ -52,20 +55,20 @@ impl<'a> Scan<'a> {
 
     /// A string without escapes or control characters, borrowed. (Escapes send the chunk to
     /// the general path, except in the content, see [`Scan::content`].)
+    #[inline(always)]
     fn plain_str(&mut self) -> R<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            let c = *self.b.get(self.i)?;
-            match c {
-                b'"' => break,
-                b'\\' => return None,
-                0..=0x1f => return None,
-                _ => self.i += 1,
-            }
+        let rest = self.b.get(start..)?;
+        // The closing quote, found a word at a time; what lies before it must hold no escape
+        // and no control character.
+        let len = memchr::memchr(b'"', rest)?;
+        let body = rest.get(..len)?;
+        if body.iter().any(|&c| c == b'\\' || c < 0x20) {
+            return None;
         }
-        let s = std::str::from_utf8(self.b.get(start..self.i)?).ok()?;
-        self.i += 1;
+        let s = std::str::from_utf8(body).ok()?;
+        self.i = start + len + 1;
         Some(s)
     }
 
@@ -100,6 +103,7 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn literal(&mut self, word: &[u8]) -> R<()> {
         self.ws();
         if self.b.get(self.i..self.i + word.len())? == word {
