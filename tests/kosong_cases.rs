@@ -301,3 +301,59 @@ fn missing_or_empty_arguments_mean_an_empty_object_but_whitespace_is_not_json() 
     let r = malformed_arguments_result(&ToolCall::new("c", "f", Some("  ".into()))).unwrap();
     assert!(r.return_value.message.starts_with("Error parsing JSON arguments:"));
 }
+
+/// Counts the events a decoder was given: how much of the body was decoded at some moment.
+struct Counting<D>(D, Rc<std::cell::Cell<usize>>);
+
+impl<D: kosong_wasm::core::providers::StreamDecoder> kosong_wasm::core::providers::StreamDecoder for Counting<D> {
+    fn on_event(
+        &mut self,
+        event: &kosong_wasm::core::sse::SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ChatProviderError> {
+        self.1.set(self.1.get() + 1);
+        self.0.on_event(event, out)
+    }
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
+        self.0.finish(out)
+    }
+    fn id(&self) -> Option<&str> {
+        self.0.id()
+    }
+    fn usage(&self) -> Option<kosong_wasm::core::message::TokenUsage> {
+        self.0.usage()
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.0.finish_reason()
+    }
+}
+
+/// A large network chunk is decoded a piece at a time: a call that completes near its start is
+/// handed on before the rest of the chunk (here 30 KB of text) is decoded.
+#[test]
+fn a_call_early_in_a_large_chunk_is_handed_on_before_the_rest_is_decoded() {
+    use kosong_wasm::core::generate::SseEventSource;
+    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    let mut body = String::from("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]}}]}\n\n");
+    for i in 0..300 {
+        body += &format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"word {i:05} of the text after the call, \"}}}}]}}\n\n");
+    }
+    body += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let decoded = Rc::new(std::cell::Cell::new(0));
+    let decoder = Counting(OpenAIChatConfig::for_model("m").decoder(), decoded.clone());
+    let mut src = SseEventSource::new(Chunks([body.into_bytes()].into()), decoder);
+    let at_dispatch = std::cell::Cell::new(None);
+    let out = futures::executor::block_on(generate(
+        &mut src,
+        |_: &StreamedMessagePart| Ok(None),
+        |_: &ToolCall| {
+            at_dispatch.set(Some(decoded.get()));
+            Ok(None)
+        },
+    ))
+    .unwrap();
+    assert_eq!(out.message.tool_calls.unwrap().len(), 1);
+    let n = at_dispatch.get().expect("the call was handed on");
+    assert!(n < 30, "{n} of 303 events were decoded before the call was handed on");
+    assert_eq!(decoded.get(), 303);
+}

@@ -63,6 +63,9 @@ pub struct SseEventSource<B, D> {
     sse: SseDecoder,
     decoder: D,
     chunk: Vec<u8>,
+    /// How much of `chunk` was decoded: a large chunk is decoded a piece per call, so what a
+    /// piece completes (a tool call) is handed on before the rest is decoded.
+    pos: usize,
     events: Vec<crate::core::sse::SseEvent>,
     ended: bool,
     /// An error met after some events of the same chunk: those are delivered first.
@@ -77,6 +80,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             sse: SseDecoder::new(),
             decoder,
             chunk: Vec::new(),
+            pos: 0,
             events: Vec::new(),
             ended: false,
             failed: None,
@@ -91,6 +95,23 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
     }
 }
 
+/// About this many bytes are decoded per call (then the piece runs on to the end of its line).
+const PIECE: usize = 1 << 10;
+
+/// The next piece of `chunk` from `pos`: up to [`PIECE`] bytes, ended at a line's end when
+/// one comes soon after.
+fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
+    let rest = chunk.get(pos..).unwrap_or_default();
+    if rest.len() <= PIECE {
+        return rest;
+    }
+    let end = match rest.get(PIECE..).and_then(|tail| memchr::memchr(b'\n', tail)) {
+        Some(nl) => PIECE + nl + 1,
+        None => rest.len(),
+    };
+    rest.get(..end).unwrap_or(rest)
+}
+
 impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     type Error = B::Error;
 
@@ -102,10 +123,17 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
         if self.ended {
             return Ok(false);
         }
-        let more = self.body.read_into(&mut self.chunk).await?;
+        let more = if self.pos < self.chunk.len() {
+            true
+        } else {
+            self.pos = 0;
+            self.body.read_into(&mut self.chunk).await?
+        };
         let sse_err = |e: crate::core::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
         let decoded = if more {
-            self.sse.feed(&self.chunk, &mut self.events).map_err(sse_err)
+            let piece = next_piece(&self.chunk, self.pos);
+            self.pos += piece.len();
+            self.sse.feed(piece, &mut self.events).map_err(sse_err)
         } else {
             self.sse.finish(&mut self.events).map_err(sse_err)
         };

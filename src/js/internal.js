@@ -16,9 +16,12 @@ const MAX_BATCH = 1 << 10;
  * The engine's body reader: waits for the next chunk, then takes the chunks the
  * stream already holds without waiting again, and hands them over as one, so the engine
  * crosses into JavaScript and back once per batch, not once per network chunk. Batches stop at
- * 1 KiB (larger batches decode no faster, measured): a tool whose call closes in a batch starts
- * once that batch is decoded, so the reader must not run far ahead of the engine. `st` keeps a
- * read that was started but not ready for the next call. Resolves `null` at the end.
+ * 1 KiB. Larger ones decode text faster (20,000 OpenAI events: 77 ms at 1 KiB, 64 at 4 KiB, 55
+ * at 16 KiB, measured) but read ahead of the engine: a tool whose call closes in a batch waits
+ * for the rest of the batch to be read (8 interleaved calls: median start 0.41 ms after the
+ * call closed at 1 KiB, 0.86 at 2 KiB, 1.24 at 4 KiB, with 7, 7 and 2 of 8 started before the
+ * stream ended). `st` keeps a read that was started but not ready for the next call. Resolves
+ * `null` at the end.
  */
 async function readBatch(reader, st) {
   if (st.ended) return null;

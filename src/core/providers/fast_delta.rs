@@ -18,6 +18,9 @@ pub struct TextDelta<'a> {
 }
 
 struct Scan<'a> {
+    /// The event's data: valid UTF-8 already, so a slice between two ASCII quotes is a `str`
+    /// by a boundary check, never a second validation.
+    s: &'a str,
     b: &'a [u8],
     i: usize,
 }
@@ -59,16 +62,15 @@ impl<'a> Scan<'a> {
     fn plain_str(&mut self) -> R<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        let rest = self.b.get(start..)?;
-        // The closing quote, found a word at a time; what lies before it must hold no escape
-        // and no control character.
-        let len = memchr::memchr(b'"', rest)?;
-        let body = rest.get(..len)?;
-        if body.iter().any(|&c| c == b'\\' || c < 0x20) {
-            return None;
+        loop {
+            match *self.b.get(self.i)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.i += 1,
+            }
         }
-        let s = std::str::from_utf8(body).ok()?;
-        self.i = start + len + 1;
+        let s = self.s.get(start..self.i)?;
+        self.i += 1;
         Some(s)
     }
 
@@ -94,8 +96,7 @@ impl<'a> Scan<'a> {
             }
         }
         self.i += 1;
-        let raw = self.b.get(start..self.i)?;
-        let raw = std::str::from_utf8(raw).ok()?;
+        let raw = self.s.get(start..self.i)?;
         if escaped {
             serde_json::from_str::<String>(raw).ok()
         } else {
@@ -223,7 +224,7 @@ impl<'a> Scan<'a> {
 /// An Anthropic `content_block_delta` event carrying a `text_delta`: its text, or `None` for
 /// the general path.
 pub fn anthropic_text_delta(data: &str) -> Option<String> {
-    let mut s = Scan { b: data.as_bytes(), i: 0 };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let (mut seen_type, mut seen_index, mut seen_delta) = (false, false, false);
     let mut text = None;
     s.object(|s, key| match key {
@@ -252,7 +253,7 @@ pub fn anthropic_text_delta(data: &str) -> Option<String> {
 
 /// The Chat Completions chunk as a plain text delta, or `None` for the general path.
 pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
-    let mut s = Scan { b: data.as_bytes(), i: 0 };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let mut id = None;
     let mut seen_id = false;
     let mut content = None;
