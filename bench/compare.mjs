@@ -3,10 +3,12 @@
 // Prints one JSON object on stdout. Comparisons: text-openai, text-anthropic, text-openai-http,
 // tools-openai-sequential, tools-openai-interleaved, tools-anthropic-sequential, bigarg, memory.
 import * as kosong from "kosong-wasm";
-import { streamText, tool as aiTool, jsonSchema } from "ai";
+import { streamText, tool as aiTool, jsonSchema, stepCountIs } from "ai";
+import OpenAI from "openai";
+import { Agent as OAAgent, run as oaRun, tool as oaTool, OpenAIChatCompletionsModel, setTracingDisabled } from "@openai/agents";
 import { createOpenAI } from "@ai-sdk/openai";
-import { textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
-import { textContenders, toolContenders } from "./contenders.mjs";
+import { enc, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
+import { textContenders, toolContenders, bareToolStream } from "./contenders.mjs";
 
 const [which, runsArg] = process.argv.slice(2);
 const RUNS = Number(runsArg ?? 7);
@@ -159,7 +161,11 @@ async function bigArgComparison() {
     });
     const off = stats(await measure(setup, kosongRun(false), 5));
     const on = stats(await measure(setup, kosongRun(true), 5));
-    const row = { size, events: fixture.events.length, kosongOff: off, kosongOn: on };
+    const bare = stats(await measure(setup, async (fetch) => {
+      const [n] = await bareToolStream("openai", { fetch, baseUrl: "http://bench.invalid/v1" }, (a) => a.content.length);
+      if (n !== JSON.parse(fixture.calls[0].args).content.length) throw new Error("bare: wrong argument");
+    }, 5));
+    const row = { size, events: fixture.events.length, kosongOff: off, kosongOn: on, bare };
     // The AI SDK re-parsed the whole argument per piece in earlier releases (~44 s at 128 KB):
     // once one size takes over 10 s, the larger ones are not run.
     if (!aiTooSlow) {
@@ -179,6 +185,66 @@ async function bigArgComparison() {
   return { comparison: "bigarg", rows };
 }
 
+/**
+ * An agent turn of 10 steps: 9 that call a tool (a short text, then one call with small
+ * arguments) and a final answer, through each runtime's own loop. kosong-wasm: `runSoul` with
+ * the UI reading a merged side; the AI SDK: `streamText` with `stopWhen: stepCountIs(10)`; the
+ * OpenAI Agents SDK: `run` with `maxTurns`.
+ */
+async function agentTurnComparison() {
+  const STEPS = 10;
+  const callStep = (i) => [
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", content: `Step ${i}: checking.` }, finish_reason: null }] })}\n\n`,
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: `call_${i}`, type: "function", function: { name: "lookup", arguments: "" } }] }, finish_reason: null }] })}\n\n`,
+    ...['{"key":', `"k${i}"}`].map((a) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: a } }] }, finish_reason: null }] })}\n\n`),
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }], usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 } })}\n\n`,
+    "data: [DONE]\n\n",
+  ];
+  const answer = [
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "All done." }, finish_reason: null }] })}\n\n`,
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage: { prompt_tokens: 100, completion_tokens: 3, total_tokens: 103 } })}\n\n`,
+    "data: [DONE]\n\n",
+  ];
+  const scripts = [...Array.from({ length: STEPS - 1 }, (_, i) => callStep(i + 1)), answer].map((events) => events.map((e) => enc.encode(e)));
+  const setup = () => {
+    let n = 0;
+    return async (_url, init) => {
+      if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
+      const chunks = scripts[Math.min(n++, scripts.length - 1)];
+      let i = 0;
+      return new Response(new ReadableStream({ pull(c) { if (i < chunks.length) c.enqueue(chunks[i++]); else c.close(); } }, { highWaterMark: 0 }), { status: 200, headers: { "content-type": "text/event-stream" } });
+    };
+  };
+  const lookup = ({ key }) => `value of ${key}`;
+  const schema = { type: "object", properties: { key: { type: "string" } }, required: ["key"] };
+  const contenders = {
+    "kosong-wasm runSoul (merged UI side)": async (fetch) => {
+      const agent = new kosong.Agent({ provider: new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch }), systemPrompt: "", toolset: new kosong.SimpleToolset([{ name: "lookup", description: "", parameters: schema, handler: lookup }]), maxStepsPerTurn: STEPS + 1 });
+      let seen = 0;
+      await kosong.runSoul(agent, "go", async (wire) => { for await (const _ of wire.uiSide({ merge: true })) seen++; }, new AbortController().signal);
+      const calls = agent.context.history.filter((m) => m.role === "tool").length;
+      if (calls !== STEPS - 1 || seen === 0) throw new Error(`kosong: ${calls} tool results`);
+    },
+    "AI SDK streamText (stopWhen: 10 steps)": async (fetch) => {
+      const model = createOpenAI({ apiKey: "k", baseURL: "http://bench.invalid/v1", fetch }).chat("m");
+      const r = streamText({ model, messages: [{ role: "user", content: "go" }], tools: { lookup: aiTool({ description: "", inputSchema: jsonSchema(schema), execute: async (a) => lookup(a) }) }, stopWhen: stepCountIs(STEPS), maxRetries: 0 });
+      let results = 0;
+      for await (const p of r.fullStream) if (p.type === "tool-result") results++;
+      if (results !== STEPS - 1) throw new Error(`AI SDK: ${results} tool results`);
+    },
+    "@openai/agents run (stream)": async (fetch) => {
+      const client = new OpenAI({ apiKey: "k", baseURL: "http://bench.invalid/v1", fetch, maxRetries: 0 });
+      const agent = new OAAgent({ name: "bench", instructions: "", model: new OpenAIChatCompletionsModel(client, "m"), tools: [oaTool({ name: "lookup", description: "", parameters: { ...schema, additionalProperties: false }, strict: true, execute: async (a) => lookup(a) })] });
+      const result = await oaRun(agent, "go", { stream: true, maxTurns: STEPS + 1 });
+      for await (const _ of result);
+      await result.completed;
+      if (result.finalOutput !== "All done.") throw new Error(`agents: ${result.finalOutput}`);
+    },
+  };
+  const times = await roundRobin(contenders, setup);
+  return { comparison: "agent-turn", steps: STEPS, rows: Object.entries(times).map(([name, ms]) => ({ name, ...stats(ms) })) };
+}
+
 async function memoryComparison() {
   const tools = new kosong.SimpleToolset([{ name: "add", description: "", parameters: {}, handler: ({ a, b }) => String(a + b) }]);
   const script = 'text: adding\ntool_call: {"id": "c1", "name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}';
@@ -187,12 +253,35 @@ async function memoryComparison() {
   const before = kosong.memoryBytes();
   for (let i = 0; i < 10_000; i++) await oneStep();
   gc();
-  return { comparison: "memory", steps: 10_000, wasmMemoryBefore: before, wasmMemoryAfter: kosong.memoryBytes() };
+  const after = kosong.memoryBytes();
+  // Agent turns, each on a fresh context: a scripted call and an answer, the UI reading a merged side.
+  const oneTurn = async () => {
+    const agent = new kosong.Agent({ provider: new kosong.ScriptedProvider([script, "text: 3"]), systemPrompt: "", toolset: tools });
+    await kosong.runSoul(agent, "1+2", async (wire) => { for await (const _ of wire.uiSide({ merge: true })); }, new AbortController().signal);
+  };
+  // The wasm objects of a finished turn are freed by FinalizationRegistry callbacks, which run in
+  // a later task than the GC that found them: let them run before reading the memory.
+  const settle = async () => {
+    gc();
+    await new Promise((r) => setTimeout(r, 50));
+    gc();
+  };
+  // A fresh Agent (context, wire) per turn: the first thousand turns find the allocator's and
+  // the GC's steady state; the next thousand must not grow it.
+  for (let i = 0; i < 1_000; i++) await oneTurn();
+  await settle();
+  const turnsBefore = kosong.memoryBytes();
+  for (let i = 0; i < 1_000; i++) await oneTurn();
+  await settle();
+  return { comparison: "memory", steps: 10_000, wasmMemoryBefore: before, wasmMemoryAfter: after, turns: 1_000, turnsBefore, turnsAfter: kosong.memoryBytes() };
 }
 
 const jobs = {
   "text-openai": () => textComparison("openai"),
   "text-anthropic": () => textComparison("anthropic"),
+  "text-responses": () => textComparison("responses"),
+  "text-gemini": () => textComparison("gemini"),
+  "agent-turn": agentTurnComparison,
   "text-openai-http": () => textComparison("openai", { http: true }),
   "tools-openai-sequential": () => toolsComparison("openai", false),
   "tools-openai-interleaved": () => toolsComparison("openai", true),

@@ -35,6 +35,8 @@ export function textContenders(format) {
           if (ev.data === "[DONE]") return;
           const v = JSON.parse(ev.data);
           if (format === "openai") text += v.choices?.[0]?.delta?.content ?? "";
+          else if (format === "responses") text += v.type === "response.output_text.delta" ? v.delta : "";
+          else if (format === "gemini") for (const p of v.candidates?.[0]?.content?.parts ?? []) text += p.text ?? "";
           else if (v.type === "content_block_delta" && v.delta.type === "text_delta") text += v.delta.text;
         },
       });
@@ -43,10 +45,10 @@ export function textContenders(format) {
       return text;
     },
   };
-  const kosongProvider = ({ fetch, baseUrl }) =>
-    format === "openai"
-      ? new kosong.OpenAIChatProvider({ model: "gpt-4.1-mini", apiKey: KEY, baseUrl, fetch })
-      : new kosong.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl, fetch });
+  const kosongProvider = ({ fetch, baseUrl }) => {
+    const make = { openai: kosong.OpenAIChatProvider, anthropic: kosong.AnthropicProvider, responses: kosong.OpenAIResponsesProvider, gemini: kosong.GeminiProvider }[format];
+    return new make({ model: format === "gemini" ? "gemini-2.5-flash" : "bench-model", apiKey: KEY, baseUrl, fetch });
+  };
   const kosongText = (r) => (typeof r.message.content === "string" ? r.message.content : r.message.content.map((p) => p.text ?? "").join(""));
   const ours = {
     "kosong-wasm generate": async (io) => kosongText(await kosong.generate(kosongProvider(io), "", [], user)),
@@ -57,7 +59,26 @@ export function textContenders(format) {
     },
   };
   const peers =
-    format === "openai"
+    format === "responses"
+      ? {
+          "openai SDK responses.create({stream: true})": async ({ fetch, baseUrl }) => {
+            const client = new OpenAI({ apiKey: KEY, baseURL: baseUrl, fetch, maxRetries: 0 });
+            let text = "";
+            const stream = await client.responses.create({ model: "gpt-5-mini", input: "go", stream: true });
+            for await (const e of stream) if (e.type === "response.output_text.delta") text += e.delta;
+            return text;
+          },
+          "AI SDK streamText fullStream": async ({ fetch, baseUrl }) => {
+            const model = createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).responses("gpt-5-mini");
+            const r = streamText({ model, messages: user, maxRetries: 0 });
+            let text = "";
+            for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
+            return text;
+          },
+        }
+      : format === "gemini"
+      ? {}
+      : format === "openai"
       ? {
           "openai SDK create({stream: true})": async ({ fetch, baseUrl }) => {
             const client = new OpenAI({ apiKey: KEY, baseURL: baseUrl, fetch, maxRetries: 0 });
@@ -106,9 +127,55 @@ export function textContenders(format) {
  * Tool contenders: name → async ({fetch, baseUrl, calls, onStart}) => number of results.
  * `onStart(id)` is called by each tool handler as it begins.
  */
+/**
+ * The bare JavaScript baseline for tool calls: eventsource-parser + `JSON.parse` per event, the
+ * arguments gathered per call, each call's handler run once the stream says the call is over
+ * (Anthropic: `content_block_stop`; Chat Completions: the next call's start or the finish) —
+ * the least a hand-written client does. `handler(args, id)` is each tool.
+ */
+export async function bareToolStream(format, { fetch, baseUrl }, handler) {
+  const res = await fetch(`${baseUrl}/x`, { method: "POST", body: "{}" });
+  const calls = new Map();
+  const runs = [];
+  const start = (c) => {
+    if (c.started) return;
+    c.started = true;
+    runs.push(Promise.resolve(handler(JSON.parse(c.args || "{}"), c.id)));
+  };
+  const parser = createParser({
+    onEvent(ev) {
+      if (ev.data === "[DONE]") return;
+      const v = JSON.parse(ev.data);
+      if (format === "openai") {
+        const ch = v.choices?.[0];
+        for (const t of ch?.delta?.tool_calls ?? []) {
+          let c = calls.get(t.index);
+          if (!c) {
+            for (const prev of calls.values()) if (prev.args) try { JSON.parse(prev.args); start(prev); } catch {}
+            calls.set(t.index, (c = { id: t.id, args: "" }));
+          }
+          c.args += t.function?.arguments ?? "";
+        }
+        if (ch?.finish_reason) for (const c of calls.values()) start(c);
+      } else if (v.type === "content_block_start" && v.content_block.type === "tool_use") {
+        calls.set(v.index, { id: v.content_block.id, args: "" });
+      } else if (v.type === "content_block_delta" && v.delta.type === "input_json_delta") {
+        calls.get(v.index).args += v.delta.partial_json;
+      } else if (v.type === "content_block_stop" && calls.has(v.index)) {
+        start(calls.get(v.index));
+      }
+    },
+  });
+  const dec = new TextDecoder();
+  for await (const chunk of res.body) parser.feed(dec.decode(chunk, { stream: true }));
+  return Promise.all(runs);
+}
+
 export function toolContenders(format) {
   const schema = { type: "object", properties: { query: { type: "string" }, items: { type: "array" } }, additionalProperties: true };
   const out = {
+    "eventsource-parser + JSON.parse": async ({ fetch, baseUrl, onStart }) =>
+      (await bareToolStream(format, { fetch, baseUrl }, (args, id) => (onStart(id), `ok ${args.items.length}`))).length,
     "kosong-wasm step": async ({ fetch, baseUrl, calls, onStart }) => {
       const provider = format === "openai"
         ? new kosong.OpenAIChatProvider({ model: "gpt-4.1-mini", apiKey: KEY, baseUrl, fetch })

@@ -38,7 +38,7 @@ function compare(name) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1));
 }
 
-for (const c of ["text-openai", "text-anthropic", "text-openai-http", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "memory"]) {
+for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "memory"]) {
   if (want(c)) results.comparisons[c] = compare(c);
 }
 
