@@ -43,14 +43,14 @@ export function textFixture(format, n = 20_000) {
     let seq = 0;
     const rs = (type, body) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...body })}\n\n`;
     const item = { id: "msg_bench0123456789", type: "message", status: "in_progress", role: "assistant", content: [] };
-    events.push(rs("response.created", { response: { id: "resp_bench0123456789", object: "response", status: "in_progress", model: "gpt-5-mini", output: [] } }));
+    events.push(rs("response.created", { response: { id: "resp_bench0123456789", object: "response", created_at: 1764000000, status: "in_progress", model: "gpt-5-mini", output: [] } }));
     events.push(rs("response.output_item.added", { output_index: 0, item }));
     events.push(rs("response.content_part.added", { item_id: item.id, output_index: 0, content_index: 0, part: { type: "output_text", text: "", annotations: [] } }));
     for (let i = 0; i < n; i++) events.push(rs("response.output_text.delta", { item_id: item.id, output_index: 0, content_index: 0, delta: delta(i), logprobs: [], obfuscation: "a1b2c3" }));
     const text = Array.from({ length: n }, (_, i) => delta(i)).join("");
     events.push(rs("response.output_text.done", { item_id: item.id, output_index: 0, content_index: 0, text, logprobs: [] }));
     events.push(rs("response.output_item.done", { output_index: 0, item: { ...item, status: "completed", content: [{ type: "output_text", text, annotations: [] }] } }));
-    events.push(rs("response.completed", { response: { id: "resp_bench0123456789", object: "response", status: "completed", model: "gpt-5-mini", usage: { input_tokens: 1200, input_tokens_details: { cached_tokens: 1024 }, output_tokens: n, total_tokens: 1200 + n } } }));
+    events.push(rs("response.completed", { response: { id: "resp_bench0123456789", object: "response", created_at: 1764000000, status: "completed", model: "gpt-5-mini", usage: { input_tokens: 1200, input_tokens_details: { cached_tokens: 1024 }, output_tokens: n, total_tokens: 1200 + n } } }));
   } else if (format === "gemini") {
     const chunk = (parts, finish) => `data: ${JSON.stringify({ candidates: [{ content: { parts, role: "model" }, ...(finish ? { finishReason: finish } : {}), index: 0 }], usageMetadata: { promptTokenCount: 1200, totalTokenCount: 1200 }, modelVersion: "gemini-2.5-flash", responseId: "bench0123456789" })}\r\n\r\n`;
     for (let i = 0; i < n; i++) events.push(chunk([{ text: delta(i) }], i === n - 1 ? "STOP" : null));

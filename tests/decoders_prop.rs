@@ -395,3 +395,87 @@ mod anthropic_fast_path {
         }
     }
 }
+
+mod responses_fast_path {
+    use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
+    use kosong_wasm::core::providers::StreamDecoder;
+    use kosong_wasm::core::sse::SseEvent;
+    use proptest::prelude::*;
+
+    fn both(data: &str) -> (String, String) {
+        let run = |fast: bool| {
+            let mut d = ResponsesDecoder::default();
+            d.fast = fast;
+            let mut out = Vec::new();
+            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+        };
+        (run(true), run(false))
+    }
+
+    /// Mostly `response.output_text.delta` events, each member possibly of a wrong type.
+    fn event() -> impl Strategy<Value = Vec<String>> {
+        let kind = prop_oneof![
+            5 => Just("\"type\":\"response.output_text.delta\"".to_owned()),
+            1 => Just("\"type\":\"response.reasoning_text.delta\"".to_owned()),
+            1 => Just("\"type\":\"response.refusal.delta\"".to_owned())
+        ];
+        let num = || {
+            prop_oneof![
+                Just("0"),
+                Just("7"),
+                Just("-1"),
+                Just("1.5"),
+                Just("\"0\""),
+                Just("null"),
+                Just("12345678901234567890")
+            ]
+        };
+        let item = prop_oneof![Just("\"msg_1\""), Just("1"), Just("null"), Just("\"a\\\"b\"")]
+            .prop_map(|v| format!("\"item_id\":{v}"));
+        let index = num().prop_map(|v| format!("\"output_index\":{v}"));
+        let seq = num().prop_map(|v| format!("\"sequence_number\":{v}"));
+        let delta = prop_oneof![
+            4 => ("[ -~é]{0,8}", any::<bool>()).prop_map(|(text, esc)| {
+                let text = text.replace(['"', '\\'], "");
+                if esc { format!("\"delta\":\"{text}\\n\\u00e9\"") } else { format!("\"delta\":\"{text}\"") }
+            }),
+            1 => Just("\"delta\":{\"stdout\":\"x\"}".to_owned()),
+            1 => Just("\"delta\":null".to_owned())
+        ];
+        let extra = prop::option::of(prop_oneof![
+            Just("\"logprobs\":[]".to_owned()),
+            Just("\"obfuscation\":\"a1\"".to_owned()),
+            Just("\"summary_index\":0".to_owned()),
+            Just("\"message\":\"x\"".to_owned()),
+            Just("\"delta\":\"again\"".to_owned())
+        ]);
+        (kind, prop::option::of(item), prop::option::of(index), prop::option::of(seq), delta, extra).prop_flat_map(
+            |(k, i, o, s, d, x)| {
+                let mut v = vec![k, d];
+                v.extend(i);
+                v.extend(o);
+                v.extend(s);
+                v.extend(x);
+                Just(v).prop_shuffle()
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(members in event(), cut in any::<u16>(), mutate in any::<u8>()) {
+            let mut data = format!("{{{}}}", members.join(","));
+            if mutate % 4 == 0 && data.len() > 1 {
+                let i = cut as usize % data.len();
+                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
+                    data.remove(i);
+                }
+            }
+            let (fast, general) = both(&data);
+            prop_assert_eq!(fast, general, "{}", data);
+        }
+    }
+}

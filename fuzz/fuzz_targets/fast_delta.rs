@@ -1,8 +1,9 @@
 //! The fast path for text deltas leaves a decoder in the same state as the general path, for
-//! any event text (Chat Completions and Anthropic).
+//! any event text (Chat Completions, Anthropic and Responses).
 #![no_main]
 use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
 use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
 use kosong_wasm::core::providers::StreamDecoder;
 use kosong_wasm::core::sse::SseEvent;
 use libfuzzer_sys::fuzz_target;
@@ -27,4 +28,10 @@ fuzz_target!(|data: &[u8]| {
         state(&mut d, text)
     };
     assert_eq!(anthropic(true), anthropic(false));
+    let responses = |fast: bool| {
+        let mut d = ResponsesDecoder::default();
+        d.fast = fast;
+        state(&mut d, text)
+    };
+    assert_eq!(responses(true), responses(false));
 });

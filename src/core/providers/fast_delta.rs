@@ -251,6 +251,36 @@ pub fn anthropic_text_delta(data: &str) -> Option<String> {
     text
 }
 
+/// A Responses `response.output_text.delta` event: its text, or `None` for the general path.
+/// The fields the general path types (`item_id`, `output_index`, `delta`) must have its
+/// types; a field it reads for other events (`summary_index`, `arguments`, `item`, …) sends the
+/// event to it; others (`sequence_number`, `content_index`, `logprobs`, `obfuscation`) are
+/// skipped, as serde ignores them.
+pub fn responses_text_delta(data: &str) -> Option<String> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
+    let (mut seen_type, mut seen_item, mut seen_index, mut seen_delta) = (false, false, false, false);
+    let mut text = None;
+    s.object(|s, key| match key {
+        "type" if !std::mem::replace(&mut seen_type, true) => {
+            (s.plain_str()? == "response.output_text.delta").then_some(())
+        }
+        "item_id" if !std::mem::replace(&mut seen_item, true) => s.plain_str().map(|_| ()),
+        "output_index" if !std::mem::replace(&mut seen_index, true) => s.uint(),
+        "delta" if !std::mem::replace(&mut seen_delta, true) => {
+            text = Some(s.content()?);
+            Some(())
+        }
+        "summary_index" | "arguments" | "item" | "annotation" | "response" | "code" | "message" | "error" | "type"
+        | "item_id" | "output_index" | "delta" => None,
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_type {
+        return None;
+    }
+    text
+}
+
 /// The Chat Completions chunk as a plain text delta, or `None` for the general path.
 pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
@@ -343,6 +373,26 @@ mod tests {
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"type":"x"}"#,
         ] {
             assert_eq!(anthropic_text_delta(e), None, "{e}");
+        }
+    }
+
+    #[test]
+    fn responses_text_deltas() {
+        let e = r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" the \"fox\"","logprobs":[],"obfuscation":"a1"}"#;
+        assert_eq!(responses_text_delta(e).as_deref(), Some(" the \"fox\""));
+        for e in [
+            r#"{"type":"response.reasoning_text.delta","item_id":"r","delta":"x"}"#,
+            r#"{"type":"response.output_text.delta","item_id":"m"}"#,
+            r#"{"type":"response.output_text.delta","delta":{"x":1}}"#,
+            r#"{"type":"response.output_text.delta","delta":"a","delta":"b"}"#,
+            r#"{"type":"response.output_text.delta","item_id":1,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","output_index":-1,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","output_index":12345678901234567890,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","delta":"a","message":3}"#,
+            r#"{"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","delta":"a"} x"#,
+        ] {
+            assert_eq!(responses_text_delta(e), None, "{e}");
         }
     }
 

@@ -302,8 +302,10 @@ const CLIENT_ITEMS: &[&str] = &[
     "apply_patch_call",
 ];
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ResponsesDecoder {
+    /// Text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
+    pub fast: bool,
     id: Option<String>,
     usage: Option<TokenUsage>,
     finish_reason: Option<String>,
@@ -324,6 +326,28 @@ pub struct ResponsesDecoder {
     /// annotations is not read again.
     annotations_streamed: bool,
     ids: CallIds,
+}
+
+impl Default for ResponsesDecoder {
+    fn default() -> Self {
+        ResponsesDecoder {
+            fast: true,
+            id: None,
+            usage: None,
+            finish_reason: None,
+            ended: false,
+            items: Vec::new(),
+            by_item_id: Default::default(),
+            by_output_index: Default::default(),
+            completed_upto: 0,
+            any_call: false,
+            messages: 0,
+            refusal: String::new(),
+            refused: false,
+            annotations_streamed: false,
+            ids: CallIds::default(),
+        }
+    }
 }
 
 fn text_with_list(key: &str, list: Vec<Value>) -> StreamEvent {
@@ -485,6 +509,14 @@ impl StreamDecoder for ResponsesDecoder {
         let data = event.data.trim();
         if data.is_empty() || data == "[DONE]" || self.ended {
             return Ok(());
+        }
+        if self.fast {
+            if let Some(d) = super::fast_delta::responses_text_delta(data) {
+                if !d.is_empty() {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
+                }
+                return Ok(());
+            }
         }
         let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };
         match ev.kind.as_str() {
