@@ -479,3 +479,85 @@ mod responses_fast_path {
         }
     }
 }
+
+mod gemini_fast_path {
+    use kosong_wasm::core::providers::gemini::GeminiDecoder;
+    use kosong_wasm::core::providers::StreamDecoder;
+    use kosong_wasm::core::sse::SseEvent;
+    use proptest::prelude::*;
+
+    fn both(data: &str) -> (String, String) {
+        let run = |fast: bool| {
+            let mut d = GeminiDecoder::default();
+            d.fast = fast;
+            let mut out = Vec::new();
+            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+        };
+        (run(true), run(false))
+    }
+
+    /// Mostly one-candidate text chunks, each member possibly odd.
+    fn chunk() -> impl Strategy<Value = String> {
+        let text = ("[ -~é]{0,8}", any::<bool>()).prop_map(|(t, esc)| {
+            let t = t.replace(['"', '\\'], "");
+            if esc {
+                format!("\"{t}\\n\\u00e9\"")
+            } else {
+                format!("\"{t}\"")
+            }
+        });
+        let part = prop_oneof![
+            6 => text.clone().prop_map(|t| format!("{{\"text\":{t}}}")),
+            1 => text.clone().prop_map(|t| format!("{{\"text\":{t},\"thought\":true}}")),
+            1 => Just("{\"functionCall\":{\"name\":\"f\",\"args\":{}}}".to_owned()),
+            1 => Just("{\"text\":1}".to_owned())
+        ];
+        let parts = prop_oneof![6 => part.clone().prop_map(|p| format!("[{p}]")), 1 => Just("[]".to_owned()), 1 => (part.clone(), part).prop_map(|(a, b)| format!("[{a},{b}]"))];
+        let finish = prop::option::of(prop_oneof![Just("\"STOP\""), Just("\"\""), Just("1"), Just("null")]);
+        let candidate = (parts, finish, any::<bool>()).prop_map(|(p, f, role)| {
+            let role = if role { ",\"role\":\"model\"" } else { "" };
+            let f = f.map(|f| format!(",\"finishReason\":{f}")).unwrap_or_default();
+            format!("{{\"content\":{{\"parts\":{p}{role}}}{f},\"index\":0}}")
+        });
+        let usage = prop::option::of(prop_oneof![
+            Just("{\"promptTokenCount\":12,\"candidatesTokenCount\":3,\"cachedContentTokenCount\":20,\"thoughtsTokenCount\":1}"),
+            Just("{}"),
+            Just("null"),
+            Just("{\"promptTokenCount\":-1}"),
+            Just("[1]")
+        ]);
+        let id = prop::option::of(prop_oneof![Just("\"r1\""), Just("\"\""), Just("null"), Just("3")]);
+        let extra = prop::option::of(prop_oneof![
+            Just("\"modelVersion\":\"g\""),
+            Just("\"promptFeedback\":{\"blockReason\":\"SAFETY\"}"),
+            Just("\"error\":{\"code\":429,\"message\":\"x\"}")
+        ]);
+        (candidate, usage, id, extra, any::<u8>()).prop_map(|(c, u, i, x, order)| {
+            let mut m = vec![format!("\"candidates\":[{c}]")];
+            m.extend(u.map(|u| format!("\"usageMetadata\":{u}")));
+            m.extend(i.map(|i| format!("\"responseId\":{i}")));
+            m.extend(x.map(str::to_owned));
+            let n = m.len();
+            m.rotate_left(order as usize % n);
+            format!("{{{}}}", m.join(","))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(data in chunk(), cut in any::<u16>(), mutate in any::<u8>()) {
+            let mut data = data;
+            if mutate % 4 == 0 && data.len() > 1 {
+                let i = cut as usize % data.len();
+                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
+                    data.remove(i);
+                }
+            }
+            let (fast, general) = both(&data);
+            prop_assert_eq!(fast, general, "{}", data);
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! The fast path for text deltas leaves a decoder in the same state as the general path, for
-//! any event text (Chat Completions, Anthropic and Responses).
+//! any event text (Chat Completions, Anthropic, Responses and Gemini).
 #![no_main]
 use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
 use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+use kosong_wasm::core::providers::gemini::GeminiDecoder;
 use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
 use kosong_wasm::core::providers::StreamDecoder;
 use kosong_wasm::core::sse::SseEvent;
@@ -34,4 +35,10 @@ fuzz_target!(|data: &[u8]| {
         state(&mut d, text)
     };
     assert_eq!(responses(true), responses(false));
+    let gemini = |fast: bool| {
+        let mut d = GeminiDecoder::default();
+        d.fast = fast;
+        state(&mut d, text)
+    };
+    assert_eq!(gemini(true), gemini(false));
 });

@@ -281,6 +281,82 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
     text
 }
 
+/// A Gemini chunk that carries one candidate with one plain text part: what the decoder takes
+/// from it. `usage` is the `usageMetadata` object's own text (read by the decoder).
+#[derive(Debug, PartialEq)]
+pub struct GeminiText<'a> {
+    pub text: String,
+    pub usage: Option<&'a str>,
+    pub response_id: Option<&'a str>,
+    pub finish_reason: Option<&'a str>,
+}
+
+/// A Gemini `streamGenerateContent` chunk of plain text, or `None` for the general path: one
+/// candidate whose content has exactly one part `{"text": …}`; `usageMetadata` an object,
+/// `responseId` and `finishReason` plain strings; `error` or `promptFeedback` → general path.
+pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
+    let (mut seen_candidates, mut seen_usage, mut seen_id) = (false, false, false);
+    let mut out = GeminiText { text: String::new(), usage: None, response_id: None, finish_reason: None };
+    let mut text = None;
+    s.object(|s, key| match key {
+        "candidates" if !std::mem::replace(&mut seen_candidates, true) => {
+            s.eat(b'[')?;
+            let (mut seen_content, mut seen_finish) = (false, false);
+            s.object(|s, key| match key {
+                "content" if !std::mem::replace(&mut seen_content, true) => {
+                    let mut seen_parts = false;
+                    s.object(|s, key| match key {
+                        "parts" if !std::mem::replace(&mut seen_parts, true) => {
+                            s.eat(b'[')?;
+                            let mut seen_text = false;
+                            s.object(|s, key| match key {
+                                "text" if !std::mem::replace(&mut seen_text, true) => {
+                                    text = Some(s.content()?);
+                                    Some(())
+                                }
+                                _ => None,
+                            })?;
+                            s.eat(b']')
+                        }
+                        "parts" => None,
+                        _ => s.skip(0),
+                    })?;
+                    seen_parts.then_some(())
+                }
+                "finishReason" if !std::mem::replace(&mut seen_finish, true) => {
+                    out.finish_reason = Some(s.plain_str()?);
+                    Some(())
+                }
+                "content" | "finishReason" => None,
+                _ => s.skip(0),
+            })?;
+            s.eat(b']')
+        }
+        "usageMetadata" if !std::mem::replace(&mut seen_usage, true) => {
+            if s.peek()? != b'{' {
+                return None;
+            }
+            let start = s.i;
+            s.skip(0)?;
+            out.usage = Some(s.s.get(start..s.i)?);
+            Some(())
+        }
+        "responseId" if !std::mem::replace(&mut seen_id, true) => {
+            out.response_id = Some(s.plain_str()?);
+            Some(())
+        }
+        "candidates" | "usageMetadata" | "responseId" | "error" | "promptFeedback" => None,
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() {
+        return None;
+    }
+    out.text = text?;
+    Some(out)
+}
+
 /// The Chat Completions chunk as a plain text delta, or `None` for the general path.
 pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
@@ -373,6 +449,32 @@ mod tests {
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"type":"x"}"#,
         ] {
             assert_eq!(anthropic_text_delta(e), None, "{e}");
+        }
+    }
+
+    #[test]
+    fn gemini_text_chunks() {
+        let c = r#"{"candidates":[{"content":{"parts":[{"text":" the \"fox\""}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":12,"totalTokenCount":12},"modelVersion":"gemini-2.5-flash","responseId":"r1"}"#;
+        let g = gemini_text_chunk(c).unwrap();
+        assert_eq!(g.text, " the \"fox\"");
+        assert_eq!(g.usage, Some(r#"{"promptTokenCount":12,"totalTokenCount":12}"#));
+        assert_eq!((g.response_id, g.finish_reason), (Some("r1"), None));
+        let c = r#"{"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP"}]}"#;
+        assert_eq!(gemini_text_chunk(c).unwrap().finish_reason, Some("STOP"));
+        for c in [
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[]}}]}"#,
+            r#"{"candidates":[{"content":{}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}},{"content":{}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":null}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"responseId":null}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":429}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":1}]}"#,
+            r#"{"candidates":[],"usageMetadata":{}}"#,
+        ] {
+            assert_eq!(gemini_text_chunk(c), None, "{c}");
         }
     }
 

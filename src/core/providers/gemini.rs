@@ -292,8 +292,10 @@ struct Content {
     parts: Vec<Value>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GeminiDecoder {
+    /// Plain text chunks take [`super::fast_delta`] (on by default; tests compare both paths).
+    pub fast: bool,
     id: Option<String>,
     usage: Option<TokenUsage>,
     finish_reason: Option<String>,
@@ -301,6 +303,12 @@ pub struct GeminiDecoder {
     /// A call whose arguments stream in pieces (Vertex's `streamFunctionCallArguments`), until
     /// a part without `willContinue` closes it.
     pending: Option<StreamedCall>,
+}
+
+impl Default for GeminiDecoder {
+    fn default() -> Self {
+        GeminiDecoder { fast: true, id: None, usage: None, finish_reason: None, ids: CallIds::default(), pending: None }
+    }
 }
 
 /// A function call being assembled from `partialArgs`.
@@ -504,6 +512,26 @@ impl StreamDecoder for GeminiDecoder {
         let data = event.data.trim();
         if data.is_empty() {
             return Ok(());
+        }
+        if self.fast {
+            if let Some(g) = super::fast_delta::gemini_text_chunk(data) {
+                if let Some(id) = g.response_id.filter(|s| !s.is_empty()) {
+                    self.id = Some(id.to_owned());
+                }
+                if let Some(raw) = g.usage {
+                    let u: Value = serde_json::from_str(raw).map_err(|e| {
+                        ChatProviderError::failed(FailureKind::Malformed, format!("malformed usageMetadata: {e}"))
+                    })?;
+                    self.usage = Some(usage_of(&u));
+                }
+                if !g.text.is_empty() {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(g.text))));
+                }
+                if let Some(r) = g.finish_reason.filter(|r| !r.is_empty()) {
+                    self.finish_reason = Some(r.to_owned());
+                }
+                return Ok(());
+            }
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
             ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}"))
