@@ -5,6 +5,10 @@
 //! The request has an `AbortController` of its own: aborting it (on the caller's abort, a
 //! timeout or an error) makes the runtime close the connection.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
 use futures::future::{select, Either};
 use js_sys::{Function, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -19,13 +23,14 @@ use crate::core::providers::{error_message_from_body, HttpRequest};
 
 /// Awaits `fut`, or fails with a timeout error after `ms` (when given).
 async fn with_timeout(
-    fut: JsFuture,
+    fut: impl std::future::Future<Output = Result<JsValue, JsValue>>,
     ms: Option<f64>,
     ctrl: &AbortController,
     what: &str,
 ) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
     let Some(ms) = ms else { return Ok(fut.await) };
     let timer = gloo_timers::future::TimeoutFuture::new(ms.clamp(0.0, u32::MAX as f64) as u32);
+    let fut = std::pin::pin!(fut);
     let outcome = match select(fut, timer).await {
         Either::Left((r, _)) => Some(r),
         Either::Right(_) => None,
@@ -120,7 +125,30 @@ pub async fn send(
     let reader = response.body().map(|b| b.get_reader().unchecked_into::<Reader>());
     let batch =
         super::body_reader().ok_or_else(|| ChatProviderError::Other("kosong-wasm is not initialized".into()))?;
-    Ok(BodySource { reader, state: Object::new(), batch, ctrl: ctrl.clone(), timeout_ms })
+    let landing = Rc::new(RefCell::new(Landing::default()));
+    let land = |ok: bool| {
+        let landing = landing.clone();
+        Closure::<dyn FnMut(JsValue)>::new(move |v: JsValue| {
+            let waker = {
+                let mut l = landing.borrow_mut();
+                l.outcome = Some(if ok { Ok(v) } else { Err(v) });
+                l.waker.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        })
+    };
+    let (on_value, on_error) = (land(true), land(false));
+    Ok(BodySource { reader, state: Object::new(), batch, ctrl: ctrl.clone(), timeout_ms, landing, on_value, on_error })
+}
+
+/// Where a read's outcome lands, put there by the two callbacks a body makes once: a read
+/// costs no closure and no Promise wrapper on the engine's side.
+#[derive(Default)]
+struct Landing {
+    outcome: Option<Result<JsValue, JsValue>>,
+    waker: Option<Waker>,
 }
 
 /// The body of a streaming response, read a batch of chunks at a time (see `readBatch` in
@@ -132,12 +160,16 @@ pub struct BodySource {
     batch: Function,
     ctrl: AbortController,
     timeout_ms: Option<f64>,
+    landing: Rc<RefCell<Landing>>,
+    on_value: Closure<dyn FnMut(JsValue)>,
+    on_error: Closure<dyn FnMut(JsValue)>,
 }
 
 /// A body dropped before its end (the turn was cancelled, the step failed) closes the
-/// connection.
+/// connection, and tells the JS layer not to call its callbacks again.
 impl Drop for BodySource {
     fn drop(&mut self) {
+        let _ = Reflect::set(&self.state, &JsValue::from_str("dropped"), &JsValue::TRUE);
         if self.reader.is_some() {
             self.ctrl.abort();
         }
@@ -154,13 +186,22 @@ impl ByteSource for BodySource {
                 ChatProviderError::Connection(format!("the connection broke mid-stream: {}", describe_js_error(&e)));
             GlueError::Caused(err, e)
         };
-        let promise = self
-            .batch
-            .call2(&JsValue::UNDEFINED, reader, &self.state)
-            .map_err(broke)?
-            .dyn_into::<js_sys::Promise>()
-            .map_err(|_| ChatProviderError::Other("the body reader did not return a Promise".into()))?;
-        let r = with_timeout(JsFuture::from(promise), self.timeout_ms, &self.ctrl, "stream data").await?;
+        self.landing.borrow_mut().outcome = None;
+        self.batch
+            .call4(&JsValue::UNDEFINED, reader, &self.state, self.on_value.as_ref(), self.on_error.as_ref())
+            .map_err(broke)?;
+        let landing = &self.landing;
+        let landed = std::future::poll_fn(|cx| {
+            let mut l = landing.borrow_mut();
+            match l.outcome.take() {
+                Some(o) => Poll::Ready(o),
+                None => {
+                    l.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        });
+        let r = with_timeout(landed, self.timeout_ms, &self.ctrl, "stream data").await?;
         let value = r.map_err(broke)?;
         if value.is_null() || value.is_undefined() {
             self.reader = None;

@@ -23,7 +23,16 @@ const MAX_BATCH = 1 << 10;
  * stream ended). `st` keeps a read that was started but not ready for the next call. Resolves
  * `null` at the end.
  */
-async function readBatch(reader, st) {
+function readBatch(reader, st, onValue, onError) {
+  // The engine's two callbacks, made once per body; once the body is dropped (`st.dropped`,
+  // set by the engine) they are gone and are not called.
+  nextBatch(reader, st).then(
+    (v) => st.dropped || onValue(v),
+    (e) => st.dropped || onError(e),
+  );
+}
+
+async function nextBatch(reader, st) {
   if (st.ended) return null;
   const first = await (st.pending ?? reader.read());
   st.pending = null;
