@@ -219,6 +219,9 @@ mod chat_fast_path {
             let mut d = OpenAIChatConfig::for_model("m").decoder();
             d.fast = fast;
             let mut out = Vec::new();
+            // A call is open, so a fragment has one to go to (or, for another index, begins one).
+            let start = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#;
+            let _ = d.on_event(&SseEvent { event: None, data: start.to_owned(), id: None }, &mut out);
             let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
             format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
         };
@@ -261,6 +264,14 @@ mod chat_fast_path {
             Just("\"usage\":null".to_owned()),
             Just("\"object\":\"chat.completion.chunk\"".to_owned()),
             value().prop_map(|v| format!("\"error\":{v}")),
+            (prop_oneof![Just("0"), Just("1"), Just("7"), Just("-1"), Just("1.0"), Just("12345678901234567890")], text(), prop::option::of(text()), any::<bool>())
+                .prop_map(|(index, args, content, finish_null)| {
+                    let content = content.map(|c| format!(",\"content\":\"{c}\"")).unwrap_or_default();
+                    let finish = if finish_null { "null" } else { "\"tool_calls\"" };
+                    format!(
+                        "\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"function\":{{\"arguments\":\"{args}\"}}}}]{content}}},\"finish_reason\":{finish}}}]"
+                    )
+                }),
             (text(), prop::option::of(value()), any::<bool>(), prop::option::of(value())).prop_map(
                 |(c, role, finish_null, extra)| {
                     let mut delta = vec![format!("\"content\":\"{c}\"")];
@@ -339,6 +350,14 @@ mod anthropic_fast_path {
             let mut d = AnthropicDecoder::default();
             d.fast = fast;
             let mut out = Vec::new();
+            // A tool_use block is open at index 3 and a server tool's at 5, so input fragments have somewhere to go.
+            for start in [
+                r#"{"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}"#,
+                r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+                r#"{"type":"content_block_start","index":5,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+            ] {
+                let _ = d.on_event(&SseEvent { event: None, data: start.to_owned(), id: None }, &mut out);
+            }
             let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
             format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
         };
@@ -350,6 +369,7 @@ mod anthropic_fast_path {
         let index = prop_oneof![
             Just("0"),
             Just("3"),
+            Just("5"),
             Just("-1"),
             Just("1.5"),
             Just("1e2"),
@@ -365,6 +385,11 @@ mod anthropic_fast_path {
                     format!("\"delta\":{{\"type\":\"{t}\",\"text\":\"{text}\"}}")
                 }),
             1 => Just("\"delta\":{\"type\":\"text_delta\"}".to_owned()),
+            3 => ("[ -~]{0,8}", any::<bool>()).prop_map(|(j, esc)| {
+                let j = j.replace(['"', '\\'], "");
+                let j = if esc { format!("{j}\\\"k\\\"") } else { j };
+                format!("\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{j}\"}}")
+            }),
         ];
         let extra = prop::option::of(prop_oneof![
             Just("\"extra\":[1,{\"a\":null}]".to_owned()),

@@ -448,6 +448,24 @@ impl AnthropicDecoder {
         self.blocks.get_mut(pos).map(|(_, b)| b)
     }
 
+    /// A fragment of the input of the block at `index` (a call's arguments, or a server tool's input).
+    fn on_input_json(&mut self, index: Option<u64>, piece: String, out: &mut Vec<StreamEvent>) {
+        if piece.is_empty() {
+            return;
+        }
+        match self.block(index) {
+            Some(Block::Tool { id, done: false }) => {
+                let id = id.clone();
+                out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+                    arguments_part: Some(piece),
+                    tool_call_id: Some(id),
+                })));
+            }
+            Some(Block::Server { input, sent: false, .. }) => input.push_str(&piece),
+            _ => {}
+        }
+    }
+
     fn on_block_stop(&mut self, index: Option<u64>, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         match self.block(index) {
             Some(Block::Tool { id, done }) if !*done => {
@@ -554,17 +572,8 @@ impl AnthropicDecoder {
                 }
             }
             "input_json_delta" => {
-                let piece = text_of(delta, "partial_json").filter(|p| !p.is_empty()).map(str::to_owned);
-                match (self.block(index), piece) {
-                    (Some(Block::Tool { id, done: false }), Some(piece)) => {
-                        let id = id.clone();
-                        out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
-                            arguments_part: Some(piece),
-                            tool_call_id: Some(id),
-                        })));
-                    }
-                    (Some(Block::Server { input, sent: false, .. }), Some(piece)) => input.push_str(&piece),
-                    _ => {}
+                if let Some(piece) = text_of(delta, "partial_json") {
+                    self.on_input_json(index, piece.to_owned(), out);
                 }
             }
             "citations_delta" => {
@@ -587,11 +596,18 @@ impl StreamDecoder for AnthropicDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(text) = super::fast_delta::anthropic_text_delta(data) {
-                if !text.is_empty() {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+            match super::fast_delta::anthropic_delta(data) {
+                Some(super::fast_delta::AnthropicDelta::Text(text)) => {
+                    if !text.is_empty() {
+                        out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+                    }
+                    return Ok(());
                 }
-                return Ok(());
+                Some(super::fast_delta::AnthropicDelta::Json { index, partial_json }) => {
+                    self.on_input_json(index, partial_json, out);
+                    return Ok(());
+                }
+                None => {}
             }
         }
         let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };

@@ -1,20 +1,24 @@
-//! A fast path for the commonest event of a stream: a text delta. Most of a Chat Completions
-//! stream is chunks like `{"id":…,"object":…,"choices":[{"index":0,"delta":{"content":"…"},
-//! "finish_reason":null}],…}`, and most of an Anthropic one `{"type":"content_block_delta",
-//! "index":0,"delta":{"type":"text_delta","text":"…"}}`; going through serde's derived
-//! visitors for each one is most of the decode time.
+//! A fast path for the commonest events of a stream: a text delta, and a fragment of a call's
+//! arguments. Most of a Chat Completions stream is chunks like `{"id":…,"object":…,"choices":
+//! [{"index":0,"delta":{"content":"…"},"finish_reason":null}],…}`, and most of an Anthropic one
+//! `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"…"}}`; going
+//! through serde's derived visitors for each one is most of the decode time.
 //!
-//! [`chat_text_delta`] and [`anthropic_text_delta`] scan such an event once, strictly, and
-//! answer only when it has exactly that shape and is valid JSON by the same rules serde_json
-//! applies. Anything else — tool calls, reasoning, a finish reason, usage, errors, an escape or
-//! control character they do not decode themselves, a duplicate field — is `None`, and the
-//! caller takes the general path. Property tests check the two paths agree.
+//! [`chat_text_delta`], [`anthropic_delta`], [`responses_text_delta`] and
+//! [`gemini_text_chunk`] scan such an event once, strictly, and answer only when it has exactly
+//! that shape and is valid JSON by the same rules serde_json applies. Anything else —
+//! reasoning, a finish reason, usage, errors, an escape or control character they do not decode
+//! themselves, a duplicate field — is `None`, and the caller takes the general path. Property
+//! tests and the `fast_delta` fuzz target check that both paths leave a decoder in the same
+//! state.
 
 /// A text delta: the chunk's id and the delta's content (`None` when null or absent).
 #[derive(Debug, PartialEq)]
 pub struct TextDelta<'a> {
     pub id: Option<&'a str>,
     pub content: Option<String>,
+    /// A fragment of a call's arguments: `tool_calls: [{index, function: {arguments}}]`.
+    pub fragment: Option<(u64, String)>,
 }
 
 struct Scan<'a> {
@@ -160,9 +164,18 @@ impl<'a> Scan<'a> {
 
     /// A non-negative integer that fits a u64 comfortably (what `Option<u64>` accepts).
     fn uint(&mut self) -> R<()> {
+        self.uint_value().map(|_| ())
+    }
+
+    /// An unsigned integer of at most 15 digits, and its value.
+    fn uint_value(&mut self) -> R<u64> {
         self.ws();
+        let start = self.i;
         self.int_part()?;
-        (!matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E'))).then_some(())
+        if matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        self.s.get(start..self.i)?.parse().ok()
     }
 
     /// Skips any value, strictly; strings with escapes are not decoded here (→ `None`).
@@ -223,32 +236,64 @@ impl<'a> Scan<'a> {
 
 /// An Anthropic `content_block_delta` event carrying a `text_delta`: its text, or `None` for
 /// the general path.
-pub fn anthropic_text_delta(data: &str) -> Option<String> {
+#[cfg(test)]
+fn anthropic_text_delta(data: &str) -> Option<String> {
+    match anthropic_delta(data)? {
+        AnthropicDelta::Text(t) => Some(t),
+        AnthropicDelta::Json { .. } => None,
+    }
+}
+
+/// The two frequent `content_block_delta` events of Anthropic's stream.
+#[derive(Debug, PartialEq)]
+pub enum AnthropicDelta {
+    Text(String),
+    /// A fragment of a `tool_use` (or server tool) block's input.
+    Json {
+        index: Option<u64>,
+        partial_json: String,
+    },
+}
+
+/// An Anthropic `content_block_delta` carrying a `text_delta` or an `input_json_delta`, or
+/// `None` for the general path.
+pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
-    let (mut seen_type, mut seen_index, mut seen_delta) = (false, false, false);
-    let mut text = None;
+    let (mut seen_type, mut seen_delta) = (false, false);
+    let mut index = None;
+    let (mut dtype, mut text, mut json) = (None, None, None);
     s.object(|s, key| match key {
         "type" if !std::mem::replace(&mut seen_type, true) => (s.plain_str()? == "content_block_delta").then_some(()),
-        "index" if !std::mem::replace(&mut seen_index, true) => s.uint(),
-        "delta" if !std::mem::replace(&mut seen_delta, true) => {
-            let (mut seen_dtype, mut seen_text) = (false, false);
-            s.object(|s, key| match key {
-                "type" if !std::mem::replace(&mut seen_dtype, true) => (s.plain_str()? == "text_delta").then_some(()),
-                "text" if !std::mem::replace(&mut seen_text, true) => {
-                    text = Some(s.content()?);
-                    Some(())
-                }
-                _ => None,
-            })?;
-            (seen_dtype && seen_text).then_some(())
+        "index" if index.is_none() => {
+            index = Some(s.uint_value()?);
+            Some(())
         }
+        "delta" if !std::mem::replace(&mut seen_delta, true) => s.object(|s, key| match key {
+            "type" if dtype.is_none() => {
+                dtype = Some(s.plain_str()?);
+                Some(())
+            }
+            "text" if text.is_none() => {
+                text = Some(s.content()?);
+                Some(())
+            }
+            "partial_json" if json.is_none() => {
+                json = Some(s.content()?);
+                Some(())
+            }
+            _ => None,
+        }),
         _ => None,
     })?;
     s.ws();
     if s.i != s.b.len() || !seen_type || !seen_delta {
         return None;
     }
-    text
+    match (dtype?, text, json) {
+        ("text_delta", Some(t), None) => Some(AnthropicDelta::Text(t)),
+        ("input_json_delta", None, Some(partial_json)) => Some(AnthropicDelta::Json { index, partial_json }),
+        _ => None,
+    }
 }
 
 /// A Responses `response.output_text.delta` event: its text, or `None` for the general path.
@@ -363,6 +408,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut id = None;
     let mut seen_id = false;
     let mut content = None;
+    let mut fragment = None;
     let mut seen_choices = false;
     let mut seen_usage = false;
     s.object(|s, key| match key {
@@ -389,8 +435,34 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                 "logprobs" if !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
                 "finish_reason" if !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
                 "delta" if !std::mem::replace(&mut seen_delta, true) => {
-                    let (mut seen_content, mut seen_role, mut seen_refusal) = (false, false, false);
+                    let (mut seen_content, mut seen_role, mut seen_refusal, mut seen_calls) =
+                        (false, false, false, false);
                     s.object(|s, key| match key {
+                        // One fragment of one call's arguments (the frequent tool-call chunk).
+                        "tool_calls" if !std::mem::replace(&mut seen_calls, true) => {
+                            s.eat(b'[')?;
+                            let (mut index, mut arguments) = (None, None);
+                            s.object(|s, key| match key {
+                                "index" if index.is_none() => {
+                                    index = Some(s.uint_value()?);
+                                    Some(())
+                                }
+                                "function" if arguments.is_none() => {
+                                    let mut seen_args = false;
+                                    s.object(|s, key| match key {
+                                        "arguments" if !std::mem::replace(&mut seen_args, true) => {
+                                            arguments = Some(s.content()?);
+                                            Some(())
+                                        }
+                                        _ => None,
+                                    })?;
+                                    arguments.is_some().then_some(())
+                                }
+                                _ => None,
+                            })?;
+                            fragment = Some((index?, arguments?));
+                            s.eat(b']')
+                        }
                         "content" if !std::mem::replace(&mut seen_content, true) => {
                             if s.peek()? == b'n' {
                                 return s.literal(b"null");
@@ -421,7 +493,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     if s.i != s.b.len() || !seen_choices {
         return None;
     }
-    Some(TextDelta { id, content })
+    Some(TextDelta { id, content, fragment })
 }
 
 #[cfg(test)]
@@ -431,7 +503,12 @@ mod tests {
     #[test]
     fn the_common_chunk_is_read() {
         let c = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"delta":{"content":" the fox"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
-        assert_eq!(chat_text_delta(c), Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()) }));
+        assert_eq!(
+            chat_text_delta(c),
+            Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()), fragment: None })
+        );
+        let c = r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"function":{"arguments":"{\"a\":"}}]},"finish_reason":null}]}"#;
+        assert_eq!(chat_text_delta(c).unwrap().fragment, Some((3, "{\"a\":".into())));
         let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
         assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
     }
@@ -479,6 +556,24 @@ mod tests {
     }
 
     #[test]
+    fn anthropic_input_json_deltas() {
+        let e = r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Pa"}}"#;
+        assert_eq!(
+            anthropic_delta(e),
+            Some(AnthropicDelta::Json { index: Some(2), partial_json: "{\"city\": \"Pa".into() })
+        );
+        for e in [
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"a","text":"b"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta"}}"#,
+            r#"{"type":"content_block_delta","index":2,"index":3,"delta":{"type":"input_json_delta","partial_json":"a"}}"#,
+            r#"{"type":"content_block_delta","index":-2,"delta":{"type":"input_json_delta","partial_json":"a"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":1}}"#,
+        ] {
+            assert_eq!(anthropic_delta(e), None, "{e}");
+        }
+    }
+
+    #[test]
     fn responses_text_deltas() {
         let e = r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" the \"fox\"","logprobs":[],"obfuscation":"a1"}"#;
         assert_eq!(responses_text_delta(e).as_deref(), Some(" the \"fox\""));
@@ -504,6 +599,11 @@ mod tests {
             r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
             r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"x"}},{"index":1,"function":{"arguments":"y"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":null}}]}}]}"#,
             r#"{"choices":[]}"#,
             r#"{"choices":[{"delta":{}},{"delta":{}}]}"#,
             r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}"#,

@@ -509,6 +509,14 @@ impl StreamDecoder for OpenAIChatDecoder {
                     self.content_after_calls(out);
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
                 }
+                if let Some((index, arguments)) = delta.fragment {
+                    let d = ToolCallDelta {
+                        index: Some(index),
+                        id: None,
+                        function: Some(FunctionDelta { name: None, arguments: Some(arguments) }),
+                    };
+                    self.on_tool_call_delta(d, out);
+                }
                 return Ok(());
             }
         }
