@@ -12,6 +12,8 @@ import { callWasm, wasm } from "./internal.js";
 export class PartialJson {
   #core;
   #value = undefined;
+  /** The path of the last edit, when it was an append: what a `+text` answer appends to. */
+  #lastAppend = null;
 
   constructor() {
     this.#core = callWasm(() => new wasm.PartialJsonCore());
@@ -20,8 +22,16 @@ export class PartialJson {
   /** @returns {Array<{op: "set", path: (string|number)[], value: unknown} | {op: "append", path: (string|number)[], text: string}>} */
   feed(piece) {
     if (typeof piece !== "string") throw new TypeError("PartialJson.feed takes a string");
-    const edits = JSON.parse(callWasm(() => this.#core.feed(piece)));
+    const out = callWasm(() => this.#core.feed(piece));
+    if (out.charCodeAt(0) === 43 /* "+" */) {
+      const e = { op: "append", path: [...this.#lastAppend], text: out.slice(1) };
+      this.#apply(e);
+      return [e];
+    }
+    const edits = JSON.parse(out);
     for (const e of edits) this.#apply(e);
+    const last = edits.at(-1);
+    if (last) this.#lastAppend = last.op === "append" ? last.path : null;
     return edits;
   }
 

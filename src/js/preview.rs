@@ -6,20 +6,35 @@ use wasm_bindgen::prelude::*;
 #[wasm_bindgen]
 pub struct PartialJsonCore {
     inner: crate::core::partial_json::PartialJson,
+    /// The path of the last edit handed out, when it was an append (see `feed`).
+    last_append: Option<Vec<crate::core::partial_json::PathSeg>>,
 }
 
 #[wasm_bindgen]
 impl PartialJsonCore {
     #[wasm_bindgen(constructor)]
     pub fn new() -> PartialJsonCore {
-        PartialJsonCore { inner: crate::core::partial_json::PartialJson::new() }
+        PartialJsonCore { inner: crate::core::partial_json::PartialJson::new(), last_append: None }
     }
 
-    /// The edits (JSON) that the piece makes to the preview.
+    /// The edits the piece makes to the preview: JSON (`[…]`), or — the frequent case of a
+    /// string still streaming — `+text`: one append to the path of the last edit handed out,
+    /// which was an append too (no JSON made here or parsed in JS).
     pub fn feed(&mut self, piece: &str) -> String {
+        use crate::core::partial_json::Edit;
         let edits = self.inner.feed(piece);
-        if edits.is_empty() {
-            return "[]".into();
+        if let [Edit::Append { path, text }] = edits.as_slice() {
+            if self.last_append.as_ref() == Some(path) {
+                let mut out = String::with_capacity(text.len() + 1);
+                out.push('+');
+                out.push_str(text);
+                return out;
+            }
+        }
+        match edits.last() {
+            Some(Edit::Append { path, .. }) => self.last_append = Some(path.clone()),
+            Some(Edit::Set { .. }) => self.last_append = None,
+            None => return "[]".into(),
         }
         serde_json::to_string(&edits).unwrap_or_else(|_| "[]".into())
     }

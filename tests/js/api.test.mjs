@@ -139,6 +139,29 @@ test("every entry exports exactly the names index.d.ts declares: no internals, n
   assert.ok(!Object.keys(k).some((n) => n.startsWith("_")));
 });
 
+test("PartialJson: the edits it returns rebuild its value exactly, piece by piece (strings that keep streaming, keys, arrays)", () => {
+  const doc = JSON.stringify({ path: "a/b.txt", content: "line one\nline \"two\" é😀 ".repeat(40), list: [{ k: "v".repeat(300) }, 2, "x".repeat(90)], n: -12.5e3, ok: true });
+  for (const size of [1, 3, 7, 20, 64]) {
+    const p = new k.PartialJson();
+    let mirror;
+    const apply = (e) => {
+      if (e.path.length === 0) return void (mirror = e.op === "set" ? structuredClone(e.value) : mirror + e.text);
+      let parent = mirror;
+      for (const seg of e.path.slice(0, -1)) parent = parent[seg];
+      const key = e.path.at(-1);
+      if (e.op === "set") parent[key] = structuredClone(e.value);
+      else parent[key] += e.text;
+    };
+    const chars = Array.from(doc); // pieces of whole code points, as a model's pieces are
+    for (let i = 0; i < chars.length; i += size) {
+      for (const e of p.feed(chars.slice(i, i + size).join(""))) apply(e);
+      assert.deepEqual(mirror, p.value, `piece size ${size}, at ${i}`);
+    }
+    assert.deepEqual(p.value, JSON.parse(doc));
+    assert.equal(p.done, true);
+  }
+});
+
 test("PartialJson: deep nesting is previewed down to 64 levels, says so, and what follows is previewed again", () => {
   const depth = 8000; // 48 KB of nested arguments, fed in 100-byte pieces
   const text = `{"deep": ${'{"a":'.repeat(depth)}1${"}".repeat(depth)}, "after": "seen"}`;
