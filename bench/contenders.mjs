@@ -108,12 +108,12 @@ export function textContenders(format) {
           "@anthropic-ai/sdk create({stream: true})": async ({ fetch, baseUrl }) => {
             const client = new Anthropic({ apiKey: KEY, baseURL: baseUrl.replace(/\/v1$/, ""), fetch, maxRetries: 0 });
             let text = "";
-            const stream = await client.messages.create({ model: "claude-sonnet-4-5", max_tokens: 100, messages: user, stream: true });
+            const stream = await client.messages.create({ model: "claude-sonnet-4-6", max_tokens: 100, messages: user, stream: true });
             for await (const e of stream) if (e.type === "content_block_delta" && e.delta.type === "text_delta") text += e.delta.text;
             return text;
           },
           "AI SDK streamText fullStream": async ({ fetch, baseUrl }) => {
-            const model = createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-5");
+            const model = createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-6");
             const r = streamText({ model, messages: user, maxRetries: 0 });
             let text = "";
             for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
@@ -179,13 +179,13 @@ export function toolContenders(format) {
     "kosong-wasm step": async ({ fetch, baseUrl, calls, onStart }) => {
       const provider = format === "openai"
         ? new kosong.OpenAIChatProvider({ model: "gpt-4.1-mini", apiKey: KEY, baseUrl, fetch })
-        : new kosong.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl, fetch });
+        : new kosong.AnthropicProvider({ model: "claude-sonnet-4-6", apiKey: KEY, baseUrl, fetch });
       const tools = new kosong.SimpleToolset(calls.map((c) => ({ name: c.name, description: "", parameters: schema, handler: (args, ctx) => (onStart(ctx.toolCallId), `ok ${args.items.length}`) })));
       const r = await kosong.step(provider, "", tools, user);
       return (await r.toolResults()).filter((x) => !x.return_value.is_error).length;
     },
     "AI SDK streamText (tools with execute)": async ({ fetch, baseUrl, calls, onStart }) => {
-      const model = format === "openai" ? createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).chat("gpt-4.1-mini") : createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-5");
+      const model = format === "openai" ? createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).chat("gpt-4.1-mini") : createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-6");
       const tools = Object.fromEntries(calls.map((c) => [c.name, aiTool({ description: "", inputSchema: jsonSchema(schema), execute: async (args, { toolCallId }) => (onStart(toolCallId), `ok ${args.items.length}`) })]));
       const r = streamText({ model, messages: user, tools, maxRetries: 0 });
       let n = 0;

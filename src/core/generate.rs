@@ -35,6 +35,24 @@ impl Default for Limits {
 /// A callback's answer: nothing to wait for, or a future to await before going on.
 pub type CallbackResult<E> = Result<Option<LocalBoxFuture<'static, Result<(), E>>>, E>;
 
+/// Where a generation hands its streamed parts, in order. A sink may hold parts back and hand
+/// them over at `flush`, which the generation calls before it hands on a completed tool call and
+/// before it waits for more of the stream: so a caller sees a call's parts before its tool
+/// starts, and sees every part as soon as the bytes that made it were decoded.
+pub trait PartSink<E> {
+    fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E>;
+    fn flush(&mut self) -> CallbackResult<E> {
+        Ok(None)
+    }
+}
+
+/// A closure is a sink that holds nothing back.
+impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>> PartSink<E> for F {
+    fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
+        self(p)
+    }
+}
+
 /// A stream of provider events, pulled a batch at a time.
 #[allow(async_fn_in_trait)]
 pub trait EventSource {
@@ -420,14 +438,10 @@ pub struct GenerateOutput {
 /// and `on_tool_call` with every call the moment the stream shows it complete (calls still
 /// open when the stream ends well complete then, in order). A callback's future is awaited
 /// before the next part; a callback's error ends the generation with that error.
-pub async fn generate<S, FP, FC>(
-    source: &mut S,
-    mut on_part: FP,
-    mut on_tool_call: FC,
-) -> Result<GenerateOutput, S::Error>
+pub async fn generate<S, P, FC>(source: &mut S, mut parts: P, mut on_tool_call: FC) -> Result<GenerateOutput, S::Error>
 where
     S: EventSource,
-    FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
+    P: PartSink<S::Error>,
     FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
 {
     let mut asm = MessageAssembler::with_limits(source.limits());
@@ -437,13 +451,16 @@ where
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
-                    if let Some(f) = on_part(&p)? {
+                    if let Some(f) = parts.part(&p)? {
                         f.await?;
                     }
                     asm.try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
                     if let Some(call) = asm.complete(&id) {
+                        if let Some(f) = parts.flush()? {
+                            f.await?;
+                        }
                         if let Some(f) = on_tool_call(call)? {
                             f.await?;
                         }
@@ -451,6 +468,9 @@ where
                 }
                 StreamEvent::Boundary => asm.boundary(),
             }
+        }
+        if let Some(f) = parts.flush()? {
+            f.await?;
         }
         if !more {
             break;

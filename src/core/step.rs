@@ -15,7 +15,7 @@ use futures::future::{AbortHandle, Abortable, LocalBoxFuture, Shared};
 use futures::FutureExt;
 
 use crate::core::generate::{generate, CallbackResult, EventSource, GenerateOutput};
-use crate::core::message::{StreamedMessagePart, ToolCall};
+use crate::core::message::ToolCall;
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// Where tool calls go: kosong's `Toolset` protocol as the engine sees it.
@@ -130,7 +130,7 @@ pub async fn step<S, D, FP>(
 where
     S: EventSource,
     D: ToolDispatch,
-    FP: FnMut(&StreamedMessagePart) -> CallbackResult<S::Error>,
+    FP: crate::core::generate::PartSink<S::Error>,
 {
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
     let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());

@@ -217,54 +217,76 @@ fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> Callb
 
 #[wasm_bindgen]
 extern "C" {
-    /// The part hook as the JS layer makes it (`partHook` in step.js): `(first, kind, text)`,
-    /// returning a Promise only when the caller's callback returned one (else `undefined`), so
-    /// a part costs one crossing: the strings are passed as UTF-8 and the return is typed.
+    /// The part hook as the JS layer makes it (`partHook` in step.js): `(text, meta)` delivers
+    /// a batch of parts — `meta` holds `[kind, idLength, textLength]` for each, `text` each
+    /// part's id then its text (lengths in UTF-16 units) — and returns a Promise only when a
+    /// callback returned one. One crossing and one UTF-8 decode a batch, not a part.
     #[wasm_bindgen(extends = Function)]
     type PartHook;
     #[wasm_bindgen(method, catch, js_name = call)]
     fn deliver(
         this: &PartHook,
         this_arg: &JsValue,
-        first: &str,
-        kind: &JsValue,
         text: &str,
+        meta: &[u32],
     ) -> Result<Option<js_sys::Promise>, JsValue>;
 }
 
-/// Calls the part hook. The frequent parts (a text or think delta, an argument fragment) go
-/// as `(idOrEmpty, kind, text)` and are built into objects in JS; the rest as `(json)`. This
-/// spares a serialize + `JSON.parse` per delta.
-fn call_part_hook(f: &Option<Function>, part: &StreamedMessagePart) -> CallbackResult<GlueError> {
-    use crate::core::message::{ContentPart, ToolCallPart};
-    let Some(f) = f else { return Ok(None) };
-    thread_local! {
-        // The three kinds, made once: a string made per part is a crossing per part.
-        static KINDS: [JsValue; 3] =
-            [JsValue::from_str("text"), JsValue::from_str("think"), JsValue::from_str("tool_call_part")];
+/// The parts of a step held for the part hook until the engine flushes them (before a tool is
+/// handed on, and before it waits for more bytes). Kinds: 0 text, 1 think, 2 an argument
+/// fragment (with its call's id), 3 any other part as JSON.
+struct PartBatch<'a> {
+    hook: Option<&'a PartHook>,
+    text: String,
+    meta: Vec<u32>,
+}
+
+impl<'a> PartBatch<'a> {
+    fn new(f: &'a Option<Function>) -> Self {
+        PartBatch { hook: f.as_ref().map(|f| f.unchecked_ref()), text: String::new(), meta: Vec::new() }
     }
-    let kind = |i: usize| KINDS.with(|k| k[i].clone());
-    let hook: &PartHook = f.unchecked_ref();
-    let ret = match part {
-        StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => {
-            hook.deliver(&JsValue::UNDEFINED, "", &kind(0), text)
-        }
-        StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => {
-            hook.deliver(&JsValue::UNDEFINED, "", &kind(1), think)
-        }
-        StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), tool_call_id: Some(id) }) => {
-            hook.deliver(&JsValue::UNDEFINED, id, &kind(2), a)
-        }
-        _ => {
-            let json = serde_json::to_string(part).map_err(|e| ChatProviderError::Other(e.to_string()))?;
-            hook.deliver(&JsValue::UNDEFINED, &json, &JsValue::UNDEFINED, "")
-        }
+
+    fn push(&mut self, kind: u32, id: &str, text: &str) {
+        let units = |s: &str| if s.is_ascii() { s.len() } else { s.encode_utf16().count() } as u32;
+        self.meta.extend([kind, units(id), units(text)]);
+        self.text.push_str(id);
+        self.text.push_str(text);
     }
-    .map_err(GlueError::Js)?;
-    Ok(ret.map(|p| {
-        let fut = signals::Awaited::new(&p);
-        async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()
-    }))
+}
+
+impl crate::core::generate::PartSink<GlueError> for PartBatch<'_> {
+    fn part(&mut self, part: &StreamedMessagePart) -> CallbackResult<GlueError> {
+        use crate::core::message::{ContentPart, ToolCallPart};
+        if self.hook.is_none() {
+            return Ok(None);
+        }
+        match part {
+            StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => self.push(0, "", text),
+            StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => self.push(1, "", think),
+            StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), tool_call_id: Some(id) }) => {
+                self.push(2, id, a)
+            }
+            _ => {
+                let json = serde_json::to_string(part).map_err(|e| ChatProviderError::Other(e.to_string()))?;
+                self.push(3, "", &json)
+            }
+        }
+        Ok(None)
+    }
+
+    fn flush(&mut self) -> CallbackResult<GlueError> {
+        let Some(hook) = self.hook else { return Ok(None) };
+        if self.meta.is_empty() {
+            return Ok(None);
+        }
+        let ret = hook.deliver(&JsValue::UNDEFINED, &self.text, &self.meta);
+        self.text.clear();
+        self.meta.clear();
+        Ok(ret.map_err(GlueError::Js)?.map(|p| {
+            let fut = signals::Awaited::new(&p);
+            async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()
+        }))
+    }
 }
 
 /// A boxed event source, so one code path serves every provider.
@@ -461,12 +483,8 @@ pub fn run_generate(spec: String, system_prompt: String, tools: String, history:
         let hooks = &call.hooks;
         let work = async {
             let mut source = call.open().await?;
-            generate(
-                &mut source,
-                |p: &StreamedMessagePart| call_part_hook(&hooks.on_part, p),
-                |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c),
-            )
-            .await
+            generate(&mut source, PartBatch::new(&hooks.on_part), |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c))
+                .await
         };
         let out = call.guard(work.boxed_local()).await?;
         Ok(result_object(&out).into())
@@ -496,14 +514,7 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
         let work = async {
             let mut source = call.open().await?;
-            step(
-                &mut source,
-                &toolset,
-                &spawn,
-                |p: &StreamedMessagePart| call_part_hook(&hooks.on_part, p),
-                on_tool_result,
-            )
-            .await
+            step(&mut source, &toolset, &spawn, PartBatch::new(&hooks.on_part), on_tool_result).await
         };
         let out = call.guard(work.boxed_local()).await?;
         let obj = result_object(&out.generated);

@@ -40,14 +40,36 @@ function jsonHook(cb) {
 /** A callback's result as the engine takes it: the Promise to await, or `undefined`. */
 const thenable = (r) => (r !== null && (typeof r === "object" || typeof r === "function") && typeof r.then === "function" ? r : undefined);
 
-/** The part hook: `(json)` for most parts, `(id, kind, text)` for deltas (see `call_part_hook`). */
+/**
+ * The part hook: a batch of parts as `(text, meta)` (see `PartHook` in the engine), each part
+ * built here and handed to `cb` in order. A callback that returns a Promise is awaited before
+ * the next part, and the hook then returns a Promise the engine awaits.
+ */
 function partHook(cb) {
   if (typeof cb !== "function") return undefined;
-  return (json, kind, text) => {
-    if (kind === undefined) return thenable(cb(JSON.parse(json)));
-    if (kind === "text") return thenable(cb({ type: "text", text }));
-    if (kind === "think") return thenable(cb({ type: "think", think: text }));
-    return thenable(cb({ type: "tool_call_part", arguments_part: text, tool_call_id: json }));
+  return (text, meta) => {
+    let at = 0;
+    let i = 0;
+    const next = () => {
+      const kind = meta[i];
+      const id = text.slice(at, (at += meta[i + 1]));
+      const t = text.slice(at, (at += meta[i + 2]));
+      i += 3;
+      if (kind === 0) return { type: "text", text: t };
+      if (kind === 1) return { type: "think", think: t };
+      if (kind === 2) return { type: "tool_call_part", arguments_part: t, tool_call_id: id };
+      return JSON.parse(t);
+    };
+    while (i < meta.length) {
+      const waiting = thenable(cb(next()));
+      if (waiting) {
+        return (async () => {
+          await waiting;
+          while (i < meta.length) await cb(next());
+        })();
+      }
+    }
+    return undefined;
   };
 }
 

@@ -327,6 +327,20 @@ test("an onMessagePart that throws ends the step with its error; an async one is
 
 
 
+test("parts reach onMessagePart in stream order, a call's parts before its tool starts, sync or async, with any text", async () => {
+  for (const asyncCb of [false, true]) {
+    server.respond({
+      steps: [text("Añ 😀 "), toolStart(0, "c1", "t", ""), toolArgs(0, '{"x":'), toolArgs(0, '"é"}'), toolStart(1, "c2", "t", ""), toolArgs(1, '{"x":2}'), finish("tool_calls"), done()],
+    });
+    const log = [];
+    const tools = new k.SimpleToolset([{ name: "t", description: "", parameters: { type: "object" }, handler: (a, ctx) => (log.push(`start ${ctx.toolCallId}`), "ok") }]);
+    const note = (p) => log.push(p.type === "text" ? `text ${p.text}` : p.type === "function" ? `call ${p.id}` : `args ${p.tool_call_id} ${p.arguments_part}`);
+    const r = await k.step(provider(), "", tools, [user("x")], { onMessagePart: asyncCb ? async (p) => { await sleep(1); note(p); } : note });
+    await r.toolResults();
+    assert.deepEqual(log, ["text Añ 😀 ", "call c1", 'args c1 {"x":', 'args c1 "é"}', "call c2", "start c1", 'args c2 {"x":2}', "start c2"], `async: ${asyncCb}`);
+  }
+});
+
 test("interleaved fragments: an earlier call starts once its last fragment arrives after a later call began", async () => {
   const aStarted = gate();
   let streamEnded = false;
