@@ -445,10 +445,12 @@ async function compare() {
       drawTimeline(box, rows, span);
       chart.append(head, box);
     }
-    const saved = deferred.end - eager.end;
-    section.dataset.eagerMs = String(Math.round(eager.end));
-    section.dataset.deferredMs = String(Math.round(deferred.end));
-    section.dataset.savedMs = String(Math.round(saved));
+    // Whole milliseconds first, so the figures on the page add up.
+    const [eagerMs, deferredMs] = [Math.round(eager.end), Math.round(deferred.end)];
+    const saved = deferredMs - eagerMs;
+    section.dataset.eagerMs = String(eagerMs);
+    section.dataset.deferredMs = String(deferredMs);
+    section.dataset.savedMs = String(saved);
     $("saved").textContent =
       saved > 0
         ? `Starting tools mid-stream finished the turn ${ms(saved)} sooner (${Math.round((saved / deferred.end) * 100)}% of ${ms(deferred.end)}).`
