@@ -81,12 +81,12 @@ async function textComparison(format, { http = false } = {}) {
 
 async function toolsComparison(format, interleaved) {
   const fixture = toolsFixture(format, { interleaved });
-  const rows = [];
-  for (const [name, fn] of Object.entries(toolContenders(format))) {
-    const latencies = [];
-    const before = [];
-    const totals = [];
-    for (let r = 0; r < RUNS + WARMUP; r++) {
+  const contenders = Object.entries(toolContenders(format));
+  const seen = Object.fromEntries(contenders.map(([name]) => [name, { latencies: [], before: [], totals: [] }]));
+  // Round-robin, like the text comparisons: each round runs every contender once, so all of
+  // them see the same machine state on average.
+  for (let r = 0; r < RUNS + WARMUP; r++) {
+    for (const [name, fn] of contenders) {
       const { fetch, state } = fixtureFetch(fixture, followUp(format));
       const started = new Map();
       gc();
@@ -95,18 +95,21 @@ async function toolsComparison(format, interleaved) {
       const total = performance.now() - t;
       if (n !== fixture.calls.length) throw new Error(`${name}: ${n} of ${fixture.calls.length} tools gave results`);
       if (r < WARMUP) continue; // warm-up
-      totals.push(total);
+      const m = seen[name];
+      m.totals.push(total);
       let early = 0;
       for (const c of fixture.calls) {
         const s = started.get(c.id);
-        latencies.push(s - state.handed[c.closeEvent]);
+        m.latencies.push(s - state.handed[c.closeEvent]);
         if (s < state.endedAt) early++;
       }
-      before.push(early);
+      m.before.push(early);
     }
-    const lat = stats(latencies);
-    rows.push({ name, latencyMs: lat, startedBeforeEnd: stats(before).median, of: fixture.calls.length, totalMs: stats(totals) });
   }
+  const rows = contenders.map(([name]) => {
+    const m = seen[name];
+    return { name, latencyMs: stats(m.latencies), startedBeforeEnd: stats(m.before).median, of: fixture.calls.length, totalMs: stats(m.totals) };
+  });
   return { comparison: fixture.name, events: fixture.events.length, rows };
 }
 
