@@ -31,7 +31,7 @@ export class PartialJson {
     const edits = JSON.parse(out);
     for (const e of edits) this.#apply(e);
     const last = edits.at(-1);
-    if (last) this.#lastAppend = last.op === "append" ? last.path : null;
+    if (last) this.#lastAppend = last.op === "append" ? [...last.path] : null;
     return edits;
   }
 
