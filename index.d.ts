@@ -487,6 +487,8 @@ export class Wire {
   /** The soul side. Ignored after shutdown. */
   send(message: WireMessage): void;
   respond(requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string): void;
+  /** Hands what the merged sides are still joining to them now; call it on a timer to get merged text at least that often. */
+  flush(): void;
   /** Flushes the merge buffer and ends every side after what it already holds. */
   shutdown(): void;
 }

@@ -7,7 +7,7 @@ import { streamText, tool as aiTool, jsonSchema, stepCountIs } from "ai";
 import OpenAI from "openai";
 import { Agent as OAAgent, run as oaRun, tool as oaTool, OpenAIChatCompletionsModel, setTracingDisabled } from "@openai/agents";
 import { createOpenAI } from "@ai-sdk/openai";
-import { enc, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
+import { oa, sequenceFetch, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
 import { textContenders, toolContenders, bareToolStream } from "./contenders.mjs";
 
 const [which, runsArg] = process.argv.slice(2);
@@ -197,27 +197,14 @@ async function bigArgComparison() {
 async function agentTurnComparison() {
   const STEPS = 10;
   const callStep = (i) => [
-    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", content: `Step ${i}: checking.` }, finish_reason: null }] })}\n\n`,
-    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: `call_${i}`, type: "function", function: { name: "lookup", arguments: "" } }] }, finish_reason: null }] })}\n\n`,
-    ...['{"key":', `"k${i}"}`].map((a) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: a } }] }, finish_reason: null }] })}\n\n`),
-    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }], usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 } })}\n\n`,
+    oa({ role: "assistant", content: `Step ${i}: checking.` }),
+    oa({ tool_calls: [{ index: 0, id: `call_${i}`, type: "function", function: { name: "lookup", arguments: "" } }] }),
+    ...['{"key":', `"k${i}"}`].map((a) => oa({ tool_calls: [{ index: 0, function: { arguments: a } }] })),
+    oa({}, "tool_calls", { usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 } }),
     "data: [DONE]\n\n",
   ];
-  const answer = [
-    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "All done." }, finish_reason: null }] })}\n\n`,
-    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage: { prompt_tokens: 100, completion_tokens: 3, total_tokens: 103 } })}\n\n`,
-    "data: [DONE]\n\n",
-  ];
-  const scripts = [...Array.from({ length: STEPS - 1 }, (_, i) => callStep(i + 1)), answer].map((events) => events.map((e) => enc.encode(e)));
-  const setup = () => {
-    let n = 0;
-    return async (_url, init) => {
-      if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
-      const chunks = scripts[Math.min(n++, scripts.length - 1)];
-      let i = 0;
-      return new Response(new ReadableStream({ pull(c) { if (i < chunks.length) c.enqueue(chunks[i++]); else c.close(); } }, { highWaterMark: 0 }), { status: 200, headers: { "content-type": "text/event-stream" } });
-    };
-  };
+  const answer = [oa({ role: "assistant", content: "All done." }), oa({}, "stop", { usage: { prompt_tokens: 100, completion_tokens: 3, total_tokens: 103 } }), "data: [DONE]\n\n"];
+  const setup = () => sequenceFetch([...Array.from({ length: STEPS - 1 }, (_, i) => callStep(i + 1)), answer]);
   const lookup = ({ key }) => `value of ${key}`;
   const schema = { type: "object", properties: { key: { type: "string" } }, required: ["key"] };
   const contenders = {

@@ -14,6 +14,14 @@ setTracingDisabled(true);
 const KEY = "sk-bench";
 const user = [{ role: "user", content: "go" }];
 
+/** The AI SDK's text of one answer from `model`, read from its full stream. */
+async function aiSdkText(model) {
+  const r = streamText({ model, messages: user, maxRetries: 0 });
+  let text = "";
+  for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
+  return text;
+}
+
 /** Text contenders for one format: name → async ({fetch, baseUrl}) => assembled text. */
 export function textContenders(format) {
   const common = {
@@ -68,13 +76,7 @@ export function textContenders(format) {
             for await (const e of stream) if (e.type === "response.output_text.delta") text += e.delta;
             return text;
           },
-          "AI SDK streamText fullStream": async ({ fetch, baseUrl }) => {
-            const model = createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).responses("gpt-5-mini");
-            const r = streamText({ model, messages: user, maxRetries: 0 });
-            let text = "";
-            for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
-            return text;
-          },
+          "AI SDK streamText fullStream": ({ fetch, baseUrl }) => aiSdkText(createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).responses("gpt-5-mini")),
         }
       : format === "gemini"
       ? {}
@@ -96,13 +98,7 @@ export function textContenders(format) {
             await result.completed;
             return text;
           },
-          "AI SDK streamText fullStream": async ({ fetch, baseUrl }) => {
-            const model = createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).chat("gpt-4.1-mini");
-            const r = streamText({ model, messages: user, maxRetries: 0 });
-            let text = "";
-            for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
-            return text;
-          },
+          "AI SDK streamText fullStream": ({ fetch, baseUrl }) => aiSdkText(createOpenAI({ apiKey: KEY, baseURL: baseUrl, fetch }).chat("gpt-4.1-mini")),
         }
       : {
           "@anthropic-ai/sdk create({stream: true})": async ({ fetch, baseUrl }) => {
@@ -112,13 +108,7 @@ export function textContenders(format) {
             for await (const e of stream) if (e.type === "content_block_delta" && e.delta.type === "text_delta") text += e.delta.text;
             return text;
           },
-          "AI SDK streamText fullStream": async ({ fetch, baseUrl }) => {
-            const model = createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-6");
-            const r = streamText({ model, messages: user, maxRetries: 0 });
-            let text = "";
-            for await (const p of r.fullStream) if (p.type === "text-delta") text += p.text;
-            return text;
-          },
+          "AI SDK streamText fullStream": ({ fetch, baseUrl }) => aiSdkText(createAnthropic({ apiKey: KEY, baseURL: baseUrl, fetch })("claude-sonnet-4-6")),
         };
   return { ...common, ...peers, ...ours };
 }

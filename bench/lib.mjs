@@ -12,7 +12,8 @@ const WORDS = "the quick brown fox jumps over a lazy dog while streaming tokens 
 const delta = (i) => ` ${WORDS[i % WORDS.length]} ${WORDS[(i * 7) % WORDS.length]}`;
 
 const oaBase = { id: "chatcmpl-bench0123456789abcdef", object: "chat.completion.chunk", created: 1764000000, model: "gpt-4.1-mini-2025-04-14", system_fingerprint: "fp_bench01" };
-const oa = (delta, finish = null, extra = {}) =>
+/** One Chat Completions chunk: `delta`, a finish reason, fields to add. */
+export const oa = (delta, finish = null, extra = {}) =>
   `data: ${JSON.stringify({ ...oaBase, service_tier: "default", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null, obfuscation: "a1b2c3d4", ...extra })}\n\n`;
 const oaUsage = () => `data: ${JSON.stringify({ ...oaBase, choices: [], usage: { prompt_tokens: 1200, completion_tokens: 20000, total_tokens: 21200, prompt_tokens_details: { cached_tokens: 1024, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } } })}\n\n`;
 
@@ -143,32 +144,48 @@ export function followUp(format) {
  * pulled by the reader), then `followUp` events for later requests. `handed[i]` is when event
  * i was handed to the reader (performance.now()); `done` when the stream ended.
  */
+/** A streaming response of `chunks`, one per read; `onPull(i)` notes each hand-over (`i` = length at the end). */
+function streamResponse(chunks, onPull) {
+  let i = 0;
+  const body = new ReadableStream({
+    pull(c) {
+      onPull?.(i);
+      if (i < chunks.length) c.enqueue(chunks[i++]);
+      else c.close();
+    },
+  }, { highWaterMark: 0 });
+  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "x-request-id": "req_bench" } });
+}
+
+/** Drains a request body like a real client would have sent it. */
+async function drain(init) {
+  if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
+}
+
 export function fixtureFetch(fixture, followUpEvents) {
   const bytes = fixture.events.map((e) => enc.encode(e));
   const state = { handed: new Float64Array(bytes.length), endedAt: 0, requests: 0 };
-  const respond = (chunks, track) => {
-    let i = 0;
-    const body = new ReadableStream({
-      pull(c) {
-        if (i < chunks.length) {
-          if (track) state.handed[i] = performance.now();
-          c.enqueue(chunks[i++]);
-        } else {
-          if (track) state.endedAt = performance.now();
-          c.close();
-        }
-      },
-    }, { highWaterMark: 0 });
-    return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "x-request-id": "req_bench" } });
+  const track = (i) => {
+    if (i < bytes.length) state.handed[i] = performance.now();
+    else state.endedAt = performance.now();
   };
   const fetch = async (_url, init) => {
-    // Drain the request body like a real client would have sent it.
-    if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
+    await drain(init);
     state.requests++;
-    if (state.requests === 1) return respond(bytes, true);
-    return respond((followUpEvents ?? []).map((e) => enc.encode(e)), false);
+    if (state.requests === 1) return streamResponse(bytes, track);
+    return streamResponse((followUpEvents ?? []).map((e) => enc.encode(e)));
   };
   return { fetch, state };
+}
+
+/** A `fetch` that answers its n-th request with the n-th list of events (the last one again after that). */
+export function sequenceFetch(responses) {
+  const encoded = responses.map((events) => events.map((e) => enc.encode(e)));
+  let n = 0;
+  return async (_url, init) => {
+    await drain(init);
+    return streamResponse(encoded[Math.min(n++, encoded.length - 1)]);
+  };
 }
 
 /** A loopback HTTP server that streams the fixture's events (first request) and follow-ups. */

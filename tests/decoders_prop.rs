@@ -131,6 +131,32 @@ proptest! {
     }
 }
 
+/// A decoder made with its fast path on and off (`make(fast)`), fed `preamble` and then `data`:
+/// what each left behind (events, whether `data` failed, id, usage, finish reason), to compare.
+fn fast_and_general<D: StreamDecoder>(make: impl Fn(bool) -> D, preamble: &[&str], data: &str) -> (String, String) {
+    let run = |fast: bool| {
+        let mut d = make(fast);
+        let mut out = Vec::new();
+        for p in preamble {
+            let _ = d.on_event(&SseEvent { event: None, data: (*p).to_owned(), id: None }, &mut out);
+        }
+        let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+        format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+    };
+    (run(true), run(false))
+}
+
+/// `data` with the byte at `cut` removed, one time in four (`mutate`): broken JSON of the same shape.
+fn sometimes_broken(mut data: String, cut: u16, mutate: u8) -> String {
+    if mutate.is_multiple_of(4) && data.len() > 1 {
+        let i = cut as usize % data.len();
+        if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
+            data.remove(i);
+        }
+    }
+    data
+}
+
 mod partial_json_props {
     use kosong_wasm::core::partial_json::{apply, PartialJson};
     use proptest::prelude::*;
@@ -208,24 +234,22 @@ mod partial_json_props {
 
 mod chat_fast_path {
     use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
-    use kosong_wasm::core::providers::StreamDecoder;
-    use kosong_wasm::core::sse::SseEvent;
     use proptest::prelude::*;
 
     /// The same chunk through the decoder with the fast path on and off: events, id and
     /// whether it failed must agree.
     fn both(data: &str) -> (String, String) {
-        let run = |fast: bool| {
-            let mut d = OpenAIChatConfig::for_model("m").decoder();
-            d.fast = fast;
-            let mut out = Vec::new();
-            // A call is open, so a fragment has one to go to (or, for another index, begins one).
-            let start = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#;
-            let _ = d.on_event(&SseEvent { event: None, data: start.to_owned(), id: None }, &mut out);
-            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
-        };
-        (run(true), run(false))
+        // A call is open, so a fragment has one to go to (or, for another index, begins one).
+        let start = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#;
+        super::fast_and_general(
+            |fast| {
+                let mut d = OpenAIChatConfig::for_model("m").decoder();
+                d.fast = fast;
+                d
+            },
+            &[start],
+            data,
+        )
     }
 
     fn text() -> impl Strategy<Value = String> {
@@ -341,27 +365,24 @@ mod chat_fast_path {
 
 mod anthropic_fast_path {
     use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
-    use kosong_wasm::core::providers::StreamDecoder;
-    use kosong_wasm::core::sse::SseEvent;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {
-        let run = |fast: bool| {
-            let mut d = AnthropicDecoder::default();
-            d.fast = fast;
-            let mut out = Vec::new();
-            // A tool_use block is open at index 3 and a server tool's at 5, so input fragments have somewhere to go.
-            for start in [
-                r#"{"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}"#,
-                r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
-                r#"{"type":"content_block_start","index":5,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
-            ] {
-                let _ = d.on_event(&SseEvent { event: None, data: start.to_owned(), id: None }, &mut out);
-            }
-            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
-        };
-        (run(true), run(false))
+        // A tool_use block is open at index 3 and a server tool's at 5, so input fragments have somewhere to go.
+        let starts = [
+            r#"{"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            r#"{"type":"content_block_start","index":5,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+        ];
+        super::fast_and_general(
+            |fast| {
+                let mut d = AnthropicDecoder::default();
+                d.fast = fast;
+                d
+            },
+            &starts,
+            data,
+        )
     }
 
     fn event() -> impl Strategy<Value = Vec<String>> {
@@ -408,13 +429,7 @@ mod anthropic_fast_path {
 
         #[test]
         fn the_fast_path_agrees_with_the_general_one(members in event(), cut in any::<u16>(), mutate in any::<u8>()) {
-            let mut data = format!("{{{}}}", members.join(","));
-            if mutate % 4 == 0 && data.len() > 1 {
-                let i = cut as usize % data.len();
-                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
-                    data.remove(i);
-                }
-            }
+            let data = super::sometimes_broken(format!("{{{}}}", members.join(",")), cut, mutate);
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }
@@ -423,19 +438,18 @@ mod anthropic_fast_path {
 
 mod responses_fast_path {
     use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
-    use kosong_wasm::core::providers::StreamDecoder;
-    use kosong_wasm::core::sse::SseEvent;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {
-        let run = |fast: bool| {
-            let mut d = ResponsesDecoder::default();
-            d.fast = fast;
-            let mut out = Vec::new();
-            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
-        };
-        (run(true), run(false))
+        super::fast_and_general(
+            |fast| {
+                let mut d = ResponsesDecoder::default();
+                d.fast = fast;
+                d
+            },
+            &[],
+            data,
+        )
     }
 
     /// Mostly `response.output_text.delta` events, each member possibly of a wrong type.
@@ -492,13 +506,7 @@ mod responses_fast_path {
 
         #[test]
         fn the_fast_path_agrees_with_the_general_one(members in event(), cut in any::<u16>(), mutate in any::<u8>()) {
-            let mut data = format!("{{{}}}", members.join(","));
-            if mutate % 4 == 0 && data.len() > 1 {
-                let i = cut as usize % data.len();
-                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
-                    data.remove(i);
-                }
-            }
+            let data = super::sometimes_broken(format!("{{{}}}", members.join(",")), cut, mutate);
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }
@@ -507,19 +515,18 @@ mod responses_fast_path {
 
 mod gemini_fast_path {
     use kosong_wasm::core::providers::gemini::GeminiDecoder;
-    use kosong_wasm::core::providers::StreamDecoder;
-    use kosong_wasm::core::sse::SseEvent;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {
-        let run = |fast: bool| {
-            let mut d = GeminiDecoder::default();
-            d.fast = fast;
-            let mut out = Vec::new();
-            let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-            format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
-        };
-        (run(true), run(false))
+        super::fast_and_general(
+            |fast| {
+                let mut d = GeminiDecoder::default();
+                d.fast = fast;
+                d
+            },
+            &[],
+            data,
+        )
     }
 
     /// Mostly one-candidate text chunks, each member possibly odd.
@@ -574,13 +581,7 @@ mod gemini_fast_path {
 
         #[test]
         fn the_fast_path_agrees_with_the_general_one(data in chunk(), cut in any::<u16>(), mutate in any::<u8>()) {
-            let mut data = data;
-            if mutate % 4 == 0 && data.len() > 1 {
-                let i = cut as usize % data.len();
-                if data.is_char_boundary(i) && data.is_char_boundary(i + 1) {
-                    data.remove(i);
-                }
-            }
+            let data = super::sometimes_broken(data, cut, mutate);
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }

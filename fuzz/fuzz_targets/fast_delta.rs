@@ -15,30 +15,22 @@ fn state(d: &mut dyn StreamDecoder, data: &str) -> String {
     format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
 }
 
+/// The decoder `make` builds, with the fast path on and then off, must end in the same state.
+macro_rules! agree {
+    ($make:expr, $text:expr) => {{
+        let run = |fast: bool| {
+            let mut d = $make;
+            d.fast = fast;
+            state(&mut d, $text)
+        };
+        assert_eq!(run(true), run(false));
+    }};
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let chat = |fast: bool| {
-        let mut d = OpenAIChatConfig::for_model("m").decoder();
-        d.fast = fast;
-        state(&mut d, text)
-    };
-    assert_eq!(chat(true), chat(false));
-    let anthropic = |fast: bool| {
-        let mut d = AnthropicDecoder::default();
-        d.fast = fast;
-        state(&mut d, text)
-    };
-    assert_eq!(anthropic(true), anthropic(false));
-    let responses = |fast: bool| {
-        let mut d = ResponsesDecoder::default();
-        d.fast = fast;
-        state(&mut d, text)
-    };
-    assert_eq!(responses(true), responses(false));
-    let gemini = |fast: bool| {
-        let mut d = GeminiDecoder::default();
-        d.fast = fast;
-        state(&mut d, text)
-    };
-    assert_eq!(gemini(true), gemini(false));
+    agree!(OpenAIChatConfig::for_model("m").decoder(), text);
+    agree!(AnthropicDecoder::default(), text);
+    agree!(ResponsesDecoder::default(), text);
+    agree!(GeminiDecoder::default(), text);
 });

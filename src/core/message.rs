@@ -48,6 +48,14 @@ impl ContentPart {
         ContentPart::Text { text: s.into(), extras: None }
     }
 
+    /// A text part carrying a list a provider attached to it (`citations`, `annotations`); an
+    /// empty text merges into the text before it, lists appended.
+    pub fn text_with_list(text: impl Into<String>, key: &str, list: Vec<Value>) -> Self {
+        let mut extras = Map::new();
+        extras.insert(key.into(), Value::Array(list));
+        ContentPart::Text { text: text.into(), extras: Some(extras) }
+    }
+
     /// A provider-run tool's block or item (`provider` names whose shape `value` has), kept in
     /// the message as an empty text part so the message stays kosong's: kept in order, never
     /// dispatched to the toolset, sent back only to the provider that produced it.
@@ -91,13 +99,12 @@ impl ContentPart {
 
     /// kosong's `merge_in_place`: true when `other` was absorbed into `self`.
     pub fn merge_in_place(&mut self, other: &ContentPart) -> bool {
+        // A provider-run tool's block stands alone.
+        if self.is_server_tool() || other.is_server_tool() {
+            return false;
+        }
         match (self, other) {
             (ContentPart::Text { text, extras }, ContentPart::Text { text: more, extras: more_extras }) => {
-                let server_tool =
-                    |e: &Option<Map<String, Value>>| e.as_ref().is_some_and(|e| e.contains_key("server_tool"));
-                if server_tool(extras) || server_tool(more_extras) {
-                    return false;
-                }
                 text.push_str(more);
                 if let Some(more_extras) = more_extras {
                     merge_extras(extras.get_or_insert_with(Map::new), more_extras);

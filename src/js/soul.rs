@@ -90,6 +90,10 @@ impl WireCore {
         self.wire.shutdown();
     }
 
+    pub fn flush(&self) {
+        self.wire.flush();
+    }
+
     /// Records the merged messages as `wire.jsonl` lines through `sink(line)`.
     #[wasm_bindgen(js_name = setRecorder)]
     pub fn set_recorder(&self, sink: Function) {

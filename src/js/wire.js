@@ -96,6 +96,14 @@ export class Wire {
     callWasm(() => this.#core.respond(String(requestId), response, String(feedback ?? "")));
   }
 
+  /**
+   * Hands what the merged sides are still joining to them now (the next fragments start a new
+   * message): call it on a timer to get merged text at least that often.
+   */
+  flush() {
+    callWasm(() => this.#core.flush());
+  }
+
   /** Flushes the merge buffer and ends every side (after what they already hold). */
   shutdown() {
     callWasm(() => this.#core.shutdown());

@@ -98,29 +98,6 @@ async function readCapped(request, max) {
   return new TextDecoder().decode(all);
 }
 
-/**
- * `a` and `b` as one wire message, or null when they do not merge; `undefined` when `a` can
- * never absorb anything (so it is sent at once). Text and think parts merge with their kind (not
- * those with extras or a signature); a call or an argument fragment absorbs the fragments of
- * the same call.
- */
-function mergeWire(a, b) {
-  const p = a.payload;
-  if (a.type === "ContentPart" && (p.type === "text" || p.type === "think") && !p.extras && !p.encrypted) {
-    if (b === null) return null;
-    const q = b.payload;
-    if (b.type !== "ContentPart" || q.type !== p.type || q.extras || q.encrypted) return null;
-    return { type: a.type, payload: { ...p, [p.type]: p[p.type] + q[p.type] } };
-  }
-  const callId = a.type === "ToolCall" ? p.id : a.type === "ToolCallPart" ? p.tool_call_id : undefined;
-  if (callId === undefined && a.type !== "ToolCallPart") return undefined;
-  if (b === null) return null;
-  if (b.type !== "ToolCallPart" || (b.payload.tool_call_id && callId && b.payload.tool_call_id !== callId)) return null;
-  const more = b.payload.arguments_part ?? "";
-  if (a.type === "ToolCall") return { type: a.type, payload: { ...p, function: { ...p.function, arguments: (p.function.arguments ?? "") + more } } };
-  return { type: a.type, payload: { ...p, arguments_part: (p.arguments_part ?? "") + more } };
-}
-
 /** The result kimi-cli gives a call that never finished. */
 const abortedResult = (id) => ({
   tool_call_id: id,
@@ -138,6 +115,8 @@ export class ChatSession extends DurableObject {
   listeners = new Set();
   running = null;
   controller = null;
+  /** The last event id, once read from storage (see `lastEventId`). */
+  lastId = null;
 
   constructor(ctx, env) {
     super(ctx, env);
@@ -215,14 +194,20 @@ export class ChatSession extends DurableObject {
     return lines.length ? kosong.Context.fromJSONL(lines.join("\n"), { sink, onRewrite }) : new kosong.Context({ systemPrompt: SYSTEM_PROMPT, sink, onRewrite });
   }
 
+  /** The id of the last event recorded (kept in storage across turns; read from it once). */
+  lastEventId() {
+    return (this.lastId ??= this.meta("lastEventId") ?? 0);
+  }
+
   /** Records an event (the row is written before anyone is sent it), then sends it to the listeners. */
   publish(event, data) {
-    const id = (this.meta("nextEventId") ?? 0) + 1;
+    const id = this.lastEventId() + 1;
     const e = { id, event, data: JSON.stringify(data) };
     this.ctx.storage.transactionSync(() => {
       this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", e.id, e.event, e.data);
-      this.setMeta("nextEventId", id);
+      this.setMeta("lastEventId", id);
     });
+    this.lastId = id;
     const bytes = encoder.encode(frame(e));
     for (const c of this.listeners) {
       try {
@@ -267,7 +252,7 @@ export class ChatSession extends DurableObject {
   startTurn(message) {
     // The previous turn's recording makes way for this one's.
     this.sql.exec("DELETE FROM events");
-    const firstId = (this.meta("nextEventId") ?? 0) + 1;
+    const firstId = this.lastEventId() + 1;
     this.setMeta("turn", { running: true, firstId });
     const context = this.loadContext();
     const rows = this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
@@ -284,33 +269,15 @@ export class ChatSession extends DurableObject {
         this.controller.abort(e);
       }
     };
-    // Text, thinking and a call's argument fragments are merged between flushes, and flushed
-    // at least every FLUSH_MS, so a client sees the answer as the model writes it without an
-    // event per token.
-    let pending = null;
-    let timer = null;
-    const flush = () => {
-      clearTimeout(timer);
-      timer = null;
-      if (pending) send("wire", pending);
-      pending = null;
-    };
+    // The merged side joins text, thinking and a call's argument fragments; flushing the wire
+    // every FLUSH_MS hands clients what the model wrote so far without an event per token.
     const ui = async (wire) => {
-      for await (const m of wire.uiSide()) {
-        const merged = pending && mergeWire(pending, m);
-        if (merged) {
-          pending = merged;
-          continue;
-        }
-        flush();
-        if (mergeWire(m, null) === undefined) {
-          send("wire", m);
-        } else {
-          pending = m;
-          timer = setTimeout(flush, FLUSH_MS);
-        }
+      const timer = setInterval(() => wire.flush(), FLUSH_MS);
+      try {
+        for await (const m of wire.uiSide({ merge: true })) send("wire", m);
+      } finally {
+        clearInterval(timer);
       }
-      flush();
     };
     this.running = (async () => {
       let end;
@@ -320,7 +287,6 @@ export class ChatSession extends DurableObject {
       } catch (e) {
         if (!storageError) end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
       }
-      flush();
       if (storageError || !end) {
         // What this turn wrote to the context is taken back: the history is as before it.
         this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
@@ -330,7 +296,7 @@ export class ChatSession extends DurableObject {
         this.publish("end", end);
       } catch {
         // Even the end could not be stored: the listeners still hear it.
-        const bytes = encoder.encode(frame({ id: (this.meta("nextEventId") ?? 0) + 1, event: "end", data: JSON.stringify(end) }));
+        const bytes = encoder.encode(frame({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) }));
         for (const c of this.listeners) {
           try {
             c.enqueue(bytes);

@@ -514,13 +514,10 @@ impl AnthropicDecoder {
                 out.push(StreamEvent::Boundary);
                 let cites = block.get("citations").and_then(Value::as_array).filter(|c| !c.is_empty());
                 let t = text_of(block, "text").unwrap_or("");
-                if !t.is_empty() || cites.is_some() {
-                    let extras = cites.map(|c| {
-                        let mut m = serde_json::Map::new();
-                        m.insert("citations".into(), Value::Array(c.clone()));
-                        m
-                    });
-                    out.push(content(ContentPart::Text { text: t.to_owned(), extras }));
+                match cites {
+                    Some(c) => out.push(content(ContentPart::text_with_list(t, "citations", c.clone()))),
+                    None if !t.is_empty() => out.push(content(ContentPart::text(t))),
+                    None => {}
                 }
                 Block::Text
             }
@@ -578,9 +575,7 @@ impl AnthropicDecoder {
             }
             "citations_delta" => {
                 if let Some(c) = delta.get("citation").filter(|c| c.is_object()) {
-                    let mut extras = serde_json::Map::new();
-                    extras.insert("citations".into(), Value::Array(vec![c.clone()]));
-                    out.push(content(ContentPart::Text { text: String::new(), extras: Some(extras) }));
+                    out.push(content(ContentPart::text_with_list("", "citations", vec![c.clone()])));
                 }
             }
             // Future kinds carry nothing kosong keeps.

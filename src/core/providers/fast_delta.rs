@@ -164,17 +164,16 @@ impl<'a> Scan<'a> {
 
     /// A non-negative integer that fits a u64 comfortably (what `Option<u64>` accepts).
     fn uint(&mut self) -> R<()> {
-        self.uint_value().map(|_| ())
+        self.ws();
+        self.int_part()?;
+        (!matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E'))).then_some(())
     }
 
     /// An unsigned integer of at most 15 digits, and its value.
     fn uint_value(&mut self) -> R<u64> {
         self.ws();
         let start = self.i;
-        self.int_part()?;
-        if matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
+        self.uint()?;
         self.s.get(start..self.i)?.parse().ok()
     }
 
@@ -211,6 +210,19 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// An object whose one member is `key`, a string: `{"text": "…"}`.
+    fn sole_string(&mut self, key: &str) -> R<String> {
+        let mut value = None;
+        self.object(|s, k| match k {
+            k if k == key && value.is_none() => {
+                value = Some(s.content()?);
+                Some(())
+            }
+            _ => None,
+        })?;
+        value
+    }
+
     /// Members of an object, each handed to `f(self, key)`.
     fn object(&mut self, mut f: impl FnMut(&mut Self, &'a str) -> R<()>) -> R<()> {
         self.eat(b'{')?;
@@ -231,16 +243,6 @@ impl<'a> Scan<'a> {
                 _ => return None,
             }
         }
-    }
-}
-
-/// An Anthropic `content_block_delta` event carrying a `text_delta`: its text, or `None` for
-/// the general path.
-#[cfg(test)]
-fn anthropic_text_delta(data: &str) -> Option<String> {
-    match anthropic_delta(data)? {
-        AnthropicDelta::Text(t) => Some(t),
-        AnthropicDelta::Json { .. } => None,
     }
 }
 
@@ -354,14 +356,7 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
                     s.object(|s, key| match key {
                         "parts" if !std::mem::replace(&mut seen_parts, true) => {
                             s.eat(b'[')?;
-                            let mut seen_text = false;
-                            s.object(|s, key| match key {
-                                "text" if !std::mem::replace(&mut seen_text, true) => {
-                                    text = Some(s.content()?);
-                                    Some(())
-                                }
-                                _ => None,
-                            })?;
+                            text = Some(s.sole_string("text")?);
                             s.eat(b']')
                         }
                         "parts" => None,
@@ -448,15 +443,8 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                                     Some(())
                                 }
                                 "function" if arguments.is_none() => {
-                                    let mut seen_args = false;
-                                    s.object(|s, key| match key {
-                                        "arguments" if !std::mem::replace(&mut seen_args, true) => {
-                                            arguments = Some(s.content()?);
-                                            Some(())
-                                        }
-                                        _ => None,
-                                    })?;
-                                    arguments.is_some().then_some(())
+                                    arguments = Some(s.sole_string("arguments")?);
+                                    Some(())
                                 }
                                 _ => None,
                             })?;
@@ -516,7 +504,7 @@ mod tests {
     #[test]
     fn anthropic_text_deltas() {
         let e = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" the \"fox\""}}"#;
-        assert_eq!(anthropic_text_delta(e).as_deref(), Some(" the \"fox\""));
+        assert_eq!(anthropic_delta(e), Some(AnthropicDelta::Text(" the \"fox\"".into())));
         for e in [
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
@@ -525,7 +513,7 @@ mod tests {
             r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a","text":"b"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"type":"x"}"#,
         ] {
-            assert_eq!(anthropic_text_delta(e), None, "{e}");
+            assert!(!matches!(anthropic_delta(e), Some(AnthropicDelta::Text(_))), "{e}");
         }
     }
 

@@ -410,6 +410,19 @@ impl OpenAIChatDecoder {
         }
     }
 
+    /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
+    fn note_id(&mut self, id: &str) {
+        if !id.is_empty() && self.id.as_deref() != Some(id) {
+            self.id = Some(id.to_owned());
+        }
+    }
+
+    /// A text or think part, which ends the calls before it.
+    fn push_content(&mut self, p: ContentPart, out: &mut Vec<StreamEvent>) {
+        self.content_after_calls(out);
+        out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
+    }
+
     /// Text or thinking after the calls: as in kosong, a part that is not a fragment of a call
     /// ends the calls before it, which complete as soon as their arguments parse.
     fn content_after_calls(&mut self, out: &mut Vec<StreamEvent>) {
@@ -500,14 +513,11 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if self.fast {
             if let Some(delta) = super::fast_delta::chat_text_delta(data) {
-                if let Some(id) = delta.id.filter(|s| !s.is_empty()) {
-                    if self.id.as_deref() != Some(id) {
-                        self.id = Some(id.to_owned());
-                    }
+                if let Some(id) = delta.id {
+                    self.note_id(id);
                 }
                 if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
-                    self.content_after_calls(out);
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+                    self.push_content(ContentPart::text(text), out);
                 }
                 if let Some((index, arguments)) = delta.fragment {
                     let d = ToolCallDelta {
@@ -526,10 +536,8 @@ impl StreamDecoder for OpenAIChatDecoder {
         if let Some(err) = chunk.error {
             return Err(mid_stream_error(&err));
         }
-        if let Some(id) = chunk.id.filter(|s| !s.is_empty()) {
-            if self.id.as_deref() != Some(&*id) {
-                self.id = Some(id.into_owned());
-            }
+        if let Some(id) = chunk.id.as_deref() {
+            self.note_id(id);
         }
         if let Some(u) = chunk.usage {
             self.usage = Some(u.to_token_usage());
@@ -569,18 +577,14 @@ impl StreamDecoder for OpenAIChatDecoder {
                 self.refusal.push_str(r);
             }
             if let Some(list) = delta.annotations.filter(|l| !l.is_empty()) {
-                let mut extras = Map::new();
-                extras.insert("annotations".into(), Value::Array(list));
-                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text {
-                    text: String::new(),
-                    extras: Some(extras),
-                })));
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text_with_list(
+                    "",
+                    "annotations",
+                    list,
+                ))));
             }
             match delta.content {
-                Some(Value::String(c)) if !c.is_empty() => {
-                    self.content_after_calls(out);
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(c))))
-                }
+                Some(Value::String(c)) if !c.is_empty() => self.push_content(ContentPart::text(c), out),
                 // Mistral's reasoning models stream content as parts: text, and thinking (itself
                 // a list of text parts).
                 Some(Value::Array(items)) => {
@@ -591,8 +595,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                             _ => None,
                         };
                         if let Some(p) = part.filter(|p| !matches!(p, ContentPart::Text { text, .. } | ContentPart::Think { think: text, .. } if text.is_empty())) {
-                            self.content_after_calls(out);
-                            out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
+                            self.push_content(p, out);
                         }
                     }
                 }

@@ -351,9 +351,7 @@ impl Default for ResponsesDecoder {
 }
 
 fn text_with_list(key: &str, list: Vec<Value>) -> StreamEvent {
-    let mut extras = serde_json::Map::new();
-    extras.insert(key.into(), Value::Array(list));
-    StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: String::new(), extras: Some(extras) }))
+    StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text_with_list("", key, list)))
 }
 
 fn usage_of(u: &Value) -> TokenUsage {

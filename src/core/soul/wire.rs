@@ -493,6 +493,14 @@ impl Wire {
         }
     }
 
+    /// Hands what the merge buffer holds to the merged sides (and the recorder) now; the next
+    /// fragments start a new merged message. For a UI that wants merged text but at least
+    /// every so often (a Worker streaming to its clients).
+    pub fn flush(&self) {
+        self.0.borrow_mut().flush();
+        self.record();
+    }
+
     /// Flushes the merge buffer, rejects waiting approvals and ends every side (each keeps
     /// what it already holds). Idempotent.
     pub fn shutdown(&self) {
@@ -561,6 +569,23 @@ mod tests {
         assert!(early.is_finished());
         assert_eq!(block_on(early.receive()), None);
         assert_eq!(wire.respond("nope", ApprovalResponse::Approve, ""), Err(WireError::NoSuchRequest("nope".into())));
+    }
+
+    #[test]
+    fn flush_hands_over_what_is_merged_so_far() {
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        let text = |t: &str| part("ContentPart", json!({"type": "text", "text": t}));
+        wire.send(text("Hel"));
+        wire.send(text("lo"));
+        assert!(side.take_ready().is_empty(), "still merging");
+        wire.flush();
+        wire.flush(); // nothing more to hand over
+        wire.send(text(" world"));
+        wire.shutdown();
+        let texts: Vec<Value> =
+            side.take_ready().iter().map(|m| serde_json::to_value(m).unwrap()["payload"]["text"].clone()).collect();
+        assert_eq!(texts, [json!("Hello"), json!(" world")]);
     }
 
     #[test]
