@@ -71,7 +71,9 @@ export function build({ testHooks = false } = {}) {
   const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   rmSync(out, { recursive: true, force: true });
   mkdirSync(join(out, "wasm"), { recursive: true });
-  run(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
+  // KOSONG_WASM_NAMES=1 keeps the function names (for a profiler or twiggy); never shipped so.
+  const names = process.env.KOSONG_WASM_NAMES === "1" ? [] : ["--remove-name-section"];
+  run(bindgen, ["--target", "web", "--weak-refs", ...names, "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
   // Every module of the JS layer as it is; the entries under their runtime's name.
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
   for (const file of readdirSync(join(root, "src", "js")).filter((f) => f.endsWith(".js"))) {

@@ -73,12 +73,11 @@ impl JsonCloseTracker {
     }
 }
 
-/// True when `text` is one complete JSON object or array.
+/// True when `text` is one complete JSON object or array. Checked without building the value
+/// (a call's arguments may be megabytes; validating them allocates nothing).
 pub fn parses_as_container(text: &str) -> bool {
-    matches!(
-        serde_json::from_str::<serde_json::Value>(text),
-        Ok(serde_json::Value::Object(_) | serde_json::Value::Array(_))
-    )
+    matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 #[cfg(test)]
@@ -101,5 +100,15 @@ mod tests {
         assert!(!closed_after(&["{}", "x"]));
         assert!(!closed_after(&["42"]));
         assert!(!closed_after(&[""]));
+    }
+
+    #[test]
+    fn containers_parse_and_nothing_else_does() {
+        for ok in ["{}", " [1,{\"b\":[]}] \n", "{\"a\":\"}\\\"\"}", "[\"\\u00e9\"]"] {
+            assert!(parses_as_container(ok), "{ok}");
+        }
+        for bad in ["", "  ", "42", "\"x\"", "null", "{\"a\":", "{} x", "{}{}", "[1,]", "{\"a\" 1}", "\u{a0}{}"] {
+            assert!(!parses_as_container(bad), "{bad}");
+        }
     }
 }

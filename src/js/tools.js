@@ -19,12 +19,14 @@ export function toolError({ message, brief, output = "" }) {
 }
 
 /**
- * The engine's tool call (installed when the module loads): the call arrives as JSON text and
+ * The engine's tool call (installed when the module loads): the call arrives as JSON text
+ * without its arguments, which come as a string of their own (or null), and
  * its context is built here, so a call leaves wasm once; `run` (inside an agent run) has the
  * run's `send`, `requestApproval(id, req)` and `rejection(id)`.
  */
-export function invokeTool(toolset, callJson, signal, run) {
-  const call = JSON.parse(callJson);
+export function invokeTool(toolset, headJson, args, signal, run) {
+  const call = JSON.parse(headJson);
+  call.function.arguments = args;
   const toolCallId = call.id;
   const ctx = run === undefined
     ? { toolCallId, signal }

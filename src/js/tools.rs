@@ -179,10 +179,13 @@ impl ToolDispatch for JsToolset {
                 }
             },
         };
-        // The call leaves as JSON text, parsed once by the invoker: 1 crossing, where building
-        // the call and its context field by field took about 20 (bench/crossings.mjs).
-        let call_json = JsValue::from_str(&serde_json::to_string(call).unwrap_or_default());
-        let outcome = self.invoker.call4(&JsValue::UNDEFINED, &self.toolset, &call_json, &signal, &self.run);
+        // One crossing, where building the call and its context field by field took about 20
+        // (bench/crossings.mjs): the call without its arguments as JSON text, parsed by the
+        // invoker, and the arguments as a string of their own (they may be megabytes; escaping
+        // them into the JSON and parsing them out again cost more than the rest of a dispatch).
+        let head = JsValue::from_str(&call_head_json(call));
+        let args = call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str);
+        let outcome = self.invoker.call5(&JsValue::UNDEFINED, &self.toolset, &head, &args, &signal, &self.run);
         let fut = settle_js(outcome);
         async move {
             let outcome = fut.await;
@@ -196,6 +199,18 @@ impl ToolDispatch for JsToolset {
         }
         .boxed_local()
     }
+}
+
+/// `call` as JSON without `function.arguments` (the invoker puts them back).
+fn call_head_json(call: &ToolCall) -> String {
+    let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut out = format!(r#"{{"type":"function","id":{},"function":{{"name":{}}}"#, text(&call.id), text(&call.function.name));
+    if let Some(extras) = &call.extras {
+        out.push_str(r#","extras":"#);
+        out.push_str(&serde_json::to_string(extras).unwrap_or_else(|_| "{}".into()));
+    }
+    out.push('}');
+    out
 }
 
 /// What a handler returned, as kosong reads it: a string or parts are a success with that

@@ -78,7 +78,7 @@ impl<'a> Scan<'a> {
         Some(s)
     }
 
-    /// The content string: borrowed when plain; with escapes, decoded by serde_json itself.
+    /// The content string: copied when plain; with escapes, decoded by [`unescape`].
     fn content(&mut self) -> R<String> {
         self.ws();
         if self.b.get(self.i) != Some(&b'"') {
@@ -101,10 +101,11 @@ impl<'a> Scan<'a> {
         }
         self.i += 1;
         let raw = self.s.get(start..self.i)?;
+        let inner = raw.get(1..raw.len() - 1)?;
         if escaped {
-            serde_json::from_str::<String>(raw).ok()
+            unescape(inner)
         } else {
-            raw.get(1..raw.len() - 1).map(str::to_owned)
+            Some(inner.to_owned())
         }
     }
 
@@ -484,6 +485,66 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     Some(TextDelta { id, content, fragment })
 }
 
+/// The four hex digits of a `\u` escape at `b[i..]`.
+fn hex4(b: &[u8], i: usize) -> Option<u32> {
+    let digits = b.get(i..i + 4)?;
+    let mut v = 0;
+    for &d in digits {
+        v = v * 16 + (d as char).to_digit(16)?;
+    }
+    Some(v)
+}
+
+/// A JSON string's contents (between the quotes) with its escapes decoded. Anything serde_json
+/// might read differently (an unknown escape, a lone surrogate) is `None`: the general path
+/// decides those.
+fn unescape(inner: &str) -> Option<String> {
+    let b = inner.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    let (mut i, mut run) = (0, 0);
+    while let Some(at) = memchr::memchr(b'\\', b.get(i..)?) {
+        i += at;
+        out.push_str(inner.get(run..i)?);
+        let e = *b.get(i + 1)?;
+        i += 2;
+        let c = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(b, i)?;
+                i += 4;
+                let code = match hi {
+                    0xD800..=0xDBFF => {
+                        if b.get(i..i + 2)? != b"\\u" {
+                            return None;
+                        }
+                        let lo = hex4(b, i + 2)?;
+                        if !(0xDC00..=0xDFFF).contains(&lo) {
+                            return None;
+                        }
+                        i += 6;
+                        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                    }
+                    0xDC00..=0xDFFF => return None,
+                    _ => hi,
+                };
+                char::from_u32(code)?
+            }
+            _ => return None,
+        };
+        out.push(c);
+        run = i;
+    }
+    out.push_str(inner.get(run..)?);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,6 +560,24 @@ mod tests {
         assert_eq!(chat_text_delta(c).unwrap().fragment, Some((3, "{\"a\":".into())));
         let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
         assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    #[test]
+    fn unescape_reads_what_serde_json_reads() {
+        let well_formed = [
+            r#"plain"#, r#"a\"b\\c\/d\b\f\n\r\t"#, r#"\u00e9\u00E9x"#, r#"\ud83d\ude00!"#, r#"\uD83D\uDE00"#,
+            r#"é\u4e2d文"#, r#"end\\"#, r#"\u0000"#, r#"{\"a\":[1,{\"b\":\"c\"}]}"#, "",
+        ];
+        for c in well_formed {
+            let serde = serde_json::from_str::<String>(&format!("\"{c}\"")).ok();
+            assert!(serde.is_some(), "{c}");
+            assert_eq!(unescape(c), serde, "{c}");
+        }
+        // What serde_json refuses (or might read its own way) is left to the general path.
+        for c in [r#"\ud800"#, r#"\ude00"#, r#"\ud800\u0041"#, r#"\ud800x"#, r#"\u12"#, r#"\x"#, r#"\"#, r#"\u12g4"#] {
+            assert_eq!(unescape(c), None, "{c}");
+        }
+        assert_eq!(unescape(r#"\ud83d\ude00"#).as_deref(), Some("😀"));
     }
 
     #[test]
