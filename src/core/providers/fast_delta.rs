@@ -46,7 +46,7 @@ impl<'a> Scan<'a> {
     #[inline(always)]
     fn eat(&mut self, c: u8) -> R<()> {
         self.ws();
-        if self.b.get(self.i) == Some(&c) {
+        if matches!(self.b.get(self.i), Some(&x) if x == c) {
             self.i += 1;
             Some(())
         } else {
@@ -66,12 +66,9 @@ impl<'a> Scan<'a> {
     fn plain_str(&mut self) -> R<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            match *self.b.get(self.i)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
+        self.i = stop_byte(self.b, self.i)?;
+        if !matches!(self.b.get(self.i), Some(b'"')) {
+            return None;
         }
         let s = self.s.get(start..self.i)?;
         self.i += 1;
@@ -81,22 +78,21 @@ impl<'a> Scan<'a> {
     /// The content string: copied when plain; with escapes, decoded by [`unescape`].
     fn content(&mut self) -> R<String> {
         self.ws();
-        if self.b.get(self.i) != Some(&b'"') {
+        if !matches!(self.b.get(self.i), Some(b'"')) {
             return None;
         }
         let start = self.i;
         self.i += 1;
         let mut escaped = false;
         loop {
-            let c = *self.b.get(self.i)?;
-            match c {
+            self.i = stop_byte(self.b, self.i)?;
+            match self.b.get(self.i)? {
                 b'"' => break,
                 b'\\' => {
                     escaped = true;
                     self.i += 2;
                 }
-                0..=0x1f => return None,
-                _ => self.i += 1,
+                _ => return None,
             }
         }
         self.i += 1;
@@ -150,11 +146,11 @@ impl<'a> Scan<'a> {
     /// A number by JSON's grammar, without an exponent: small integers and plain decimals.
     fn number(&mut self) -> R<()> {
         self.ws();
-        if self.b.get(self.i) == Some(&b'-') {
+        if matches!(self.b.get(self.i), Some(b'-')) {
             self.i += 1;
         }
         self.int_part()?;
-        if self.b.get(self.i) == Some(&b'.') {
+        if matches!(self.b.get(self.i), Some(b'.')) {
             self.i += 1;
             if self.digits() == 0 {
                 return None;
@@ -485,6 +481,35 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     Some(TextDelta { id, content, fragment })
 }
 
+/// The index of the first quote, backslash or control character in `b` at or after `i`: the
+/// bytes that end or interrupt a plain JSON string. Eight bytes a step (the word tricks flag a
+/// byte only at or after a real match, so the lowest flag is exact).
+fn stop_byte(b: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(&[b0, b1, b2, b3, b4, b5, b6, b7]) = b.get(i..i + 8) {
+        // Byte by byte: under opt-level "z" a copy into an array is a call per word.
+        let x = u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let slash = x ^ (ONES * u64::from(b'\\'));
+        let flags = ((quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash)
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if flags != 0 {
+            return Some(i + (flags.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The four hex digits of a `\u` escape at `b[i..]`.
 fn hex4(b: &[u8], i: usize) -> Option<u32> {
     let digits = b.get(i..i + 4)?;
@@ -560,6 +585,29 @@ mod tests {
         assert_eq!(chat_text_delta(c).unwrap().fragment, Some((3, "{\"a\":".into())));
         let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
         assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    #[test]
+    fn stop_byte_finds_the_first_quote_backslash_or_control_character() {
+        let naive = |b: &[u8], i: usize| (i..b.len()).find(|&k| b[k] == b'"' || b[k] == b'\\' || b[k] < 0x20);
+        // Every byte value at every position of a word and past it, over plain ASCII and over
+        // bytes that differ from a stop byte only in the high bit.
+        for filler in [b'a', 0xA2, 0xDC, 0x9F, 0xFF, 0x20] {
+            for len in 0..20 {
+                for at in 0..len {
+                    for v in 0..=255u8 {
+                        let mut b = vec![filler; len];
+                        b[at] = v;
+                        for from in [0, 1, at] {
+                            assert_eq!(stop_byte(&b, from), naive(&b, from), "{filler} {len} {at} {v} {from}");
+                        }
+                    }
+                }
+            }
+        }
+        // Two stop bytes in one word: the first one wins.
+        assert_eq!(stop_byte(b"ab\\cd\"efgh", 0), Some(2));
+        assert_eq!(stop_byte(b"abcdefg\x01\"", 0), Some(7));
     }
 
     #[test]
