@@ -409,26 +409,13 @@ pub struct AgentCore {
     approvals: Rc<RefCell<ApprovalState>>,
 }
 
-/// The `Agent` constructor's options (checked by the JS layer).
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct AgentOptions {
-    name: Option<String>,
-    system_prompt: Option<String>,
-    max_steps_per_turn: Option<u32>,
-    max_retries_per_step: Option<u32>,
-    max_context_tokens: Option<f64>,
-    capabilities: Option<Vec<String>>,
-    yolo: bool,
-    retry_backoff: BackoffOptions,
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct BackoffOptions {
-    initial_ms: Option<f64>,
-    max_ms: Option<f64>,
-    jitter_ms: Option<f64>,
+/// A field of a JS options object (`undefined` when `obj` is not an object).
+fn field(obj: &JsValue, key: &str) -> JsValue {
+    if obj.is_object() {
+        js_sys::Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+    } else {
+        JsValue::UNDEFINED
+    }
 }
 
 #[wasm_bindgen]
@@ -437,23 +424,30 @@ impl AgentCore {
     /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
     #[wasm_bindgen(constructor)]
     pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
-        let o: AgentOptions = read_js(&opts).map_err(|e| type_error(&format!("invalid Agent options: {e}")))?;
+        // Read field by field (the JS layer checked every one): no derived deserializer.
         let (d, b) = (AgentConfig::default(), Backoff::default());
+        let number = |obj: &JsValue, key: &str| field(obj, key).as_f64();
         let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
+        let count = |key: &str, default: u32| non_negative(number(&opts, key)).map_or(default, |v| v as u32);
+        let backoff = field(&opts, "retryBackoff");
+        let capabilities = field(&opts, "capabilities");
+        let capabilities = js_sys::Array::is_array(&capabilities)
+            .then(|| js_sys::Array::from(&capabilities).iter().filter_map(|c| c.as_string()).collect());
         let config = AgentConfig {
-            name: o.name.unwrap_or(d.name),
-            system_prompt: o.system_prompt.unwrap_or_default(),
-            max_steps_per_turn: o.max_steps_per_turn.unwrap_or(d.max_steps_per_turn),
-            max_retries_per_step: o.max_retries_per_step.unwrap_or(d.max_retries_per_step),
-            max_context_tokens: non_negative(o.max_context_tokens).map_or(0, |v| v as u64),
-            capabilities: o.capabilities,
+            name: field(&opts, "name").as_string().unwrap_or(d.name),
+            system_prompt: field(&opts, "systemPrompt").as_string().unwrap_or_default(),
+            max_steps_per_turn: count("maxStepsPerTurn", d.max_steps_per_turn),
+            max_retries_per_step: count("maxRetriesPerStep", d.max_retries_per_step),
+            max_context_tokens: non_negative(number(&opts, "maxContextTokens")).map_or(0, |v| v as u64),
+            capabilities,
             backoff: Backoff {
-                initial_ms: non_negative(o.retry_backoff.initial_ms).unwrap_or(b.initial_ms),
-                max_ms: non_negative(o.retry_backoff.max_ms).unwrap_or(b.max_ms),
-                jitter_ms: non_negative(o.retry_backoff.jitter_ms).unwrap_or(b.jitter_ms),
+                initial_ms: non_negative(number(&backoff, "initialMs")).unwrap_or(b.initial_ms),
+                max_ms: non_negative(number(&backoff, "maxMs")).unwrap_or(b.max_ms),
+                jitter_ms: non_negative(number(&backoff, "jitterMs")).unwrap_or(b.jitter_ms),
             },
         };
-        Ok(AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(o.yolo))) })
+        let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
+        Ok(AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))) })
     }
 
     /// kimi-cli's status snapshot for this agent on `context`.
