@@ -204,7 +204,8 @@ impl ToolDispatch for JsToolset {
 /// `call` as JSON without `function.arguments` (the invoker puts them back).
 fn call_head_json(call: &ToolCall) -> String {
     let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let mut out = format!(r#"{{"type":"function","id":{},"function":{{"name":{}}}"#, text(&call.id), text(&call.function.name));
+    let mut out =
+        format!(r#"{{"type":"function","id":{},"function":{{"name":{}}}"#, text(&call.id), text(&call.function.name));
     if let Some(extras) = &call.extras {
         out.push_str(r#","extras":"#);
         out.push_str(&serde_json::to_string(extras).unwrap_or_else(|_| "{}".into()));

@@ -25,15 +25,12 @@ const DEFAULT_MAX_TOKENS: u64 = 8192;
 /// Models with adaptive thinking have large output limits; their thinking counts against it.
 const ADAPTIVE_MAX_TOKENS: u64 = 32000;
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
 pub struct AnthropicConfig {
     /// What every HTTP provider takes.
-    #[serde(skip)]
     pub http: HttpOptions,
     /// Force adaptive thinking on (`true`) or off (`false`); by default it is used for the
     /// models that support it (Claude 4.6 and later).
-    #[serde(default)]
     pub adaptive_thinking: Option<bool>,
 }
 
@@ -57,9 +54,11 @@ pub fn supports_adaptive_thinking(model: &str) -> bool {
 
 impl AnthropicConfig {
     /// Reads the constructor's options: the common ones, then this provider's own.
-    pub fn from_json(text: &str) -> Result<AnthropicConfig, serde_json::Error> {
-        let http: HttpOptions = serde_json::from_str(text)?;
-        Ok(AnthropicConfig { http, ..serde_json::from_str(text)? })
+    pub(crate) fn from_spec(spec: &super::Spec) -> Result<AnthropicConfig, serde_json::Error> {
+        Ok(AnthropicConfig {
+            http: spec.http()?,
+            adaptive_thinking: spec.get("adaptiveThinking", "a boolean", Value::as_bool)?,
+        })
     }
 
     /// Settings for `model` and nothing else (tests, fuzzing).

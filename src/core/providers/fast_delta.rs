@@ -613,8 +613,16 @@ mod tests {
     #[test]
     fn unescape_reads_what_serde_json_reads() {
         let well_formed = [
-            r#"plain"#, r#"a\"b\\c\/d\b\f\n\r\t"#, r#"\u00e9\u00E9x"#, r#"\ud83d\ude00!"#, r#"\uD83D\uDE00"#,
-            r#"é\u4e2d文"#, r#"end\\"#, r#"\u0000"#, r#"{\"a\":[1,{\"b\":\"c\"}]}"#, "",
+            r#"plain"#,
+            r#"a\"b\\c\/d\b\f\n\r\t"#,
+            r#"\u00e9\u00E9x"#,
+            r#"\ud83d\ude00!"#,
+            r#"\uD83D\uDE00"#,
+            r#"é\u4e2d文"#,
+            r#"end\\"#,
+            r#"\u0000"#,
+            r#"{\"a\":[1,{\"b\":\"c\"}]}"#,
+            "",
         ];
         for c in well_formed {
             let serde = serde_json::from_str::<String>(&format!("\"{c}\"")).ok();

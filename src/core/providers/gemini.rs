@@ -29,11 +29,9 @@ pub const THOUGHT_SIGNATURE: &str = "thought_signature_b64";
 /// The key this package used before; still read, so older histories keep their signatures.
 const OLD_THOUGHT_SIGNATURE: &str = "thought_signature";
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
 pub struct GeminiConfig {
     /// What every HTTP provider takes.
-    #[serde(skip)]
     pub http: HttpOptions,
 }
 
@@ -43,9 +41,8 @@ fn is_gemini_3(model: &str) -> bool {
 
 impl GeminiConfig {
     /// Reads the constructor's options: the common ones, then this provider's own.
-    pub fn from_json(text: &str) -> Result<GeminiConfig, serde_json::Error> {
-        let http: HttpOptions = serde_json::from_str(text)?;
-        Ok(GeminiConfig { http, ..serde_json::from_str(text)? })
+    pub(crate) fn from_spec(spec: &super::Spec) -> Result<GeminiConfig, serde_json::Error> {
+        Ok(GeminiConfig { http: spec.http()? })
     }
 
     /// Settings for `model` and nothing else (tests, fuzzing).

@@ -13,6 +13,7 @@ pub mod openai_responses;
 use std::collections::HashSet;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{Message, StreamedMessagePart, TokenUsage};
@@ -108,28 +109,75 @@ pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(
 }
 
 /// What every HTTP provider's constructor takes (camelCase in JS).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
 pub struct HttpOptions {
     pub model: String,
-    #[serde(default)]
     pub api_key: Option<String>,
-    #[serde(default)]
     pub base_url: Option<String>,
-    #[serde(default)]
     pub headers: serde_json::Map<String, serde_json::Value>,
     /// The answer's token limit.
-    #[serde(default)]
     pub max_tokens: Option<u64>,
-    #[serde(default)]
     pub temperature: Option<f64>,
     /// `off`, `low`, `medium`, `high`, `xhigh`, `max` (the constructor's `thinking`, or
     /// `withThinking`).
-    #[serde(default)]
     pub thinking_effort: Option<String>,
     /// Merged into the request body, key by key.
-    #[serde(default)]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl HttpOptions {
+    fn from_spec(spec: &Spec) -> Result<HttpOptions, serde_json::Error> {
+        Ok(HttpOptions {
+            model: spec.string("model")?.ok_or_else(|| serde::de::Error::missing_field("model"))?,
+            api_key: spec.string("apiKey")?,
+            base_url: spec.string("baseUrl")?,
+            headers: spec.object("headers")?.unwrap_or_default(),
+            max_tokens: spec.get("maxTokens", "a non-negative integer", Value::as_u64)?,
+            temperature: spec.get("temperature", "a number", Value::as_f64)?,
+            thinking_effort: spec.string("thinkingEffort")?,
+            extra_body: spec.object("extraBody")?,
+        })
+    }
+}
+
+/// A provider spec: the constructor's options as the JS layer sends them, a JSON object read
+/// field by field (`null` is the same as absent). One reader for every provider, where a
+/// derived deserializer per options struct cost the .wasm a few KB each.
+pub(crate) struct Spec(serde_json::Map<String, Value>);
+
+impl Spec {
+    pub(crate) fn parse(text: &str) -> Result<Spec, serde_json::Error> {
+        match serde_json::from_str::<Value>(text)? {
+            Value::Object(fields) => Ok(Spec(fields)),
+            _ => Err(serde::de::Error::custom("a provider spec must be a JSON object")),
+        }
+    }
+
+    /// The field `key` read by `read`, or an error naming the field and what it must be.
+    pub(crate) fn get<T>(
+        &self,
+        key: &str,
+        what: &str,
+        read: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, serde_json::Error> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => read(v).map(Some).ok_or_else(|| serde::de::Error::custom(format!("`{key}` must be {what}"))),
+        }
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, serde_json::Error> {
+        self.get(key, "a string", |v| v.as_str().map(str::to_owned))
+    }
+
+    pub(crate) fn object(&self, key: &str) -> Result<Option<serde_json::Map<String, Value>>, serde_json::Error> {
+        self.get(key, "an object", |v| v.as_object().cloned())
+    }
+
+    /// The options every HTTP provider takes.
+    pub(crate) fn http(&self) -> Result<HttpOptions, serde_json::Error> {
+        HttpOptions::from_spec(self)
+    }
 }
 
 /// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format:
@@ -149,17 +197,14 @@ impl HttpProvider {
     /// (two small parses, cheaper in the .wasm than a tagged enum or a `Value` round trip).
     pub fn from_json(text: &str) -> Result<HttpProvider, serde_json::Error> {
         use serde::de::Error;
-        #[derive(Deserialize)]
-        struct Kind {
-            kind: String,
-        }
-        let kind = serde_json::from_str::<Kind>(text)?.kind;
+        let spec = Spec::parse(text)?;
+        let kind = spec.string("kind")?.ok_or_else(|| serde_json::Error::missing_field("kind"))?;
         Ok(match kind.as_str() {
-            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_json(text)?),
-            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_json(text)?.into_kimi()),
-            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_json(text)?),
-            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_json(text)?),
-            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_json(text)?),
+            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_spec(&spec)?),
+            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_spec(&spec)?.into_kimi()),
+            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_spec(&spec)?),
+            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_spec(&spec)?),
+            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_spec(&spec)?),
             other => {
                 return Err(serde_json::Error::unknown_variant(
                     other,

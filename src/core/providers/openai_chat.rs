@@ -35,26 +35,25 @@ pub enum Dialect {
 }
 
 /// The provider's settings, as the JS constructor takes them (camelCase).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
 pub struct OpenAIChatConfig {
     /// What every HTTP provider takes.
-    #[serde(skip)]
     pub http: HttpOptions,
     /// Where think parts travel: read from `delta[key]`, and written back into history
     /// messages under this key. Unset: `reasoning_content` is read, nothing is written.
-    #[serde(default)]
     pub reasoning_key: Option<String>,
     /// The server's dialect: OpenAI's own, or Moonshot's ([`super::kimi`]).
-    #[serde(skip)]
     pub dialect: Dialect,
 }
 
 impl OpenAIChatConfig {
     /// Reads the constructor's options: the common ones, then this provider's own.
-    pub fn from_json(text: &str) -> Result<OpenAIChatConfig, serde_json::Error> {
-        let http: HttpOptions = serde_json::from_str(text)?;
-        Ok(OpenAIChatConfig { http, ..serde_json::from_str(text)? })
+    pub(crate) fn from_spec(spec: &super::Spec) -> Result<OpenAIChatConfig, serde_json::Error> {
+        Ok(OpenAIChatConfig {
+            http: spec.http()?,
+            reasoning_key: spec.string("reasoningKey")?,
+            dialect: Dialect::OpenAI,
+        })
     }
 
     /// Settings for `model` and nothing else (tests, fuzzing).

@@ -20,14 +20,11 @@ use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
 pub struct ResponsesConfig {
     /// What every HTTP provider takes.
-    #[serde(skip)]
     pub http: HttpOptions,
     /// Sent as `reasoning.effort` as given (`none`, `minimal`, `low`, `medium`, `high`, …).
-    #[serde(default)]
     pub reasoning_effort: Option<String>,
 }
 
@@ -39,9 +36,8 @@ fn is_openai_model(model: &str) -> bool {
 
 impl ResponsesConfig {
     /// Reads the constructor's options: the common ones, then this provider's own.
-    pub fn from_json(text: &str) -> Result<ResponsesConfig, serde_json::Error> {
-        let http: HttpOptions = serde_json::from_str(text)?;
-        Ok(ResponsesConfig { http, ..serde_json::from_str(text)? })
+    pub(crate) fn from_spec(spec: &super::Spec) -> Result<ResponsesConfig, serde_json::Error> {
+        Ok(ResponsesConfig { http: spec.http()?, reasoning_effort: spec.string("reasoningEffort")? })
     }
 
     /// Settings for `model` and nothing else (tests, fuzzing).
