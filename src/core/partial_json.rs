@@ -16,6 +16,7 @@
 //! at any depth, so what comes after a deep part is previewed again.
 
 use serde_json::Value;
+use crate::core::providers::fast_delta::stop_byte;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(untagged)]
@@ -159,7 +160,22 @@ impl PartialJson {
         if self.failed {
             return out;
         }
-        for c in piece.chars() {
+        let mut i = 0;
+        while i < piece.len() {
+            // Inside a string, a run without quotes, escapes or control characters is taken
+            // whole (a streamed argument is mostly such runs), not a character at a time.
+            if matches!(self.token, Token::Str { esc: Escape::None, .. }) {
+                let end = stop_byte(piece.as_bytes(), i).unwrap_or(piece.len());
+                if end > i {
+                    if let Some(run) = piece.get(i..end) {
+                        self.plain_run(run);
+                        i = end;
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = piece.get(i..).and_then(|rest| rest.chars().next()) else { break };
+            i += c.len_utf8();
             if !self.step(c, &mut out) {
                 // What was read before the fault still stands (the same for any split).
                 self.failed = true;
@@ -330,6 +346,15 @@ impl PartialJson {
             return true;
         }
         self.path.pop().is_some()
+    }
+
+    /// Characters of a string that need no decoding: kept as [`Self::string_char`] keeps them.
+    fn plain_run(&mut self, run: &str) {
+        if let Token::Str { key: true, .. } = self.token {
+            self.key.push_str(run);
+        } else if self.path.len() <= MAX_PREVIEW_DEPTH {
+            self.pending.push_str(run);
+        }
     }
 
     fn string_char(&mut self, c: char, out: &mut Vec<Edit>) -> bool {

@@ -484,7 +484,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
 /// The index of the first quote, backslash or control character in `b` at or after `i`: the
 /// bytes that end or interrupt a plain JSON string. Eight bytes a step (the word tricks flag a
 /// byte only at or after a real match, so the lowest flag is exact).
-fn stop_byte(b: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn stop_byte(b: &[u8], mut i: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(&[b0, b1, b2, b3, b4, b5, b6, b7]) = b.get(i..i + 8) {
