@@ -1124,8 +1124,10 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     assert!(err(json!({"kind": "openai"})).contains("missing field `model`"));
     assert!(err(json!({"model": "m"})).contains("missing field `kind`"));
     assert!(err(json!({"kind": "nope", "model": "m"})).contains("unknown variant `nope`"));
-    assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 1.5})).contains("`maxTokens` must be a non-negative integer"));
-    assert!(err(json!({"kind": "anthropic", "model": "m", "adaptiveThinking": "yes"})).contains("`adaptiveThinking` must be a boolean"));
+    assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 1.5}))
+        .contains("`maxTokens` must be a non-negative integer"));
+    assert!(err(json!({"kind": "anthropic", "model": "m", "adaptiveThinking": "yes"}))
+        .contains("`adaptiveThinking` must be a boolean"));
     assert!(err(json!({"kind": "gemini", "model": "m", "headers": []})).contains("`headers` must be an object"));
     assert!(err(json!([1])).contains("must be a JSON object"));
     assert!(HttpProvider::from_json("{").is_err());
@@ -1135,7 +1137,10 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     assert_eq!(p.api_key(), Some("k"));
     let req = p.build_request("", &[], &[Message::new(Role::User, vec![ContentPart::text("hi")])]).unwrap();
     let body: Value = serde_json::from_str(&req.body).unwrap();
-    assert_eq!((body["model"].as_str(), body["max_tokens"].as_u64(), body["temperature"].as_f64()), (Some("claude-x"), Some(77), Some(0.5)));
+    assert_eq!(
+        (body["model"].as_str(), body["max_tokens"].as_u64(), body["temperature"].as_f64()),
+        (Some("claude-x"), Some(77), Some(0.5))
+    );
     assert_eq!(body["metadata"]["user_id"], "u");
     assert!(req.headers.iter().any(|(k, v)| k == "x-h" && v == "1"));
 }

@@ -754,3 +754,21 @@ mod run_soul {
         assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse"]);
     }
 }
+
+#[test]
+fn user_input_is_text_or_content_parts_and_nothing_else() {
+    let read = |j: &str| serde_json::from_str::<UserInput>(j);
+    assert_eq!(read(r#""hi""#).unwrap(), UserInput::Text("hi".into()));
+    assert_eq!(
+        read(r#"[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"u"}}]"#).unwrap(),
+        UserInput::Parts(vec![
+            kosong_wasm::core::message::ContentPart::text("a"),
+            kosong_wasm::core::message::ContentPart::ImageUrl {
+                image_url: kosong_wasm::core::message::MediaUrl { url: "u".into(), id: None }
+            }
+        ])
+    );
+    for bad in ["null", "3", "{}", r#"[{"type":"nope"}]"#, r#"[1]"#] {
+        assert!(read(bad).is_err(), "{bad}");
+    }
+}

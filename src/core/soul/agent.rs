@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, EventSource, GenerateOutput};
-use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TextOrParts, TokenUsage, ToolCall};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
@@ -117,11 +117,23 @@ impl Default for AgentConfig {
 }
 
 /// What the user said: text, or content parts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum UserInput {
     Text(String),
     Parts(Vec<ContentPart>),
+}
+
+impl<'de> Deserialize<'de> for UserInput {
+    /// Read in one pass by the message model's string-or-parts reader (an untagged derive
+    /// buffers the input and tries each variant: more code in the .wasm, and twice the work).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match TextOrParts::deserialize(d)? {
+            TextOrParts::Text(t) => Ok(UserInput::Text(t)),
+            TextOrParts::Parts(p) => Ok(UserInput::Parts(p)),
+            TextOrParts::Null => Err(serde::de::Error::custom("user input is a string or a list of content parts")),
+        }
+    }
 }
 
 impl UserInput {
