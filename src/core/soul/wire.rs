@@ -26,7 +26,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Value};
 
-use crate::core::message::{ContentPart, StreamedMessagePart, ToolCall, ToolCallPart};
+use crate::core::message::StreamedMessagePart;
 
 /// kimi-cli's wire protocol version, written in the recording's first line.
 pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
@@ -51,10 +51,15 @@ impl WireMessage {
     /// A message read from JSON (`{type, payload}`): parts whose payload has their shape are
     /// typed (so they merge); anything else is kept as it came.
     pub fn from_parts(kind: String, payload: Value) -> WireMessage {
+        // Read from the payload's text: the message model's readers are then compiled for
+        // one deserializer (text) instead of two (text and `Value`), which the .wasm feels.
+        fn typed<T: serde::de::DeserializeOwned>(payload: &Value) -> Option<T> {
+            serde_json::from_str(&payload.to_string()).ok()
+        }
         let typed = match kind.as_str() {
-            "ContentPart" => ContentPart::deserialize(&payload).ok().map(StreamedMessagePart::Content),
-            "ToolCall" => ToolCall::deserialize(&payload).ok().map(StreamedMessagePart::ToolCall),
-            "ToolCallPart" => ToolCallPart::deserialize(&payload).ok().map(StreamedMessagePart::ToolCallPart),
+            "ContentPart" => typed(&payload).map(StreamedMessagePart::Content),
+            "ToolCall" => typed(&payload).map(StreamedMessagePart::ToolCall),
+            "ToolCallPart" => typed(&payload).map(StreamedMessagePart::ToolCallPart),
             _ => None,
         };
         match typed {
