@@ -4,7 +4,7 @@
 // the pinned wasm-bindgen-cli when they are missing. Skips the work when pkg/ is newer than
 // every source file (pass --force to rebuild anyway).
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
@@ -24,9 +24,23 @@ function newestMtime(path) {
   return Math.max(st.mtimeMs, ...readdirSync(path).map((n) => newestMtime(join(path, n))));
 }
 
+/**
+ * The wire formats to build in (cargo features): all by default; `KOSONG_WASM_PROVIDERS=openai`
+ * (or a comma-separated list of openai, anthropic, responses, gemini) builds a smaller .wasm
+ * without the others (see the README's size table).
+ */
+const ALL_PROVIDERS = ["openai", "anthropic", "responses", "gemini"];
+function providers() {
+  const list = (process.env.KOSONG_WASM_PROVIDERS ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+  for (const p of list) if (!ALL_PROVIDERS.includes(p)) throw new Error(`KOSONG_WASM_PROVIDERS: unknown provider \`${p}\` (${ALL_PROVIDERS.join(", ")})`);
+  return list.length ? [...new Set(list)].sort() : ALL_PROVIDERS;
+}
+
 function upToDate(pkg, extra) {
   const stamp = join(pkg, "wasm", "kosong_wasm_bg.wasm");
   if (!existsSync(stamp) || !existsSync(join(pkg, "node.js"))) return false;
+  const chosen = join(pkg, "wasm", "providers.txt");
+  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== providers().join(",")) return false;
   const built = statSync(stamp).mtimeMs;
   const sources = ["src", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
@@ -67,13 +81,15 @@ export function build({ testHooks = false } = {}) {
   const bindgen = ensureToolchain();
   // Both builds share the target directory (and so the compiled dependencies): only this crate
   // is compiled again for the other feature set, and its .wasm is taken right after.
-  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", ...(testHooks ? ["--features", "test-hooks"] : [])]);
+  const features = [...providers(), ...(testHooks ? ["test-hooks"] : [])];
+  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--no-default-features", "--features", features.join(",")]);
   const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   rmSync(out, { recursive: true, force: true });
   mkdirSync(join(out, "wasm"), { recursive: true });
   // KOSONG_WASM_NAMES=1 keeps the function names (for a profiler or twiggy); never shipped so.
   const names = process.env.KOSONG_WASM_NAMES === "1" ? [] : ["--remove-name-section"];
   run(bindgen, ["--target", "web", "--weak-refs", ...names, "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
+  writeFileSync(join(out, "wasm", "providers.txt"), providers().join(","));
   // Every module of the JS layer as it is; the entries under their runtime's name.
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
   for (const file of readdirSync(join(root, "src", "js")).filter((f) => f.endsWith(".js"))) {

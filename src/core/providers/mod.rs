@@ -2,17 +2,23 @@
 //! and the errors. Each decoder turns Server-Sent Events into [`StreamEvent`]s and says,
 //! structurally, when a tool call is complete.
 
+// Each wire format is a cargo feature (all on by default), so a build for one provider can
+// leave the others out (`cargo build --no-default-features --features anthropic`).
+#[cfg(feature = "anthropic")]
 pub mod anthropic;
 pub mod echo;
 pub mod fast_delta;
+#[cfg(feature = "gemini")]
 pub mod gemini;
+#[cfg(feature = "openai")]
 pub mod kimi;
+#[cfg(feature = "openai")]
 pub mod openai_chat;
+#[cfg(feature = "responses")]
 pub mod openai_responses;
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::core::error::{ChatProviderError, FailureKind};
@@ -72,6 +78,7 @@ pub fn refusal(text: &str) -> ChatProviderError {
 /// The base URL to send to: a configured one that is only a host (`https://api.anthropic.com`,
 /// as kosong and the official SDKs take it) gets the API's version segment; one with a path is
 /// taken as it is.
+#[cfg(any(feature = "anthropic", feature = "gemini"))]
 pub(crate) fn versioned_base(configured: Option<&str>, default: &str, version: &str) -> String {
     let Some(base) = configured else { return default.to_owned() };
     let base = base.trim_end_matches('/');
@@ -87,11 +94,12 @@ pub(crate) fn versioned_base(configured: Option<&str>, default: &str, version: &
 /// skipped whatever its shape (servers add event types with payloads of their own); for a
 /// known type the whole event, or an error that names the type when its shape is not the one
 /// documented.
+#[cfg(any(feature = "anthropic", feature = "responses"))]
 pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(
     data: &str,
     known: &[&str],
 ) -> Result<Option<T>, ChatProviderError> {
-    #[derive(Deserialize)]
+    #[derive(serde::Deserialize)]
     struct Kind<'a> {
         #[serde(rename = "type", borrow, default)]
         kind: std::borrow::Cow<'a, str>,
@@ -185,10 +193,15 @@ impl Spec {
 /// constructor's options, camelCase).
 #[derive(Clone, Debug)]
 pub enum HttpProvider {
+    #[cfg(feature = "openai")]
     OpenAIChat(openai_chat::OpenAIChatConfig),
+    #[cfg(feature = "openai")]
     Kimi(openai_chat::OpenAIChatConfig),
+    #[cfg(feature = "anthropic")]
     Anthropic(anthropic::AnthropicConfig),
+    #[cfg(feature = "responses")]
     Responses(openai_responses::ResponsesConfig),
+    #[cfg(feature = "gemini")]
     Gemini(gemini::GeminiConfig),
 }
 
@@ -200,16 +213,31 @@ impl HttpProvider {
         let spec = Spec::parse(text)?;
         let kind = spec.string("kind")?.ok_or_else(|| serde_json::Error::missing_field("kind"))?;
         Ok(match kind.as_str() {
+            #[cfg(feature = "openai")]
             "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_spec(&spec)?),
+            #[cfg(feature = "openai")]
             "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_spec(&spec)?.into_kimi()),
+            #[cfg(feature = "anthropic")]
             "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_spec(&spec)?),
+            #[cfg(feature = "responses")]
             "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_spec(&spec)?),
+            #[cfg(feature = "gemini")]
             "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_spec(&spec)?),
             other => {
-                return Err(serde_json::Error::unknown_variant(
-                    other,
-                    &["openai", "kimi", "anthropic", "openai_responses", "gemini"],
-                ))
+                let feature = match other {
+                    "openai" | "kimi" => "openai",
+                    "openai_responses" => "responses",
+                    "anthropic" | "gemini" => other,
+                    _ => {
+                        return Err(serde_json::Error::unknown_variant(
+                            other,
+                            &["openai", "kimi", "anthropic", "openai_responses", "gemini"],
+                        ))
+                    }
+                };
+                return Err(serde_json::Error::custom(format!(
+                    "this build of kosong-wasm leaves out the `{other}` wire format (cargo feature `{feature}`)"
+                )));
             }
         })
     }
@@ -221,20 +249,30 @@ impl HttpProvider {
         history: &[Message],
     ) -> Result<HttpRequest, ChatProviderError> {
         match self {
+            #[cfg(feature = "openai")]
             HttpProvider::OpenAIChat(c) => Ok(c.build_request(system_prompt, tools, history)),
+            #[cfg(feature = "openai")]
             HttpProvider::Kimi(c) => Ok(c.build_request(system_prompt, tools, history)),
+            #[cfg(feature = "anthropic")]
             HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history),
+            #[cfg(feature = "responses")]
             HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history)),
+            #[cfg(feature = "gemini")]
             HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history),
         }
     }
 
     pub fn decoder(&self) -> Box<dyn StreamDecoder> {
         match self {
+            #[cfg(feature = "openai")]
             HttpProvider::OpenAIChat(c) => Box::new(c.decoder()),
+            #[cfg(feature = "openai")]
             HttpProvider::Kimi(c) => Box::new(c.decoder()),
+            #[cfg(feature = "anthropic")]
             HttpProvider::Anthropic(_) => Box::new(anthropic::AnthropicDecoder::default()),
+            #[cfg(feature = "responses")]
             HttpProvider::Responses(_) => Box::new(openai_responses::ResponsesDecoder::default()),
+            #[cfg(feature = "gemini")]
             HttpProvider::Gemini(_) => Box::new(gemini::GeminiDecoder::default()),
         }
     }
@@ -242,9 +280,13 @@ impl HttpProvider {
     /// The key to keep out of every error message.
     pub fn api_key(&self) -> Option<&str> {
         match self {
+            #[cfg(feature = "openai")]
             HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.http.api_key.as_deref(),
+            #[cfg(feature = "anthropic")]
             HttpProvider::Anthropic(c) => c.http.api_key.as_deref(),
+            #[cfg(feature = "responses")]
             HttpProvider::Responses(c) => c.http.api_key.as_deref(),
+            #[cfg(feature = "gemini")]
             HttpProvider::Gemini(c) => c.http.api_key.as_deref(),
         }
     }
