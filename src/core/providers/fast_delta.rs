@@ -21,6 +21,34 @@ pub struct TextDelta<'a> {
     pub fragment: Option<(u64, String)>,
 }
 
+/// Key comparison without a call: under opt-level "z" `==` on strings is a call to `eq` and
+/// then to `memcmp` for every arm a key is tried against; most differ in length at once.
+pub(crate) trait Is {
+    fn is(&self, lit: &str) -> bool;
+}
+
+impl Is for str {
+    #[inline(always)]
+    fn is(&self, lit: &str) -> bool {
+        same_bytes(self.as_bytes(), lit.as_bytes())
+    }
+}
+
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 struct Scan<'a> {
     /// The event's data: valid UTF-8 already, so a slice between two ASCII quotes is a `str`
     /// by a boundary check, never a second validation.
@@ -108,7 +136,7 @@ impl<'a> Scan<'a> {
     #[inline(always)]
     fn literal(&mut self, word: &[u8]) -> R<()> {
         self.ws();
-        if self.b.get(self.i..self.i + word.len())? == word {
+        if same_bytes(self.b.get(self.i..self.i + word.len())?, word) {
             self.i += word.len();
             // A literal must not run on into letters (`nullx`).
             match self.b.get(self.i) {
@@ -210,8 +238,8 @@ impl<'a> Scan<'a> {
     /// An object whose one member is `key`, a string: `{"text": "…"}`.
     fn sole_string(&mut self, key: &str) -> R<String> {
         let mut value = None;
-        self.object(|s, k| match k {
-            k if k == key && value.is_none() => {
+        self.object(|s, k| match () {
+            _ if k.is(key) && value.is_none() => {
                 value = Some(s.content()?);
                 Some(())
             }
@@ -261,22 +289,24 @@ pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
     let (mut seen_type, mut seen_delta) = (false, false);
     let mut index = None;
     let (mut dtype, mut text, mut json) = (None, None, None);
-    s.object(|s, key| match key {
-        "type" if !std::mem::replace(&mut seen_type, true) => (s.plain_str()? == "content_block_delta").then_some(()),
-        "index" if index.is_none() => {
+    s.object(|s, key| match () {
+        _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
+            s.plain_str()?.is("content_block_delta").then_some(())
+        }
+        _ if key.is("index") && index.is_none() => {
             index = Some(s.uint_value()?);
             Some(())
         }
-        "delta" if !std::mem::replace(&mut seen_delta, true) => s.object(|s, key| match key {
-            "type" if dtype.is_none() => {
+        _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => s.object(|s, key| match () {
+            _ if key.is("type") && dtype.is_none() => {
                 dtype = Some(s.plain_str()?);
                 Some(())
             }
-            "text" if text.is_none() => {
+            _ if key.is("text") && text.is_none() => {
                 text = Some(s.content()?);
                 Some(())
             }
-            "partial_json" if json.is_none() => {
+            _ if key.is("partial_json") && json.is_none() => {
                 json = Some(s.content()?);
                 Some(())
             }
@@ -304,18 +334,31 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let (mut seen_type, mut seen_item, mut seen_index, mut seen_delta) = (false, false, false, false);
     let mut text = None;
-    s.object(|s, key| match key {
-        "type" if !std::mem::replace(&mut seen_type, true) => {
-            (s.plain_str()? == "response.output_text.delta").then_some(())
+    s.object(|s, key| match () {
+        _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
+            s.plain_str()?.is("response.output_text.delta").then_some(())
         }
-        "item_id" if !std::mem::replace(&mut seen_item, true) => s.plain_str().map(|_| ()),
-        "output_index" if !std::mem::replace(&mut seen_index, true) => s.uint(),
-        "delta" if !std::mem::replace(&mut seen_delta, true) => {
+        _ if key.is("item_id") && !std::mem::replace(&mut seen_item, true) => s.plain_str().map(|_| ()),
+        _ if key.is("output_index") && !std::mem::replace(&mut seen_index, true) => s.uint(),
+        _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => {
             text = Some(s.content()?);
             Some(())
         }
-        "summary_index" | "arguments" | "item" | "annotation" | "response" | "code" | "message" | "error" | "type"
-        | "item_id" | "output_index" | "delta" => None,
+        _ if key.is("summary_index")
+            || key.is("arguments")
+            || key.is("item")
+            || key.is("annotation")
+            || key.is("response")
+            || key.is("code")
+            || key.is("message")
+            || key.is("error")
+            || key.is("type")
+            || key.is("item_id")
+            || key.is("output_index")
+            || key.is("delta") =>
+        {
+            None
+        }
         _ => s.skip(0),
     })?;
     s.ws();
@@ -343,34 +386,34 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
     let (mut seen_candidates, mut seen_usage, mut seen_id) = (false, false, false);
     let mut out = GeminiText { text: String::new(), usage: None, response_id: None, finish_reason: None };
     let mut text = None;
-    s.object(|s, key| match key {
-        "candidates" if !std::mem::replace(&mut seen_candidates, true) => {
+    s.object(|s, key| match () {
+        _ if key.is("candidates") && !std::mem::replace(&mut seen_candidates, true) => {
             s.eat(b'[')?;
             let (mut seen_content, mut seen_finish) = (false, false);
-            s.object(|s, key| match key {
-                "content" if !std::mem::replace(&mut seen_content, true) => {
+            s.object(|s, key| match () {
+                _ if key.is("content") && !std::mem::replace(&mut seen_content, true) => {
                     let mut seen_parts = false;
-                    s.object(|s, key| match key {
-                        "parts" if !std::mem::replace(&mut seen_parts, true) => {
+                    s.object(|s, key| match () {
+                        _ if key.is("parts") && !std::mem::replace(&mut seen_parts, true) => {
                             s.eat(b'[')?;
                             text = Some(s.sole_string("text")?);
                             s.eat(b']')
                         }
-                        "parts" => None,
+                        _ if key.is("parts") => None,
                         _ => s.skip(0),
                     })?;
                     seen_parts.then_some(())
                 }
-                "finishReason" if !std::mem::replace(&mut seen_finish, true) => {
+                _ if key.is("finishReason") && !std::mem::replace(&mut seen_finish, true) => {
                     out.finish_reason = Some(s.plain_str()?);
                     Some(())
                 }
-                "content" | "finishReason" => None,
+                _ if key.is("content") || key.is("finishReason") => None,
                 _ => s.skip(0),
             })?;
             s.eat(b']')
         }
-        "usageMetadata" if !std::mem::replace(&mut seen_usage, true) => {
+        _ if key.is("usageMetadata") && !std::mem::replace(&mut seen_usage, true) => {
             if s.peek()? != b'{' {
                 return None;
             }
@@ -379,11 +422,18 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
             out.usage = Some(s.s.get(start..s.i)?);
             Some(())
         }
-        "responseId" if !std::mem::replace(&mut seen_id, true) => {
+        _ if key.is("responseId") && !std::mem::replace(&mut seen_id, true) => {
             out.response_id = Some(s.plain_str()?);
             Some(())
         }
-        "candidates" | "usageMetadata" | "responseId" | "error" | "promptFeedback" => None,
+        _ if key.is("candidates")
+            || key.is("usageMetadata")
+            || key.is("responseId")
+            || key.is("error")
+            || key.is("promptFeedback") =>
+        {
+            None
+        }
         _ => s.skip(0),
     })?;
     s.ws();
@@ -403,8 +453,8 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut fragment = None;
     let mut seen_choices = false;
     let mut seen_usage = false;
-    s.object(|s, key| match key {
-        "id" => {
+    s.object(|s, key| match () {
+        _ if key.is("id") => {
             if std::mem::replace(&mut seen_id, true) {
                 return None;
             }
@@ -414,32 +464,32 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             id = Some(s.plain_str()?);
             Some(())
         }
-        "choices" => {
+        _ if key.is("choices") => {
             if std::mem::replace(&mut seen_choices, true) {
                 return None;
             }
             s.eat(b'[')?;
             let (mut seen_index, mut seen_delta, mut seen_finish, mut seen_logprobs) = (false, false, false, false);
-            s.object(|s, key| match key {
+            s.object(|s, key| match () {
                 // Only the first choice is assembled (`n > 1` streams the others beside it): a
                 // chunk of another choice takes the general path, which skips it.
-                "index" if !std::mem::replace(&mut seen_index, true) => s.literal(b"0"),
-                "logprobs" if !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
-                "finish_reason" if !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
-                "delta" if !std::mem::replace(&mut seen_delta, true) => {
+                _ if key.is("index") && !std::mem::replace(&mut seen_index, true) => s.literal(b"0"),
+                _ if key.is("logprobs") && !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
+                _ if key.is("finish_reason") && !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
+                _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => {
                     let (mut seen_content, mut seen_role, mut seen_refusal, mut seen_calls) =
                         (false, false, false, false);
-                    s.object(|s, key| match key {
+                    s.object(|s, key| match () {
                         // One fragment of one call's arguments (the frequent tool-call chunk).
-                        "tool_calls" if !std::mem::replace(&mut seen_calls, true) => {
+                        _ if key.is("tool_calls") && !std::mem::replace(&mut seen_calls, true) => {
                             s.eat(b'[')?;
                             let (mut index, mut arguments) = (None, None);
-                            s.object(|s, key| match key {
-                                "index" if index.is_none() => {
+                            s.object(|s, key| match () {
+                                _ if key.is("index") && index.is_none() => {
                                     index = Some(s.uint_value()?);
                                     Some(())
                                 }
-                                "function" if arguments.is_none() => {
+                                _ if key.is("function") && arguments.is_none() => {
                                     arguments = Some(s.sole_string("arguments")?);
                                     Some(())
                                 }
@@ -448,15 +498,15 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                             fragment = Some((index?, arguments?));
                             s.eat(b']')
                         }
-                        "content" if !std::mem::replace(&mut seen_content, true) => {
+                        _ if key.is("content") && !std::mem::replace(&mut seen_content, true) => {
                             if s.peek()? == b'n' {
                                 return s.literal(b"null");
                             }
                             content = Some(s.content()?);
                             Some(())
                         }
-                        "role" if !std::mem::replace(&mut seen_role, true) => s.plain_str().map(|_| ()),
-                        "refusal" if !std::mem::replace(&mut seen_refusal, true) => s.literal(b"null"),
+                        _ if key.is("role") && !std::mem::replace(&mut seen_role, true) => s.plain_str().map(|_| ()),
+                        _ if key.is("refusal") && !std::mem::replace(&mut seen_refusal, true) => s.literal(b"null"),
                         _ => None,
                     })
                 }
@@ -464,14 +514,14 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             })?;
             s.eat(b']')
         }
-        "usage" => {
+        _ if key.is("usage") => {
             if std::mem::replace(&mut seen_usage, true) {
                 return None;
             }
             s.literal(b"null")
         }
         // Fields the general path reads: never skipped here.
-        "error" | "citations" | "search_results" => None,
+        _ if key.is("error") || key.is("citations") || key.is("search_results") => None,
         _ => s.skip(0),
     })?;
     s.ws();

@@ -16,6 +16,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::fast_delta::Is;
 use super::{HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json_close::{parses_as_container, JsonCloseTracker};
@@ -411,7 +412,7 @@ impl OpenAIChatDecoder {
 
     /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
     fn note_id(&mut self, id: &str) {
-        if !id.is_empty() && self.id.as_deref() != Some(id) {
+        if !id.is_empty() && !self.id.as_deref().is_some_and(|have| have.is(id)) {
             self.id = Some(id.to_owned());
         }
     }
