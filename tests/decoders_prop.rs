@@ -554,6 +554,7 @@ mod gemini_fast_path {
         });
         let usage = prop::option::of(prop_oneof![
             Just("{\"promptTokenCount\":12,\"candidatesTokenCount\":3,\"cachedContentTokenCount\":20,\"thoughtsTokenCount\":1}"),
+            Just("{\"promptTokenCount\":12,\"candidatesTokenCount\":4}"),
             Just("{}"),
             Just("null"),
             Just("{\"promptTokenCount\":-1}"),
@@ -576,6 +577,20 @@ mod gemini_fast_path {
         })
     }
 
+    /// A text chunk the fast path reads, or a thinking one it leaves to the general path, with
+    /// one of two usages or none.
+    fn plain_or_not() -> impl Strategy<Value = String> {
+        (any::<bool>(), 0..3u8).prop_map(|(thought, u)| {
+            let part = if thought { r#"{"text":"t","thought":true}"# } else { r#"{"text":"x"}"# };
+            let usage = match u {
+                0 => r#","usageMetadata":{"promptTokenCount":1}"#,
+                1 => r#","usageMetadata":{"promptTokenCount":2}"#,
+                _ => "",
+            };
+            format!(r#"{{"candidates":[{{"content":{{"parts":[{part}]}}}}]{usage}}}"#)
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
 
@@ -584,6 +599,21 @@ mod gemini_fast_path {
             let data = super::sometimes_broken(data, cut, mutate);
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
+        }
+
+        /// Several chunks: what one remembers from the last (the usage text it read) must not
+        /// outlive a chunk the general path read.
+        #[test]
+        fn a_stream_of_chunks_ends_in_the_same_state(chunks in prop::collection::vec(prop_oneof![3 => plain_or_not(), 1 => chunk()], 1..6)) {
+            let (last, before) = chunks.split_last().expect("one chunk at least");
+            let before: Vec<&str> = before.iter().map(String::as_str).collect();
+            let make = |fast| {
+                let mut d = GeminiDecoder::default();
+                d.fast = fast;
+                d
+            };
+            let (fast, general) = super::fast_and_general(make, &before, last);
+            prop_assert_eq!(fast, general, "{:?}", chunks);
         }
     }
 }

@@ -17,6 +17,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::fast_delta::Is;
 use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
@@ -300,11 +301,22 @@ pub struct GeminiDecoder {
     /// A call whose arguments stream in pieces (Vertex's `streamFunctionCallArguments`), until
     /// a part without `willContinue` closes it.
     pending: Option<StreamedCall>,
+    /// The `usageMetadata` text `usage` was last read from by the fast path: every chunk repeats
+    /// it, mostly unchanged, and it is read again only when it changes.
+    usage_text: String,
 }
 
 impl Default for GeminiDecoder {
     fn default() -> Self {
-        GeminiDecoder { fast: true, id: None, usage: None, finish_reason: None, ids: CallIds::default(), pending: None }
+        GeminiDecoder {
+            fast: true,
+            id: None,
+            usage: None,
+            finish_reason: None,
+            ids: CallIds::default(),
+            pending: None,
+            usage_text: String::new(),
+        }
     }
 }
 
@@ -513,13 +525,18 @@ impl StreamDecoder for GeminiDecoder {
         if self.fast {
             if let Some(g) = super::fast_delta::gemini_text_chunk(data) {
                 if let Some(id) = g.response_id.filter(|s| !s.is_empty()) {
-                    self.id = Some(id.to_owned());
+                    if !self.id.as_deref().is_some_and(|have| have.is(id)) {
+                        self.id = Some(id.to_owned());
+                    }
                 }
                 if let Some(raw) = g.usage {
-                    let u: Value = serde_json::from_str(raw).map_err(|e| {
-                        ChatProviderError::failed(FailureKind::Malformed, format!("malformed usageMetadata: {e}"))
-                    })?;
-                    self.usage = Some(usage_of(&u));
+                    if !(self.usage.is_some() && self.usage_text.is(raw)) {
+                        let u: Value = serde_json::from_str(raw).map_err(|e| {
+                            ChatProviderError::failed(FailureKind::Malformed, format!("malformed usageMetadata: {e}"))
+                        })?;
+                        self.usage = Some(usage_of(&u));
+                        raw.clone_into(&mut self.usage_text);
+                    }
                 }
                 if !g.text.is_empty() {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(g.text))));
@@ -544,6 +561,7 @@ impl StreamDecoder for GeminiDecoder {
         }
         if let Some(u) = chunk.usage_metadata.filter(Value::is_object) {
             self.usage = Some(usage_of(&u));
+            self.usage_text.clear();
         }
         if let Some(reason) = chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
         {
