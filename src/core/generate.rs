@@ -73,6 +73,11 @@ pub trait ByteSource {
     type Error: From<ChatProviderError>;
     /// Replaces `buf` with the next chunk; `Ok(false)` at the end of the body.
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, Self::Error>;
+    /// Whether a tool call is streaming: a source that gathers what has arrived into one
+    /// chunk keeps chunks small then (a call's end reaches the engine, and its tool starts,
+    /// without waiting for more to be read) and may make them large otherwise (fewer, cheaper
+    /// reads for text).
+    fn calls_streaming(&mut self, _open: bool) {}
 }
 
 /// An HTTP body of Server-Sent Events, decoded by a provider's [`StreamDecoder`].
@@ -89,6 +94,8 @@ pub struct SseEventSource<B, D> {
     /// An error met after some events of the same chunk: those are delivered first.
     failed: Option<ChatProviderError>,
     limits: Limits,
+    /// Calls begun and not yet reported complete (see [`ByteSource::calls_streaming`]).
+    open_calls: usize,
 }
 
 impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
@@ -103,6 +110,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             ended: false,
             failed: None,
             limits: Limits::default(),
+            open_calls: 0,
         }
     }
 
@@ -145,6 +153,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             true
         } else {
             self.pos = 0;
+            self.body.calls_streaming(self.open_calls > 0);
             self.body.read_into(&mut self.chunk).await?
         };
         let sse_err = |e: crate::core::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
@@ -156,9 +165,17 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             self.sse.finish(&mut self.events).map_err(sse_err)
         };
         let mut outcome = decoded;
+        let from = out.len();
         for ev in self.events.drain(..) {
             if outcome.is_ok() {
                 outcome = self.decoder.on_event(&ev, out);
+            }
+        }
+        for ev in out.get(from..).unwrap_or_default() {
+            match ev {
+                StreamEvent::Part(StreamedMessagePart::ToolCall(_)) => self.open_calls += 1,
+                StreamEvent::ToolCallComplete(_) => self.open_calls = self.open_calls.saturating_sub(1),
+                _ => {}
             }
         }
         if outcome.is_ok() && !more {

@@ -140,7 +140,17 @@ pub async fn send(
         })
     };
     let (on_value, on_error) = (land(true), land(false));
-    Ok(BodySource { reader, state: Object::new(), batch, ctrl: ctrl.clone(), timeout_ms, landing, on_value, on_error })
+    Ok(BodySource {
+        reader,
+        state: Object::new(),
+        batch,
+        ctrl: ctrl.clone(),
+        timeout_ms,
+        landing,
+        on_value,
+        on_error,
+        max_batch: SMALL_BATCH,
+    })
 }
 
 /// Where a read's outcome lands, put there by the two callbacks a body makes once: a read
@@ -163,7 +173,16 @@ pub struct BodySource {
     landing: Rc<RefCell<Landing>>,
     on_value: Closure<dyn FnMut(JsValue)>,
     on_error: Closure<dyn FnMut(JsValue)>,
+    /// The most bytes one read gathers (of what has arrived already; it never waits for more).
+    max_batch: f64,
 }
+
+/// While a tool call streams, a read gathers about 1 KiB: the call's end reaches the engine
+/// with little read after it, so its tool starts at once. Otherwise 16 KiB: text decodes with
+/// fewer reads (measured in `npm run bench`: 8 interleaved calls start 0.2 ms after their end
+/// at 1 KiB, 0.45 ms at 4 KiB; 20,000 OpenAI text chunks take ~15% less time at 16 KiB).
+const SMALL_BATCH: f64 = 1024.0;
+const LARGE_BATCH: f64 = 16384.0;
 
 /// A body dropped before its end (the turn was cancelled, the step failed) closes the
 /// connection, and tells the JS layer not to call its callbacks again.
@@ -187,8 +206,9 @@ impl ByteSource for BodySource {
             GlueError::Caused(err, e)
         };
         self.landing.borrow_mut().outcome = None;
+        let max = JsValue::from_f64(self.max_batch);
         self.batch
-            .call4(&JsValue::UNDEFINED, reader, &self.state, self.on_value.as_ref(), self.on_error.as_ref())
+            .call5(&JsValue::UNDEFINED, reader, &self.state, self.on_value.as_ref(), self.on_error.as_ref(), &max)
             .map_err(broke)?;
         let landing = &self.landing;
         let landed = std::future::poll_fn(|cx| {
@@ -212,5 +232,9 @@ impl ByteSource for BodySource {
         buf.resize(chunk.length() as usize, 0);
         chunk.copy_to(buf);
         Ok(true)
+    }
+
+    fn calls_streaming(&mut self, open: bool) {
+        self.max_batch = if open { SMALL_BATCH } else { LARGE_BATCH };
     }
 }
