@@ -357,3 +357,51 @@ fn a_call_early_in_a_large_chunk_is_handed_on_before_the_rest_is_decoded() {
     assert!(n < 30, "{n} of 303 events were decoded before the call was handed on");
     assert_eq!(decoded.get(), 303);
 }
+
+/// A body that yields one event per read and notes, before each read, whether the source said
+/// a tool call was streaming.
+struct Hinted(std::collections::VecDeque<Vec<u8>>, Rc<RefCell<Vec<bool>>>, bool);
+
+impl kosong_wasm::core::generate::ByteSource for Hinted {
+    type Error = ChatProviderError;
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+        self.1.borrow_mut().push(self.2);
+        match self.0.pop_front() {
+            Some(c) => {
+                *buf = c;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn calls_streaming(&mut self, open: bool) {
+        self.2 = open;
+    }
+}
+
+#[test]
+fn the_body_hears_when_a_tool_call_is_streaming_and_when_none_is() {
+    use kosong_wasm::core::generate::SseEventSource;
+    let ev = |t: &str, d: &str| format!("event: {t}\ndata: {d}\n\n").into_bytes();
+    let body: std::collections::VecDeque<Vec<u8>> = [
+        ev("message_start", r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":1,"output_tokens":0}}}"#),
+        ev("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
+        ev("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#),
+        ev("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ev("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}"#),
+        ev("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#),
+        ev("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+        ev("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}}"#),
+        ev("message_stop", r#"{"type":"message_stop"}"#),
+    ]
+    .into();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let decoder = kosong_wasm::core::providers::anthropic::AnthropicDecoder::default();
+    let mut src = SseEventSource::new(Hinted(body, seen.clone(), false), decoder);
+    let out =
+        futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)));
+    assert!(out.is_ok());
+    // Read 1–5: text (the 5th read brings the call's start); 6–7 while the call streams; after
+    // its end, none again.
+    assert_eq!(*seen.borrow(), vec![false, false, false, false, false, true, true, false, false, false]);
+}
