@@ -170,6 +170,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             if outcome.is_ok() {
                 outcome = self.decoder.on_event(&ev, out);
             }
+            self.sse.give_back(ev.data);
         }
         for ev in out.get(from..).unwrap_or_default() {
             match ev {

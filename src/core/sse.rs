@@ -54,6 +54,9 @@ pub struct SseDecoder {
     event: Option<String>,
     last_id: Option<std::rc::Rc<str>>,
     max_event_bytes: usize,
+    /// Data buffers of delivered events, given back by [`SseDecoder::give_back`] for the next
+    /// events: a stream of many small events allocates none per event.
+    spare: Vec<String>,
 }
 
 impl Default for SseDecoder {
@@ -79,6 +82,7 @@ impl SseDecoder {
             event: None,
             last_id: None,
             max_event_bytes,
+            spare: Vec::new(),
         }
     }
 
@@ -184,13 +188,23 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// Takes back a delivered event's data buffer for a later event (at most 16 are kept, none
+    /// larger than 16 KiB: what a decoder holds on to stays small).
+    pub fn give_back(&mut self, mut data: String) {
+        if self.spare.len() < 16 && data.capacity() <= 16 * 1024 {
+            data.clear();
+            self.spare.push(data);
+        }
+    }
+
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
         if !self.has_data {
             self.event = None;
             return;
         }
         self.has_data = false;
-        out.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data), id: self.last_id.clone() });
+        let data = std::mem::replace(&mut self.data, self.spare.pop().unwrap_or_default());
+        out.push(SseEvent { event: self.event.take(), data, id: self.last_id.clone() });
     }
 }
 
