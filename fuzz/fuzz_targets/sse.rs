@@ -1,18 +1,28 @@
-//! The SSE decoder never panics, and gives the same events however the bytes are split.
+//! The SSE decoder never panics, and gives the same events however the bytes are split (with
+//! the data buffers of read events given back for reuse).
 #![no_main]
 use kosong_wasm::core::sse::SseDecoder;
 use libfuzzer_sys::fuzz_target;
 
+/// The events, each data buffer given back to the decoder once read (as the engine does), so
+/// the reuse of buffers is part of what is checked.
 fn events(chunks: &[&[u8]]) -> Vec<kosong_wasm::core::sse::SseEvent> {
     let mut d = SseDecoder::with_limit(1 << 16);
+    let mut seen = Vec::new();
     let mut out = Vec::new();
     for c in chunks {
-        if d.feed(c, &mut out).is_err() {
-            return out;
+        let r = d.feed(c, &mut out);
+        for ev in out.drain(..) {
+            seen.push(ev.clone());
+            d.give_back(ev.data);
+        }
+        if r.is_err() {
+            return seen;
         }
     }
     let _ = d.finish(&mut out);
-    out
+    seen.extend(out);
+    seen
 }
 
 fuzz_target!(|data: &[u8]| {
