@@ -36,11 +36,16 @@ function providers() {
   return list.length ? [...new Set(list)].sort() : ALL_PROVIDERS;
 }
 
+/** What `pkg/wasm/providers.txt` records of a build: its providers, and `+names` for a profiling one. */
+function buildKind() {
+  return providers().join(",") + (process.env.KOSONG_WASM_NAMES === "1" ? "+names" : "");
+}
+
 function upToDate(pkg, extra) {
   const stamp = join(pkg, "wasm", "kosong_wasm_bg.wasm");
   if (!existsSync(stamp) || !existsSync(join(pkg, "node.js"))) return false;
   const chosen = join(pkg, "wasm", "providers.txt");
-  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== providers().join(",")) return false;
+  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildKind()) return false;
   const built = statSync(stamp).mtimeMs;
   const sources = ["src", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
@@ -89,7 +94,7 @@ export function build({ testHooks = false } = {}) {
   // KOSONG_WASM_NAMES=1 keeps the function names (for a profiler or twiggy); never shipped so.
   const names = process.env.KOSONG_WASM_NAMES === "1" ? [] : ["--remove-name-section"];
   run(bindgen, ["--target", "web", "--weak-refs", ...names, "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
-  writeFileSync(join(out, "wasm", "providers.txt"), providers().join(","));
+  writeFileSync(join(out, "wasm", "providers.txt"), buildKind());
   // Every module of the JS layer as it is; the entries under their runtime's name.
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
   for (const file of readdirSync(join(root, "src", "js")).filter((f) => f.endsWith(".js"))) {
