@@ -154,6 +154,14 @@ impl PartialJson {
         self.root_done && matches!(self.token, Token::None)
     }
 
+    /// Inside a string value that is previewed, past any escape: text without quotes,
+    /// backslashes or control characters fed now is appended to it as it is.
+    pub fn in_plain_string(&self) -> bool {
+        !self.failed
+            && matches!(self.token, Token::Str { key: false, esc: Escape::None })
+            && self.path.len() <= MAX_PREVIEW_DEPTH
+    }
+
     pub fn feed(&mut self, piece: &str) -> Vec<Edit> {
         let mut out = Vec::new();
         self.work += piece.len() as u64 + 1;

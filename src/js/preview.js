@@ -9,11 +9,18 @@ import { callWasm, wasm } from "./internal.js";
  * total, whatever the shape: what nests deeper than 64 levels is not previewed (`depthLimited`
  * says so). Text that is not JSON stops the preview (it never throws).
  */
+/** What a piece must not hold to be appended without the core: it could end or escape the string. */
+const STOPS = /["\\\u0000-\u001f]/;
+
 export class PartialJson {
   #core;
   #value = undefined;
   /** The path of the last edit, when it was an append: what a `+text` answer appends to. */
   #lastAppend = null;
+  /** The core's last answer was `+text`: the string at `#lastAppend` is open, past any escape. */
+  #open = false;
+  /** Plain pieces appended here and not yet fed to the core (fed before anything else is). */
+  #deferred = "";
 
   constructor() {
     this.#core = callWasm(() => new wasm.PartialJsonCore());
@@ -22,17 +29,46 @@ export class PartialJson {
   /** @returns {Array<{op: "set", path: (string|number)[], value: unknown} | {op: "append", path: (string|number)[], text: string}>} */
   feed(piece) {
     if (typeof piece !== "string") throw new TypeError("PartialJson.feed takes a string");
-    const out = callWasm(() => this.#core.feed(piece));
-    if (out.charCodeAt(0) === 43 /* "+" */) {
-      const e = { op: "append", path: [...this.#lastAppend], text: out.slice(1) };
+    if (this.#open && piece !== "" && !STOPS.test(piece)) {
+      // Inside an open string, a piece without quotes, backslashes or control characters is
+      // appended as it is: the edit the core would give, made here. The core reads it later,
+      // with the next piece it must see (its result is the same for any split).
+      this.#deferred += piece;
+      const e = { op: "append", path: [...this.#lastAppend], text: piece };
+      this.#apply(e);
+      return [e];
+    }
+    // What was appended here goes to the core with this piece, in one call. The core's first
+    // edit is then the append to that string (nothing else can come before the string ends),
+    // and its text starts with what was already appended: that much is cut off.
+    const deferred = this.#deferred;
+    this.#deferred = "";
+    const out = callWasm(() => this.#core.feed(deferred + piece));
+    this.#open = out.charCodeAt(0) === 43; /* "+" */
+    if (this.#open) {
+      const text = out.slice(1 + deferred.length);
+      if (text === "") return [];
+      const e = { op: "append", path: [...this.#lastAppend], text };
       this.#apply(e);
       return [e];
     }
     const edits = JSON.parse(out);
+    if (deferred !== "" && edits.length > 0) {
+      edits[0].text = edits[0].text.slice(deferred.length);
+      if (edits[0].text === "") edits.shift();
+    }
     for (const e of edits) this.#apply(e);
     const last = edits.at(-1);
     if (last) this.#lastAppend = last.op === "append" ? [...last.path] : null;
     return edits;
+  }
+
+  /** Feeds the core what was appended without it (its edits were made already). */
+  #catchUp() {
+    if (this.#deferred === "") return;
+    const text = this.#deferred;
+    this.#deferred = "";
+    callWasm(() => this.#core.feed(text));
   }
 
   #apply(e) {
@@ -55,14 +91,17 @@ export class PartialJson {
   }
   /** The value is complete. */
   get done() {
+    this.#catchUp();
     return this.#core.done;
   }
   /** The text is not JSON; the preview stopped where it was. */
   get failed() {
+    this.#catchUp();
     return this.#core.failed;
   }
   /** Part of the value nests deeper than 64 levels and is not previewed (the tool still gets the whole arguments). */
   get depthLimited() {
+    this.#catchUp();
     return this.#core.depthLimited;
   }
 }

@@ -23,8 +23,10 @@ impl PartialJsonCore {
     pub fn feed(&mut self, piece: &str) -> String {
         use crate::core::partial_json::Edit;
         let edits = self.inner.feed(piece);
+        // `+text`: the one edit appends `text` where the last append went, and the string is
+        // still open (the JS layer then appends plain pieces itself; see preview.js).
         if let [Edit::Append { path, text }] = edits.as_slice() {
-            if self.last_append.as_ref() == Some(path) {
+            if self.last_append.as_ref() == Some(path) && self.inner.in_plain_string() {
                 let mut out = String::with_capacity(text.len() + 1);
                 out.push('+');
                 out.push_str(text);

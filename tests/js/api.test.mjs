@@ -162,6 +162,39 @@ test("PartialJson: the edits it returns rebuild its value exactly, piece by piec
   }
 });
 
+test("PartialJson: plain pieces inside an open string are appended at once, and the preview stays exact around them", () => {
+  const p = new k.PartialJson();
+  p.feed('{"a": "x');
+  assert.deepEqual(p.feed("yy"), [{ op: "append", path: ["a"], text: "yy" }]);
+  assert.deepEqual(p.feed("zz"), [{ op: "append", path: ["a"], text: "zz" }]);
+  assert.equal(p.done, false);
+  assert.equal(p.failed, false);
+  assert.deepEqual(p.feed('w"'), [{ op: "append", path: ["a"], text: "w" }]);
+  // The string closed with that piece: whitespace after it is not part of it.
+  assert.deepEqual(p.feed(" "), []);
+  p.feed(', "b": "q\\');
+  assert.deepEqual(p.feed("n"), [{ op: "append", path: ["b"], text: "\n" }], "an escape's second half is read by the core");
+  p.feed("r");
+  assert.deepEqual(p.feed('s", "c": 1}'), [{ op: "append", path: ["b"], text: "s" }, { op: "set", path: ["c"], value: 1 }]);
+  assert.deepEqual(p.value, { a: "xyyzzw", b: "q\nrs", c: 1 });
+  assert.equal(p.done, true);
+
+  const bad = new k.PartialJson();
+  bad.feed('{"a": "x');
+  bad.feed("y");
+  bad.feed("y");
+  bad.feed('"} oops');
+  assert.equal(bad.failed, true);
+  assert.deepEqual(bad.value, { a: "xyy" });
+  const mid = new k.PartialJson();
+  mid.feed('["x');
+  mid.feed("y");
+  assert.equal(mid.done, false);
+  mid.feed('"]');
+  assert.equal(mid.done, true);
+  assert.deepEqual(mid.value, ["xy"]);
+});
+
 test("PartialJson: deep nesting is previewed down to 64 levels, says so, and what follows is previewed again", () => {
   const depth = 8000; // 48 KB of nested arguments, fed in 100-byte pieces
   const text = `{"deep": ${'{"a":'.repeat(depth)}1${"}".repeat(depth)}, "after": "seen"}`;
