@@ -85,7 +85,10 @@ async function toolsComparison(format, interleaved) {
   const seen = Object.fromEntries(contenders.map(([name]) => [name, { latencies: [], before: [], totals: [] }]));
   // Round-robin, like the text comparisons: each round runs every contender once, so all of
   // them see the same machine state on average.
-  for (let r = 0; r < RUNS + WARMUP; r++) {
+  // At least 15 rounds: a step here takes 15–50 ms, and on this kind of shared 2-core machine
+  // single runs of the same step (ours and the bare client's alike) spread from 13 to 37 ms.
+  const runs = Math.max(RUNS, 15);
+  for (let r = 0; r < runs + WARMUP; r++) {
     for (const [name, fn] of contenders) {
       const { fetch, state } = fixtureFetch(fixture, followUp(format));
       const started = new Map();
