@@ -202,6 +202,41 @@ mod partial_json_props {
         (v, p.done(), p.failed())
     }
 
+    /// What the scanner's JSON check is made to read: numbers without an exponent and of at
+    /// most 15 integer digits, keys without escapes.
+    fn scanner_reads(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => {
+                let t = n.to_string();
+                !t.contains(['e', 'E']) && t.trim_start_matches('-').split('.').next().unwrap_or("").len() <= 15
+            }
+            Value::Array(items) => items.iter().all(scanner_reads),
+            Value::Object(m) => {
+                m.iter().all(|(k, v)| !serde_json::to_string(k).unwrap().contains('\\') && scanner_reads(v))
+            }
+            _ => true,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// The scanner's JSON check (tool-call arguments) accepts only what serde_json reads,
+        /// and accepts what it was made for: serde_json's own output without exponents.
+        #[test]
+        fn accepts_json_agrees_with_serde_json(v in json_value(), cut in any::<u16>(), mutate in any::<u8>(), pretty in any::<bool>()) {
+            use kosong_wasm::core::providers::fast_delta::accepts_json;
+            let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
+            let broken = super::sometimes_broken(text.clone(), cut, mutate);
+            if accepts_json(&broken) {
+                prop_assert!(serde_json::from_str::<serde::de::IgnoredAny>(&broken).is_ok(), "{}", broken);
+            }
+            if scanner_reads(&v) {
+                prop_assert!(accepts_json(&text), "{}", text);
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 

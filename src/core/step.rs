@@ -34,6 +34,9 @@ pub trait ToolDispatch {
 /// or empty arguments mean `{}`, as in kosong; whitespace alone is not JSON).
 pub fn malformed_arguments_result(call: &ToolCall) -> Option<ToolResult> {
     let raw = call.function.arguments.as_deref().filter(|a| !a.is_empty())?;
+    if crate::core::providers::fast_delta::accepts_json(raw) {
+        return None;
+    }
     let err = serde_json::from_str::<serde::de::IgnoredAny>(raw).err()?;
     Some(ToolResult {
         tool_call_id: call.id.clone(),
