@@ -148,9 +148,55 @@ impl HttpOptions {
     }
 }
 
-/// A provider spec: the constructor's options as the JS layer sends them, a JSON object read
-/// field by field (`null` is the same as absent). One reader for every provider, where a
-/// derived deserializer per options struct cost the .wasm a few KB each.
+/// A JSON object read field by field, strictly: a field that is there (and not `null`) must
+/// have its type. What the providers read this way (a provider spec, the rarer stream chunks)
+/// costs the .wasm one small reader instead of a derived deserializer per struct.
+#[derive(Clone, Copy)]
+pub(crate) struct Fields<'a>(pub(crate) &'a serde_json::Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    /// `v` as an object, or an error saying what it is.
+    pub(crate) fn of(v: &'a Value, what: &str) -> Result<Fields<'a>, String> {
+        v.as_object().map(Fields).ok_or_else(|| format!("{what} must be a JSON object"))
+    }
+
+    /// The field `key` read by `read`, or an error naming the field and what it must be.
+    pub(crate) fn get<T>(
+        &self,
+        key: &str,
+        what: &str,
+        read: impl Fn(&'a Value) -> Option<T>,
+    ) -> Result<Option<T>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => read(v).map(Some).ok_or_else(|| format!("`{key}` must be {what}")),
+        }
+    }
+
+    pub(crate) fn str(&self, key: &str) -> Result<Option<&'a str>, String> {
+        self.get(key, "a string", Value::as_str)
+    }
+
+    pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, String> {
+        self.get(key, "a non-negative integer", Value::as_u64)
+    }
+
+    pub(crate) fn object(&self, key: &str) -> Result<Option<Fields<'a>>, String> {
+        self.get(key, "an object", |v| v.as_object().map(Fields))
+    }
+
+    pub(crate) fn list(&self, key: &str) -> Result<Option<&'a Vec<Value>>, String> {
+        self.get(key, "a list", Value::as_array)
+    }
+
+    /// The field whatever its type (`None` when absent or `null`).
+    pub(crate) fn any(&self, key: &str) -> Option<&'a Value> {
+        self.0.get(key).filter(|v| !v.is_null())
+    }
+}
+
+/// A provider spec: the constructor's options as the JS layer sends them (`null` is the same
+/// as absent).
 pub(crate) struct Spec(serde_json::Map<String, Value>);
 
 impl Spec {
@@ -161,17 +207,13 @@ impl Spec {
         }
     }
 
-    /// The field `key` read by `read`, or an error naming the field and what it must be.
     pub(crate) fn get<T>(
         &self,
         key: &str,
         what: &str,
         read: impl Fn(&Value) -> Option<T>,
     ) -> Result<Option<T>, serde_json::Error> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => read(v).map(Some).ok_or_else(|| serde::de::Error::custom(format!("`{key}` must be {what}"))),
-        }
+        Fields(&self.0).get(key, what, read).map_err(serde::de::Error::custom)
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, serde_json::Error> {

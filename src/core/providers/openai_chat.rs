@@ -13,11 +13,10 @@
 //! the stream, or once a later index has begun *and* its arguments parse as a JSON object or
 //! array. The parse runs only when its brackets balance ([`JsonCloseTracker`]).
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::fast_delta::Is;
-use super::{HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json_close::{parses_as_container, JsonCloseTracker};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
@@ -201,101 +200,141 @@ pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
 
 // ---- stream decoding -------------------------------------------------------------------
 
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    /// Borrowed: every chunk repeats it, and it is kept only when it changes.
-    #[serde(default, borrow)]
-    id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
+/// A chunk the fast path left (a call's start, reasoning, a finish, usage, an error, …), read
+/// through a `Value` field by field ([`super::Fields`]).
+struct Chunk {
+    id: Option<String>,
     choices: Vec<Choice>,
-    #[serde(default)]
     usage: Option<Usage>,
-    #[serde(default)]
     error: Option<Value>,
     /// Perplexity: the sources of the answer so far (URLs), repeated in each chunk.
-    #[serde(default)]
     citations: Option<Vec<Value>>,
-    #[serde(default)]
     search_results: Option<Vec<Value>>,
 }
 
-#[derive(Deserialize)]
 struct Choice {
     /// Which of the `n` answers this is; only the first (0) is assembled.
-    #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
     delta: Option<Delta>,
-    #[serde(default)]
     finish_reason: Option<String>,
-    #[serde(default)]
     usage: Option<Usage>,
 }
 
-#[derive(Deserialize)]
 struct Delta {
     /// A string, or (Mistral's reasoning models) a list of text and thinking parts.
-    #[serde(default)]
     content: Option<Value>,
-    #[serde(default)]
     reasoning_content: Option<String>,
     /// A refusal, in place of content.
-    #[serde(default)]
     refusal: Option<String>,
-    #[serde(default)]
     reasoning: Option<Value>,
-    #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
     /// OpenAI's search models: `url_citation` annotations of the text.
-    #[serde(default)]
     annotations: Option<Vec<Value>>,
 }
 
-#[derive(Deserialize)]
 struct ToolCallDelta {
-    #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     function: Option<FunctionDelta>,
 }
 
-#[derive(Deserialize)]
 struct FunctionDelta {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     arguments: Option<String>,
 }
 
-#[derive(Deserialize, Clone, Copy, Default)]
+#[derive(Clone, Copy, Default)]
 struct Usage {
-    #[serde(default)]
     prompt_tokens: u64,
-    #[serde(default)]
     completion_tokens: u64,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
+    /// `prompt_tokens_details.cached_tokens`.
+    details_cached_tokens: Option<u64>,
     /// Moonshot reports cache hits at the top level.
-    #[serde(default)]
     cached_tokens: Option<u64>,
 }
 
-#[derive(Deserialize, Clone, Copy, Default)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
+type Read<T> = Result<T, String>;
+
+fn owned(s: Option<&str>) -> Option<String> {
+    s.map(str::to_owned)
+}
+
+/// Each item of the list `key` read by `read`.
+fn each<T>(f: Fields<'_>, key: &str, read: impl Fn(&Value) -> Read<T>) -> Read<Option<Vec<T>>> {
+    f.list(key)?.map(|items| items.iter().map(read).collect()).transpose()
+}
+
+impl Chunk {
+    fn read(data: &str) -> Read<Chunk> {
+        let v: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+        let f = Fields::of(&v, "a stream chunk")?;
+        Ok(Chunk {
+            id: owned(f.str("id")?),
+            choices: each(f, "choices", Choice::read)?.unwrap_or_default(),
+            usage: f.object("usage")?.map(Usage::read).transpose()?,
+            error: f.any("error").cloned(),
+            citations: f.list("citations")?.cloned(),
+            search_results: f.list("search_results")?.cloned(),
+        })
+    }
+}
+
+impl Choice {
+    fn read(v: &Value) -> Read<Choice> {
+        let f = Fields::of(v, "a choice")?;
+        Ok(Choice {
+            index: f.u64("index")?,
+            delta: f.object("delta")?.map(Delta::read).transpose()?,
+            finish_reason: owned(f.str("finish_reason")?),
+            usage: f.object("usage")?.map(Usage::read).transpose()?,
+        })
+    }
+}
+
+impl Delta {
+    fn read(f: Fields<'_>) -> Read<Delta> {
+        Ok(Delta {
+            content: f.any("content").cloned(),
+            reasoning_content: owned(f.str("reasoning_content")?),
+            refusal: owned(f.str("refusal")?),
+            reasoning: f.any("reasoning").cloned(),
+            tool_calls: each(f, "tool_calls", ToolCallDelta::read)?,
+            annotations: f.list("annotations")?.cloned(),
+        })
+    }
+}
+
+impl ToolCallDelta {
+    fn read(v: &Value) -> Read<ToolCallDelta> {
+        let f = Fields::of(v, "a tool call")?;
+        let function = f
+            .object("function")?
+            .map(|g| {
+                Ok::<_, String>(FunctionDelta { name: owned(g.str("name")?), arguments: owned(g.str("arguments")?) })
+            })
+            .transpose()?;
+        Ok(ToolCallDelta { index: f.u64("index")?, id: owned(f.str("id")?), function })
+    }
+}
+
+impl Usage {
+    fn read(f: Fields<'_>) -> Read<Usage> {
+        Ok(Usage {
+            prompt_tokens: f.u64("prompt_tokens")?.unwrap_or(0),
+            completion_tokens: f.u64("completion_tokens")?.unwrap_or(0),
+            details_cached_tokens: f
+                .object("prompt_tokens_details")?
+                .map(|d| d.u64("cached_tokens"))
+                .transpose()?
+                .flatten(),
+            cached_tokens: f.u64("cached_tokens")?,
+        })
+    }
 }
 
 impl Usage {
     fn to_token_usage(self) -> TokenUsage {
-        let cached = self
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .or(self.cached_tokens)
-            .unwrap_or(0)
-            .min(self.prompt_tokens);
+        let cached = self.details_cached_tokens.or(self.cached_tokens).unwrap_or(0).min(self.prompt_tokens);
         TokenUsage {
             input_other: self.prompt_tokens - cached,
             output: self.completion_tokens,
@@ -530,7 +569,7 @@ impl StreamDecoder for OpenAIChatDecoder {
                 return Ok(());
             }
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+        let chunk = Chunk::read(data).map_err(|e| {
             ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}"))
         })?;
         if let Some(err) = chunk.error {
