@@ -11,10 +11,9 @@
 //! `input_json_delta`), `message_delta` (stop reason, usage), `message_stop`, `ping`, and
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -326,46 +325,66 @@ const KNOWN_EVENTS: &[&str] = &[
     "error",
 ];
 
-#[derive(Deserialize)]
+/// An event the fast path left, read field by field ([`super::Fields`]).
 struct Event {
-    #[serde(rename = "type", default)]
     kind: String,
-    #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
     message: Option<StartMessage>,
-    #[serde(default)]
     content_block: Option<Value>,
-    #[serde(default)]
     delta: Option<Value>,
-    #[serde(default)]
     usage: Option<Usage>,
-    #[serde(default)]
     error: Option<Value>,
 }
 
-#[derive(Deserialize)]
 struct StartMessage {
-    #[serde(default)]
     id: Option<String>,
     /// Blocks that come whole with the start (a resumed turn of programmatic tool calling
     /// sends its pending `tool_use` here, with no content-block events after it).
-    #[serde(default)]
     content: Vec<Value>,
-    #[serde(default)]
     usage: Option<Usage>,
 }
 
-#[derive(Deserialize, Default, Clone, Copy)]
+impl Event {
+    fn read(f: Fields<'_>) -> Result<Event, String> {
+        let message = f
+            .object("message")?
+            .map(|m| {
+                Ok::<_, String>(StartMessage {
+                    id: m.str("id")?.map(str::to_owned),
+                    content: m.list("content")?.cloned().unwrap_or_default(),
+                    usage: m.object("usage")?.map(Usage::read).transpose()?,
+                })
+            })
+            .transpose()?;
+        Ok(Event {
+            kind: f.str("type")?.unwrap_or_default().to_owned(),
+            index: f.u64("index")?,
+            message,
+            content_block: f.any("content_block").cloned(),
+            delta: f.any("delta").cloned(),
+            usage: f.object("usage")?.map(Usage::read).transpose()?,
+            error: f.any("error").cloned(),
+        })
+    }
+}
+
+#[derive(Default, Clone, Copy)]
 struct Usage {
-    #[serde(default)]
     input_tokens: Option<u64>,
-    #[serde(default)]
     output_tokens: Option<u64>,
-    #[serde(default)]
     cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    fn read(f: Fields<'_>) -> Result<Usage, String> {
+        Ok(Usage {
+            input_tokens: f.u64("input_tokens")?,
+            output_tokens: f.u64("output_tokens")?,
+            cache_read_input_tokens: f.u64("cache_read_input_tokens")?,
+            cache_creation_input_tokens: f.u64("cache_creation_input_tokens")?,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -604,7 +623,7 @@ impl StreamDecoder for AnthropicDecoder {
                 None => {}
             }
         }
-        let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };
+        let Some(ev) = super::typed_event(data, KNOWN_EVENTS, Event::read)? else { return Ok(()) };
         match ev.kind.as_str() {
             "message_start" => {
                 if self.started {

@@ -92,28 +92,23 @@ pub(crate) fn versioned_base(configured: Option<&str>, default: &str, version: &
 
 /// Reads a stream event's `type` before its payload: `Ok(None)` for a type not in `known`,
 /// skipped whatever its shape (servers add event types with payloads of their own); for a
-/// known type the whole event, or an error that names the type when its shape is not the one
-/// documented.
+/// known type what `read` makes of its fields, or an error that names the type when their
+/// shape is not the one documented.
 #[cfg(any(feature = "anthropic", feature = "responses"))]
-pub(crate) fn typed_event<T: serde::de::DeserializeOwned>(
+pub(crate) fn typed_event<T>(
     data: &str,
     known: &[&str],
+    read: impl FnOnce(Fields<'_>) -> Result<T, String>,
 ) -> Result<Option<T>, ChatProviderError> {
-    #[derive(serde::Deserialize)]
-    struct Kind<'a> {
-        #[serde(rename = "type", borrow, default)]
-        kind: std::borrow::Cow<'a, str>,
-    }
     let malformed = |what: String| ChatProviderError::failed(crate::core::error::FailureKind::Malformed, what);
-    let kind = serde_json::from_str::<Kind<'_>>(data)
-        .map_err(|e| malformed(format!("malformed stream event from the server: {e}")))?
-        .kind;
-    if !known.contains(&kind.as_ref()) {
+    let unreadable = |e: String| malformed(format!("malformed stream event from the server: {e}"));
+    let v: Value = serde_json::from_str(data).map_err(|e| unreadable(e.to_string()))?;
+    let fields = Fields::of(&v, "a stream event").map_err(unreadable)?;
+    let kind = fields.str("type").map_err(unreadable)?.unwrap_or("");
+    if !known.contains(&kind) {
         return Ok(None);
     }
-    serde_json::from_str(data)
-        .map(Some)
-        .map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
+    read(fields).map(Some).map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
 }
 
 /// What every HTTP provider's constructor takes (camelCase in JS).
@@ -154,6 +149,8 @@ impl HttpOptions {
 #[derive(Clone, Copy)]
 pub(crate) struct Fields<'a>(pub(crate) &'a serde_json::Map<String, Value>);
 
+// A build with fewer wire formats (cargo features) uses fewer of these.
+#[allow(dead_code)]
 impl<'a> Fields<'a> {
     /// `v` as an object, or an error saying what it is.
     pub(crate) fn of(v: &'a Value, what: &str) -> Result<Fields<'a>, String> {

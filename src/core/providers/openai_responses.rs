@@ -10,10 +10,9 @@
 //! `response.reasoning_summary_text.delta`, `response.completed` / `response.incomplete`
 //! (usage), `response.failed` and `error`. A call is complete at its `output_item.done`.
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
@@ -237,32 +236,40 @@ const KNOWN_EVENTS: &[&str] = &[
     "error",
 ];
 
-#[derive(Deserialize)]
+/// An event the fast path left, read field by field ([`super::Fields`]).
 struct Event {
-    #[serde(rename = "type", default)]
     kind: String,
-    #[serde(default)]
     item_id: Option<String>,
-    #[serde(default)]
     output_index: Option<u64>,
-    #[serde(default)]
     summary_index: Option<u64>,
-    #[serde(default)]
     delta: Option<String>,
-    #[serde(default)]
     arguments: Option<String>,
-    #[serde(default)]
     item: Option<Value>,
-    #[serde(default)]
     annotation: Option<Value>,
-    #[serde(default)]
     response: Option<Value>,
-    #[serde(default)]
     code: Option<Value>,
-    #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
     error: Option<Value>,
+}
+
+impl Event {
+    fn read(f: Fields<'_>) -> Result<Event, String> {
+        let text = |key: &str| f.str(key).map(|s| s.map(str::to_owned));
+        Ok(Event {
+            kind: f.str("type")?.unwrap_or_default().to_owned(),
+            item_id: text("item_id")?,
+            output_index: f.u64("output_index")?,
+            summary_index: f.u64("summary_index")?,
+            delta: text("delta")?,
+            arguments: text("arguments")?,
+            item: f.any("item").cloned(),
+            annotation: f.any("annotation").cloned(),
+            response: f.any("response").cloned(),
+            code: f.any("code").cloned(),
+            message: text("message")?,
+            error: f.any("error").cloned(),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -512,7 +519,7 @@ impl StreamDecoder for ResponsesDecoder {
                 return Ok(());
             }
         }
-        let Some(ev) = super::typed_event::<Event>(data, KNOWN_EVENTS)? else { return Ok(()) };
+        let Some(ev) = super::typed_event(data, KNOWN_EVENTS, Event::read)? else { return Ok(()) };
         match ev.kind.as_str() {
             "response.created" | "response.in_progress" => {
                 if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
