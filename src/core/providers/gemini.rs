@@ -14,11 +14,10 @@
 //! from `usageMetadata` (cached tokens split out, thinking tokens counted as output); the
 //! answer ends with a `finishReason`.
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::fast_delta::Is;
-use super::{CallIds, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::core::sse::SseEvent;
@@ -260,34 +259,41 @@ fn signature_of(call: &ToolCall) -> Option<&str> {
 
 // ---- stream decoding -------------------------------------------------------------------
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A chunk the fast path left, read field by field ([`super::Fields`]): only the first
+/// candidate is assembled.
 struct Chunk {
-    #[serde(default)]
-    candidates: Vec<Candidate>,
-    #[serde(default)]
+    /// The first candidate's parts and finish reason.
+    candidate: Option<(Vec<Value>, Option<String>)>,
     usage_metadata: Option<Value>,
-    #[serde(default)]
     response_id: Option<String>,
-    #[serde(default)]
     error: Option<Value>,
-    #[serde(default)]
     prompt_feedback: Option<Value>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Candidate {
-    #[serde(default)]
-    content: Option<Content>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Content {
-    #[serde(default)]
-    parts: Vec<Value>,
+impl Chunk {
+    fn read(data: &str) -> Result<Chunk, String> {
+        let v: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+        let f = Fields::of(&v, "a stream chunk")?;
+        let mut candidate = None;
+        for (i, c) in f.list("candidates")?.into_iter().flatten().enumerate() {
+            let c = Fields::of(c, "a candidate")?;
+            let parts = match c.object("content")? {
+                Some(content) => content.list("parts")?.cloned().unwrap_or_default(),
+                None => Vec::new(),
+            };
+            let finish = c.str("finishReason")?.map(str::to_owned);
+            if i == 0 {
+                candidate = Some((parts, finish));
+            }
+        }
+        Ok(Chunk {
+            candidate,
+            usage_metadata: f.any("usageMetadata").cloned(),
+            response_id: f.str("responseId")?.map(str::to_owned),
+            error: f.any("error").cloned(),
+            prompt_feedback: f.any("promptFeedback").cloned(),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -547,7 +553,7 @@ impl StreamDecoder for GeminiDecoder {
                 return Ok(());
             }
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+        let chunk = Chunk::read(data).map_err(|e| {
             ChatProviderError::failed(FailureKind::Malformed, format!("malformed stream chunk from the server: {e}"))
         })?;
         if let Some(err) = chunk.error {
@@ -567,11 +573,11 @@ impl StreamDecoder for GeminiDecoder {
         {
             self.finish_reason = Some(reason.to_owned());
         }
-        let Some(candidate) = chunk.candidates.into_iter().next() else { return Ok(()) };
-        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+        let Some((parts, finish_reason)) = chunk.candidate else { return Ok(()) };
+        for part in parts {
             self.on_part(&part, out)?;
         }
-        if let Some(r) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+        if let Some(r) = finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(r);
         }
         Ok(())
