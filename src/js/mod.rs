@@ -64,10 +64,10 @@ struct JsHooks {
     /// `(className, message, fields) => Error`; `fields` holds `kind`, `status`, `requestId`,
     /// `retryAfterMs` and `cause`.
     error_factory: Function,
-    /// `(reader, state) => Promise<Uint8Array | Uint8Array[] | null>`: reads bodies in batches.
+    /// `(reader, state, onValue, onError, max)`: reads a body's next batch (see `readBatch`).
     body_reader: Function,
-    /// `(toolset, callJson, signal, run) => result`: builds a call and its context and calls
-    /// `toolset.handle` — one crossing out per tool call.
+    /// `(toolset, headJson, args, signal, run) => result`: builds a call and its context and
+    /// calls `toolset.handle` — one crossing out per tool call.
     tool_invoker: Function,
 }
 
