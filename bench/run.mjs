@@ -9,7 +9,7 @@ import { tmpdir, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import { build, ensureToolchain } from "../scripts/build.mjs";
+import { build, compileWasm } from "../scripts/build.mjs";
 import { ensureNpmPackages } from "../scripts/setup.mjs";
 import { stats } from "./lib.mjs";
 
@@ -77,11 +77,9 @@ if (want("size")) {
     if (name.startsWith("kosong-wasm")) {
       // The same JS with a .wasm built for one wire format (cargo features; the package's
       // build takes them from KOSONG_WASM_PROVIDERS). pkg/ is left as it is.
-      const bindgen = ensureToolchain();
       for (const only of ["openai", "anthropic", "responses", "gemini"]) {
-        execFileSync("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--no-default-features", "--features", only], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
         const out = join(dir, `only-${only}`);
-        execFileSync(bindgen, ["--target", "web", "--weak-refs", "--remove-name-section", "--remove-producers-section", "--out-dir", out, "--out-name", "k", join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm")], { cwd: root });
+        compileWasm([only], out, "k", { quiet: true });
         const bytes = readFileSync(join(out, "k_bg.wasm"));
         const w = gzipSync(bytes, { level: 9 }).length;
         sizes.push({ name: `kosong-wasm built for ${only} only (KOSONG_WASM_PROVIDERS=${only})`, gzip: js + w, jsGzip: js, wasmGzip: w, raw: jsRaw + bytes.length });

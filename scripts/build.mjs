@@ -83,17 +83,12 @@ export function build({ testHooks = false } = {}) {
     console.error(`kosong-wasm: ${testHooks ? "pkg-test" : "pkg"}/ is up to date`);
     return;
   }
-  const bindgen = ensureToolchain();
   // Both builds share the target directory (and so the compiled dependencies): only this crate
   // is compiled again for the other feature set, and its .wasm is taken right after.
-  const features = [...providers(), ...(testHooks ? ["test-hooks"] : [])];
-  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--no-default-features", "--features", features.join(",")]);
-  const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   rmSync(out, { recursive: true, force: true });
-  mkdirSync(join(out, "wasm"), { recursive: true });
-  // KOSONG_WASM_NAMES=1 keeps the function names (for a profiler or twiggy); never shipped so.
-  const names = process.env.KOSONG_WASM_NAMES === "1" ? [] : ["--remove-name-section"];
-  run(bindgen, ["--target", "web", "--weak-refs", ...names, "--remove-producers-section", "--out-dir", join(out, "wasm"), "--out-name", "kosong_wasm", wasmFile]);
+  compileWasm([...providers(), ...(testHooks ? ["test-hooks"] : [])], join(out, "wasm"), "kosong_wasm", {
+    names: process.env.KOSONG_WASM_NAMES === "1",
+  });
   writeFileSync(join(out, "wasm", "providers.txt"), buildKind());
   // Every module of the JS layer as it is; the entries under their runtime's name.
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
@@ -104,6 +99,20 @@ export function build({ testHooks = false } = {}) {
   else bundleNodeEntry(out);
   const size = statSync(join(out, "wasm", "kosong_wasm_bg.wasm")).size;
   console.error(`kosong-wasm: built ${testHooks ? "pkg-test" : "pkg"}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
+}
+
+/**
+ * Compiles the crate with `features` (and no others) and runs wasm-bindgen into `outDir` as
+ * `<outName>_bg.wasm` + glue. `names` keeps the function names (for a profiler or twiggy; never
+ * shipped so). Also used by `npm run bench` for the one-provider builds.
+ */
+export function compileWasm(features, outDir, outName, { names = false, quiet = false } = {}) {
+  const bindgen = ensureToolchain();
+  const opts = quiet ? { stdio: ["ignore", "ignore", "inherit"] } : {};
+  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--no-default-features", "--features", features.join(",")], opts);
+  const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
+  mkdirSync(outDir, { recursive: true });
+  run(bindgen, ["--target", "web", "--weak-refs", ...(names ? [] : ["--remove-name-section"]), "--remove-producers-section", "--out-dir", outDir, "--out-name", outName, wasmFile], opts);
 }
 
 /**

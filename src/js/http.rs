@@ -46,9 +46,7 @@ async fn with_timeout(
 
 /// What a rejected `fetch` or `read` says, with its `cause` (Node puts `ECONNREFUSED` there).
 fn describe_js_error(e: &JsValue) -> String {
-    let get = |o: &JsValue, k: &str| {
-        Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
-    };
+    use super::get;
     let msg = get(e, "message")
         .and_then(|m| m.as_string())
         .or_else(|| e.as_string())

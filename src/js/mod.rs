@@ -162,7 +162,9 @@ struct Hooks {
     limits: Limits,
 }
 
-fn get(o: &JsValue, k: &str) -> Option<JsValue> {
+/// The field `k` of a JS object, `None` when it is missing, `undefined` or `null` (or `o` is
+/// not an object).
+pub(crate) fn get(o: &JsValue, k: &str) -> Option<JsValue> {
     Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
 }
 

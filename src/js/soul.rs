@@ -409,15 +409,6 @@ pub struct AgentCore {
     approvals: Rc<RefCell<ApprovalState>>,
 }
 
-/// A field of a JS options object (`undefined` when `obj` is not an object).
-fn field(obj: &JsValue, key: &str) -> JsValue {
-    if obj.is_object() {
-        js_sys::Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
-    } else {
-        JsValue::UNDEFINED
-    }
-}
-
 #[wasm_bindgen]
 impl AgentCore {
     /// `opts`: `{name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens,
@@ -426,6 +417,7 @@ impl AgentCore {
     pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
         // Read field by field (the JS layer checked every one): no derived deserializer.
         let (d, b) = (AgentConfig::default(), Backoff::default());
+        let field = |obj: &JsValue, key: &str| super::get(obj, key).unwrap_or(JsValue::UNDEFINED);
         let number = |obj: &JsValue, key: &str| field(obj, key).as_f64();
         let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
         let count = |key: &str, default: u32| non_negative(number(&opts, key)).map_or(default, |v| v as u32);

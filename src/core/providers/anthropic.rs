@@ -350,7 +350,7 @@ impl Event {
             .object("message")?
             .map(|m| {
                 Ok::<_, String>(StartMessage {
-                    id: m.str("id")?.map(str::to_owned),
+                    id: m.string("id")?,
                     content: m.list("content")?.cloned().unwrap_or_default(),
                     usage: m.object("usage")?.map(Usage::read).transpose()?,
                 })

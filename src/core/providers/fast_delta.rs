@@ -25,12 +25,26 @@ pub struct TextDelta<'a> {
 /// then to `memcmp` for every arm a key is tried against; most differ in length at once.
 pub(crate) trait Is {
     fn is(&self, lit: &str) -> bool;
+    /// One of `lits` (the members that send an event to the general path).
+    fn is_any(&self, lits: &[&str]) -> bool;
 }
 
 impl Is for str {
     #[inline(always)]
     fn is(&self, lit: &str) -> bool {
         same_bytes(self.as_bytes(), lit.as_bytes())
+    }
+
+    #[inline(always)]
+    fn is_any(&self, lits: &[&str]) -> bool {
+        let mut i = 0;
+        while i < lits.len() {
+            if self.is(lits[i]) {
+                return true;
+            }
+            i += 1;
+        }
+        false
     }
 }
 
@@ -372,18 +386,20 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
             text = Some(s.content()?);
             Some(())
         }
-        _ if key.is("summary_index")
-            || key.is("arguments")
-            || key.is("item")
-            || key.is("annotation")
-            || key.is("response")
-            || key.is("code")
-            || key.is("message")
-            || key.is("error")
-            || key.is("type")
-            || key.is("item_id")
-            || key.is("output_index")
-            || key.is("delta") =>
+        _ if key.is_any(&[
+            "summary_index",
+            "arguments",
+            "item",
+            "annotation",
+            "response",
+            "code",
+            "message",
+            "error",
+            "type",
+            "item_id",
+            "output_index",
+            "delta",
+        ]) =>
         {
             None
         }
@@ -436,7 +452,7 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
                     out.finish_reason = Some(s.plain_str()?);
                     Some(())
                 }
-                _ if key.is("content") || key.is("finishReason") => None,
+                _ if key.is_any(&["content", "finishReason"]) => None,
                 _ => s.skip(0),
             })?;
             s.eat(b']')
@@ -454,14 +470,7 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
             out.response_id = Some(s.plain_str()?);
             Some(())
         }
-        _ if key.is("candidates")
-            || key.is("usageMetadata")
-            || key.is("responseId")
-            || key.is("error")
-            || key.is("promptFeedback") =>
-        {
-            None
-        }
+        _ if key.is_any(&["candidates", "usageMetadata", "responseId", "error", "promptFeedback"]) => None,
         _ => s.skip(0),
     })?;
     s.ws();
@@ -549,7 +558,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             s.literal(b"null")
         }
         // Fields the general path reads: never skipped here.
-        _ if key.is("error") || key.is("citations") || key.is("search_results") => None,
+        _ if key.is_any(&["error", "citations", "search_results"]) => None,
         _ => s.skip(0),
     })?;
     s.ws();

@@ -281,7 +281,7 @@ impl Chunk {
                 Some(content) => content.list("parts")?.cloned().unwrap_or_default(),
                 None => Vec::new(),
             };
-            let finish = c.str("finishReason")?.map(str::to_owned);
+            let finish = c.string("finishReason")?;
             if i == 0 {
                 candidate = Some((parts, finish));
             }
@@ -289,7 +289,7 @@ impl Chunk {
         Ok(Chunk {
             candidate,
             usage_metadata: f.any("usageMetadata").cloned(),
-            response_id: f.str("responseId")?.map(str::to_owned),
+            response_id: f.string("responseId")?,
             error: f.any("error").cloned(),
             prompt_feedback: f.any("promptFeedback").cloned(),
         })

@@ -174,6 +174,11 @@ impl<'a> Fields<'a> {
         self.get(key, "a string", Value::as_str)
     }
 
+    /// [`Fields::str`], copied.
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
+        self.get(key, "a string", |v| v.as_str().map(str::to_owned))
+    }
+
     pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, String> {
         self.get(key, "a non-negative integer", Value::as_u64)
     }
@@ -214,7 +219,7 @@ impl Spec {
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, serde_json::Error> {
-        self.get(key, "a string", |v| v.as_str().map(str::to_owned))
+        Fields(&self.0).string(key).map_err(serde::de::Error::custom)
     }
 
     pub(crate) fn object(&self, key: &str) -> Result<Option<serde_json::Map<String, Value>>, serde_json::Error> {

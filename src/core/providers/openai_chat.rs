@@ -255,10 +255,6 @@ struct Usage {
 
 type Read<T> = Result<T, String>;
 
-fn owned(s: Option<&str>) -> Option<String> {
-    s.map(str::to_owned)
-}
-
 /// Each item of the list `key` read by `read`.
 fn each<T>(f: Fields<'_>, key: &str, read: impl Fn(&Value) -> Read<T>) -> Read<Option<Vec<T>>> {
     f.list(key)?.map(|items| items.iter().map(read).collect()).transpose()
@@ -269,7 +265,7 @@ impl Chunk {
         let v: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
         let f = Fields::of(&v, "a stream chunk")?;
         Ok(Chunk {
-            id: owned(f.str("id")?),
+            id: f.string("id")?,
             choices: each(f, "choices", Choice::read)?.unwrap_or_default(),
             usage: f.object("usage")?.map(Usage::read).transpose()?,
             error: f.any("error").cloned(),
@@ -285,7 +281,7 @@ impl Choice {
         Ok(Choice {
             index: f.u64("index")?,
             delta: f.object("delta")?.map(Delta::read).transpose()?,
-            finish_reason: owned(f.str("finish_reason")?),
+            finish_reason: f.string("finish_reason")?,
             usage: f.object("usage")?.map(Usage::read).transpose()?,
         })
     }
@@ -295,8 +291,8 @@ impl Delta {
     fn read(f: Fields<'_>) -> Read<Delta> {
         Ok(Delta {
             content: f.any("content").cloned(),
-            reasoning_content: owned(f.str("reasoning_content")?),
-            refusal: owned(f.str("refusal")?),
+            reasoning_content: f.string("reasoning_content")?,
+            refusal: f.string("refusal")?,
             reasoning: f.any("reasoning").cloned(),
             tool_calls: each(f, "tool_calls", ToolCallDelta::read)?,
             annotations: f.list("annotations")?.cloned(),
@@ -309,11 +305,9 @@ impl ToolCallDelta {
         let f = Fields::of(v, "a tool call")?;
         let function = f
             .object("function")?
-            .map(|g| {
-                Ok::<_, String>(FunctionDelta { name: owned(g.str("name")?), arguments: owned(g.str("arguments")?) })
-            })
+            .map(|g| Ok::<_, String>(FunctionDelta { name: g.string("name")?, arguments: g.string("arguments")? }))
             .transpose()?;
-        Ok(ToolCallDelta { index: f.u64("index")?, id: owned(f.str("id")?), function })
+        Ok(ToolCallDelta { index: f.u64("index")?, id: f.string("id")?, function })
     }
 }
 

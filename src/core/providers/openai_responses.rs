@@ -254,19 +254,18 @@ struct Event {
 
 impl Event {
     fn read(f: Fields<'_>) -> Result<Event, String> {
-        let text = |key: &str| f.str(key).map(|s| s.map(str::to_owned));
         Ok(Event {
             kind: f.str("type")?.unwrap_or_default().to_owned(),
-            item_id: text("item_id")?,
+            item_id: f.string("item_id")?,
             output_index: f.u64("output_index")?,
             summary_index: f.u64("summary_index")?,
-            delta: text("delta")?,
-            arguments: text("arguments")?,
+            delta: f.string("delta")?,
+            arguments: f.string("arguments")?,
             item: f.any("item").cloned(),
             annotation: f.any("annotation").cloned(),
             response: f.any("response").cloned(),
             code: f.any("code").cloned(),
-            message: text("message")?,
+            message: f.string("message")?,
             error: f.any("error").cloned(),
         })
     }
