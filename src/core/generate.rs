@@ -405,8 +405,38 @@ impl MessageAssembler {
         (0..self.calls.len()).filter(|&i| !self.completed[i]).collect()
     }
 
+    /// Whether the stream showed the call at `i` complete.
+    pub fn is_complete(&self, i: usize) -> bool {
+        self.completed.get(i).copied().unwrap_or(false)
+    }
+
     pub fn call(&self, i: usize) -> &ToolCall {
         &self.calls[i]
+    }
+
+    /// Every call the stream has shown so far, complete or not, in order.
+    pub fn calls(&self) -> &[ToolCall] {
+        &self.calls
+    }
+
+    /// The message as far as it arrived — text, thinking, server-tool parts and every call the
+    /// stream showed — for a round that broke or was aborted.
+    pub fn message_so_far(&self) -> Message {
+        let mut m = Message::new(Role::Assistant, self.content.clone());
+        if !self.calls.is_empty() {
+            m.tool_calls = Some(self.calls.clone());
+        }
+        m
+    }
+
+    /// Whether what arrived is worth keeping: a call, or content that is not only thinking.
+    pub fn has_substance(&self) -> bool {
+        !self.calls.is_empty()
+            || self.content.iter().any(|p| match p {
+                ContentPart::Think { .. } => false,
+                ContentPart::Text { text, .. } => !text.is_empty(),
+                _ => true,
+            })
     }
 
     pub fn into_message(self) -> Message {
@@ -456,13 +486,30 @@ pub struct GenerateOutput {
 /// and `on_tool_call` with every call the moment the stream shows it complete (calls still
 /// open when the stream ends well complete then, in order). A callback's future is awaited
 /// before the next part; a callback's error ends the generation with that error.
-pub async fn generate<S, P, FC>(source: &mut S, mut parts: P, mut on_tool_call: FC) -> Result<GenerateOutput, S::Error>
+pub async fn generate<S, P, FC>(source: &mut S, parts: P, on_tool_call: FC) -> Result<GenerateOutput, S::Error>
 where
     S: EventSource,
     P: PartSink<S::Error>,
     FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
 {
-    let mut asm = MessageAssembler::with_limits(source.limits());
+    generate_in(source, &std::cell::RefCell::new(MessageAssembler::new()), parts, on_tool_call).await
+}
+
+/// [`generate`], assembling into `asm`, which the caller keeps: when the stream fails (or the
+/// future is dropped) it still holds what arrived, for a salvage or an abort to close the round.
+/// `asm` is started afresh with the source's limits; it is borrowed only between awaits.
+pub async fn generate_in<S, P, FC>(
+    source: &mut S,
+    asm: &std::cell::RefCell<MessageAssembler>,
+    mut parts: P,
+    mut on_tool_call: FC,
+) -> Result<GenerateOutput, S::Error>
+where
+    S: EventSource,
+    P: PartSink<S::Error>,
+    FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
+{
+    *asm.borrow_mut() = MessageAssembler::with_limits(source.limits());
     let mut batch = Vec::new();
     loop {
         let more = source.next_batch(&mut batch).await?;
@@ -472,19 +519,20 @@ where
                     if let Some(f) = parts.part(&p)? {
                         f.await?;
                     }
-                    asm.try_push(p)?;
+                    asm.borrow_mut().try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
-                    if let Some(call) = asm.complete(&id) {
+                    let call = asm.borrow_mut().complete(&id).cloned();
+                    if let Some(call) = call {
                         if let Some(f) = parts.flush()? {
                             f.await?;
                         }
-                        if let Some(f) = on_tool_call(call)? {
+                        if let Some(f) = on_tool_call(&call)? {
                             f.await?;
                         }
                     }
                 }
-                StreamEvent::Boundary => asm.boundary(),
+                StreamEvent::Boundary => asm.borrow_mut().boundary(),
             }
         }
         if let Some(f) = parts.flush()? {
@@ -494,14 +542,20 @@ where
             break;
         }
     }
-    for i in asm.open_calls() {
-        let id = asm.call(i).id.clone();
-        if let Some(call) = asm.complete(&id) {
-            if let Some(f) = on_tool_call(call)? {
+    let open = asm.borrow().open_calls();
+    for i in open {
+        let call = {
+            let mut a = asm.borrow_mut();
+            let id = a.call(i).id.clone();
+            a.complete(&id).cloned()
+        };
+        if let Some(call) = call {
+            if let Some(f) = on_tool_call(&call)? {
                 f.await?;
             }
         }
     }
+    let asm = std::mem::take(&mut *asm.borrow_mut());
     asm.check_not_empty()?;
     Ok(GenerateOutput {
         id: source.id(),

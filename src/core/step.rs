@@ -4,18 +4,27 @@
 //! Each dispatched call becomes a shared future driven by a task of its own (so
 //! `on_tool_result` fires as each tool finishes, in completion order), and the results are
 //! gathered in call order. A tool whose toolset says it is not eager waits until the stream
-//! has ended well. If the generation fails, every driver task is dropped at once and the
-//! error is returned without waiting on any tool: stopping the tools themselves (their
-//! `AbortSignal`) is the caller's part, since only it knows how.
+//! has ended well.
+//!
+//! **Salvage.** If the generation fails after at least one call was handed on, the round is
+//! kept: the message is what arrived (text, thinking, server-tool parts, every call the stream
+//! showed), the started tools are awaited (never aborted: the caller's signal is what stops
+//! them), and every call that did not start — its input cut off, or a tool that waits for the
+//! stream's end — is answered with an error result telling the model to send it again; such a
+//! call never runs. The error comes back with that round ([`StepFailure::salvaged`]). Before
+//! any call was handed on, the error comes back alone and nothing ran. If the step's future is
+//! dropped (an abort), every driver task is dropped with it: stopping the tools themselves
+//! (their `AbortSignal`) is the caller's part, since only it knows how.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use futures::future::Either;
 use futures::future::{AbortHandle, Abortable, LocalBoxFuture, Shared};
 use futures::FutureExt;
 
-use crate::core::generate::{generate, CallbackResult, EventSource, GenerateOutput};
-use crate::core::message::ToolCall;
+use crate::core::generate::{generate_in, CallbackResult, EventSource, GenerateOutput, MessageAssembler};
+use crate::core::message::{Message, TokenUsage, ToolCall};
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// Where tool calls go: kosong's `Toolset` protocol as the engine sees it.
@@ -27,6 +36,54 @@ pub trait ToolDispatch {
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.
     fn on_malformed_arguments(&self, _call: &ToolCall) {}
+    /// The stream broke before this call could start, so the engine answered it itself
+    /// ([`cut_off_result`]); `chars` is how much of its input had arrived. For a log line: the
+    /// call's name, id and size, never its contents.
+    fn on_cut_off(&self, _call: &ToolCall, _chars: usize) {}
+}
+
+/// The result for a call the stream showed but broke before it could start: the tool did not
+/// run, and the model is told to send the call again. `complete`: its input had arrived whole
+/// (a tool that starts only after the stream ends well); otherwise it was cut off.
+pub fn cut_off_result(call: &ToolCall, complete: bool) -> ToolResult {
+    let message = if complete {
+        "The tool did not run: the model's answer broke off before it ended, and this tool runs only \
+         after a whole answer. Call it again if it is still needed."
+            .to_owned()
+    } else {
+        let chars = call.function.arguments.as_deref().map_or(0, |a| a.chars().count());
+        format!(
+            "The tool did not run: the model's answer broke off while this call's input was streaming \
+             ({chars} characters of it arrived). Call the tool again with its complete input."
+        )
+    };
+    ToolResult {
+        tool_call_id: call.id.clone(),
+        return_value: ToolReturnValue::error(&message, "Input cut off", ToolOutput::Text(String::new())),
+    }
+}
+
+/// A round whose stream broke after a call was handed on, as it ended: the message as far as
+/// it arrived and one settled result per call, in call order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Salvaged {
+    pub id: Option<String>,
+    pub message: Message,
+    pub usage: Option<TokenUsage>,
+    pub results: Vec<ToolResult>,
+}
+
+/// Why a step failed: the error, and the salvaged round when a call had been handed on.
+#[derive(Debug)]
+pub struct StepFailure<E> {
+    pub error: E,
+    pub salvaged: Option<Salvaged>,
+}
+
+impl<E> From<E> for StepFailure<E> {
+    fn from(error: E) -> Self {
+        StepFailure { error, salvaged: None }
+    }
 }
 
 /// The result for a complete call whose arguments are not JSON: the tool does not run, and
@@ -129,7 +186,25 @@ pub async fn step<S, D, FP>(
     spawn: Spawner<'_>,
     on_part: FP,
     on_tool_result: Option<ToolResultCallback>,
-) -> Result<StepOutput, S::Error>
+) -> Result<StepOutput, StepFailure<S::Error>>
+where
+    S: EventSource,
+    D: ToolDispatch,
+    FP: crate::core::generate::PartSink<S::Error>,
+{
+    step_in(source, &RefCell::new(MessageAssembler::new()), dispatch, spawn, on_part, on_tool_result).await
+}
+
+/// [`step`], assembling into `asm`, which the caller keeps: if the step's future is dropped (an
+/// abort), it still holds the round as far as it got.
+pub async fn step_in<S, D, FP>(
+    source: &mut S,
+    asm: &RefCell<MessageAssembler>,
+    dispatch: &D,
+    spawn: Spawner<'_>,
+    on_part: FP,
+    on_tool_result: Option<ToolResultCallback>,
+) -> Result<StepOutput, StepFailure<S::Error>>
 where
     S: EventSource,
     D: ToolDispatch,
@@ -137,7 +212,7 @@ where
 {
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
     let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());
-    let outcome = generate(source, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
+    let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
             let future = start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut());
             started.borrow_mut().push(Started { id: call.id.clone(), future });
@@ -146,14 +221,16 @@ where
     })
     .await;
     let mut drivers = drivers.into_inner();
-    // On an error, returning drops `drivers`, which stops every driver task.
-    let generated = outcome?;
-    // The calls started early, by id (latest last), so each call of the message finds its own
-    // in O(1) however many there are.
-    let mut early: std::collections::HashMap<String, Vec<ToolFuture>> = std::collections::HashMap::new();
-    for s in started.into_inner().into_iter().rev() {
-        early.entry(s.id).or_default().push(s.future);
-    }
+    let generated = match outcome {
+        Ok(g) => g,
+        Err(error) if started.borrow().is_empty() => return Err(StepFailure { error, salvaged: None }),
+        Err(error) => {
+            let salvaged = salvage(source, asm, dispatch, started.into_inner(), on_tool_result.as_ref()).await;
+            drop(drivers);
+            return Err(StepFailure { error, salvaged: Some(salvaged) });
+        }
+    };
+    let mut early = by_id(started.into_inner());
     let mut results = Vec::new();
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
         let future = match early.get_mut(&call.id).and_then(Vec::pop) {
@@ -163,4 +240,53 @@ where
         results.push(future);
     }
     Ok(StepOutput { generated, results, drivers })
+}
+
+/// The calls started early, by id (latest last), so each call of the message finds its own in
+/// O(1) however many there are.
+fn by_id(started: Vec<Started>) -> std::collections::HashMap<String, Vec<ToolFuture>> {
+    let mut early: std::collections::HashMap<String, Vec<ToolFuture>> = std::collections::HashMap::new();
+    for s in started.into_iter().rev() {
+        early.entry(s.id).or_default().push(s.future);
+    }
+    early
+}
+
+/// Closes a broken round (see the module's docs): calls that did not start are answered at
+/// once, then the started ones are awaited; results in call order.
+async fn salvage<S: EventSource, D: ToolDispatch>(
+    source: &S,
+    asm: &RefCell<MessageAssembler>,
+    dispatch: &D,
+    started: Vec<Started>,
+    on_tool_result: Option<&ToolResultCallback>,
+) -> Salvaged {
+    let (message, completed) = {
+        let a = asm.borrow();
+        let completed: Vec<bool> = (0..a.calls().len()).map(|i| a.is_complete(i)).collect();
+        (a.message_so_far(), completed)
+    };
+    let mut early = by_id(started);
+    let mut pending: Vec<Either<ToolFuture, ToolResult>> = Vec::new();
+    for (call, complete) in message.tool_calls.iter().flatten().zip(completed) {
+        match early.get_mut(&call.id).and_then(Vec::pop) {
+            Some(f) => pending.push(Either::Left(f)),
+            None => {
+                let r = cut_off_result(call, complete);
+                dispatch.on_cut_off(call, call.function.arguments.as_deref().map_or(0, |a| a.chars().count()));
+                if let Some(cb) = on_tool_result {
+                    cb(&r);
+                }
+                pending.push(Either::Right(r));
+            }
+        }
+    }
+    let mut results = Vec::with_capacity(pending.len());
+    for p in pending {
+        results.push(match p {
+            Either::Left(f) => f.await,
+            Either::Right(r) => r,
+        });
+    }
+    Salvaged { id: source.id(), message, usage: source.usage(), results }
 }

@@ -28,7 +28,7 @@ use crate::core::generate::{generate, CallbackResult, EventSource, Limits, SseEv
 use crate::core::message::{Message, StreamedMessagePart, ToolCall};
 use crate::core::providers::echo::script_for_stream;
 use crate::core::providers::{HttpProvider, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::step::{collect_results, step, ToolResultCallback};
+use crate::core::step::{collect_results, step, StepFailure, ToolResultCallback};
 use crate::core::toolset::ToolResult;
 use signals::AbortWatch;
 use sys::{AbortController, AbortSignal};
@@ -468,13 +468,37 @@ impl Call {
         open_prepared(p, self.hooks.limits).await
     }
 
-    async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
-        let secret = match &self.spec {
+    fn secret(&self) -> Option<&str> {
+        match &self.spec {
             ProviderSpec::Http(cfg) => cfg.api_key(),
             ProviderSpec::Scripted { .. } => None,
-        };
-        guarded(fut, self.watch.as_ref(), &self.tools_ctrl, secret).await
+        }
     }
+
+    async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
+        guarded(fut, self.watch.as_ref(), &self.tools_ctrl, self.secret()).await
+    }
+}
+
+/// A failed step as the JS error: the provider's error (cleaned of the key), carrying the
+/// salvaged round as `salvaged: {message, results}` (JSON text each; `step.js` makes it the
+/// documented object) when a call had been handed on.
+fn step_failure_to_js(f: StepFailure<GlueError>, secret: Option<&str>) -> JsValue {
+    let e = f.error.redact(secret).into_js();
+    if let Some(s) = f.salvaged {
+        let o = Object::new();
+        let set = |k: &str, v: JsValue| {
+            let _ = Reflect::set(&o, &JsValue::from_str(k), &v);
+        };
+        set("id", s.id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+        set("message", JsValue::from_str(&serde_json::to_string(&s.message).unwrap_or_default()));
+        set("usage", s.usage.map(|u| tools::to_js(&u)).unwrap_or(JsValue::NULL));
+        set("results", JsValue::from_str(&serde_json::to_string(&s.results).unwrap_or_else(|_| "[]".into())));
+        if e.is_object() {
+            let _ = Reflect::set(&e, &JsValue::from_str("salvaged"), &o);
+        }
+    }
+    e
 }
 
 /// One generation: `{id, message (JSON), usage, finishReason}`.
@@ -516,9 +540,17 @@ pub fn run_step(spec: String, system_prompt: String, tools: String, history: Str
         let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
         let work = async {
             let mut source = call.open().await?;
-            step(&mut source, &toolset, &spawn, PartBatch::new(&hooks.on_part), on_tool_result).await
+            Ok(step(&mut source, &toolset, &spawn, PartBatch::new(&hooks.on_part), on_tool_result).await)
         };
-        let out = call.guard(work.boxed_local()).await?;
+        let out = match call.guard(work.boxed_local()).await? {
+            Ok(out) => out,
+            Err(f) => {
+                // The started tools have settled (a salvage awaits them): the error goes out with
+                // the round, and nothing is left for the tools' controller to stop.
+                call.tools_ctrl.abort();
+                return Err(step_failure_to_js(f, call.secret()));
+            }
+        };
         let obj = result_object(&out.generated);
         let results = out.results;
         let drivers = out.drivers;

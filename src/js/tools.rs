@@ -128,6 +128,22 @@ impl JsToolset {
     }
 }
 
+impl JsToolset {
+    /// `warn(message, {tool, id, bytes[, chars]})`: a call's name, id and size, never its arguments.
+    fn warn_call(&self, call: &ToolCall, message: &str, chars: Option<usize>) {
+        let Some(warn) = &self.warn else { return };
+        let fields = Object::new();
+        let _ = Reflect::set(&fields, &"tool".into(), &JsValue::from_str(&call.function.name));
+        let _ = Reflect::set(&fields, &"id".into(), &JsValue::from_str(&call.id));
+        let bytes = call.function.arguments.as_deref().map_or(0, str::len);
+        let _ = Reflect::set(&fields, &"bytes".into(), &JsValue::from(bytes as f64));
+        if let Some(chars) = chars {
+            let _ = Reflect::set(&fields, &"chars".into(), &JsValue::from(chars as f64));
+        }
+        let _ = warn.call2(&JsValue::UNDEFINED, &JsValue::from_str(message), &fields);
+    }
+}
+
 /// Reads a `ToolResult` the toolset gave back; anything else becomes an error result.
 fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
     match from_js::<ToolResult>(v) {
@@ -150,16 +166,19 @@ impl ToolDispatch for JsToolset {
     }
 
     fn on_malformed_arguments(&self, call: &ToolCall) {
-        let Some(warn) = &self.warn else { return };
-        let fields = Object::new();
-        let _ = Reflect::set(&fields, &"tool".into(), &JsValue::from_str(&call.function.name));
-        let _ = Reflect::set(&fields, &"id".into(), &JsValue::from_str(&call.id));
-        let bytes = call.function.arguments.as_deref().map_or(0, str::len);
-        let _ = Reflect::set(&fields, &"bytes".into(), &JsValue::from(bytes as f64));
-        let msg = JsValue::from_str(
+        self.warn_call(
+            call,
             "kosong-wasm: a tool call's arguments are not valid JSON; the model was asked to send it again",
+            None,
         );
-        let _ = warn.call2(&JsValue::UNDEFINED, &msg, &fields);
+    }
+
+    fn on_cut_off(&self, call: &ToolCall, chars: usize) {
+        self.warn_call(
+            call,
+            "kosong-wasm: the model's stream broke before this tool call could start; it did not run, and the model was asked to send it again",
+            Some(chars),
+        );
     }
 
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::core::error::ChatProviderError;
-use crate::core::generate::{generate, EventSource, GenerateOutput};
+use crate::core::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TextOrParts, TokenUsage, ToolCall};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::approval::Approvals;
@@ -39,7 +39,9 @@ use crate::core::soul::context::SharedContext;
 use crate::core::soul::repeat::{append_reminder, canonical_arguments, RepeatTracker, Verdict};
 use crate::core::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
 use crate::core::soul::wire::{Wire, WireMessage};
-use crate::core::step::{collect_results, step, StepOutput, ToolDispatch, ToolResultCallback};
+use crate::core::step::{
+    collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolDispatch, ToolResultCallback,
+};
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// An error a seam reports; the turn asks it whether it is a provider error (to retry it).
@@ -227,6 +229,10 @@ struct TurnState {
     published: HashSet<String>,
     /// This attempt's running calls by key, for duplicates within the step.
     by_key: HashMap<(String, String), Shared<LocalBoxFuture<'static, ToolResult>>>,
+    /// The attempt whose stream broke last, when the steps since have all broken: the next
+    /// step's first attempt is the one after it, so a provider that keeps breaking uses up the
+    /// retry budget across salvaged steps too (0 after a step that streamed whole).
+    broken_attempts: u32,
 }
 
 /// The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated
@@ -243,6 +249,10 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
 
     fn on_malformed_arguments(&self, call: &ToolCall) {
         self.inner.on_malformed_arguments(call)
+    }
+
+    fn on_cut_off(&self, call: &ToolCall, chars: usize) {
+        self.inner.on_cut_off(call, chars)
     }
 
     fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
@@ -322,12 +332,14 @@ where
             calls: HashMap::new(),
             published: HashSet::new(),
             by_key: HashMap::new(),
+            broken_attempts: 0,
         }));
-        let body = self.body(input, state.clone());
+        let round = Rc::new(RefCell::new(MessageAssembler::new()));
+        let body = self.body(input, state.clone(), round.clone());
         let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
             Either::Left((r, _)) => r,
             Either::Right(((), _)) => {
-                self.after_cancel(&state);
+                self.after_cancel(&state, &round);
                 Err(TurnError::Cancelled)
             }
         };
@@ -335,14 +347,27 @@ where
         outcome
     }
 
-    /// What a cancelled turn leaves: refused approvals, and no call without a result.
-    fn after_cancel(&self, state: &Rc<RefCell<TurnState>>) {
+    /// What a cancelled turn leaves: refused approvals, the round as far as it got (the text so
+    /// far and every call the wire showed), and no call without a result — its own if it
+    /// finished, an aborted one (also published) if not. The same wherever the cancel lands:
+    /// mid-stream, mid-tool, mid-salvage, mid-approval; while waiting to retry, the failed
+    /// attempt was already void and nothing of it is kept.
+    fn after_cancel(&self, state: &Rc<RefCell<TurnState>>, round: &RefCell<MessageAssembler>) {
         self.wire.reject_pending();
         let (in_flight, finished) = {
             let mut st = state.borrow_mut();
             (st.in_flight.take(), std::mem::take(&mut st.finished))
         };
-        let Some((message, usage)) = in_flight else { return };
+        let (message, usage) = match in_flight {
+            Some(m) => m,
+            None => {
+                let asm = std::mem::take(&mut *round.borrow_mut());
+                if !asm.has_substance() {
+                    return;
+                }
+                (asm.message_so_far(), None)
+            }
+        };
         let results: Vec<ToolResult> = message
             .tool_calls
             .iter()
@@ -376,7 +401,12 @@ where
         Err(TurnError::LLMNotSupported { model_name, capabilities: missing })
     }
 
-    async fn body(&self, input: UserInput, state: Rc<RefCell<TurnState>>) -> Result<(), TurnError<ErrOf<M>>> {
+    async fn body(
+        &self,
+        input: UserInput,
+        state: Rc<RefCell<TurnState>>,
+        round: Rc<RefCell<MessageAssembler>>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
         let model = self.model.ok_or(TurnError::LLMNotSet)?;
         let user = input.message();
         self.check_capabilities(&user)?;
@@ -388,7 +418,7 @@ where
                 return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
             }
             self.send("StepBegin", json!({ "n": n }));
-            match self.step(model, n, &state).await.and_then(|done| self.check_store().map(|()| done)) {
+            match self.step(model, n, &state, &round).await.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {
@@ -400,21 +430,28 @@ where
         Ok(())
     }
 
-    /// Calls `attempt` with kimi-cli's retry rules; `announce` names the step whose retries
-    /// are published as `StepRetry`.
-    async fn with_retries<R, F, Fut>(&self, announce: Option<u32>, mut attempt: F) -> Result<R, ErrOf<M>>
+    /// Calls `attempt` with kimi-cli's retry rules, from attempt `first` (counting from 1);
+    /// `announce` names the step whose retries are published as `StepRetry`. A failure that
+    /// salvaged a round is never retried: something ran. Gives the attempt last made.
+    async fn with_retries<R, F, Fut>(
+        &self,
+        announce: Option<u32>,
+        first: u32,
+        mut attempt: F,
+    ) -> (Result<R, StepFailure<ErrOf<M>>>, u32)
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<R, ErrOf<M>>>,
+        Fut: Future<Output = Result<R, StepFailure<ErrOf<M>>>>,
     {
         let max = self.config.max_retries_per_step.max(1);
-        let mut i = 1;
+        let mut i = first.max(1);
         loop {
-            let e = match attempt().await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
+            let f = match attempt().await {
+                Ok(v) => return (Ok(v), i),
+                Err(f) => f,
             };
-            let Some(pe) = e.provider_error().filter(|pe| is_retryable(pe) && i < max) else { return Err(e) };
+            let retry = f.salvaged.is_none() && i < max;
+            let Some(pe) = f.error.provider_error().filter(|pe| retry && is_retryable(pe)) else { return (Err(f), i) };
             let retry_after = match pe {
                 ChatProviderError::Status { retry_after_ms, .. } => retry_after_ms.map(|ms| ms as f64),
                 _ => None,
@@ -441,13 +478,14 @@ where
         let prepared = self.context.read(|c| compaction::prepare(c.history(), compaction::DEFAULT_PRESERVED_MESSAGES));
         if let Some((ask, kept)) = prepared {
             let ask = [ask];
-            let summary: GenerateOutput = self
-                .with_retries(None, || async {
+            let (summary, _) = self
+                .with_retries(None, 1, || async {
                     let req = model.prepare(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask)?;
                     let mut source = model.open(req).await?;
-                    generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await
+                    Ok(generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await?)
                 })
-                .await?;
+                .await;
+            let summary: GenerateOutput = summary.map_err(|f| TurnError::Seam(f.error))?;
             let compacted = compaction::build(&summary.message, kept);
             // kimi-cli writes the prompt again after clearing: a context restored from the
             // file keeps it.
@@ -468,18 +506,25 @@ where
     }
 
     /// One step; `Ok(true)` when the turn is over.
-    async fn step(&self, model: &M, n: u32, state: &Rc<RefCell<TurnState>>) -> Result<bool, TurnError<ErrOf<M>>> {
+    async fn step(
+        &self,
+        model: &M,
+        n: u32,
+        state: &Rc<RefCell<TurnState>>,
+        round: &Rc<RefCell<MessageAssembler>>,
+    ) -> Result<bool, TurnError<ErrOf<M>>> {
         let tokens = self.context.read(|c| c.token_count());
         if compaction::should_compact(tokens, self.config.max_context_tokens) {
             self.compact(model, n).await?;
         }
         self.context.checkpoint();
-        {
+        let first_attempt = {
             let mut st = state.borrow_mut();
             st.finished.clear();
             st.calls.clear();
             st.published.clear();
-        }
+            st.broken_attempts + 1
+        };
         let dispatch = TurnDispatch { inner: self.tools, state: state.clone() };
         let wire = self.wire.clone();
         let on_result_state = state.clone();
@@ -494,8 +539,8 @@ where
             }
         });
         let spawn = |f: LocalBoxFuture<'static, ()>| self.env.spawn(f);
-        let out = self
-            .with_retries(Some(n), || {
+        let (out, attempt) = self
+            .with_retries(Some(n), first_attempt, || {
                 {
                     let mut st = state.borrow_mut();
                     st.repeats.begin_attempt();
@@ -506,23 +551,73 @@ where
                 let dispatch = &dispatch;
                 let on_tool_result = on_tool_result.clone();
                 let spawn = &spawn;
+                let round = &**round;
                 async move {
                     let mut source = model.open(prepared?).await?;
                     let on_part = |p: &StreamedMessagePart| {
                         self.wire.send(WireMessage::Part(p.clone()));
                         Ok(None)
                     };
-                    step(&mut source, dispatch, spawn, on_part, Some(on_tool_result)).await
+                    let out = step_in(&mut source, round, dispatch, spawn, on_part, Some(on_tool_result)).await;
+                    if out.as_ref().is_err_and(|f| f.salvaged.is_none()) {
+                        // A failed attempt is void (a UI drops its parts at the `StepRetry`): a
+                        // cancel while waiting to retry keeps nothing of it.
+                        *round.borrow_mut() = MessageAssembler::new();
+                    }
+                    out
                 }
             })
-            .await?;
-        let StepOutput { generated, results, drivers } = out;
+            .await;
+        let StepOutput { generated, results, drivers } = match out {
+            Ok(out) => {
+                state.borrow_mut().broken_attempts = 0;
+                out
+            }
+            Err(StepFailure { error, salvaged: None }) => return Err(TurnError::Seam(error)),
+            Err(StepFailure { error, salvaged: Some(salvaged) }) => {
+                return self.after_salvage(error, salvaged, attempt, state, round);
+            }
+        };
         let GenerateOutput { id: message_id, message, usage, .. } = generated;
         let has_calls = message.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
         // Kept here (not copied) while the tools run, so a cancel can still write it down.
         state.borrow_mut().in_flight = Some((message, usage));
+        self.status_update(message_id, usage);
 
-        // kimi-cli: the context's count becomes the step's input tokens, then the status.
+        let results = collect_results(results).await;
+        drop(drivers);
+        // Only a cancel takes the message out, and a cancelled step never gets here.
+        let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
+        let over = self.close_round(message, usage, &results, state)?;
+        Ok(over || !has_calls)
+    }
+
+    /// A step whose stream broke after a call was handed on: its round goes into the context
+    /// (the message as far as it arrived, a result for every call), and the turn goes on with
+    /// the next step if the error is one worth retrying and the retry budget allows (see
+    /// [`TurnState::broken_attempts`]); otherwise the turn fails with the error.
+    fn after_salvage(
+        &self,
+        error: ErrOf<M>,
+        salvaged: Salvaged,
+        attempt: u32,
+        state: &Rc<RefCell<TurnState>>,
+        round: &Rc<RefCell<MessageAssembler>>,
+    ) -> Result<bool, TurnError<ErrOf<M>>> {
+        *round.borrow_mut() = MessageAssembler::new();
+        let Salvaged { id, message, usage, results } = salvaged;
+        self.status_update(id, usage);
+        let over = self.close_round(message, usage, &results, state)?;
+        let go_on = attempt < self.config.max_retries_per_step && error.provider_error().is_some_and(is_retryable);
+        if !go_on {
+            return Err(TurnError::Seam(error));
+        }
+        state.borrow_mut().broken_attempts = attempt;
+        Ok(over)
+    }
+
+    /// kimi-cli: the context's count becomes the step's input tokens, then the status.
+    fn status_update(&self, message_id: Option<String>, usage: Option<TokenUsage>) {
         if let Some(u) = &usage {
             self.context.update_token_count(input_tokens(u));
         }
@@ -538,11 +633,18 @@ where
                 "message_id": message_id,
             }),
         );
+    }
 
-        let results = collect_results(results).await;
-        drop(drivers);
-        // Only a cancel takes the message out, and a cancelled step never gets here.
-        let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
+    /// Writes a round into the context — its message, usage and one tool message per result —
+    /// and applies the rules that may end the turn; `Ok(true)` when the user refused a call
+    /// without feedback (the turn goes back to the user).
+    fn close_round(
+        &self,
+        message: Message,
+        usage: Option<TokenUsage>,
+        results: &[ToolResult],
+        state: &Rc<RefCell<TurnState>>,
+    ) -> Result<bool, TurnError<ErrOf<M>>> {
         state.borrow_mut().repeats.end_step();
         let tool_messages: Vec<Message> = results.iter().map(tool_result_to_message).collect();
         for m in &tool_messages {
@@ -553,12 +655,12 @@ where
         let rejected: Vec<bool> =
             results.iter().filter_map(|r| self.approvals.rejected(&r.tool_call_id, &r.return_value)).collect();
         if !rejected.is_empty() && !rejected.iter().any(|&feedback| feedback) {
-            return Ok(true); // refused without feedback: the turn goes back to the user
+            return Ok(true);
         }
         if let Some((tool_name, count)) = state.borrow().repeats.force_stop() {
             return Err(TurnError::RepeatedToolCall { tool_name, count });
         }
-        Ok(!has_calls)
+        Ok(false)
     }
 
     fn grow(&self, message: Message, usage: Option<TokenUsage>, results: &[ToolResult]) {

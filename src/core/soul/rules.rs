@@ -2,7 +2,7 @@
 //! tool message the model sees, which errors a step retries and how long it waits, and
 //! which message parts a model must be able to take.
 
-use crate::core::error::ChatProviderError;
+use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role};
 use crate::core::toolset::{ToolOutput, ToolResult};
 
@@ -49,12 +49,15 @@ pub fn tool_result_to_message(result: &ToolResult) -> Message {
 }
 
 /// Is this provider error worth another attempt? (kimi-cli: connection, timeout and empty
-/// answers, and HTTP 429, 500, 502, 503, 504.)
+/// answers, and HTTP 429, 500, 502, 503, 504; here also Anthropic's 529 `overloaded_error`, and
+/// a stream that was cut short or garbled — `truncated`, `malformed` — since the next attempt
+/// may well stream whole. A step retries them only when nothing ran: see `step`'s salvage.)
 pub fn is_retryable(e: &ChatProviderError) -> bool {
     match e {
         ChatProviderError::Connection(_) | ChatProviderError::Timeout(_) | ChatProviderError::EmptyResponse(_) => true,
-        ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504),
-        ChatProviderError::Failed { .. } | ChatProviderError::Other(_) => false,
+        ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
+        ChatProviderError::Failed { kind, .. } => matches!(kind, FailureKind::Truncated | FailureKind::Malformed),
+        ChatProviderError::Other(_) => false,
     }
 }
 
