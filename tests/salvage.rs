@@ -1,0 +1,662 @@
+//! A round that breaks keeps what already happened: every rule driven from SSE bytes through the
+//! agent turn, for every wire format. A model here is a real provider's request builder and
+//! decoder over a byte body that this test scripts: chunks, then the end, a dropped connection,
+//! or a stall (for an abort).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::executor::{LocalPool, LocalSpawner};
+use futures::future::LocalBoxFuture;
+use futures::task::LocalSpawnExt;
+use futures::FutureExt;
+use serde_json::{json, Value};
+
+use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::generate::{ByteSource, SseEventSource};
+use kosong_wasm::core::message::{Message, Role, ToolCall};
+use kosong_wasm::core::providers::{HttpProvider, HttpRequest, StreamDecoder, ToolDefinition};
+use kosong_wasm::core::soul::agent::{AgentConfig, Env, Model, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::core::soul::context::SharedContext;
+use kosong_wasm::core::soul::wire::{Wire, WireMessage};
+use kosong_wasm::core::step::{step, ToolDispatch};
+use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+// ---- the byte body and the model --------------------------------------------------------------
+
+#[derive(Clone)]
+enum End {
+    Done,
+    /// The server drops the connection.
+    Drop,
+    /// The body never answers again (until the turn is cancelled).
+    Stall,
+}
+
+#[derive(Clone)]
+struct Response {
+    chunks: Vec<String>,
+    end: End,
+}
+
+struct Body {
+    chunks: VecDeque<String>,
+    end: End,
+    yields: u32,
+}
+
+impl ByteSource for Body {
+    type Error = ChatProviderError;
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+        // Each read lets other tasks (the tools) run a little, as a network read would.
+        for _ in 0..self.yields {
+            yield_now().await;
+        }
+        if let Some(c) = self.chunks.pop_front() {
+            *buf = c.into_bytes();
+            return Ok(true);
+        }
+        match self.end {
+            End::Done => Ok(false),
+            End::Drop => Err(ChatProviderError::Connection("Connection error: the socket was destroyed".into())),
+            End::Stall => futures::future::pending().await,
+        }
+    }
+}
+
+async fn yield_now() {
+    let mut done = false;
+    futures::future::poll_fn(|cx| {
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            done = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// A real provider (request builder and decoder) over scripted bodies; keeps each request body.
+struct SseModel {
+    provider: HttpProvider,
+    responses: RefCell<VecDeque<Response>>,
+    bodies: RefCell<Vec<Value>>,
+}
+
+impl SseModel {
+    fn new(kind: &str, responses: Vec<Response>) -> SseModel {
+        let provider = HttpProvider::from_json(&json!({"kind": kind, "model": "m", "apiKey": "sk-test"}).to_string())
+            .expect("provider");
+        SseModel { provider, responses: RefCell::new(responses.into()), bodies: RefCell::default() }
+    }
+}
+
+impl Model for SseModel {
+    type Request = HttpRequest;
+    type Source = SseEventSource<Body, Box<dyn StreamDecoder>>;
+    fn model_name(&self) -> String {
+        "m".into()
+    }
+    fn prepare(
+        &self,
+        system: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<HttpRequest, ChatProviderError> {
+        let r = self.provider.build_request(system, tools, history)?;
+        self.bodies.borrow_mut().push(serde_json::from_str(&r.body).expect("request body is JSON"));
+        Ok(r)
+    }
+    fn open(&self, _r: HttpRequest) -> LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
+        let next = self.responses.borrow_mut().pop_front();
+        let decoder = self.provider.decoder();
+        async move {
+            let r = next.ok_or_else(|| ChatProviderError::Other("no more responses".into()))?;
+            Ok(SseEventSource::new(Body { chunks: r.chunks.into(), end: r.end, yields: 1 }, decoder))
+        }
+        .boxed_local()
+    }
+}
+
+// ---- the streams, per wire format ---------------------------------------------------------------
+
+const KINDS: [&str; 4] = ["openai", "anthropic", "openai_responses", "gemini"];
+
+/// Whether the format shows a call before its input is whole: Gemini's decoder holds a call
+/// whose `partialArgs` still stream until it closes, so a cut-off one never reaches the engine
+/// (nor the wire) and needs no answer.
+fn shows_open_calls(kind: &str) -> bool {
+    kind != "gemini"
+}
+
+fn data(v: Value) -> String {
+    format!("data: {v}\n\n")
+}
+
+/// Text, one complete `send_email` call (`call_1`, to a@b.c), and — where the format streams a
+/// call's input — the start of a second (`call_2`) cut off inside its arguments.
+fn broken_after_a_call(kind: &str, id: &str) -> Vec<String> {
+    let (c1, c2) = (format!("{id}_1"), format!("{id}_2"));
+    match kind {
+        "openai" => vec![
+            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Sending."}}]})),
+            data(
+                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": c1, "type": "function",
+                "function": {"name": "send_email", "arguments": "{\"to\":\"a@b.c\"}"}}]}}]}),
+            ),
+            data(
+                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": c2, "type": "function",
+                "function": {"name": "send_email", "arguments": "{\"to\":\"x@"}}]}}]}),
+            ),
+        ],
+        "anthropic" => vec![
+            data(
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "model": "m", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ),
+            data(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            data(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Sending."}}),
+            ),
+            data(json!({"type": "content_block_stop", "index": 0})),
+            data(
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": c1, "name": "send_email", "input": {}}}),
+            ),
+            data(
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"to\":\"a@b.c\"}"}}),
+            ),
+            data(json!({"type": "content_block_stop", "index": 1})),
+            data(
+                json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": c2, "name": "send_email", "input": {}}}),
+            ),
+            data(
+                json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"to\":\"x@"}}),
+            ),
+        ],
+        "openai_responses" => vec![
+            data(json!({"type": "response.created", "response": {"id": "resp_1", "output": []}})),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
+            ),
+            data(
+                json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Sending."}),
+            ),
+            data(
+                json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Sending."}]}}),
+            ),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "call_id": c1, "name": "send_email", "arguments": ""}}),
+            ),
+            data(
+                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1, "delta": "{\"to\":\"a@b.c\"}"}),
+            ),
+            data(
+                json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "call_id": c1, "name": "send_email", "arguments": "{\"to\":\"a@b.c\"}"}}),
+            ),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 2, "item": {"id": "fc_2", "type": "function_call", "call_id": c2, "name": "send_email", "arguments": ""}}),
+            ),
+            data(
+                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_2", "output_index": 2, "delta": "{\"to\":\"x@"}),
+            ),
+        ],
+        "gemini" => {
+            let chunk = |parts: Value| {
+                data(json!({"responseId": "g1", "candidates": [{"content": {"role": "model", "parts": parts}}]}))
+            };
+            vec![
+                chunk(json!([{"text": "Sending."}])),
+                chunk(json!([{"functionCall": {"id": c1, "name": "send_email", "args": {"to": "a@b.c"}}}])),
+                chunk(json!([{"functionCall": {"id": c2, "name": "send_email", "willContinue": true}}])),
+                chunk(
+                    json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.to", "stringValue": "x@", "willContinue": true}], "willContinue": true}}]),
+                ),
+            ]
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Text only, and no end: the stream is cut off before the model said it was done.
+fn text_only(kind: &str) -> Vec<String> {
+    broken_after_a_call(kind, "unused")
+        .into_iter()
+        .take(match kind {
+            "openai" => 1,
+            "anthropic" => 3,
+            "openai_responses" => 3,
+            _ => 1,
+        })
+        .collect()
+}
+
+/// A whole answer: `text`, then the format's end.
+fn answer(kind: &str, text: &str) -> Vec<String> {
+    match kind {
+        "openai" => vec![
+            data(json!({"id": "r2", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]})),
+            data(json!({"id": "r2", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+            "data: [DONE]\n\n".into(),
+        ],
+        "anthropic" => vec![
+            data(
+                json!({"type": "message_start", "message": {"id": "msg_2", "type": "message", "role": "assistant", "content": [],
+                "model": "m", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            ),
+            data(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            data(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+            data(json!({"type": "content_block_stop", "index": 0})),
+            data(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
+            data(json!({"type": "message_stop"})),
+        ],
+        "openai_responses" => vec![
+            data(json!({"type": "response.created", "response": {"id": "resp_2", "output": []}})),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_2", "type": "message", "role": "assistant", "content": []}}),
+            ),
+            data(
+                json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0, "content_index": 0, "delta": text}),
+            ),
+            data(
+                json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_2", "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": text}]}}),
+            ),
+            data(
+                json!({"type": "response.completed", "response": {"id": "resp_2", "status": "completed", "output": [],
+                "usage": {"input_tokens": 10, "output_tokens": 3}}}),
+            ),
+        ],
+        "gemini" => vec![data(
+            json!({"responseId": "g2", "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+            "finishReason": "STOP"}]}),
+        )],
+        _ => unreachable!(),
+    }
+}
+
+fn resp(chunks: Vec<String>, end: End) -> Response {
+    Response { chunks, end }
+}
+
+// ---- tools, timers, the turn -----------------------------------------------------------------------
+
+/// `send_email`: records each run (with its arguments) when it *finishes*; `hold` makes it wait
+/// until the turn is cancelled; each run first yields `delay` times (it is still running when a
+/// stream that follows its start breaks).
+#[derive(Clone, Default)]
+struct Mail {
+    started: Rc<RefCell<Vec<String>>>,
+    sent: Rc<RefCell<Vec<String>>>,
+    hold: Rc<Cell<bool>>,
+    delay: Rc<Cell<u32>>,
+}
+
+impl ToolDispatch for Mail {
+    fn is_eager(&self, _name: &str) -> bool {
+        true
+    }
+    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+        let args = call.function.arguments.clone().unwrap_or_default();
+        self.started.borrow_mut().push(args.clone());
+        let (sent, hold, delay, id) = (self.sent.clone(), self.hold.get(), self.delay.get(), call.id.clone());
+        async move {
+            for _ in 0..delay {
+                yield_now().await;
+            }
+            if hold {
+                futures::future::pending::<()>().await;
+            }
+            sent.borrow_mut().push(args.clone());
+            ToolResult {
+                tool_call_id: id,
+                return_value: ToolReturnValue::ok(ToolOutput::Text(format!("sent {args}")), "", ""),
+            }
+        }
+        .boxed_local()
+    }
+}
+
+impl TurnTools for Mail {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        vec![ToolDefinition {
+            name: "send_email".into(),
+            description: "Sends an email".into(),
+            parameters: json!({"type": "object", "properties": {"to": {"type": "string"}}}),
+        }]
+    }
+}
+
+struct FakeEnv {
+    spawner: LocalSpawner,
+    sleeps: RefCell<Vec<f64>>,
+}
+
+impl Env for FakeEnv {
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
+        self.sleeps.borrow_mut().push(ms);
+        futures::future::ready(()).boxed_local()
+    }
+    fn random(&self) -> f64 {
+        0.0
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        self.spawner.spawn_local(task).unwrap();
+    }
+}
+
+struct Ran {
+    wire: Vec<WireMessage>,
+    result: Result<(), TurnError<ChatProviderError>>,
+    history: Vec<Message>,
+}
+
+impl Ran {
+    fn kinds(&self) -> Vec<String> {
+        self.wire.iter().map(|m| m.kind().to_owned()).collect()
+    }
+    fn payloads(&self, kind: &str) -> Vec<Value> {
+        self.wire
+            .iter()
+            .filter(|m| m.kind() == kind)
+            .map(|m| serde_json::to_value(m).unwrap()["payload"].clone())
+            .collect()
+    }
+    /// Every call the wire showed has exactly one result on the wire.
+    fn assert_every_call_closed(&self) {
+        let calls: Vec<String> =
+            self.payloads("ToolCall").iter().map(|p| p["id"].as_str().unwrap().to_owned()).collect();
+        let results: Vec<String> =
+            self.payloads("ToolResult").iter().map(|p| p["tool_call_id"].as_str().unwrap().to_owned()).collect();
+        let mut a = calls.clone();
+        let mut b = results.clone();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "each ToolCall on the wire has one ToolResult: calls {calls:?}, results {results:?}");
+    }
+    /// The history's tool messages answer exactly the calls its assistant messages made, in order.
+    fn assert_history_consistent(&self) {
+        let mut open: Vec<String> = Vec::new();
+        for m in &self.history {
+            match m.role {
+                Role::Assistant => {
+                    assert!(open.is_empty(), "calls without results before an assistant message: {open:?}");
+                    open = m.tool_calls.iter().flatten().map(|c| c.id.clone()).collect();
+                }
+                Role::Tool => {
+                    assert_eq!(m.tool_call_id.as_deref(), open.first().map(String::as_str), "results in call order");
+                    open.remove(0);
+                }
+                _ => assert!(open.is_empty(), "calls without results: {open:?}"),
+            }
+        }
+        assert!(open.is_empty(), "calls without results at the end: {open:?}");
+    }
+    fn roles(&self) -> Vec<&'static str> {
+        self.history
+            .iter()
+            .map(|m| match m.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+            })
+            .collect()
+    }
+}
+
+fn run_turn(model: &SseModel, tools: &Mail, config: AgentConfig, cancel: impl Future<Output = ()> + 'static) -> Ran {
+    let mut pool = LocalPool::new();
+    let env = FakeEnv { spawner: pool.spawner(), sleeps: RefCell::default() };
+    let context = SharedContext::default();
+    let wire = Wire::new();
+    let side = wire.ui_side(false);
+    let approvals = Rc::new(Approvals::new(
+        wire.clone(),
+        Rc::new(RefCell::new(ApprovalState::new(false))),
+        "agent".into(),
+        Box::new(|| "req".into()),
+    ));
+    let turn = Turn {
+        config: &config,
+        context: &context,
+        model: Some(model),
+        tools,
+        wire: &wire,
+        approvals: &approvals,
+        env: &env,
+    };
+    let result = pool.run_until(turn.run(UserInput::Text("mail them".into()), cancel));
+    wire.shutdown();
+    pool.run_until_stalled();
+    Ran { wire: side.take_ready(), result, history: context.read(|c| c.history().to_vec()) }
+}
+
+fn text_of(m: &Message) -> String {
+    m.extract_text("")
+}
+
+// ---- the rules ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_break_after_a_complete_call_keeps_its_result_and_the_turn_goes_on() {
+    for kind in KINDS {
+        for delay in [0, 3] {
+            let model = SseModel::new(
+                kind,
+                vec![resp(broken_after_a_call(kind, "call"), End::Drop), resp(answer(kind, "done"), End::Done)],
+            );
+            let tools = Mail::default();
+            tools.delay.set(delay); // 3: the tool is still running when the stream breaks
+            let ran = run_turn(&model, &tools, AgentConfig::default(), futures::future::pending());
+            assert!(ran.result.is_ok(), "{kind}: {:?}", ran.result);
+            assert_eq!(
+                *tools.sent.borrow(),
+                vec![r#"{"to":"a@b.c"}"#],
+                "{kind}: the email went once, the cut-off call never"
+            );
+            assert_eq!(*tools.started.borrow(), vec![r#"{"to":"a@b.c"}"#], "{kind}");
+            let open = shows_open_calls(kind);
+            let expected: &[&str] = if open {
+                &["user", "assistant", "tool", "tool", "assistant"]
+            } else {
+                &["user", "assistant", "tool", "assistant"]
+            };
+            assert_eq!(ran.roles(), expected, "{kind}");
+            let round = &ran.history[1];
+            assert_eq!(text_of(round), "Sending.", "{kind}");
+            let calls = round.tool_calls.as_deref().unwrap();
+            let ids: &[&str] = if open { &["call_1", "call_2"] } else { &["call_1"] };
+            assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ids, "{kind}");
+            assert!(text_of(&ran.history[2]).contains(r#"sent {"to":"a@b.c"}"#), "{kind}");
+            if open {
+                let cut = text_of(&ran.history[3]);
+                assert!(cut.contains("broke off") && cut.contains("(9 characters of it arrived)"), "{kind}: {cut}");
+            }
+            assert_eq!(text_of(ran.history.last().unwrap()), "done", "{kind}");
+            ran.assert_every_call_closed();
+            ran.assert_history_consistent();
+            // No StepRetry: the round was kept, the next step is a step of its own.
+            assert_eq!(ran.payloads("StepBegin").len(), 2, "{kind}");
+            assert!(!ran.kinds().contains(&"StepRetry".to_owned()), "{kind}");
+            // The next request tells the model what happened.
+            let bodies = model.bodies.borrow();
+            assert_eq!(bodies.len(), 2, "{kind}");
+            let second = bodies[1].to_string();
+            assert!(second.contains(r#"sent {\"to\":\"a@b.c\"}"#), "{kind}: {second}");
+            assert_eq!(second.contains("characters of it arrived"), open, "{kind}");
+            assert_ne!(bodies[0], bodies[1], "{kind}");
+        }
+    }
+}
+
+#[test]
+fn a_break_after_text_only_is_retried_and_the_text_is_not_kept_twice() {
+    for kind in KINDS {
+        let model =
+            SseModel::new(kind, vec![resp(text_only(kind), End::Drop), resp(answer(kind, "Sending. done"), End::Done)]);
+        let tools = Mail::default();
+        let ran = run_turn(&model, &tools, AgentConfig::default(), futures::future::pending());
+        assert!(ran.result.is_ok(), "{kind}: {:?}", ran.result);
+        assert_eq!(ran.roles(), ["user", "assistant"], "{kind}");
+        assert_eq!(text_of(&ran.history[1]), "Sending. done", "{kind}");
+        // On the wire: the failed attempt's parts, then StepRetry (which voids them), then the answer.
+        let kinds = ran.kinds();
+        let retry = kinds.iter().position(|k| k == "StepRetry").unwrap_or_else(|| panic!("{kind}: {kinds:?}"));
+        assert_eq!(kinds.iter().filter(|k| *k == "StepBegin").count(), 1, "{kind}");
+        assert!(kinds[..retry].contains(&"ContentPart".to_owned()), "{kind}");
+        assert!(tools.started.borrow().is_empty(), "{kind}");
+        assert_eq!(model.bodies.borrow()[0], model.bodies.borrow()[1], "{kind}: the retry sends the same request");
+    }
+}
+
+#[test]
+fn truncated_streams_are_retried_when_nothing_ran() {
+    for kind in KINDS {
+        // The body ends well, but the answer never said it was done: `truncated`.
+        let model = SseModel::new(kind, vec![resp(text_only(kind), End::Done), resp(answer(kind, "whole"), End::Done)]);
+        let ran = run_turn(&model, &Mail::default(), AgentConfig::default(), futures::future::pending());
+        assert!(ran.result.is_ok(), "{kind}: {:?}", ran.result);
+        assert_eq!(text_of(&ran.history[1]), "whole", "{kind}");
+        assert_eq!(ran.payloads("StepRetry").len(), 1, "{kind}");
+    }
+}
+
+#[test]
+fn an_abort_during_salvage_closes_every_call() {
+    for kind in KINDS {
+        let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Drop)]);
+        let tools = Mail::default();
+        tools.hold.set(true);
+        // Cancel once the first tool has started and the stream has broken (a few polls later).
+        let started = tools.started.clone();
+        let cancel = async move {
+            while started.borrow().is_empty() {
+                yield_now().await;
+            }
+            for _ in 0..20 {
+                yield_now().await;
+            }
+        };
+        let ran = run_turn(&model, &tools, AgentConfig::default(), cancel);
+        assert!(matches!(ran.result, Err(TurnError::Cancelled)), "{kind}");
+        assert!(tools.sent.borrow().is_empty(), "{kind}");
+        assert_eq!(tools.started.borrow().len(), 1, "{kind}");
+        let expected: &[&str] = if shows_open_calls(kind) {
+            &["user", "assistant", "tool", "tool"]
+        } else {
+            &["user", "assistant", "tool"]
+        };
+        assert_eq!(ran.roles(), expected, "{kind}");
+        assert!(text_of(&ran.history[2]).contains("aborted"), "{kind}: {}", text_of(&ran.history[2]));
+        if shows_open_calls(kind) {
+            assert!(text_of(&ran.history[3]).contains("broke off"), "{kind}");
+        }
+        ran.assert_every_call_closed();
+        ran.assert_history_consistent();
+        assert_eq!(ran.kinds().last().map(String::as_str), Some("TurnEnd"));
+    }
+}
+
+#[test]
+fn an_abort_mid_stream_closes_every_call_the_wire_showed() {
+    for kind in KINDS {
+        for hold in [false, true] {
+            // The stream stalls after the second call began; the first tool finished (or not).
+            let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Stall)]);
+            let tools = Mail::default();
+            tools.hold.set(hold);
+            let started = tools.started.clone();
+            let cancel = async move {
+                while started.borrow().is_empty() {
+                    yield_now().await;
+                }
+                for _ in 0..20 {
+                    yield_now().await;
+                }
+            };
+            let ran = run_turn(&model, &tools, AgentConfig::default(), cancel);
+            assert!(matches!(ran.result, Err(TurnError::Cancelled)), "{kind}");
+            let expected: &[&str] = if shows_open_calls(kind) {
+                &["user", "assistant", "tool", "tool"]
+            } else {
+                &["user", "assistant", "tool"]
+            };
+            assert_eq!(ran.roles(), expected, "{kind} hold={hold}");
+            assert_eq!(text_of(&ran.history[1]), "Sending.", "{kind}");
+            let first = text_of(&ran.history[2]);
+            if hold {
+                assert!(first.contains("aborted"), "{kind}: {first}");
+            } else {
+                assert!(first.contains("sent"), "{kind}: its real result: {first}");
+            }
+            if shows_open_calls(kind) {
+                assert!(text_of(&ran.history[3]).contains("aborted"), "{kind}");
+            }
+            ran.assert_every_call_closed();
+            ran.assert_history_consistent();
+        }
+    }
+}
+
+#[test]
+fn a_provider_that_breaks_every_time_still_ends_the_turn() {
+    for kind in KINDS {
+        let responses = (0..10).map(|i| resp(broken_after_a_call(kind, &format!("c{i}")), End::Drop)).collect();
+        let model = SseModel::new(kind, responses);
+        let tools = Mail::default();
+        let config = AgentConfig { max_retries_per_step: 3, ..AgentConfig::default() };
+        let ran = run_turn(&model, &tools, config, futures::future::pending());
+        assert!(
+            matches!(&ran.result, Err(TurnError::Seam(ChatProviderError::Connection(_)))),
+            "{kind}: {:?}",
+            ran.result
+        );
+        // Three broken steps in a row use up the three attempts; each ran its complete call once.
+        assert_eq!(tools.sent.borrow().len(), 3, "{kind}");
+        assert_eq!(ran.payloads("StepBegin").len(), 3, "{kind}");
+        let per_step = if shows_open_calls(kind) { 3 } else { 2 };
+        assert_eq!(ran.history.len(), 1 + 3 * per_step, "{kind}: {:?}", ran.roles());
+        assert_eq!(ran.kinds().iter().filter(|k| *k == "StepInterrupted").count(), 1, "{kind}");
+        ran.assert_every_call_closed();
+        ran.assert_history_consistent();
+    }
+}
+
+#[test]
+fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
+    for kind in KINDS {
+        let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Drop)]);
+        let tools = Mail::default();
+        tools.delay.set(3);
+        let mut pool = LocalPool::new();
+        let spawner = pool.spawner();
+        let seen: Rc<RefCell<Vec<String>>> = Rc::default();
+        let seen2 = seen.clone();
+        let outcome = pool.run_until(async {
+            let req = model.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])]).unwrap();
+            let mut source = model.open(req).await.unwrap();
+            let spawn = |f: LocalBoxFuture<'static, ()>| spawner.spawn_local(f).unwrap();
+            let cb: kosong_wasm::core::step::ToolResultCallback =
+                Rc::new(move |r: &ToolResult| seen2.borrow_mut().push(r.tool_call_id.clone()));
+            step(&mut source, &tools, &spawn, |_: &_| Ok(None), Some(cb)).await
+        });
+        let failure = outcome.err().unwrap_or_else(|| panic!("{kind}: the step fails"));
+        assert!(matches!(failure.error, ChatProviderError::Connection(_)), "{kind}");
+        let s = failure.salvaged.unwrap_or_else(|| panic!("{kind}: salvaged"));
+        assert_eq!(*tools.sent.borrow(), vec![r#"{"to":"a@b.c"}"#], "{kind}: settled before the step returned");
+        let ids: &[&str] = if shows_open_calls(kind) { &["call_1", "call_2"] } else { &["call_1"] };
+        assert_eq!(s.results.iter().map(|r| r.tool_call_id.as_str()).collect::<Vec<_>>(), ids, "{kind}");
+        assert!(!s.results[0].return_value.is_error, "{kind}");
+        assert!(s.results.iter().skip(1).all(|r| r.return_value.is_error), "{kind}");
+        assert_eq!(s.message.tool_calls.as_ref().map(Vec::len), Some(ids.len()), "{kind}");
+        let mut seen = seen.borrow().clone();
+        seen.sort();
+        assert_eq!(seen, ids, "{kind}: on_tool_result heard each");
+    }
+}
