@@ -682,7 +682,9 @@ fn a_thousand_turns_on_one_context_stay_consistent() {
 
 mod run_soul {
     use super::*;
-    use kosong_wasm::core::soul::run::{run_soul, RunOutcome, SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS};
+    use kosong_wasm::core::soul::run::{
+        run_soul, RunOutcome, RECORDER_CANCEL_GRACE_MS, SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS,
+    };
 
     fn env(pool: &LocalPool) -> FakeEnv {
         FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) }
@@ -749,9 +751,41 @@ mod run_soul {
             &env,
         ));
         assert_eq!(out, RunOutcome::Cancelled);
-        assert_eq!(*env.sleeps.borrow(), [SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS]);
+        assert_eq!(*env.sleeps.borrow(), [SOUL_CANCEL_GRACE_MS, RECORDER_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS]);
         let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
         assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse"]);
+    }
+
+    #[test]
+    fn a_recording_that_never_finishes_cannot_outlive_the_cancel() {
+        // The soul finished; the recorder's sink hangs; the cancel ends the wait.
+        let mut pool = LocalPool::new();
+        let first_env = env(&pool);
+        let wire = Wire::new();
+        let (tx, rx) = oneshot::channel::<()>();
+        let recorded = move || {
+            let _ = tx.send(()); // cancel once the run waits for the recording
+            futures::future::pending::<()>()
+        };
+        let cancel = async move {
+            let _ = rx.await;
+        };
+        let out = pool.run_until(run_soul(&wire, async { Ok::<(), ()>(()) }, async {}, cancel, recorded, &first_env));
+        assert_eq!(out, RunOutcome::Cancelled);
+        // Cancelled before it ended: the recording gets its grace, then the run ends anyway.
+        let mut pool = LocalPool::new();
+        let env = env(&pool);
+        let wire = Wire::new();
+        let out = pool.run_until(run_soul(
+            &wire,
+            futures::future::pending::<Result<(), ()>>(),
+            async {},
+            async {},
+            || futures::future::pending::<()>(),
+            &env,
+        ));
+        assert_eq!(out, RunOutcome::Cancelled);
+        assert_eq!(*env.sleeps.borrow(), [SOUL_CANCEL_GRACE_MS, RECORDER_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS]);
     }
 }
 

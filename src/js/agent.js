@@ -174,6 +174,11 @@ export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
     uiDone = Promise.resolve();
   }
   const soulDone = Promise.resolve().then(() => soul.run(userInput, run));
-  const cancelled = await callWasm(() => wasm.runSoul(core, soulDone, uiDone, signal, recorder ? () => recorder._written() : undefined));
+  let cancelled;
+  try {
+    cancelled = await callWasm(() => wasm.runSoul(core, soulDone, uiDone, signal, recorder ? () => recorder._written() : undefined));
+  } finally {
+    recorder?._ended();
+  }
   if (cancelled) throw new RunCancelled("The run was cancelled", { cause: signal.reason });
 }

@@ -407,6 +407,17 @@ impl Env for WebEnv {
 pub struct AgentCore {
     config: Rc<AgentConfig>,
     approvals: Rc<RefCell<ApprovalState>>,
+    /// A turn is running: a second one is refused (two turns would interleave in one context).
+    busy: Rc<std::cell::Cell<bool>>,
+}
+
+/// Marks an agent busy until dropped (the turn's future ended, however it ended).
+struct Busy(Rc<std::cell::Cell<bool>>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 #[wasm_bindgen]
@@ -439,7 +450,11 @@ impl AgentCore {
             },
         };
         let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
-        Ok(AgentCore { config: Rc::new(config), approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))) })
+        Ok(AgentCore {
+            config: Rc::new(config),
+            approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))),
+            busy: Rc::default(),
+        })
     }
 
     /// kimi-cli's status snapshot for this agent on `context`.
@@ -459,6 +474,13 @@ impl AgentCore {
         toolset: JsValue,
         hooks: JsValue,
     ) -> Result<Promise, JsValue> {
+        if self.busy.get() {
+            return Err(js_sys::Error::new(&format!(
+                "Agent `{}` is already running a turn: one turn at a time (wait for it, or abort it, before starting another)",
+                self.config.name
+            ))
+            .into());
+        }
         let input: UserInput =
             read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
         let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
@@ -480,7 +502,10 @@ impl AgentCore {
             secret: RefCell::new(None),
         });
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
+        self.busy.set(true);
+        let busy = Busy(self.busy.clone());
         Ok(future_to_promise(async move {
+            let _busy = busy;
             let _run_fns = run_fns; // the tools' `send`/`requestApproval`/`rejection` live as long as the run
             let watch = signal.clone().map(AbortWatch::new);
             let cancel = async {

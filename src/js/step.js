@@ -137,8 +137,34 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   hooks.toolset = toolset;
   hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
-  const raw = await callWasm(() => wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  let raw;
+  try {
+    raw = await callWasm(() => wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  } catch (e) {
+    throw withSalvaged(e);
+  }
   const results = raw.results.then((json) => JSON.parse(json), (e) => Promise.reject(notePoison(e)));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
   return new StepResult(raw, results);
+}
+
+/**
+ * A step that failed after a tool call was handed on carries its round (the engine gives it as
+ * JSON text): `error.salvaged = {message, toolCalls, toolResults()}`, the results in call order
+ * and already settled — the tools that started ran to their end, the calls that did not start
+ * have an error result and never ran.
+ */
+function withSalvaged(e) {
+  const raw = e !== null && typeof e === "object" ? e.salvaged : undefined;
+  if (!raw || typeof raw.message !== "string") return e;
+  const message = JSON.parse(raw.message);
+  const results = Promise.resolve(JSON.parse(raw.results));
+  e.salvaged = Object.freeze({
+    id: raw.id,
+    message,
+    usage: raw.usage,
+    toolCalls: message.tool_calls ?? [],
+    toolResults: () => results,
+  });
+  return e;
 }

@@ -28,10 +28,40 @@ export function invokeTool(toolset, headJson, args, signal, run) {
   const call = JSON.parse(headJson);
   call.function.arguments = args;
   const toolCallId = call.id;
-  const ctx = run === undefined
-    ? { toolCallId, signal }
-    : { toolCallId, signal, send: run.send, requestApproval: (req) => run.requestApproval(toolCallId, req), rejection: () => run.rejection(toolCallId) };
-  return toolset.handle(call, ctx);
+  if (run === undefined) return toolset.handle(call, { toolCallId, signal });
+  // The run's functions serve this call while it runs: once its result is in (or its signal
+  // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a warning
+  // and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
+  let over = false;
+  const ended = (what) => `kosong-wasm: ctx.${what} was called after the tool call ${toolCallId} ended (its result was in, or it was aborted)`;
+  const live = () => !over && !signal.aborted;
+  const ctx = {
+    toolCallId,
+    signal,
+    send: (message) => {
+      if (live()) return run.send(message);
+      console.warn(`${ended("send")}; the message was not sent`);
+    },
+    requestApproval: (req) => (live() ? run.requestApproval(toolCallId, req) : Promise.reject(new Error(ended("requestApproval")))),
+    rejection: () => {
+      if (live()) return run.rejection(toolCallId);
+      throw new Error(ended("rejection"));
+    },
+  };
+  let out;
+  try {
+    out = toolset.handle(call, ctx);
+  } catch (e) {
+    over = true;
+    throw e;
+  }
+  if (out !== null && typeof out === "object" && typeof out.then === "function") {
+    return Promise.resolve(out).finally(() => {
+      over = true;
+    });
+  }
+  over = true;
+  return out;
 }
 
 export function definitionOf(tool) {

@@ -117,6 +117,7 @@ export class WireRecorder {
   #sink;
   #done = Promise.resolve();
   #wire = null;
+  #pending = 0;
   error = null;
 
   constructor(sink) {
@@ -133,10 +134,23 @@ export class WireRecorder {
   _attach(wire) {
     this.#wire = coreOfWire(wire);
     this.#wire.setRecorder((line) => {
-      this.#done = this.#done.then(() => this.#sink(line)).catch((e) => {
-        this.error ??= e;
-      });
+      this.#pending++;
+      this.#done = this.#done
+        .then(() => this.#sink(line))
+        .catch((e) => {
+          this.error ??= e;
+        })
+        .finally(() => {
+          this.#pending--;
+        });
     });
+  }
+
+  /** @internal The run ended: a sink still writing (it hangs) is reported as the recorder's error. */
+  _ended() {
+    if (this.#pending > 0) {
+      this.error ??= new Error(`kosong-wasm: the recorder's sink had not finished writing when the run ended (${this.#pending} line(s) unwritten)`);
+    }
   }
 
   /** @internal Resolves when every line handed over so far was written. */

@@ -25,8 +25,14 @@ pub enum RunOutcome<E> {
     Cancelled,
 }
 
+/// How long a cancelled run waits for the recording to be written.
+pub const RECORDER_CANCEL_GRACE_MS: f64 = 1000.0;
+
 /// Runs the soul's turn (`soul`) beside the UI loop (`ui`) over `wire`. `recorded` is asked,
-/// after the shutdown, for a future that resolves when every line is written.
+/// after the shutdown, for a future that resolves when every line is written. A recording that
+/// never finishes (a sink that hangs) cannot keep the run alive past `cancel`: once cancelled,
+/// the run waits [`RECORDER_CANCEL_GRACE_MS`] for it at most, and a cancel while waiting for it
+/// ends the wait (the run then counts as cancelled).
 pub async fn run_soul<E, R: Future<Output = ()>>(
     wire: &Wire,
     soul: impl Future<Output = Result<(), E>>,
@@ -36,7 +42,8 @@ pub async fn run_soul<E, R: Future<Output = ()>>(
     env: &dyn Env,
 ) -> RunOutcome<E> {
     let mut soul = Box::pin(soul);
-    let outcome = match select(soul.as_mut(), Box::pin(cancel)).await {
+    let mut cancel = Box::pin(cancel);
+    let mut outcome = match select(soul.as_mut(), cancel.as_mut()).await {
         Either::Left((Ok(()), _)) => RunOutcome::Done,
         Either::Left((Err(e), _)) => RunOutcome::Failed(e),
         Either::Right(((), _)) => {
@@ -46,7 +53,14 @@ pub async fn run_soul<E, R: Future<Output = ()>>(
         }
     };
     wire.shutdown();
-    recorded().await;
+    let written = Box::pin(recorded());
+    if matches!(outcome, RunOutcome::Cancelled) {
+        let _ = select(written, env.sleep(RECORDER_CANCEL_GRACE_MS)).await;
+    } else if let Either::Right(_) = select(written, cancel).await {
+        if let RunOutcome::Done = outcome {
+            outcome = RunOutcome::Cancelled;
+        }
+    }
     let _ = select(Box::pin(ui), env.sleep(UI_LOOP_GRACE_MS)).await;
     outcome
 }

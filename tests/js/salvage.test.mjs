@@ -1,0 +1,260 @@
+// A round that breaks keeps what already happened, over loopback HTTP with a server that destroys
+// the socket: the tool ran once, its result is in the history and in the next request; a call cut
+// off mid-input gets an error result and never runs; an abort closes every call the wire showed;
+// one turn at a time per Agent; a hanging recorder cannot outlive the signal; a kept ctx cannot
+// reach a finished run.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import * as k from "kosong-wasm";
+import { startMockServer, text, toolStart, toolArgs, finish, done, gate, sse } from "./mock-openai.mjs";
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+const API_KEY = "sk-test-abcdef123456";
+const openai = () => new k.OpenAIChatProvider({ model: "mock-model", apiKey: API_KEY, baseUrl: server.baseUrl });
+const anthropic = () => new k.AnthropicProvider({ model: "claude-mock", apiKey: API_KEY, baseUrl: server.baseUrl });
+const user = (t) => ({ role: "user", content: t });
+/** A message's text (a lone text part may be given as a string). */
+const textOf = (m) => (typeof m.content === "string" ? m.content : m.content.map((p) => p.text ?? "").join(""));
+const noRetryWait = { initialMs: 0, maxMs: 0, jitterMs: 0 };
+
+/** Settles with the promise's outcome, or "still pending" after `ms` (a bound, not a timing). */
+async function within(promise, ms = 5000) {
+  let timer;
+  const timeout = new Promise((r) => (timer = setTimeout(() => r({ pending: true }), ms)));
+  try {
+    return await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `send_email`, counting what it sent; `hold` keeps it running until its signal aborts. */
+function mailer({ hold = false } = {}) {
+  const sent = [];
+  const started = [];
+  const tool = {
+    name: "send_email",
+    description: "Sends an email",
+    parameters: { type: "object", properties: { to: { type: "string" } } },
+    handler: async ({ to }, { signal }) => {
+      started.push(to);
+      if (hold) await new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+      await new Promise((r) => setTimeout(r, 20)); // still running when the stream breaks
+      sent.push(to);
+      return `sent to ${to}`;
+    },
+  };
+  return { sent, started, toolset: new k.SimpleToolset([tool]) };
+}
+
+// Text, one complete call, the start of a second call; then the socket is destroyed.
+const brokenOpenAI = (end = { destroy: true }) => ({
+  steps: [text("Sending."), toolStart(0, "call_1", "send_email", '{"to":"a@b.c"}'), toolStart(1, "call_2", "send_email", '{"to":"x@'), { pause: 30 }, end],
+});
+const answerOpenAI = (t) => ({ steps: [text(t), finish("stop"), done()] });
+
+const ev = (type, obj) => `event: ${type}\ndata: ${JSON.stringify({ type, ...obj })}\n\n`;
+const messageStart = (id) => ev("message_start", { message: { id, type: "message", role: "assistant", content: [], model: "m", usage: { input_tokens: 5, output_tokens: 1 } } });
+const brokenAnthropic = () => ({
+  steps: [
+    messageStart("msg_1"),
+    ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+    ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Sending." } }),
+    ev("content_block_stop", { index: 0 }),
+    ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "send_email", input: {} } }),
+    ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: '{"to":"a@b.c"}' } }),
+    ev("content_block_stop", { index: 1 }),
+    ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "send_email", input: {} } }),
+    ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: '{"to":"x@' } }),
+    { pause: 30 },
+    { destroy: true },
+  ],
+});
+const answerAnthropic = (t) => ({
+  steps: [
+    messageStart("msg_2"),
+    ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+    ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: t } }),
+    ev("content_block_stop", { index: 0 }),
+    ev("message_delta", { delta: { stop_reason: "end_turn" }, usage: { output_tokens: 2 } }),
+    ev("message_stop", {}),
+  ],
+});
+
+async function runTurn(agent, input, signal = new AbortController().signal, options = {}) {
+  const seen = [];
+  let error;
+  try {
+    await k.runSoul(agent, input, async (wire) => {
+      for await (const m of wire.uiSide({ merge: true })) seen.push(m);
+    }, signal, options);
+  } catch (e) {
+    error = e;
+  }
+  return { seen, error, types: seen.map((m) => m.type) };
+}
+
+/** Every ToolCall the wire showed has one ToolResult. */
+function assertEveryCallClosed(seen) {
+  const calls = seen.filter((m) => m.type === "ToolCall").map((m) => m.payload.id).sort();
+  const results = seen.filter((m) => m.type === "ToolResult").map((m) => m.payload.tool_call_id).sort();
+  assert.deepEqual(results, calls);
+}
+
+for (const [name, provider, broken, answer, ids] of [
+  ["OpenAI", openai, brokenOpenAI, answerOpenAI, ["call_1", "call_2"]],
+  ["Anthropic", anthropic, brokenAnthropic, answerAnthropic, ["toolu_1", "toolu_2"]],
+]) {
+  test(`${name}: a socket destroyed after a call ran — the turn keeps the result, the cut-off call never runs, the turn goes on`, async () => {
+    const before = server.requests.length;
+    server.respond(broken());
+    server.respond(answer("done"));
+    const { sent, started, toolset } = mailer();
+    const warnings = [];
+    const agent = new k.Agent({ provider: provider(), systemPrompt: "", toolset, logger: { warn: (m, f) => warnings.push([m, f]) }, retryBackoff: noRetryWait });
+    const r = await runTurn(agent, "mail them");
+    assert.equal(r.error, undefined, String(r.error));
+    assert.deepEqual(sent, ["a@b.c"], "the email went once");
+    assert.deepEqual(started, ["a@b.c"], "the cut-off call never ran");
+    const h = agent.context.history;
+    assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+    assert.deepEqual(h[1].tool_calls.map((c) => c.id), ids);
+    assert.match(JSON.stringify(h[2].content), /sent to a@b\.c/);
+    assert.match(JSON.stringify(h[3].content), /broke off .*9 characters of it arrived/);
+    assertEveryCallClosed(r.seen);
+    assert.equal(r.types.filter((t) => t === "StepBegin").length, 2);
+    assert.ok(!r.types.includes("StepRetry"));
+    // The next request tells the model what happened.
+    const second = JSON.stringify(server.requests[before + 1].body);
+    assert.match(second, /sent to a@b\.c/);
+    assert.match(second, /characters of it arrived/);
+    // The warning names the tool, the id and the size — never the input.
+    assert.equal(warnings.length, 1);
+    assert.deepEqual(warnings[0][1], { tool: "send_email", id: ids[1], bytes: 9, chars: 9 });
+    assert.ok(!JSON.stringify(warnings).includes("x@"));
+  });
+
+  test(`${name}: step() rejects with the provider error carrying the salvaged round, after the started tool finished`, async () => {
+    server.respond(broken());
+    const { sent, toolset } = mailer();
+    const heard = [];
+    const r = await within(k.step(provider(), "", toolset, [user("mail them")], { onToolResult: (x) => heard.push(x.tool_call_id) }));
+    assert.ok(r.error instanceof k.APIConnectionError, String(r.error));
+    assert.deepEqual(sent, ["a@b.c"], "settled before step() rejected");
+    const s = r.error.salvaged;
+    assert.deepEqual(s.toolCalls.map((c) => c.id), ids);
+    assert.equal(textOf(s.message), "Sending.");
+    const results = await s.toolResults();
+    assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
+    assert.deepEqual(heard.sort(), [...ids].sort());
+  });
+}
+
+test("a break before any call started is retried as before; the failed attempt's text is void after the StepRetry", async () => {
+  server.respond({ steps: [text("Half an ans"), { pause: 20 }, { destroy: true }] });
+  server.respond(answerOpenAI("A whole answer."));
+  const agent = new k.Agent({ provider: openai(), systemPrompt: "", retryBackoff: noRetryWait });
+  const r = await runTurn(agent, "hi");
+  assert.equal(r.error, undefined, String(r.error));
+  assert.deepEqual(agent.context.history.map((m) => m.role), ["user", "assistant"]);
+  assert.equal(textOf(agent.context.history[1]), "A whole answer.");
+  const retry = r.types.indexOf("StepRetry");
+  assert.ok(retry > r.types.indexOf("ContentPart"), r.types.join());
+  // What a UI shows if it drops the parts since StepBegin at each StepRetry:
+  let shown = "";
+  for (const m of r.seen) {
+    if (m.type === "StepBegin" || m.type === "StepRetry") shown = "";
+    if (m.type === "ContentPart" && m.payload.type === "text") shown += m.payload.text;
+  }
+  assert.equal(shown, "A whole answer.");
+});
+
+test("HTTP 529 and Anthropic's overloaded_error mid-stream are retried like a 503", async () => {
+  server.respond({ status: 529, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
+  server.respond({ steps: [messageStart("m0"), ev("error", { error: { type: "overloaded_error", message: "Overloaded" } })] });
+  server.respond(answerAnthropic("fine"));
+  const agent = new k.Agent({ provider: anthropic(), systemPrompt: "", retryBackoff: noRetryWait });
+  const r = await runTurn(agent, "hi");
+  assert.equal(r.error, undefined, String(r.error));
+  const retries = r.seen.filter((m) => m.type === "StepRetry").map((m) => m.payload.status_code);
+  assert.deepEqual(retries, [529, 529]);
+  assert.equal(textOf(agent.context.history[1]), "fine");
+});
+
+test("an abort mid-stream closes every call the wire showed, and the history holds the round", async () => {
+  const g = gate();
+  server.respond({ steps: [text("Sending."), toolStart(0, "c1", "send_email", '{"to":"a@b.c"}'), toolStart(1, "c2", "send_email", '{"to":"x@'), { mark: g.open }, { hang: true }] });
+  const { sent, started, toolset } = mailer({ hold: true });
+  const agent = new k.Agent({ provider: openai(), systemPrompt: "", toolset });
+  const ctrl = new AbortController();
+  g.promise.then(() => setTimeout(() => ctrl.abort(new Error("stop")), 50));
+  const r = await within(runTurn(agent, "mail them", ctrl.signal));
+  assert.ok(r.value.error instanceof k.RunCancelled, String(r.value.error));
+  assert.deepEqual(started, ["a@b.c"]);
+  assert.deepEqual(sent, []);
+  assertEveryCallClosed(r.value.seen);
+  const h = agent.context.history;
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool"]);
+  assert.equal(textOf(h[1]), "Sending.");
+  assert.match(JSON.stringify(h[2].content), /aborted/);
+  // The recording replays with a result for every call.
+  const lines = [];
+  server.respond(answerOpenAI("ok"));
+  const agent2 = new k.Agent({ provider: openai(), systemPrompt: "", toolset });
+  await runTurn(agent2, "x", new AbortController().signal, { recorder: new k.WireRecorder((l) => lines.push(l)) });
+  assert.ok(k.readWireRecord(lines.join("\n")).length > 0);
+});
+
+test("an abort while salvage waits on a started tool aborts its signal and ends at once", async () => {
+  server.respond(brokenOpenAI());
+  let toolSignal;
+  const toolset = new k.SimpleToolset([{ name: "send_email", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; return new Promise(() => {}); } }]);
+  const ctrl = new AbortController();
+  const p = k.step(openai(), "", toolset, [user("x")], { signal: ctrl.signal });
+  setTimeout(() => ctrl.abort(new Error("enough")), 200);
+  const r = await within(p);
+  assert.equal(r.error?.message, "enough");
+  assert.equal(toolSignal.aborted, true);
+});
+
+test("two runSoul calls on one Agent: the second is refused at once, the first is untouched", async () => {
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: first answer", "text: third"]), systemPrompt: "" });
+  const first = runTurn(agent, "first");
+  const second = await within(runTurn(agent, "second"));
+  assert.match(String(second.value.error?.message), /already running a turn/);
+  assert.equal((await first).error, undefined);
+  assert.deepEqual(agent.context.history.map((m) => [m.role, textOf(m)]), [["user", "first"], ["assistant", "first answer"]]);
+  assert.equal((await runTurn(agent, "third")).error, undefined, "the next turn after the first ended is taken");
+});
+
+test("a recorder whose sink never settles cannot keep runSoul alive past its signal", async () => {
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: hi"]), systemPrompt: "" });
+  const recorder = new k.WireRecorder(() => new Promise(() => {}));
+  const ctrl = new AbortController();
+  const p = runTurn(agent, "x", ctrl.signal, { recorder });
+  setTimeout(() => ctrl.abort(), 100);
+  const r = await within(p);
+  assert.ok(!r.pending, "runSoul ended");
+  assert.ok(r.value.error instanceof k.RunCancelled, String(r.value.error));
+  assert.match(String(recorder.error?.message), /had not finished writing/);
+});
+
+test("a tool that keeps its ctx: send after its run is ignored, requestApproval rejects, each saying why", async () => {
+  let kept;
+  const toolset = new k.SimpleToolset([{ name: "keep", description: "", parameters: {}, handler: (_a, ctx) => { kept = ctx; return "ok"; } }]);
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(['tool_call: {"id": "c1", "name": "keep", "arguments": "{}"}', "text: done"]), systemPrompt: "", toolset });
+  assert.equal((await runTurn(agent, "x")).error, undefined);
+  const warned = [];
+  const warn = console.warn;
+  console.warn = (m) => warned.push(m);
+  try {
+    kept.send({ type: "ContentPart", payload: { type: "text", text: "late" } });
+  } finally {
+    console.warn = warn;
+  }
+  assert.match(warned[0], /ctx\.send was called after the tool call c1 ended/);
+  await assert.rejects(kept.requestApproval({ action: "a", description: "d" }), /ctx\.requestApproval was called after the tool call c1 ended/);
+});
