@@ -1144,3 +1144,62 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     assert_eq!(body["metadata"]["user_id"], "u");
     assert!(req.headers.iter().any(|(k, v)| k == "x-h" && v == "1"));
 }
+
+/// What real servers send beyond the docs: an identical second `message_start` before any
+/// content is ignored (vercel/ai#18331) while another message's start stays `malformed`; a
+/// `tool_use` with no input deltas keeps `""` as kosong does; xAI's `custom_tool_call` items
+/// (run by xAI) are kept as server-tool parts and sent back.
+#[test]
+fn anthropic_repeated_message_start_and_empty_tool_input() {
+    let p = provider(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    let start = |id: &str| json!({"type":"message_start","message":{"id": id,"type":"message","role":"assistant","content":[],"usage":{"input_tokens":3,"output_tokens":1}}});
+    let text = [
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}),
+        json!({"type":"content_block_stop","index":0}),
+    ];
+    let tool = [
+        json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"now","input":{}}}),
+        json!({"type":"content_block_stop","index":1}),
+    ];
+    let end = [
+        json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":2}}),
+        json!({"type":"message_stop"}),
+    ];
+    let all = |evs: Vec<Value>| evs;
+    let twice: Vec<Value> = [vec![start("msg_1"), start("msg_1")], text.to_vec(), tool.to_vec(), end.to_vec()].concat();
+    let o = decode_every_split(&p, sse(&all(twice)).as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.extract_text(""), "Hi");
+    let calls = o.message.tool_calls.as_deref().unwrap();
+    assert_eq!(calls[0].function.arguments.as_deref(), Some(""), "no input delta: kosong keeps \"\"");
+
+    for bad in [
+        [vec![start("msg_1"), start("msg_2")], text.to_vec(), end.to_vec()].concat(),
+        [vec![start("msg_1")], text.to_vec(), vec![start("msg_1")], end.to_vec()].concat(),
+    ] {
+        let o = decode_every_split(&p, sse(&bad).as_bytes());
+        assert!(matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Malformed, .. })), "{:?}", o.end);
+    }
+}
+
+#[test]
+fn responses_custom_tool_call_items_are_kept_as_server_tools() {
+    let p = provider(json!({"kind": "openai_responses", "model": "grok-4"}));
+    let item = json!({"id":"ctc_1","type":"custom_tool_call","call_id":"xs_1","name":"x_search","input":"{\"query\":\"kosong\"}","status":"completed"});
+    let evs = vec![
+        json!({"type":"response.created","response":{"id":"resp_x"}}),
+        json!({"type":"response.output_item.added","output_index":0,"item":{"id":"ctc_1","type":"custom_tool_call","call_id":"xs_1","name":"x_search","input":""}}),
+        json!({"type":"response.output_item.done","output_index":0,"item": item}),
+        json!({"type":"response.output_item.added","output_index":1,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}),
+        json!({"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":"Found it."}),
+        json!({"type":"response.completed","response":{"id":"resp_x","status":"completed"}}),
+    ];
+    let o = decode_every_split(&p, sse(&evs).as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert!(o.message.tool_calls.is_none(), "not a call for the caller's tools");
+    assert_eq!(server_tools(&o.message)[0]["extras"]["server_tool"]["value"], item);
+    let history = vec![Message::new(Role::User, vec![ContentPart::text("?")]), o.message.clone()];
+    let body: Value = serde_json::from_str(&p.build_request("", &[], &history).unwrap().body).unwrap();
+    assert_eq!(body["input"][1], item, "sent back as it came");
+}

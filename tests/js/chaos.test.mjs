@@ -38,13 +38,31 @@ test("an agent completes a multi-step task through ChaosProvider at a 30% fault 
     assert.equal(ui.filter((m) => m.type === "TurnBegin").length, 1);
     assert.equal(ui.at(-1).type, "TurnEnd");
     assert.equal(agent.context.history.at(-1).content, "All six parts are recorded.");
-    // Every call got exactly one result; a corrupted call got the "send it again" error instead of running.
+    // Every call got exactly one result in its step; a corrupted call got the "send it again"
+    // error instead of running. A stream cut after a call ran is salvaged (the round kept, the
+    // cut-off call answered "cut off") and the chaos proxy then replays the same answer as the
+    // next step: the call that ran gets its result again without running again.
+    let calls = new Set();
+    let answered = new Set();
+    for (const m of ui) {
+      // A retried attempt ran nothing (its parts are void); a round that ran something is kept.
+      if (m.type === "StepRetry") assert.equal(answered.size, 0, `seed ${seed}: a retried attempt ran nothing`);
+      if (m.type === "StepBegin") assert.deepEqual([...answered].sort(), [...calls].sort(), `seed ${seed}: every call of the round was answered once`);
+      if (m.type === "StepBegin" || m.type === "StepRetry") {
+        calls = new Set();
+        answered = new Set();
+      }
+      if (m.type === "ToolCall") calls.add(m.payload.id);
+      if (m.type === "ToolResult") {
+        assert.ok(!answered.has(m.payload.tool_call_id), `seed ${seed}: no result twice in a round`);
+        answered.add(m.payload.tool_call_id);
+      }
+    }
     const results = ui.filter((m) => m.type === "ToolResult");
-    const ids = results.map((m) => m.payload.tool_call_id);
-    assert.equal(new Set(ids).size, ids.length, `seed ${seed}: no result twice`);
-    assert.equal(ids.length, 12);
+    const ids = new Set(results.map((m) => m.payload.tool_call_id));
+    assert.equal(ids.size, 12);
     const malformed = results.filter((m) => /send the call again/.test(m.payload.return_value.message));
-    assert.equal(recorded.length + malformed.length, 12);
+    assert.ok(recorded.length + malformed.length >= 12);
     assert.equal(new Set(recorded).size, recorded.length, `seed ${seed}: no tool ran twice`);
   }
   console.log(`# chaos: 5 runs, injected ${JSON.stringify(total)}`);

@@ -553,9 +553,14 @@ impl AnthropicDecoder {
             "tool_use" => {
                 let id = self.ids.assign(text_of(block, "id"), "toolu_");
                 let name = text_of(block, "name").unwrap_or("").to_owned();
-                // Some compatible servers send the whole input at the start.
-                let args =
-                    block.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())).map(|i| i.to_string());
+                // Some compatible servers send the whole input at the start; otherwise the input
+                // starts empty (`""`, as kosong keeps it when no input delta follows).
+                let args = Some(
+                    block
+                        .get("input")
+                        .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                        .map_or_else(String::new, |i| i.to_string()),
+                );
                 out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
                 Block::Tool { id, done: false }
             }
@@ -627,6 +632,14 @@ impl StreamDecoder for AnthropicDecoder {
         match ev.kind.as_str() {
             "message_start" => {
                 if self.started {
+                    // Some compatible endpoints repeat the very same start before any content
+                    // (vercel/ai#18331): that one is ignored; another message's start, or one
+                    // after content, means the stream mixes two messages.
+                    let id = ev.message.as_ref().and_then(|m| m.id.as_deref()).filter(|s| !s.is_empty());
+                    let repeated = id.is_some() && id == self.id.as_deref() && self.blocks.is_empty();
+                    if repeated && ev.message.as_ref().is_some_and(|m| m.content.is_empty()) {
+                        return Ok(());
+                    }
                     return Err(ChatProviderError::failed(
                         FailureKind::Malformed,
                         "a second message_start before message_stop: the stream mixes two messages",

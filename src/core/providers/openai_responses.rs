@@ -293,16 +293,11 @@ enum ItemKind {
 }
 
 /// Item types the caller must answer (and so cannot be kept and replayed as they are); every
-/// other type beyond messages, calls and reasoning is a hosted tool's item.
-const CLIENT_ITEMS: &[&str] = &[
-    "message",
-    "function_call",
-    "reasoning",
-    "computer_call",
-    "local_shell_call",
-    "custom_tool_call",
-    "apply_patch_call",
-];
+/// other type beyond messages, calls and reasoning is a hosted tool's item. `custom_tool_call`
+/// is not among them: this package declares function tools only, so such an item is one the
+/// server ran itself (xAI's `x_search`), kept and sent back like any hosted tool's.
+const CLIENT_ITEMS: &[&str] =
+    &["message", "function_call", "reasoning", "computer_call", "local_shell_call", "apply_patch_call"];
 
 #[derive(Debug)]
 pub struct ResponsesDecoder {

@@ -220,9 +220,9 @@ struct TurnState {
     repeats: RepeatTracker,
     /// A step whose message is complete but not yet in the context.
     in_flight: Option<(Message, Option<TokenUsage>)>,
-    /// Results by call id, across the attempts of the current step.
+    /// Results by call id, across the attempts and steps of the turn.
     finished: HashMap<String, ToolResult>,
-    /// Calls by id, across attempts: a retried attempt that streams the very same call
+    /// Calls by id, across attempts and steps: one that streams the very same call again
     /// gets the result it already has instead of running the tool again.
     calls: HashMap<String, ToolCall>,
     /// Results published on the wire in this step.
@@ -518,10 +518,11 @@ where
             self.compact(model, n).await?;
         }
         self.context.checkpoint();
+        // `finished` and `calls` are kept across the turn's steps: a call the model (or a proxy
+        // replaying an answer) sends again under the same id with the same function after a
+        // salvaged round gets the result it has instead of running twice.
         let first_attempt = {
             let mut st = state.borrow_mut();
-            st.finished.clear();
-            st.calls.clear();
             st.published.clear();
             st.broken_attempts + 1
         };
