@@ -1203,3 +1203,32 @@ fn responses_custom_tool_call_items_are_kept_as_server_tools() {
     let body: Value = serde_json::from_str(&p.build_request("", &[], &history).unwrap().body).unwrap();
     assert_eq!(body["input"][1], item, "sent back as it came");
 }
+
+#[test]
+fn redirects_are_followed_only_to_the_same_origin() {
+    use kosong_wasm::core::providers::{origin_of, same_origin_redirect};
+    assert_eq!(origin_of("https://API.example.com:443/v1/x?q").as_deref(), Some("https://api.example.com"));
+    assert_eq!(origin_of("http://u:p@127.0.0.1:8080/v1").as_deref(), Some("http://127.0.0.1:8080"));
+    let from = "http://127.0.0.1:8080/v1/chat/completions";
+    for status in [301, 302, 307, 308] {
+        assert_eq!(same_origin_redirect(from, Some("/v2/chat"), status).unwrap(), "http://127.0.0.1:8080/v2/chat");
+        assert_eq!(
+            same_origin_redirect(from, Some("completions2"), status).unwrap(),
+            "http://127.0.0.1:8080/v1/chat/completions2"
+        );
+        assert_eq!(
+            same_origin_redirect(from, Some("http://127.0.0.1:8080/x"), status).unwrap(),
+            "http://127.0.0.1:8080/x"
+        );
+        for elsewhere in
+            ["http://127.0.0.1:9090/v1", "https://127.0.0.1:8080/v1", "//evil.example/v1", "http://evil.example/"]
+        {
+            let e = same_origin_redirect(from, Some(elsewhere), status).unwrap_err();
+            assert_eq!((e.kind(), e.class_name()), ("redirect", "APIConnectionError"), "{elsewhere}");
+            assert!(e.message().contains("nothing was sent there"), "{e}");
+        }
+        assert!(same_origin_redirect(from, None, status).is_err());
+    }
+    // A userinfo trick does not make another host the same origin.
+    assert!(same_origin_redirect(from, Some("http://127.0.0.1:8080@evil.example/"), 307).is_err());
+}

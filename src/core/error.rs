@@ -5,6 +5,10 @@
 pub enum ChatProviderError {
     /// The request never got an answer: refused connection, DNS, reset mid-stream.
     Connection(String),
+    /// The server redirected the request to another origin, where nothing was sent (a key or the
+    /// conversation never leaves the origin the caller named). An `APIConnectionError` of kind
+    /// `redirect`; never retried.
+    Redirect(String),
     /// No response headers, or no stream bytes, within the configured time.
     Timeout(String),
     /// The model answered nothing usable.
@@ -52,7 +56,7 @@ impl ChatProviderError {
     /// The JavaScript class name of this error.
     pub fn class_name(&self) -> &'static str {
         match self {
-            ChatProviderError::Connection(_) => "APIConnectionError",
+            ChatProviderError::Connection(_) | ChatProviderError::Redirect(_) => "APIConnectionError",
             ChatProviderError::Timeout(_) => "APITimeoutError",
             ChatProviderError::EmptyResponse(_) => "APIEmptyResponseError",
             ChatProviderError::Status { .. } => "APIStatusError",
@@ -69,6 +73,7 @@ impl ChatProviderError {
     pub fn kind(&self) -> &'static str {
         match self {
             ChatProviderError::Connection(_) => "connection",
+            ChatProviderError::Redirect(_) => "redirect",
             ChatProviderError::Timeout(_) => "timeout",
             ChatProviderError::EmptyResponse(_) => "empty",
             ChatProviderError::Status { .. } => "status",
@@ -84,6 +89,7 @@ impl ChatProviderError {
         let clean = |s: String| if s.contains(secret) { s.replace(secret, "[redacted]") } else { s };
         match self {
             ChatProviderError::Connection(m) => ChatProviderError::Connection(clean(m)),
+            ChatProviderError::Redirect(m) => ChatProviderError::Redirect(clean(m)),
             ChatProviderError::Timeout(m) => ChatProviderError::Timeout(clean(m)),
             ChatProviderError::EmptyResponse(m) => ChatProviderError::EmptyResponse(clean(m)),
             ChatProviderError::Other(m) => ChatProviderError::Other(clean(m)),
@@ -100,6 +106,7 @@ impl ChatProviderError {
     pub fn message(&self) -> &str {
         match self {
             ChatProviderError::Connection(m)
+            | ChatProviderError::Redirect(m)
             | ChatProviderError::Timeout(m)
             | ChatProviderError::EmptyResponse(m)
             | ChatProviderError::Other(m) => m,

@@ -82,17 +82,50 @@ pub async fn send(
     init.set_headers(&headers);
     init.set_body(&JsValue::from_str(&req.body));
     init.set_signal(Some(&ctrl.signal()));
-    let called = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(&req.url), &init).map_err(|e| {
-        GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e)
-    })?;
-    let promise = called
-        .dyn_into::<js_sys::Promise>()
-        .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
-    let response = match with_timeout(JsFuture::from(promise), timeout_ms, ctrl, "response headers").await? {
-        Ok(r) => r.unchecked_into::<Response>(),
-        Err(e) => {
-            let err = ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e)));
-            return Err(GlueError::Caused(err, e));
+    // Redirects are not left to fetch, which would carry `x-api-key` and the conversation to
+    // any host: one is followed only within the origin the caller named.
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    let mut url = req.url.clone();
+    let mut hops = 0;
+    let response = loop {
+        let called = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(&url), &init).map_err(|e| {
+            GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e)
+        })?;
+        let promise = called
+            .dyn_into::<js_sys::Promise>()
+            .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
+        let response = match with_timeout(JsFuture::from(promise), timeout_ms, ctrl, "response headers").await? {
+            Ok(r) => r.unchecked_into::<Response>(),
+            Err(e) => {
+                let err = ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e)));
+                return Err(GlueError::Caused(err, e));
+            }
+        };
+        let status = response.status();
+        // Browsers hide a manual redirect's target (an "opaqueredirect" response, status 0).
+        let opaque = js_sys::Reflect::get(&response, &"type".into()).ok().and_then(|t| t.as_string());
+        if opaque.as_deref() == Some("opaqueredirect") {
+            return Err(ChatProviderError::Redirect(
+                "the server answered with a redirect whose target this runtime hides; it was not followed".into(),
+            )
+            .into());
+        }
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            break response;
+        }
+        let location = response.headers().get("location").ok().flatten();
+        url = crate::core::providers::same_origin_redirect(&url, location.as_deref(), status)?;
+        hops += 1;
+        if hops > crate::core::providers::MAX_REDIRECTS {
+            return Err(ChatProviderError::Redirect(format!(
+                "more than {} redirects within {}",
+                crate::core::providers::MAX_REDIRECTS,
+                crate::core::providers::origin_of(&url).unwrap_or_default()
+            ))
+            .into());
+        }
+        if let Some(body) = response.body() {
+            let _ = body.cancel();
         }
     };
     let status = response.status();

@@ -230,7 +230,11 @@ extern "C" {
         this: &PartHook,
         this_arg: &JsValue,
         text: &str,
-        meta: &[u32],
+        // Owned, so JS gets a copy: a `&[u32]` arrives as a view into wasm memory, which a
+        // memory growth during the callback (the callback calls into the package, or other
+        // code allocates while an async callback waits) empties — the rest of the batch's parts
+        // were skipped.
+        meta: Vec<u32>,
     ) -> Result<Option<js_sys::Promise>, JsValue>;
 }
 
@@ -281,9 +285,8 @@ impl crate::core::generate::PartSink<GlueError> for PartBatch<'_> {
         if self.meta.is_empty() {
             return Ok(None);
         }
-        let ret = hook.deliver(&JsValue::UNDEFINED, &self.text, &self.meta);
+        let ret = hook.deliver(&JsValue::UNDEFINED, &self.text, std::mem::take(&mut self.meta));
         self.text.clear();
-        self.meta.clear();
         Ok(ret.map_err(GlueError::Js)?.map(|p| {
             let fut = signals::Awaited::new(&p);
             async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()

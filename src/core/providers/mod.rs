@@ -507,3 +507,48 @@ pub fn error_message_from_body(body: &str) -> Option<String> {
         _ => pick(&v),
     }
 }
+
+/// Redirects followed for one request at most (each to the same origin).
+pub const MAX_REDIRECTS: usize = 5;
+
+/// `scheme://host[:port]` of an absolute `http(s)` URL, lowercased, without a default port and
+/// without any `user:password@` (never part of an origin).
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h).to_ascii_lowercase();
+    let host_port = match (scheme.as_str(), host_port.rsplit_once(':')) {
+        ("https", Some((h, "443"))) | ("http", Some((h, "80"))) => h.to_owned(),
+        _ => host_port,
+    };
+    (!host_port.is_empty()).then(|| format!("{scheme}://{host_port}"))
+}
+
+/// Where a redirect from `from` to `location` (a `Location` header) goes, if it may be followed:
+/// only to the same origin. A redirect elsewhere is refused before anything is sent there —
+/// the API key, a password and the conversation stay at the origin the caller named.
+pub fn same_origin_redirect(from: &str, location: Option<&str>, status: u16) -> Result<String, ChatProviderError> {
+    let location = location.map(str::trim).filter(|l| !l.is_empty()).ok_or_else(|| {
+        ChatProviderError::Redirect(format!("the server answered {status} (a redirect) without a Location header"))
+    })?;
+    let origin = origin_of(from).unwrap_or_default();
+    let target = if location.contains("://") {
+        location.to_owned()
+    } else if let Some(rest) = location.strip_prefix("//") {
+        format!("{}://{rest}", from.split("://").next().unwrap_or("https"))
+    } else if location.starts_with('/') {
+        format!("{origin}{location}")
+    } else {
+        let path_end = from.find(['?', '#']).unwrap_or(from.len());
+        let dir = from[..path_end].rfind('/').map_or(from, |i| &from[..=i]);
+        format!("{dir}{location}")
+    };
+    match origin_of(&target) {
+        Some(to) if to == origin => Ok(target),
+        to => Err(ChatProviderError::Redirect(format!(
+            "the server redirected the request ({status}) to another origin, {}; nothing was sent there (requests follow redirects only within {origin})",
+            to.unwrap_or_else(|| "one that cannot be read".into())
+        ))),
+    }
+}

@@ -1,0 +1,69 @@
+// Hostile environments: a redirect never carries the key or the conversation to another origin;
+// a callback that makes wasm memory grow sees every part.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import * as k from "kosong-wasm";
+import { startMockServer, text, finish, done } from "./mock-openai.mjs";
+
+let home;
+let elsewhere;
+before(async () => {
+  home = await startMockServer();
+  elsewhere = await startMockServer();
+});
+after(async () => {
+  await home.close();
+  await elsewhere.close();
+});
+
+const KEY = "sk-test-redirect-0123456789";
+const PROVIDERS = [
+  ["OpenAIChatProvider", (o) => new k.OpenAIChatProvider({ model: "m", ...o })],
+  ["AnthropicProvider", (o) => new k.AnthropicProvider({ model: "m", ...o })],
+  ["OpenAIResponsesProvider", (o) => new k.OpenAIResponsesProvider({ model: "m", ...o })],
+  ["GeminiProvider", (o) => new k.GeminiProvider({ model: "m", ...o })],
+];
+
+for (const [name, make] of PROVIDERS) {
+  test(`${name}: a redirect to another origin is refused with nothing sent there (301, 302, 307, 308)`, async () => {
+    for (const status of [301, 302, 307, 308]) {
+      const target = `${elsewhere.baseUrl}/steal`;
+      home.respond({ status, headers: { location: target }, body: {} });
+      const p = make({ apiKey: KEY, baseUrl: home.baseUrl });
+      const e = await k.generate(p, "secret system prompt", [], [{ role: "user", content: "the conversation" }]).then(() => null, (x) => x);
+      assert.ok(e instanceof k.APIConnectionError, `${status}: ${e}`);
+      assert.equal(e.kind, "redirect");
+      assert.match(e.message, new RegExp(`another origin, ${elsewhere.baseUrl.replace("/v1", "").replace(/[.]/g, "\\.")}`));
+      assert.ok(!e.message.includes(KEY));
+      assert.equal(elsewhere.requests.length, 0, `${status}: nothing reached the other origin`);
+    }
+  });
+}
+
+test("a redirect within the same origin is followed, body and key included", async () => {
+  home.respond({ status: 307, headers: { location: "/v1/moved/chat/completions" }, body: {} });
+  home.respond({ steps: [text("here"), finish("stop"), done()] });
+  const n = home.requests.length;
+  const r = await k.generate(new k.OpenAIChatProvider({ model: "m", apiKey: KEY, baseUrl: home.baseUrl }), "", [], [{ role: "user", content: "hi" }]);
+  assert.equal(r.message.content, "here");
+  const second = home.requests[n + 1];
+  assert.equal(second.url, "/v1/moved/chat/completions");
+  assert.equal(second.headers.authorization, `Bearer ${KEY}`);
+  assert.equal(second.body.messages[0].content, "hi");
+});
+
+test("onMessagePart sees every part when the callback makes wasm memory grow", async () => {
+  const n = 10;
+  home.respond({ steps: [...Array.from({ length: n }, (_, i) => text(`p${i};`)), finish("stop"), done()] });
+  const seen = [];
+  const big = "x".repeat(4 << 20);
+  const r = await k.generate(new k.OpenAIChatProvider({ model: "m", apiKey: KEY, baseUrl: home.baseUrl }), "", [], [{ role: "user", content: "hi" }], {
+    onMessagePart: (part) => {
+      seen.push(part.text);
+      // Calls into the package with megabytes: the instance's memory grows under the batch.
+      k.Context.fromJSONL(JSON.stringify({ role: "user", content: big + seen.length }));
+    },
+  });
+  assert.equal(r.message.content, Array.from({ length: n }, (_, i) => `p${i};`).join(""));
+  assert.equal(seen.join(""), r.message.content, "no part was skipped");
+});
