@@ -405,3 +405,27 @@ fn the_body_hears_when_a_tool_call_is_streaming_and_when_none_is() {
     // its end, none again.
     assert_eq!(*seen.borrow(), vec![false, false, false, false, false, true, true, false, false, false]);
 }
+
+/// A surrogate pair split across two deltas (`"\ud83d"` then `"\ude00"`, which `JSON.parse`
+/// joins) is one character, for every split of the bytes; a lone half is U+FFFD.
+#[test]
+fn a_surrogate_pair_split_across_deltas_is_joined() {
+    use kosong_wasm::core::generate::SseEventSource;
+    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    let body = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"smile \\ud83d\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"\\ude00 and \\udc00 alone\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+    );
+    for cut in 0..=body.len() {
+        let chunks = [body.as_bytes()[..cut].to_vec(), body.as_bytes()[cut..].to_vec()];
+        let mut src = SseEventSource::new(Chunks(chunks.into()), OpenAIChatConfig::for_model("m").decoder());
+        let out = futures::executor::block_on(generate(
+            &mut src,
+            |_: &StreamedMessagePart| Ok(None),
+            |_: &ToolCall| Ok(None),
+        ))
+        .unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        assert_eq!(out.message.extract_text(""), "smile \u{1F600} and \u{FFFD} alone", "cut {cut}");
+    }
+}

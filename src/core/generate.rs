@@ -96,6 +96,8 @@ pub struct SseEventSource<B, D> {
     limits: Limits,
     /// Calls begun and not yet reported complete (see [`ByteSource::calls_streaming`]).
     open_calls: usize,
+    /// Surrogate pairs split across events, joined (see [`crate::core::surrogates`]).
+    surrogates: crate::core::surrogates::SurrogateJoiner,
 }
 
 impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
@@ -111,6 +113,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             failed: None,
             limits: Limits::default(),
             open_calls: 0,
+            surrogates: Default::default(),
         }
     }
 
@@ -166,8 +169,15 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
         };
         let mut outcome = decoded;
         let from = out.len();
-        for ev in self.events.drain(..) {
+        for mut ev in self.events.drain(..) {
             if outcome.is_ok() {
+                let fixed = match self.surrogates.fix(&ev.data) {
+                    std::borrow::Cow::Owned(d) => Some(d),
+                    std::borrow::Cow::Borrowed(_) => None,
+                };
+                if let Some(d) = fixed {
+                    ev.data = d;
+                }
                 outcome = self.decoder.on_event(&ev, out);
             }
             self.sse.give_back(ev.data);

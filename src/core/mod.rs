@@ -10,4 +10,5 @@ pub mod providers;
 pub mod soul;
 pub mod sse;
 pub mod step;
+pub mod surrogates;
 pub mod toolset;
