@@ -660,3 +660,42 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
         assert_eq!(seen, ids, "{kind}: on_tool_result heard each");
     }
 }
+
+/// Anthropic `pause_turn`: the paused server-tool content goes back as it is and the turn goes
+/// on with the next step (bounded by max steps).
+#[test]
+fn anthropic_pause_turn_is_continued() {
+    let paused = vec![
+        data(
+            json!({"type": "message_start", "message": {"id": "msg_p", "type": "message", "role": "assistant", "content": [],
+            "model": "m", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ),
+        data(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+        ),
+        data(
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\":\"kosong\"}"}}),
+        ),
+        data(json!({"type": "content_block_stop", "index": 0})),
+        data(json!({"type": "message_delta", "delta": {"stop_reason": "pause_turn"}, "usage": {"output_tokens": 3}})),
+        data(json!({"type": "message_stop"})),
+    ];
+    let model = SseModel::new(
+        "anthropic",
+        vec![resp(paused.clone(), End::Done), resp(answer("anthropic", "found"), End::Done)],
+    );
+    let ran = run_turn(&model, &Mail::default(), AgentConfig::default(), futures::future::pending());
+    assert!(ran.result.is_ok(), "{:?}", ran.result);
+    assert_eq!(ran.roles(), ["user", "assistant", "assistant"]);
+    assert_eq!(text_of(&ran.history[2]), "found");
+    let second = model.bodies.borrow()[1].to_string();
+    assert!(
+        second.contains("srvtoolu_1") && second.contains("server_tool_use"),
+        "the paused content went back: {second}"
+    );
+    // A model that pauses forever still ends the turn at max steps.
+    let model = SseModel::new("anthropic", vec![resp(paused, End::Done); 5]);
+    let config = AgentConfig { max_steps_per_turn: 3, ..AgentConfig::default() };
+    let ran = run_turn(&model, &Mail::default(), config, futures::future::pending());
+    assert!(matches!(ran.result, Err(TurnError::MaxStepsReached(3))), "{:?}", ran.result);
+}

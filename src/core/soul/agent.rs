@@ -579,8 +579,12 @@ where
                 return self.after_salvage(error, salvaged, attempt, state, round);
             }
         };
-        let GenerateOutput { id: message_id, message, usage, .. } = generated;
+        let GenerateOutput { id: message_id, message, usage, finish_reason } = generated;
         let has_calls = message.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        // Anthropic paused a long server-tool turn (`pause_turn`): the paused content goes back
+        // as it is (it is in the context now) and the model goes on in the next step, within
+        // `max_steps_per_turn`.
+        let paused = finish_reason.as_deref() == Some("pause_turn");
         // Kept here (not copied) while the tools run, so a cancel can still write it down.
         state.borrow_mut().in_flight = Some((message, usage));
         self.status_update(message_id, usage);
@@ -590,7 +594,7 @@ where
         // Only a cancel takes the message out, and a cancelled step never gets here.
         let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
         let over = self.close_round(message, usage, &results, state)?;
-        Ok(over || !has_calls)
+        Ok(over || (!has_calls && !paused))
     }
 
     /// A step whose stream broke after a call was handed on: its round goes into the context
