@@ -87,11 +87,12 @@ export interface ToolContext {
   toolCallId: string;
   /** Aborted when the step/run is cancelled or fails. */
   signal: AbortSignal;
-  /** Inside an agent run: publish on that run's wire. */
+  /** Inside an agent run: publish on that run's wire (ignored, with a console warning, once this call ended). */
   send?(message: WireMessage): void;
   /**
    * Inside an agent run: ask the user (through the wire); true when approved. `yolo` and an earlier
    * `approve_for_session` of the same action skip the question. The tool decides what to return.
+   * Rejects once this call ended (its result is in, or it was aborted).
    */
   requestApproval?(req: { action: string; description: string }): Promise<boolean>;
   /**
@@ -295,6 +296,8 @@ export class ChaosProvider implements ChatProvider {
 /** What went wrong, for a program to tell failures apart without reading their message. */
 export type ProviderErrorKind =
   | "connection" | "timeout" | "empty" | "status"
+  /** The server redirected the request to another origin; nothing was sent there (an APIConnectionError, never retried). */
+  | "redirect"
   /** The server sent something that is not its wire format. */
   | "malformed"
   /** The stream ended before the model finished its answer. */
@@ -311,6 +314,21 @@ export type ProviderErrorKind =
 export class ChatProviderError extends Error {
   constructor(message?: string, options?: { cause?: unknown; kind?: ProviderErrorKind });
   readonly kind: ProviderErrorKind;
+  /**
+   * Set when `step()` failed after a tool call was handed on: the round as it ended. The started
+   * tools ran to their end; calls that never started (input cut off) have an error result and never ran.
+   */
+  salvaged?: SalvagedRound;
+}
+/** A step's round whose stream broke after a tool call was handed on (`error.salvaged`). */
+export interface SalvagedRound {
+  readonly id: string | null;
+  /** What arrived: text, thinking, server-tool parts and every call the stream showed. */
+  readonly message: Message;
+  readonly usage: TokenUsage | null;
+  readonly toolCalls: ToolCall[];
+  /** One result per call, in call order; already settled. */
+  toolResults(): Promise<ToolResult[]>;
 }
 /** Refused or broken connection; `cause` is the error `fetch` or the body stream gave. */
 export class APIConnectionError extends ChatProviderError {}
@@ -362,7 +380,10 @@ export function step(
     onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
     onToolResult?(r: ToolResult): void;
     signal?: AbortSignal;
-    /** Told (name, id, size — never contents) when a call's arguments were not JSON and the engine asked the model to resend it. */
+    /**
+     * Told (name, id, size — never contents) when a call's arguments were not JSON, or the stream broke
+     * before a call could start (`{tool, id, bytes, chars}`), and the engine asked the model to resend it.
+     */
     logger?: Logger;
     limits?: Limits;
   },
@@ -440,8 +461,13 @@ export class Agent implements Soul {
   readonly modelName: string;
   readonly status: StatusSnapshot;
   readonly context: Context;
+  /** One turn at a time: while a turn runs, another is refused at once with an Error. */
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
 }
+/**
+ * After a `StepRetry`, the parts published since the last `StepBegin` are void (the failed attempt's):
+ * a UI drops them. A round salvaged after a broken stream is not retried and keeps its parts.
+ */
 export function runSoul(
   soul: Soul,
   userInput: string | ContentPart[],
