@@ -21,11 +21,15 @@ const textOf = (m) => (typeof m?.content === "string" ? m.content : (m?.content 
 
 /** Requests of a "flaky" question answered with a 500 already: its retry gets the answer. */
 const failedOnce = new Set();
+/** Requests of a "broken stream" question whose connection was dropped already. */
+const brokeOnce = new Set();
 
 /**
  * The embedded model: a scripted agent conversation, chosen by the last message. A tool result
  * gets an answer that uses it; a note to save calls `save_note` (which asks for approval);
- * arithmetic calls `calculator`; a "flaky" question fails once with a 500; anything else calls
+ * arithmetic calls `calculator`; a "flaky" question fails once with a 500; a "broken" stream drops
+ * the connection after the first call, mid-way through the second (the round is salvaged: the first
+ * tool's result is kept, the second is told its input was cut off); anything else calls
  * `search` and `clock` in parallel, their arguments streamed in small pieces at a realistic
  * pace, and then says a sentence more — so both tools start while the model still writes.
  */
@@ -62,6 +66,14 @@ async function mockModel(req, res) {
     await thinkAndSay("I have the results; let me put them together.", `Here is what I found:\n${results.map((r) => `• ${r}`).join("\n")}`);
     await send(finish("stop"), 0);
     await send(usage(420 + Math.round(body.length / 8), 64, 256), 0);
+  } else if (/\bbroken\b/i.test(question) && last?.role === "user" && !brokeOnce.has(body)) {
+    brokeOnce.add(body);
+    await thinkAndSay("I should look up the city and the clock at the same time.", "Let me search for Paris and check the time in Tokyo.");
+    await call(0, "call_search", "search", { query: "Paris" });
+    await send(toolStart(1, "call_clock", "clock", ""));
+    for (const a of pieces('{"timezone": "Asi', 5)) await send(toolArgs(1, a), 60);
+    res.destroy(); // the connection drops mid-call
+    return;
   } else if (/\bnote\b/i.test(question)) {
     const note = question.replace(/^.*?note\s*:?\s*/i, "").trim() || "(empty)";
     await thinkAndSay("The user wants a note saved. That needs their approval.", "I'll save that note for you.");

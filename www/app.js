@@ -162,6 +162,7 @@ class RunView {
         break;
       case "ContentPart": {
         const s = this.step ?? this.newStep(1, t);
+        this.resumed(s, t);
         s.modelEnd = t;
         if (p.type === "think") {
           s.think.hidden = false;
@@ -173,6 +174,7 @@ class RunView {
       }
       case "ToolCall": {
         const s = this.step ?? this.newStep(1, t);
+        this.resumed(s, t);
         s.modelEnd = t;
         this.newCard(s, p, t);
         break;
@@ -200,7 +202,7 @@ class RunView {
         card.start ??= t;
         const rv = p.return_value ?? {};
         const brief = (rv.display ?? []).find((d) => d.type === "brief")?.text ?? "";
-        const status = brief === "Aborted" ? "aborted" : brief.startsWith("Rejected") ? "rejected" : rv.is_error ? "failed" : "done";
+        const status = brief === "Aborted" ? "aborted" : brief === "Input cut off" ? "cut off" : brief.startsWith("Rejected") ? "rejected" : rv.is_error ? "failed" : "done";
         this.setStatus(card, status);
         const out = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
         card.result.textContent = rv.is_error ? `${rv.message}` : out || rv.message;
@@ -232,9 +234,27 @@ class RunView {
         this.root.append(el("div", "msg notice", "■ The step was interrupted."));
         break;
       case "StepRetry": {
+        // The failed attempt is void: what it showed goes, the notice stays where it happened,
+        // and the step's bars start again with the next attempt (not with the failed one and the wait).
         const what = p.status_code ?? p.error_type ?? "error";
         const wait = typeof p.wait_s === "number" ? `${p.wait_s.toFixed(1)} s` : "a moment";
-        this.root.append(el("div", "msg notice retry", `↻ ${what} — retrying in ${wait}, attempt ${p.next_attempt} of ${p.max_attempts}`));
+        const notice = el("div", "msg notice retry", `↻ ${what} — retrying in ${wait}, attempt ${p.next_attempt} of ${p.max_attempts}`);
+        const s = this.step;
+        if (!s) {
+          this.root.append(notice);
+          break;
+        }
+        s.text.textContent = "";
+        s.thinkText.textContent = "";
+        s.think.hidden = true;
+        for (const x of s.tools) {
+          x.card.remove();
+          for (const [id, c] of this.cards) if (c === x) this.cards.delete(id);
+        }
+        s.tools = [];
+        s.box.insertBefore(notice, s.think);
+        s.restart = true;
+        s.streamEnd = null;
         break;
       }
       case "StatusUpdate":
@@ -264,6 +284,13 @@ class RunView {
     this.root.append(box);
     this.step = { n, box, think, thinkText, text, cards, timeline, start: t, modelEnd: t, streamEnd: null, tools: [] };
     return this.step;
+  }
+
+  /** The first part after a retry: the step's bars start here. */
+  resumed(s, t) {
+    if (!s.restart) return;
+    s.restart = false;
+    s.start = t;
   }
 
   newCard(s, call, t) {

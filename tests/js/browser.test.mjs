@@ -216,6 +216,20 @@ test("at phone size (390 x 844) nothing scrolls sideways, labels sit by their in
   await context.close();
 });
 
+test("a broken stream: the page shows the salvaged round — the first card done, the second cut off, the turn going on", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await ask(page, "a broken stream");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  const cs = await cards(page);
+  assert.deepEqual(cs.map((c) => [c.name, c.status, c.step]), [["search", "done", "1"], ["clock", "cut off", "1"]]);
+  assert.match(cs[1].result, /broke off while this call's input was streaming/);
+  assert.equal(await page.$$eval(".step", (x) => x.length), 2, "the turn went on with a second step");
+  assert.match(await page.innerText('.step[data-step="2"] .text'), /Paris/);
+  // The dropped connection is the one thing the browser reports.
+  assert.deepEqual(errors.filter((e) => !/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(String(e))), []);
+  await context.close();
+});
+
 test("the page says what happened: the retry notice, a rejected approval, settings that start a new conversation, New chat clearing the notes", opts, async () => {
   const { page, context, errors } = await openDemo();
   await ask(page, "a flaky question");

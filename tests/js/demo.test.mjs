@@ -46,6 +46,23 @@ test("the mock model streams a two-step conversation with two parallel tool call
   assert.match(JSON.stringify(agent.context.history.at(-1)), /Paris: sunny.*Asia\/Tokyo: noon/);
 });
 
+test("the mock model's broken stream: the connection drops mid-way through the second call, the round is salvaged, the turn goes on", async () => {
+  const provider = new k.OpenAIChatProvider({ model: "mock", baseUrl: `${base}/mock/v1` });
+  const ran = [];
+  const tools = new k.SimpleToolset([
+    { name: "search", description: "", parameters: {}, handler: ({ query }) => (ran.push("search"), `${query}: sunny`) },
+    { name: "clock", description: "", parameters: {}, handler: ({ timezone }) => (ran.push("clock"), `${timezone}: noon`) },
+  ]);
+  const agent = new k.Agent({ provider, systemPrompt: "", toolset: tools });
+  const seen = [];
+  await k.runSoul(agent, "a broken stream, please", async (w) => { for await (const m of w.uiSide({ merge: true })) seen.push(m); }, new AbortController().signal);
+  assert.deepEqual(ran, ["search"], "the cut-off call never ran");
+  const results = seen.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value.display[0]?.text ?? ""]);
+  assert.deepEqual(results, [["call_search", ""], ["call_clock", "Input cut off"]]);
+  assert.deepEqual(agent.context.history.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.match(JSON.stringify(agent.context.history.at(-1)), /Paris: sunny/);
+});
+
 test("the demo's tools: the calculator parses arithmetic without eval and rejects anything else", async () => {
   const { calculate } = await import("../../www/tools.js");
   assert.equal(calculate("17 * 23 + 4"), 395);
