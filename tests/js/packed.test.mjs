@@ -252,6 +252,15 @@ test("worker: text reaches the client while the model writes it, not in one piec
   assert.equal(events.at(-1).data.outcome, "done");
 });
 
+test("worker: the Bearer scheme is case-insensitive", async () => {
+  const token = await newSession();
+  for (const scheme of ["bearer", "BEARER", "Bearer"]) {
+    const res = await call("/history", { headers: { authorization: `${scheme} ${token}` } });
+    assert.equal(res.status, 200, scheme);
+  }
+  assert.equal((await call("/history", { headers: { authorization: `Basic ${token}` } })).status, 401);
+});
+
 test("worker: a 3 MB message is refused with 413 before anything is stored or sent; 4 x 700 KB turns are kept whole; a full session is refused", async () => {
   const token = await newSession();
   llm.respond({ steps: [text("ok"), finish("stop"), done()] });
@@ -259,7 +268,9 @@ test("worker: a 3 MB message is refused with 413 before anything is stored or se
   const asked = llm.requests.length;
   const big = await chat(token, "x".repeat(3 << 20));
   assert.equal(big.status, 413);
-  assert.match((await big.json()).error, /bytes/);
+  const refused = await big.json();
+  assert.match(refused.error, /bytes/);
+  assert.ok(refused.error.includes(String(refused.limit)), `one number in the 413: ${JSON.stringify(refused)}`);
   assert.equal(llm.requests.length, asked, "the model was not asked");
   assert.equal((await history(token)).length, 2, "nothing stored");
 

@@ -386,7 +386,8 @@ async function issueToken(env, session, client) {
 }
 /** The session the request's token names, if the token is genuine and was issued to this client. */
 async function verifyToken(env, request, client) {
-  const m = /^Bearer v1\.([0-9a-f]{32})\.([\w-]{43})$/.exec(request.headers.get("authorization") ?? "");
+  // The scheme is case-insensitive (RFC 9110): `bearer` and `BEARER` are `Bearer`.
+  const m = /^Bearer +v1\.([0-9a-f]{32})\.([\w-]{43})$/i.exec(request.headers.get("authorization") ?? "");
   if (!m) return null;
   const sig = unb64url(m[2]);
   if (!sig) return null;
@@ -415,11 +416,14 @@ export default {
     }
     const who = await authorize(request, env);
     if (!who) return json(401, { error: "sign in first" });
-    // Limits count per signed-in client, or per address for anonymous ones.
+    // Limits count per signed-in client, or per address for anonymous ones. Served on a loopback
+    // host (`wrangler dev`, never a deployed Worker) the per-client hourly limits do not apply, so
+    // local development is never locked out; the per-session caps still do.
     const limitKey = who.client ?? `ip:${request.headers.get("cf-connecting-ip") ?? "unknown"}`;
+    const local = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
 
     if (url.pathname === "/session") {
-      const taken = await limits(env, limitKey).take("session", limit(env, "MAX_SESSIONS_PER_CLIENT_PER_HOUR"));
+      const taken = local ? { ok: true } : await limits(env, limitKey).take("session", limit(env, "MAX_SESSIONS_PER_CLIENT_PER_HOUR"));
       if (!taken.ok) return tooMany("new sessions", taken.retryAfter);
       const session = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
       const created = await env.SESSIONS.get(env.SESSIONS.idFromName(session)).fetch(new Request(url, { method: "POST" }));
@@ -434,7 +438,7 @@ export default {
     if (url.pathname === "/chat" && request.method === "POST") {
       const max = limit(env, "MAX_MESSAGE_BYTES");
       const text = await readCapped(request, max + 1024);
-      if (text === null) return json(413, { error: `the request body is over ${max + 1024} bytes`, limit: max });
+      if (text === null) return json(413, { error: `the request body is over ${max + 1024} bytes`, limit: max + 1024 });
       let body;
       try {
         body = JSON.parse(text);
@@ -445,7 +449,7 @@ export default {
       const { message } = body;
       if (typeof message !== "string" || !message) return json(400, { error: "`message` must be a non-empty string" });
       if (encoder.encode(message).byteLength > max) return json(413, { error: `a message is at most ${max} bytes`, limit: max });
-      const taken = await limits(env, limitKey).take("turn", limit(env, "MAX_TURNS_PER_CLIENT_PER_HOUR"));
+      const taken = local ? { ok: true } : await limits(env, limitKey).take("turn", limit(env, "MAX_TURNS_PER_CLIENT_PER_HOUR"));
       if (!taken.ok) return tooMany("turns", taken.retryAfter);
       return stub.fetch(new Request(url, { method: "POST", headers, body: JSON.stringify({ message }) }));
     }
@@ -465,6 +469,8 @@ const PAGE = `<!doctype html><meta charset="utf-8"><meta name="viewport" content
 const out = document.getElementById("out");
 const err = document.getElementById("err");
 let lastId = 0;
+const calls = new Map();
+let lastCall = null;
 async function token() {
   if (sessionStorage.token) return sessionStorage.token;
   const res = await fetch("/session", { method: "POST" });
@@ -487,9 +493,28 @@ async function read(res) {
       if (id) lastId = Number(id);
       if (!data) continue;
       const m = JSON.parse(data);
-      if (m.type === "ContentPart" && m.payload.type === "text") out.textContent += m.payload.text;
-      else if (m.type === "ToolCall") out.textContent += "\\n[" + m.payload.function.name + " " + (m.payload.function.arguments ?? "") + "]\\n";
-      else if (m.outcome) { out.textContent += "\\n(" + m.outcome + (m.error ? ": " + m.error : "") + ")\\n"; return "end"; }
+      if (m.type === "ContentPart" && m.payload.type === "text") out.append(m.payload.text);
+      else if (m.type === "ToolCall") {
+        // A call's arguments keep streaming in ToolCallParts after it: each goes to its call's line.
+        const line = document.createElement("div");
+        const args = document.createElement("code");
+        args.textContent = m.payload.function.arguments ?? "";
+        line.append("[" + m.payload.function.name + " ", args, "]");
+        calls.set(m.payload.id, { line, args });
+        lastCall = m.payload.id;
+        out.append(line);
+      } else if (m.type === "ToolCallPart") {
+        const c = calls.get(m.payload.tool_call_id ?? lastCall);
+        if (c) c.args.textContent += m.payload.arguments_part ?? "";
+      } else if (m.type === "ToolResult") {
+        const c = calls.get(m.payload.tool_call_id);
+        const rv = m.payload.return_value;
+        const output = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
+        const res = document.createElement("div");
+        res.className = rv.is_error ? "error" : "result";
+        res.textContent = "→ " + (rv.is_error ? rv.message : output || rv.message);
+        (c ? c.line : out).append(res);
+      } else if (m.outcome) { out.append("\\n(" + m.outcome + (m.error ? ": " + m.error : "") + ")\\n"); return "end"; }
     }
   }
 }
@@ -507,7 +532,7 @@ document.getElementById("f").onsubmit = async (e) => {
     const res = await fetch("/chat", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ message: document.getElementById("m").value }) });
     if (res.status === 401 || res.status === 404) { delete sessionStorage.token; }
     if (!res.ok) { err.textContent = (await res.json()).error; return; }
-    out.textContent += "\\n> " + document.getElementById("m").value + "\\n";
+    out.append("\\n> " + document.getElementById("m").value + "\\n");
     follow(res);
   } catch (e) { err.textContent = e.message; }
 };
