@@ -1232,3 +1232,42 @@ fn redirects_are_followed_only_to_the_same_origin() {
     // A userinfo trick does not make another host the same origin.
     assert!(same_origin_redirect(from, Some("http://127.0.0.1:8080@evil.example/"), 307).is_err());
 }
+
+#[test]
+fn urls_keep_their_shape_and_their_secrets() {
+    // A Gemini model name is one path segment, whatever it holds.
+    let url = |model: &str| {
+        provider(json!({"kind": "gemini", "model": model, "baseUrl": "http://127.0.0.1:1/v1beta"}))
+            .build_request("", &[], &[Message::new(Role::User, vec![ContentPart::text("hi")])])
+            .map(|r| r.url)
+    };
+    assert_eq!(
+        url("../../admin/delete").unwrap(),
+        "http://127.0.0.1:1/v1beta/models/..%2F..%2Fadmin%2Fdelete:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(url("m#frag").unwrap(), "http://127.0.0.1:1/v1beta/models/m%23frag:streamGenerateContent?alt=sse");
+    assert_eq!(
+        url("models/gemini-2.5-flash").unwrap(),
+        "http://127.0.0.1:1/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    assert!(url("..").is_err());
+    // Credentials in a baseUrl are refused, and the refusal does not repeat them.
+    let e = HttpProvider::from_json(
+        &json!({"kind": "openai", "model": "m", "baseUrl": "https://user:hunter22@api.example.com/v1"}).to_string(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("must not carry credentials") && !e.contains("hunter22"), "{e}");
+    assert!(
+        HttpProvider::from_json(&json!({"kind": "openai", "model": "m", "baseUrl": "ftp://x/v1"}).to_string()).is_err()
+    );
+    // A key echoed URL-encoded is redacted too.
+    let key = "sk-ab/c+d=e";
+    let e = ChatProviderError::Status {
+        status: 401,
+        message: "bad key sk-ab%2Fc%2Bd%3De and sk-ab/c+d=e".into(),
+        request_id: None,
+        retry_after_ms: None,
+    };
+    assert_eq!(e.redact(Some(key)).message(), "bad key [redacted] and [redacted]");
+}

@@ -86,7 +86,16 @@ impl ChatProviderError {
     /// and the request id: servers do echo keys back in their error bodies.
     pub fn redact(self, secret: Option<&str>) -> Self {
         let Some(secret) = secret.filter(|s| s.len() >= 4) else { return self };
-        let clean = |s: String| if s.contains(secret) { s.replace(secret, "[redacted]") } else { s };
+        // Servers echo keys as they are and URL-encoded (in a query string, a redirect target).
+        let encoded = crate::core::providers::percent_encode(secret);
+        let clean = |s: String| {
+            let s = if s.contains(secret) { s.replace(secret, "[redacted]") } else { s };
+            if encoded != secret && s.contains(&encoded) {
+                s.replace(&encoded, "[redacted]")
+            } else {
+                s
+            }
+        };
         match self {
             ChatProviderError::Connection(m) => ChatProviderError::Connection(clean(m)),
             ChatProviderError::Redirect(m) => ChatProviderError::Redirect(clean(m)),

@@ -601,3 +601,10 @@ pub fn test_trap(kind: u32) {
         _ => spawn_local(async { panic!("deliberate test panic in a task") }),
     }
 }
+
+/// Why a provider's `baseUrl` cannot be used (`null` when it can): the core's one rule, checked by
+/// the provider constructors so a bad URL fails up front, before any request.
+#[wasm_bindgen(js_name = baseUrlProblem)]
+pub fn base_url_problem(url: &str) -> Option<String> {
+    crate::core::providers::base_url_problem(url)
+}

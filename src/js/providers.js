@@ -1,6 +1,7 @@
 // The providers: immutable option holders, checked once. Each request is described to the
 // engine by `_request()` (a provider spec as JSON text, the fetch function, the timeout).
 import { ChatProviderError } from "./errors.js";
+import { callWasm, wasm } from "./internal.js";
 
 
 const EFFORTS = ["off", "low", "medium", "high", "xhigh", "max"];
@@ -77,6 +78,11 @@ function checkProviderOptions(opts, who, known) {
   }
   for (const k of ["apiKey", "baseUrl", "reasoningKey", "reasoningEffort"]) {
     if (opts[k] !== undefined && typeof opts[k] !== "string") throw new TypeError(`${who}: \`${k}\` must be a string`);
+  }
+  if (opts.baseUrl !== undefined) {
+    // The core's rule (an http(s) URL, no `user:password@`); the message never repeats credentials.
+    const problem = callWasm(() => wasm.baseUrlProblem(opts.baseUrl));
+    if (problem) throw new TypeError(`${who}: ${problem}`);
   }
   if (opts.adaptiveThinking !== undefined && typeof opts.adaptiveThinking !== "boolean") {
     throw new TypeError(`${who}: \`adaptiveThinking\` must be a boolean`);

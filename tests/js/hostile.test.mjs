@@ -67,3 +67,10 @@ test("onMessagePart sees every part when the callback makes wasm memory grow", a
   assert.equal(r.message.content, Array.from({ length: n }, (_, i) => `p${i};`).join(""));
   assert.equal(seen.join(""), r.message.content, "no part was skipped");
 });
+
+test("a baseUrl with credentials is refused up front, without repeating them", () => {
+  for (const make of PROVIDERS.map(([, m]) => m)) {
+    assert.throws(() => make({ apiKey: KEY, baseUrl: "https://user:hunter22@api.example.com/v1" }), (e) => e instanceof TypeError && /must not carry credentials/.test(e.message) && !e.message.includes("hunter22"));
+  }
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m", baseUrl: "api.example.com/v1" }), /absolute http/);
+});

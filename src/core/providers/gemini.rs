@@ -104,6 +104,14 @@ impl GeminiConfig {
         super::merge_extra_body(&mut body, &self.http.extra_body);
         let base = super::versioned_base(self.http.base_url.as_deref(), DEFAULT_BASE_URL, "v1beta");
         let model = self.http.model.strip_prefix("models/").unwrap_or(&self.http.model);
+        // One path segment, whatever the name holds (`../../admin`, `m#frag`, `m?x`).
+        if model.is_empty() || model.chars().all(|c| c == '.') {
+            return Err(ChatProviderError::failed(
+                crate::core::error::FailureKind::InvalidRequest,
+                format!("{model:?} is not a Gemini model name"),
+            ));
+        }
+        let model = super::percent_encode(model);
         let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
         let headers = super::request_headers(&[], auth, &self.http.headers);
         Ok(HttpRequest {

@@ -133,7 +133,13 @@ impl HttpOptions {
         Ok(HttpOptions {
             model: spec.string("model")?.ok_or_else(|| serde::de::Error::missing_field("model"))?,
             api_key: spec.string("apiKey")?,
-            base_url: spec.string("baseUrl")?,
+            base_url: match spec.string("baseUrl")? {
+                Some(u) => match base_url_problem(&u) {
+                    Some(problem) => return Err(serde::de::Error::custom(problem)),
+                    None => Some(u),
+                },
+                None => None,
+            },
             headers: spec.object("headers")?.unwrap_or_default(),
             max_tokens: spec.get("maxTokens", "a non-negative integer", Value::as_u64)?,
             temperature: spec.get("temperature", "a number", Value::as_f64)?,
@@ -551,4 +557,38 @@ pub fn same_origin_redirect(from: &str, location: Option<&str>, status: u16) -> 
             to.unwrap_or_else(|| "one that cannot be read".into())
         ))),
     }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters: a value put into a URL path
+/// (a model name) stays one segment, whatever it holds (`/`, `?`, `#`, `..`).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Why a `baseUrl` cannot be used, if it cannot: it must be an `http(s)` URL and must not carry
+/// credentials (`user:password@`), which would travel with every request and show in errors. The
+/// message never repeats the credentials.
+pub fn base_url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some("`baseUrl` must be an absolute http:// or https:// URL".into());
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Some("`baseUrl` must be an absolute http:// or https:// URL".into());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Some(
+            "`baseUrl` must not carry credentials (user:password@host): pass the key as `apiKey`, or a header in `headers`"
+                .into(),
+        );
+    }
+    None
 }
