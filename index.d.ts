@@ -554,5 +554,10 @@ export class Context {
   clear(): void;
   toJSONL(): string;
   /** A damaged last line is skipped. */
-  static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void }): Context;
+  /**
+   * Reads kimi-cli's `context.jsonl` as kimi-cli does: a line that is not JSON, not an object, has no
+   * role, is an unknown `_` record or an invalid message or record is skipped, each told to
+   * `logger.warn(message, {line, reason})` (else `console.warn`); a leading BOM is ignored.
+   */
+  static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void; logger?: Logger }): Context;
 }

@@ -82,7 +82,11 @@ export class Context {
 
   static fromJSONL(text, options = {}) {
     if (typeof text !== "string") throw new TypeError("Context.fromJSONL takes the text of a context.jsonl file");
-    const core = callWasm(() => wasm.ContextCore.fromJSONL(text));
+    const logger = options.logger;
+    if (logger !== undefined && logger !== null && typeof logger.warn !== "function") throw new TypeError("Context.fromJSONL: options.logger must have a warn(message, fields) method");
+    // Read as kimi-cli reads it: a damaged or unknown line is skipped (told to the logger, else to console.warn).
+    const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
+    const core = callWasm(() => wasm.ContextCore.fromJSONL(text, warn));
     return new Context({ sink: options.sink, onRewrite: options.onRewrite }, core);
   }
 }

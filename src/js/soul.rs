@@ -212,10 +212,20 @@ impl ContextCore {
         ContextCore { ctx: SharedContext::default(), store_error: Rc::default() }
     }
 
+    /// Reads `context.jsonl` as kimi-cli does; each skipped line is told to `warn(message, {line, reason})`.
     #[wasm_bindgen(js_name = fromJSONL)]
-    pub fn from_jsonl(text: &str) -> Result<ContextCore, JsValue> {
-        let ctx = Context::from_jsonl(text).map_err(|e| JsValue::from(js_sys::Error::new(&e)))?;
-        Ok(ContextCore { ctx: SharedContext::new(ctx), store_error: Rc::default() })
+    pub fn from_jsonl(text: &str, warn: Option<Function>) -> ContextCore {
+        let (ctx, skipped) = Context::from_jsonl(text);
+        if let Some(warn) = warn {
+            for (line, reason) in skipped {
+                let fields = js_sys::Object::new();
+                let _ = js_sys::Reflect::set(&fields, &"line".into(), &JsValue::from(line as f64));
+                let _ = js_sys::Reflect::set(&fields, &"reason".into(), &JsValue::from_str(&reason));
+                let msg = format!("kosong-wasm: skipping context.jsonl line {line}: {reason}");
+                let _ = warn.call2(&JsValue::UNDEFINED, &JsValue::from_str(&msg), &fields);
+            }
+        }
+        ContextCore { ctx: SharedContext::new(ctx), store_error: Rc::default() }
     }
 
     /// `sink(line)` for each new line, `onRewrite(text)` after a revert or a clear.

@@ -341,7 +341,7 @@ test("Context: JSONL round trip with checkpoints and revertTo, sink and onRewrit
   ctx.append([{ role: "assistant", content: "12345678" }]);
   assert.equal(ctx.tokenCount, 42);
   assert.equal(sunk.join("\n") + "\n", ctx.toJSONL());
-  const back = k.Context.fromJSONL(ctx.toJSONL() + '{"role":"user","cont');
+  const back = k.Context.fromJSONL(ctx.toJSONL() + '{"role":"user","cont', { logger: { warn() {} } });
   assert.deepEqual(back.history, ctx.history);
   assert.equal(back.nCheckpoints, 2);
   assert.equal(back.systemPrompt, "be kind");
@@ -349,7 +349,13 @@ test("Context: JSONL round trip with checkpoints and revertTo, sink and onRewrit
   assert.deepEqual(ctx.history, [{ role: "user", content: "first" }]);
   assert.equal(rewritten, ctx.toJSONL());
   assert.throws(() => ctx.revertTo(5), /Checkpoint 5 does not exist/);
-  assert.throws(() => k.Context.fromJSONL('{bad\n{"role":"user","content":"x"}'), /line 1/);
+  // Read as kimi-cli reads it: damaged, non-object, unknown and invalid lines are skipped, each named.
+  const warned = [];
+  const file = '\ufeff{"role":"user","content":"a"}\n{bad\n[1]\n{"role":"_mystery"}\n{"role":"_usage","token_count":7.5}\n{"role":"user","content":"x"}';
+  const read = k.Context.fromJSONL(file, { logger: { warn: (m, f) => warned.push(f) } });
+  assert.deepEqual(read.history, [{ role: "user", content: "a" }, { role: "user", content: "x" }]);
+  assert.deepEqual(warned.map((f) => f.line), [2, 3, 4, 5]);
+  assert.match(warned[0].reason, /malformed/);
 });
 
 test("compaction at the threshold: CompactionBegin/End, the summary plus the last two messages", async () => {

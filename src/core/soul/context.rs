@@ -35,8 +35,11 @@ impl Record {
     }
 
     fn from_line(line: &str) -> Result<Record, String> {
-        let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-        let role = v.get("role").and_then(Value::as_str).ok_or("a line without a role")?;
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed: {e}"))?;
+        if !v.is_object() {
+            return Err("not a JSON object".into());
+        }
+        let role = v.get("role").and_then(Value::as_str).ok_or("missing or invalid role")?;
         match role {
             "_system_prompt" => Ok(Record::SystemPrompt(
                 v.get("content").and_then(Value::as_str).ok_or("a system prompt without content")?.to_owned(),
@@ -44,8 +47,9 @@ impl Record {
             "_checkpoint" => {
                 Ok(Record::Checkpoint(v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?))
             }
+            // An integer, as kimi-cli takes it (a float such as 5.0 is not one); below 0 reads as 0.
             "_usage" => Ok(Record::Usage(
-                v.get("token_count").and_then(Value::as_u64).ok_or("a usage line without token_count")?,
+                v.get("token_count").and_then(Value::as_i64).ok_or("an invalid usage line")?.max(0) as u64,
             )),
             // Parsed again from the text: cheaper in the .wasm than going through `Value`.
             _ => serde_json::from_str(line).map(Record::Message).map_err(|e| e.to_string()),
@@ -178,21 +182,27 @@ impl Context {
 
     /// Reads `context.jsonl`. Blank lines are skipped, and so is a damaged *last* line (a
     /// write cut short); a damaged line before others is an error naming it.
-    pub fn from_jsonl(text: &str) -> Result<Context, String> {
-        let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    /// Reads `context.jsonl` as kimi-cli's `Context.restore` does: a line that is not JSON, not
+    /// an object, without a role, an unknown `_` record or an invalid message or record is skipped
+    /// — each one given back with its 1-based number and why — and the rest is read. A leading BOM
+    /// is ignored (kimi-cli would skip the first line for it).
+    pub fn from_jsonl(text: &str) -> (Context, Vec<(usize, String)>) {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut ctx = Context::default();
-        let last = lines.len().saturating_sub(1);
-        for (i, (lineno, line)) in lines.iter().enumerate() {
+        let mut skipped = Vec::new();
+        for (lineno, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
             match Record::from_line(line) {
                 Ok(r) => {
                     ctx.apply(&r);
                     ctx.records.push(r);
                 }
-                Err(_) if i == last => break,
-                Err(e) => return Err(format!("context.jsonl line {}: {e}", lineno + 1)),
+                Err(e) => skipped.push((lineno + 1, e)),
             }
         }
-        Ok(ctx)
+        (ctx, skipped)
     }
 }
 
@@ -343,7 +353,7 @@ mod tests {
         assert_eq!(lines[3], r#"{"role":"_usage","token_count":100}"#);
         let text = lines.join("\n") + "\n";
         assert_eq!(c.to_jsonl(), text);
-        assert_eq!(Context::from_jsonl(&text).unwrap(), c);
+        assert_eq!(Context::from_jsonl(&text), (c.clone(), Vec::new()));
 
         c.revert_to(1).unwrap();
         assert_eq!(c.history().len(), 1);
@@ -383,9 +393,15 @@ mod tests {
     #[test]
     fn damaged_lines() {
         let good = "{\"role\":\"user\",\"content\":\"a\"}\n";
-        let c = Context::from_jsonl(&format!("{good}{{\"role\":\"user\",\"cont")).unwrap();
-        assert_eq!(c.history().len(), 1);
-        assert!(Context::from_jsonl(&format!("{{broken\n{good}")).unwrap_err().contains("line 1"));
-        assert!(Context::from_jsonl("").unwrap().history().is_empty());
+        let (c, skipped) = Context::from_jsonl(&format!("{good}{{\"role\":\"user\",\"cont"));
+        assert_eq!((c.history().len(), skipped.len(), skipped[0].0), (1, 1, 2));
+        let file = format!(
+            "\u{feff}{good}{{broken\n[1,2]\n{{\"content\":\"x\"}}\n{{\"role\":\"_mystery\"}}\n{{\"role\":\"_usage\",\"token_count\":5.0}}\n{{\"role\":\"wizard\",\"content\":\"x\"}}\n{good}"
+        );
+        let (c, skipped) = Context::from_jsonl(&file);
+        assert_eq!(c.history().len(), 2, "the BOM line and the last line are read");
+        assert_eq!(skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [2, 3, 4, 5, 6, 7]);
+        assert_eq!(c.token_count(), 0, "a float count is skipped, as kimi-cli does");
+        assert!(Context::from_jsonl("").0.history().is_empty());
     }
 }
