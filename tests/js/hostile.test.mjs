@@ -74,3 +74,20 @@ test("a baseUrl with credentials is refused up front, without repeating them", (
   }
   assert.throws(() => new k.OpenAIChatProvider({ model: "m", baseUrl: "api.example.com/v1" }), /absolute http/);
 });
+
+test("an error thrown from the package prints a short, pointed stack in Node (not the whole bundled file)", async () => {
+  const { execFileSync } = await import("node:child_process");
+  let stderr = "";
+  try {
+    execFileSync(process.execPath, ["--input-type=module", "-e", 'import { OpenAIChatProvider } from "kosong-wasm"; new OpenAIChatProvider({ model: "m" })._request();'], {
+      env: { ...process.env, OPENAI_API_KEY: "" },
+      stdio: ["ignore", "ignore", "pipe"],
+      encoding: "utf8",
+    });
+  } catch (e) {
+    stderr = e.stderr;
+  }
+  assert.match(stderr, /no API key/);
+  assert.ok(stderr.length < 2000, `${stderr.length} bytes on stderr`);
+  assert.match(stderr, /at .*node\.js:\d+:\d+/, "the stack names a line of its own");
+});
