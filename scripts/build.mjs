@@ -113,6 +113,41 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
   const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   mkdirSync(outDir, { recursive: true });
   run(bindgen, ["--target", "web", "--weak-refs", ...(names ? [] : ["--remove-name-section"]), "--remove-producers-section", "--out-dir", outDir, "--out-name", outName, wasmFile], opts);
+  guardGlue(join(outDir, `${outName}.js`));
+}
+
+/**
+ * A trap inside a background task (a future woken by a timer, a body read, a tool's result) runs
+ * in a closure wasm-bindgen calls from a JS callback: its `RuntimeError` would be uncaught (Node
+ * dies) and the calls waiting on the instance would hang. The glue's closure invokers are wrapped
+ * so that a trap there is handed to the JS layer (`__kosongOnTrap`: the instance is marked broken,
+ * every pending call rejected at once) instead of thrown into the void.
+ */
+function guardGlue(file) {
+  const glue = readFileSync(file, "utf8");
+  const hook = "    wasm = instance.exports;";
+  if (!glue.includes(hook)) throw new Error(`kosong-wasm build: the wasm-bindgen glue changed shape (no \`${hook.trim()}\`)`);
+  const guard = `
+let kosongOnTrap = null;
+/** kosong-wasm: called with the RuntimeError when the instance traps inside a background task. */
+export function __kosongOnTrap(f) { kosongOnTrap = f; }
+function kosongGuard(exports) {
+    const out = Object.create(null);
+    for (const [name, f] of Object.entries(exports)) {
+        out[name] = typeof f === "function" && name.startsWith("wasm_bindgen__convert__closures")
+            ? function (...args) {
+                try { return f(...args); } catch (e) {
+                    if (!(e instanceof WebAssembly.RuntimeError) || !kosongOnTrap) throw e;
+                    kosongOnTrap(e);
+                    return [0, 0];
+                }
+            }
+            : f;
+    }
+    return out;
+}
+`;
+  writeFileSync(file, glue.replace(hook, "    wasm = kosongGuard(instance.exports);") + guard);
 }
 
 /**

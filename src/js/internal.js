@@ -74,9 +74,8 @@ async function nextBatch(reader, st, max) {
 export function markReady(exports) {
   instance = exports;
   wasm.installHooks(makeError, readBatch, invokeTool);
-  wasm.installPanicReporter((message) => {
-    poisoned ??= new Error(message);
-  });
+  wasm.installPanicReporter((message) => poison(new Error(message)));
+  wasm.__kosongOnTrap?.((e) => poison(e));
   ready = true;
 }
 
@@ -99,9 +98,44 @@ export async function init(source) {
 // Say so on every later call instead of failing with a confusing error somewhere unrelated.
 let poisoned = null;
 
+/** Calls waiting on the instance: rejected at once when it breaks (they would never settle). */
+const pending = new Set();
+
+function crashed() {
+  return new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process. Please report this bug.`, { cause: poisoned });
+}
+
+function poison(e) {
+  if (poisoned) return;
+  poisoned = e;
+  const err = crashed();
+  for (const reject of pending) reject(err);
+  pending.clear();
+}
+
+/** A trap is noted (the instance is broken from now on) and answered with the clear error. */
 export function notePoison(e) {
-  if (e instanceof WebAssembly.RuntimeError) poisoned ??= e;
-  return e;
+  if (!(e instanceof WebAssembly.RuntimeError)) return e;
+  poison(e);
+  return crashed();
+}
+
+/** A promise of the instance's, rejected at once if the instance breaks before it settles. */
+export function guardPromise(p) {
+  if (poisoned) return Promise.reject(crashed());
+  return new Promise((resolve, reject) => {
+    pending.add(reject);
+    p.then(
+      (v) => {
+        pending.delete(reject);
+        resolve(v);
+      },
+      (e) => {
+        pending.delete(reject);
+        reject(notePoison(e));
+      },
+    );
+  });
 }
 
 /** The instance's linear memory in bytes (it never shrinks: growth is what leaks show as). */
@@ -110,9 +144,7 @@ export function memoryBytes() {
 }
 
 export function ensureReady() {
-  if (poisoned) {
-    throw new Error(`kosong-wasm: the WebAssembly instance crashed earlier (${poisoned.message}) and cannot be used again; reload the page or restart the process. Please report this bug.`, { cause: poisoned });
-  }
+  if (poisoned) throw crashed();
   if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");
 }
 
@@ -121,8 +153,10 @@ export function callWasm(f) {
   ensureReady();
   try {
     const r = f();
-    return r instanceof Promise ? r.catch((e) => Promise.reject(notePoison(e))) : r;
+    if (poisoned) throw crashed();
+    return r instanceof Promise ? guardPromise(r) : r;
   } catch (e) {
-    throw notePoison(e);
+    const noted = notePoison(e);
+    throw poisoned ? crashed() : noted;
   }
 }

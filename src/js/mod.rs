@@ -590,7 +590,8 @@ pub fn install_panic_reporter(report: Function) {
     }));
 }
 
-/// Breaks the instance on purpose: 0 traps, 1 panics, 2 panics inside a spawned task. Only
+/// Breaks the instance on purpose: 0 traps, 1 panics, 2 panics inside a spawned task, 3 traps
+/// inside a spawned task (what running out of memory there does: no panic hook runs). Only
 /// in the `test-hooks` build, for the tests that prove a broken instance is reported clearly.
 #[cfg(feature = "test-hooks")]
 #[wasm_bindgen(js_name = __kosongTestTrap)]
@@ -598,7 +599,8 @@ pub fn test_trap(kind: u32) {
     match kind {
         0 => core::arch::wasm32::unreachable(),
         1 => panic!("deliberate test panic"),
-        _ => spawn_local(async { panic!("deliberate test panic in a task") }),
+        2 => spawn_local(async { panic!("deliberate test panic in a task") }),
+        _ => spawn_local(async { core::arch::wasm32::unreachable() }),
     }
 }
 

@@ -1,5 +1,5 @@
 // kosong's generate and step: options checked and converted, the work done by the engine.
-import { callWasm, ensureReady, notePoison, wasm } from "./internal.js";
+import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 
 
@@ -143,7 +143,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   } catch (e) {
     throw withSalvaged(e);
   }
-  const results = raw.results.then((json) => JSON.parse(json), (e) => Promise.reject(notePoison(e)));
+  const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
   return new StepResult(raw, results);
 }
