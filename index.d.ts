@@ -397,6 +397,8 @@ export interface Limits {
   maxToolArgumentsBytes?: number;
   /** The whole message (text, thinking, arguments). Default 64 MiB. */
   maxMessageBytes?: number;
+  /** Tool calls one step starts; calls past it get an error result ("Too many calls") and never run. Default 256. */
+  maxToolCallsPerStep?: number;
 }
 
 export interface Logger {

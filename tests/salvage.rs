@@ -699,3 +699,32 @@ fn anthropic_pause_turn_is_continued() {
     let ran = run_turn(&model, &Mail::default(), config, futures::future::pending());
     assert!(matches!(ran.result, Err(TurnError::MaxStepsReached(3))), "{:?}", ran.result);
 }
+
+/// An answer with more calls than a step starts (256 by default): the rest are answered with an
+/// error result and never run.
+#[test]
+fn calls_past_the_per_step_cap_are_answered_not_run() {
+    let n = 300;
+    let mut chunks: Vec<String> = (0..n)
+        .map(|i| {
+            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "id": format!("c{i}"), "type": "function",
+                "function": {"name": "send_email", "arguments": format!("{{\"to\":\"{i}@b.c\"}}")}}]}}]}))
+        })
+        .collect();
+    chunks.push(data(json!({"id": "r", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})));
+    chunks.push("data: [DONE]\n\n".into());
+    let model = SseModel::new("openai", vec![resp(chunks, End::Done), resp(answer("openai", "done"), End::Done)]);
+    let tools = Mail::default();
+    let ran = run_turn(&model, &tools, AgentConfig::default(), futures::future::pending());
+    assert!(ran.result.is_ok(), "{:?}", ran.result);
+    assert_eq!(tools.started.borrow().len(), 256, "the cap");
+    let results = ran.payloads("ToolResult");
+    assert_eq!(results.len(), n);
+    let over = results
+        .iter()
+        .filter(|r| r["return_value"]["message"].as_str().unwrap_or("").contains("maxToolCallsPerStep"))
+        .count();
+    assert_eq!(over, n - 256);
+    ran.assert_every_call_closed();
+    ran.assert_history_consistent();
+}

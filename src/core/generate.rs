@@ -24,11 +24,19 @@ pub struct Limits {
     pub max_tool_arguments_bytes: usize,
     /// The whole message: text, thinking and arguments.
     pub max_message_bytes: usize,
+    /// Tool calls one step starts; the calls past it are answered with an error result and
+    /// never run (an answer with 100,000 calls must not start 100,000 handlers at once).
+    pub max_tool_calls_per_step: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_event_bytes: 16 << 20, max_tool_arguments_bytes: 16 << 20, max_message_bytes: 64 << 20 }
+        Limits {
+            max_event_bytes: 16 << 20,
+            max_tool_arguments_bytes: 16 << 20,
+            max_message_bytes: 64 << 20,
+            max_tool_calls_per_step: 256,
+        }
     }
 }
 

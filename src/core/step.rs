@@ -144,19 +144,47 @@ struct Started {
     future: ToolFuture,
 }
 
+/// The result for a call past [`crate::core::generate::Limits::max_tool_calls_per_step`].
+pub fn too_many_calls_result(call: &ToolCall, limit: usize) -> ToolResult {
+    ToolResult {
+        tool_call_id: call.id.clone(),
+        return_value: ToolReturnValue::error(
+            &format!(
+                "The tool did not run: this answer made more tool calls than one step runs ({limit}, \
+                 limits.maxToolCallsPerStep). Make fewer calls at a time."
+            ),
+            "Too many calls",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+/// Calls a step has started, against its cap.
+struct Budget {
+    started: usize,
+    limit: usize,
+}
+
 fn start(
     dispatch: &impl ToolDispatch,
     call: &ToolCall,
     spawn: Spawner<'_>,
     on_tool_result: &Option<ToolResultCallback>,
     drivers: &mut Drivers,
+    budget: &mut Budget,
 ) -> ToolFuture {
     let fut = match malformed_arguments_result(call) {
         Some(r) => {
             dispatch.on_malformed_arguments(call);
             futures::future::ready(r).boxed_local()
         }
-        None => dispatch.dispatch(call),
+        None if budget.started >= budget.limit => {
+            futures::future::ready(too_many_calls_result(call, budget.limit)).boxed_local()
+        }
+        None => {
+            budget.started += 1;
+            dispatch.dispatch(call)
+        }
     };
     let cb = on_tool_result.clone();
     let shared = async move {
@@ -212,9 +240,11 @@ where
 {
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
     let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());
+    let budget = RefCell::new(Budget { started: 0, limit: source.limits().max_tool_calls_per_step });
     let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
-            let future = start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut());
+            let future =
+                start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut budget.borrow_mut());
             started.borrow_mut().push(Started { id: call.id.clone(), future });
         }
         Ok(None)
@@ -235,7 +265,7 @@ where
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
         let future = match early.get_mut(&call.id).and_then(Vec::pop) {
             Some(f) => f,
-            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers),
+            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers, &mut budget.borrow_mut()),
         };
         results.push(future);
     }

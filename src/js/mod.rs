@@ -188,7 +188,7 @@ impl Hooks {
     }
 }
 
-/// `{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes}`, each optional (checked by the JS layer).
+/// `{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes, maxToolCallsPerStep}`, each optional (checked by the JS layer).
 fn read_limits(v: Option<JsValue>) -> Limits {
     let mut l = Limits::default();
     let Some(v) = v else { return l };
@@ -201,6 +201,9 @@ fn read_limits(v: Option<JsValue>) -> Limits {
     }
     if let Some(n) = num("maxMessageBytes") {
         l.max_message_bytes = n;
+    }
+    if let Some(n) = num("maxToolCallsPerStep") {
+        l.max_tool_calls_per_step = n;
     }
     l
 }

@@ -16,7 +16,7 @@ function checkLogger(logger) {
   }
 }
 
-const LIMIT_KEYS = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes"];
+const LIMIT_KEYS = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
 
 function checkLimits(limits) {
   if (limits === undefined || limits === null) return;
