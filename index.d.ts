@@ -5,6 +5,13 @@
 export function init(source?: URL | string | Response | BufferSource | WebAssembly.Module): Promise<void>;
 /** The wasm instance's linear memory in bytes. It never shrinks, so steady growth over many runs is what a leak looks like. */
 export function memoryBytes(): number;
+/**
+ * The instance-wide budget for what in-flight calls hold (answers and arguments as they stream).
+ * A call whose growth would pass it fails with a ChatProviderError of kind "limit"; the others go on.
+ * Default 1 GiB, a quarter of a wasm32 instance's 4 GiB.
+ */
+export function setMemoryBudget(bytes: number): void;
+export function memoryBudget(): { limitBytes: number; usedBytes: number };
 
 // ---- message model ----------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import {
   OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
-  readWireRecord, Context, memoryBytes, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
+  readWireRecord, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
@@ -92,7 +92,7 @@ export async function main(): Promise<string> {
   ];
   const isStatus = (e: unknown): number | null => (e instanceof APIStatusError ? e.status : null);
   const kind: string = new ChatProviderError("x", { kind: "limit" }).kind + new APIStatusError("x", { status: 429 }).kind;
-  const more = [new RepeatedToolCallError("f", 12).count, new QueueShutDown().message, memoryBytes(), new PartialJson().done, StepResultClass.name, kind];
+  const more = [new RepeatedToolCallError("f", 12).count, new QueueShutDown().message, memoryBytes(), memoryBudget().limitBytes, (setMemoryBudget(1 << 30), 0), new PartialJson().done, StepResultClass.name, kind];
   const isMax = (e: unknown): number | null => (e instanceof MaxStepsReached ? e.nSteps : null);
   const isUnsupported = (e: unknown): string[] => (e instanceof LLMNotSupported ? e.capabilities : []);
   void [streamed, thinking, usage, value, status, errors, isStatus, isMax, isUnsupported, kosong.WIRE_PROTOCOL_VERSION, more];

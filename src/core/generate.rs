@@ -286,6 +286,8 @@ pub struct MessageAssembler {
     pending: Pending,
     limits: Limits,
     bytes: usize,
+    /// What this message holds of the instance's memory budget ([`crate::core::budget`]).
+    charge: crate::core::budget::Charge,
 }
 
 impl Default for MessageAssembler {
@@ -324,6 +326,7 @@ impl MessageAssembler {
             pending: Pending::None,
             limits,
             bytes: 0,
+            charge: Default::default(),
         }
     }
 
@@ -340,7 +343,9 @@ impl MessageAssembler {
 
     /// Adds a part, or fails when it would take the message past a limit.
     pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
-        self.bytes = self.bytes.saturating_add(part_bytes(&part));
+        let n = part_bytes(&part);
+        self.charge.grow(n)?;
+        self.bytes = self.bytes.saturating_add(n);
         if self.bytes > self.limits.max_message_bytes {
             return Err(ChatProviderError::failed(
                 FailureKind::Limit,

@@ -1,6 +1,7 @@
 //! The pure core: no wasm-bindgen, js-sys or web-sys. Sans-IO and single-threaded: bytes and
 //! plain values in, events and (`!Send`) futures out, on whatever executor the caller runs.
 
+pub mod budget;
 pub mod error;
 pub mod generate;
 pub mod json_close;

@@ -1,5 +1,5 @@
 // The public API (index.d.ts): exactly these names. Every runtime entry re-exports this file.
-export { init, memoryBytes } from "./internal.js";
+export { init, memoryBytes, setMemoryBudget, memoryBudget } from "./internal.js";
 export { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError } from "./errors.js";
 export { toolOk, toolError, SimpleToolset } from "./tools.js";
 export { PartialJson } from "./preview.js";

@@ -143,6 +143,21 @@ export function memoryBytes() {
   return instance?.memory?.buffer.byteLength ?? 0;
 }
 
+/**
+ * The instance-wide memory budget for what in-flight calls hold (their answers and arguments as
+ * they stream): a call whose growth would pass it fails with a ChatProviderError of kind `limit`,
+ * the others go on. Default 1 GiB (a quarter of a wasm32 instance's 4 GiB).
+ */
+export function setMemoryBudget(bytes) {
+  if (!(Number.isInteger(bytes) && bytes > 0)) throw new TypeError("setMemoryBudget: bytes must be a positive integer");
+  callWasm(() => wasm.setMemoryBudget(bytes));
+}
+
+/** `{limitBytes, usedBytes}`: the budget and what in-flight calls hold of it now. */
+export function memoryBudget() {
+  return callWasm(() => ({ limitBytes: wasm.memoryBudgetLimit(), usedBytes: wasm.memoryBudgetUsed() }));
+}
+
 export function ensureReady() {
   if (poisoned) throw crashed();
   if (!ready) throw new Error("kosong-wasm is not initialized yet: `await init()` once before using it");

@@ -613,3 +613,19 @@ pub fn test_trap(kind: u32) {
 pub fn base_url_problem(url: &str) -> Option<String> {
     crate::core::providers::base_url_problem(url)
 }
+
+/// The instance-wide memory budget (see `core::budget`), in bytes.
+#[wasm_bindgen(js_name = setMemoryBudget)]
+pub fn set_memory_budget(bytes: f64) {
+    crate::core::budget::set_limit(if bytes.is_finite() && bytes >= 1.0 { bytes as usize } else { 1 });
+}
+
+#[wasm_bindgen(js_name = memoryBudgetLimit)]
+pub fn memory_budget_limit() -> f64 {
+    crate::core::budget::limit() as f64
+}
+
+#[wasm_bindgen(js_name = memoryBudgetUsed)]
+pub fn memory_budget_used() -> f64 {
+    crate::core::budget::used() as f64
+}

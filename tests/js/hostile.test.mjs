@@ -91,3 +91,33 @@ test("an error thrown from the package prints a short, pointed stack in Node (no
   assert.ok(stderr.length < 2000, `${stderr.length} bytes on stderr`);
   assert.match(stderr, /at .*node\.js:\d+:\d+/, "the stack names a line of its own");
 });
+
+test("the memory budget: answers past it fail with a limit error naming it, the others are whole, and the instance works on", async () => {
+  k.setMemoryBudget(1 << 20); // 1 MiB for what streams at once
+  try {
+    const piece = "y".repeat(16 << 10);
+    const n = 6;
+    const size = 40; // pieces: 640 KiB an answer, so two fit at once and six do not
+    const gates = [];
+    for (let i = 0; i < n; i++) {
+      const g = { steps: [] };
+      for (let j = 0; j < size; j++) g.steps.push(text(piece), { pause: 2 });
+      g.steps.push(finish("stop"), done());
+      home.respond(g);
+    }
+    const p = new k.OpenAIChatProvider({ model: "m", apiKey: KEY, baseUrl: home.baseUrl });
+    const outcomes = await Promise.all(
+      Array.from({ length: n }, () => k.generate(p, "", [], [{ role: "user", content: "big" }]).then((r) => r.message.content.length, (e) => e)),
+    );
+    const whole = outcomes.filter((o) => o === size * piece.length);
+    const limited = outcomes.filter((o) => o instanceof k.ChatProviderError && o.kind === "limit");
+    assert.equal(whole.length + limited.length, n, String(outcomes));
+    assert.ok(whole.length >= 1 && limited.length >= 1, `${whole.length} whole, ${limited.length} stopped`);
+    assert.match(limited[0].message, /memory budget of 1048576 bytes \(setMemoryBudget\)/);
+    assert.deepEqual(k.memoryBudget(), { limitBytes: 1 << 20, usedBytes: 0 }, "everything was given back");
+    home.respond({ steps: [text("still fine"), finish("stop"), done()] });
+    assert.equal((await k.generate(p, "", [], [{ role: "user", content: "x" }])).message.content, "still fine");
+  } finally {
+    k.setMemoryBudget(1 << 30);
+  }
+});

@@ -1,0 +1,90 @@
+//! One instance-wide memory budget for what in-flight calls hold (their answers and arguments as
+//! they are assembled). A wasm32 instance has at most 4 GiB: many large answers streaming at once
+//! would otherwise run it out of memory, a trap that breaks the instance for every call. With the
+//! budget, the call whose growth would pass it fails with a `limit` error naming the budget, and
+//! the others go on. The core is single-threaded: the budget is the thread's (the instance's).
+
+use std::cell::Cell;
+
+use crate::core::error::{ChatProviderError, FailureKind};
+
+/// The default budget: 1 GiB, a quarter of a wasm32 instance's 4 GiB, leaving room for the copies
+/// an answer has beside its assembly (the SSE event being read, the JSON handed to JavaScript, the
+/// wire's buffers) and for everything else the instance holds.
+pub const DEFAULT_BUDGET_BYTES: usize = 1 << 30;
+
+thread_local! {
+    static LIMIT: Cell<usize> = const { Cell::new(DEFAULT_BUDGET_BYTES) };
+    static USED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Sets the instance's budget (bytes).
+pub fn set_limit(bytes: usize) {
+    LIMIT.with(|l| l.set(bytes));
+}
+
+pub fn limit() -> usize {
+    LIMIT.with(Cell::get)
+}
+
+/// What every live [`Charge`] holds together.
+pub fn used() -> usize {
+    USED.with(Cell::get)
+}
+
+/// Bytes one holder has taken from the budget; given back when it is dropped.
+#[derive(Debug, Default)]
+pub struct Charge(usize);
+
+impl Charge {
+    /// Takes `n` more bytes, or fails (taking nothing) when that would pass the budget.
+    pub fn grow(&mut self, n: usize) -> Result<(), ChatProviderError> {
+        let (limit, used) = (limit(), used());
+        if used.saturating_add(n) > limit {
+            return Err(ChatProviderError::failed(
+                FailureKind::Limit,
+                format!(
+                    "the answers streaming at once would pass the instance's memory budget of {limit} bytes \
+                     (setMemoryBudget); this one was stopped, the others go on"
+                ),
+            ));
+        }
+        USED.with(|u| u.set(used + n));
+        self.0 += n;
+        Ok(())
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.0
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        USED.with(|u| u.set(u.get().saturating_sub(self.0)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_add_up_fail_past_the_limit_and_are_given_back() {
+        set_limit(100);
+        let mut a = Charge::default();
+        let mut b = Charge::default();
+        a.grow(60).unwrap();
+        let e = b.grow(50).unwrap_err();
+        assert_eq!(e.kind(), "limit");
+        assert!(e.message().contains("memory budget of 100 bytes"));
+        b.grow(40).unwrap();
+        assert_eq!(used(), 100);
+        drop(a);
+        assert_eq!(used(), 40);
+        b.grow(60).unwrap();
+        drop(b);
+        assert_eq!(used(), 0);
+        set_limit(DEFAULT_BUDGET_BYTES);
+    }
+}
