@@ -448,21 +448,79 @@ test("worker: limits per session and per client answer 429 with Retry-After; a m
   await restartWorker();
 });
 
-test("worker: a write the storage refuses ends the turn with an error event, and the history stays as before the turn", async () => {
+/** The text of a turn's ContentParts, in order. */
+const textOfEvents = (events) => events.filter((e) => e.data?.type === "ContentPart" && e.data.payload.type === "text").map((e) => e.data.payload.text).join("");
+
+for (const [what, answer, steps] of [
+  ["a 2.5 MB answer in 100 KB pieces", "a".repeat(2_500_000), (t) => t.match(/[\s\S]{1,100000}/g).map(text)],
+  ["a 2.5 MB answer in one piece", "b".repeat(2_500_000), (t) => [text(t)]],
+  ["a 10 MB answer in 100 KB pieces", "c".repeat(10_000_000), (t) => t.match(/[\s\S]{1,100000}/g).map(text)],
+]) {
+  test(`worker: ${what} is stored across rows and read back whole, through a resume and a restart`, async () => {
+    await restartWorker({ MAX_SESSION_BYTES: String(16 << 20) }); // the documented default
+    const token = await newSession();
+    llm.respond({ steps: [...steps(answer), finish("stop"), done()] });
+    const events = await readEvents(await chat(token, "write a lot"));
+    assert.equal(events.at(-1).data.outcome, "done", JSON.stringify(events.at(-1).data));
+    assert.equal(textOfEvents(events), answer, "the client got it whole");
+    const replay = await readEvents(await resume(token, events[0].id - 1));
+    assert.equal(textOfEvents(replay), answer, "the recording is whole");
+    await restartWorker();
+    const h = await history(token);
+    assert.deepEqual(h.map((m) => m.role), ["user", "assistant"]);
+    assert.equal(typeof h[1].content === "string" ? h[1].content : h[1].content[0].text, answer, "the history is whole after a restart");
+    assert.equal(textOfEvents(await readEvents(await resume(token, events[0].id - 1))), answer, "and the recording");
+    await restartWorker();
+  });
+}
+
+test("worker: a 2.5 MB tool call and a tool result over 2 MB are stored whole, through a resume and a restart", async () => {
+  await restartWorker({ MAX_SESSION_BYTES: String(16 << 20) });
   const token = await newSession();
-  llm.respond({ steps: [text("short"), finish("stop"), done()] });
-  await readEvents(await chat(token, "first"));
-  // One 2.5 MB piece of text: past what one SQLite row holds in a Durable Object.
-  llm.respond({ steps: [text("x".repeat(2_500_000)), finish("stop"), done()] });
-  const events = await readEvents(await chat(token, "write a lot"));
-  const end = events.at(-1);
-  assert.equal(end.event, "end");
-  assert.equal(end.data.outcome, "failed");
-  assert.match(end.data.error, /storage/);
+  const numbers = JSON.stringify({ numbers: Array.from({ length: 1_250_000 }, () => 1) });
+  const zone = JSON.stringify({ timezone: "Z".repeat(2_200_000) }); // the clock's error result repeats it
+  llm.respond({ steps: [toolStart(0, "call_add", "add", ""), ...numbers.match(/[\s\S]{1,100000}/g).map((a) => toolArgs(0, a)), toolStart(1, "call_clock", "clock", zone), finish("tool_calls"), done()] });
+  llm.respond({ steps: [text("sum is 1250000"), finish("stop"), done()] });
+  const events = await readEvents(await chat(token, "add them"));
+  assert.equal(events.at(-1).data.outcome, "done", JSON.stringify(events.at(-1).data));
+  await restartWorker();
   const h = await history(token);
-  assert.deepEqual(h.map((m) => m.role), ["user", "assistant"], "the failed turn left nothing half-written");
-  llm.respond({ steps: [text("fine"), finish("stop"), done()] });
-  assert.equal((await readEvents(await chat(token, "again"))).at(-1).data.outcome, "done");
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.equal(h[1].tool_calls[0].function.arguments, numbers, "the call's 2.5 MB of arguments");
+  assert.ok(JSON.stringify(h[3].content).length > 2_000_000, "the tool result over 2 MB");
+  const replay = await readEvents(await resume(token, events[0].id - 1));
+  assert.equal(replay.length, events.length);
+  const results = replay.filter((e) => e.data?.type === "ToolResult");
+  assert.equal(results.length, 2);
+  assert.ok(results[1].data.payload.return_value.message.length > 2_000_000);
+  await restartWorker();
+});
+
+test("worker: a write the storage refuses ends the turn with storage: …, and the history stays as before the turn", async () => {
+  await restartWorker({ MAX_SESSION_BYTES: "3000000" });
+  llm.clearQueue();
+  try {
+    const token = await newSession();
+    llm.respond({ steps: [text("short"), finish("stop"), done()] });
+    await readEvents(await chat(token, "first"));
+    // The answer fits no row and passes the session's cap mid-turn: the context refuses the line.
+    llm.respond({ steps: [text("x".repeat(3_500_000)), finish("stop"), done()] });
+    const events = await readEvents(await chat(token, "write a lot"));
+    const end = events.at(-1);
+    assert.equal(end.event, "end");
+    assert.equal(end.data.outcome, "failed");
+    assert.match(end.data.error, /^storage: the session would exceed 3000000 bytes/);
+    assert.deepEqual((await history(token)).map((m) => m.role), ["user", "assistant"], "the failed turn left nothing half-written");
+    // A call whose line is refused never leaves a result without its call.
+    llm.respond({ steps: [toolStart(0, "call_add", "add", JSON.stringify({ numbers: Array.from({ length: 1_600_000 }, () => 1) })), finish("tool_calls"), done()] });
+    const second = await readEvents(await chat(token, "add a lot"));
+    assert.match(second.at(-1).data.error, /^storage: /);
+    assert.deepEqual((await history(token)).map((m) => m.role), ["user", "assistant"]);
+    llm.respond({ steps: [text("fine"), finish("stop"), done()] });
+    assert.equal((await readEvents(await chat(token, "again"))).at(-1).data.outcome, "done");
+  } finally {
+    await restartWorker();
+  }
 });
 
 test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {

@@ -1,6 +1,6 @@
 // An agent chat on Cloudflare Workers, in the shape of Cloudflare's Agents SDK but on
 // kosong-wasm: each chat session is a Durable Object that keeps the session's Context
-// (kimi-cli `context.jsonl` lines, a row each in its SQLite storage) and runs the agent turn
+// (kimi-cli `context.jsonl` lines in its SQLite storage, a long one across rows) and runs the agent turn
 // itself, so a conversation continues on whichever isolate serves the next request.
 //
 //   POST /session                      a new session: 201 {session, token}; the id is
@@ -24,7 +24,7 @@ const SYSTEM_PROMPT = "You are a helpful assistant running on Cloudflare Workers
 
 /** Caps, in bytes of UTF-8 unless said otherwise; each can be set as a var of the same name. */
 const DEFAULT_LIMITS = {
-  MAX_MESSAGE_BYTES: 1 << 20, // one user message (a SQLite row holds at most 2 MB)
+  MAX_MESSAGE_BYTES: 1 << 20, // one user message
   MAX_SESSION_BYTES: 16 << 20, // a session's whole context
   MAX_TURNS_PER_SESSION: 200,
   MAX_TURNS_PER_CLIENT_PER_HOUR: 120,
@@ -98,6 +98,35 @@ async function readCapped(request, max) {
   return new TextDecoder().decode(all);
 }
 
+/**
+ * A SQLite row holds at most 2 MB: a value longer than this many UTF-16 units (at most 3 bytes of
+ * UTF-8 each, so under 2 MB) is stored across rows — its first piece in its own row, the rest in
+ * a table of pieces — and joined again when read. No piece ends between the two halves of a
+ * surrogate pair (each half alone would be stored as U+FFFD).
+ */
+const PIECE = 600_000;
+function piecesOf(s) {
+  const out = [];
+  for (let i = 0; i < s.length; ) {
+    let end = Math.min(i + PIECE, s.length);
+    const last = s.charCodeAt(end - 1);
+    if (end < s.length && last >= 0xd800 && last < 0xdc00) end--;
+    out.push(s.slice(i, end));
+    i = end;
+  }
+  return out.length ? out : [""];
+}
+/** `rows` ({key, value}) with their further pieces (`more`: {key, n, value}, ordered) joined on. */
+function joinPieces(rows, more) {
+  const rest = new Map();
+  for (const m of more) {
+    const list = rest.get(m.key) ?? [];
+    list.push(m.value);
+    rest.set(m.key, list);
+  }
+  return rows.map((r) => (rest.has(r.key) ? { ...r, value: r.value + rest.get(r.key).join("") } : r));
+}
+
 /** The result kimi-cli gives a call that never finished. */
 const abortedResult = (id) => ({
   tool_call_id: id,
@@ -122,7 +151,9 @@ export class ChatSession extends DurableObject {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.sql.exec(`CREATE TABLE IF NOT EXISTS context (seq INTEGER PRIMARY KEY, line TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS context_pieces (seq INTEGER NOT NULL, n INTEGER NOT NULL, line TEXT NOT NULL, PRIMARY KEY (seq, n));
       CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event TEXT NOT NULL, data TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS event_pieces (id INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (id, n));
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
   }
 
@@ -176,21 +207,51 @@ export class ChatSession extends DurableObject {
   }
 
   contextBytes() {
-    return this.sql.exec("SELECT COALESCE(SUM(LENGTH(CAST(line AS BLOB))), 0) AS n FROM context").one().n;
+    const bytes = (table) => this.sql.exec(`SELECT COALESCE(SUM(LENGTH(CAST(line AS BLOB))), 0) AS n FROM ${table}`).one().n;
+    return bytes("context") + bytes("context_pieces");
   }
 
-  /** The session's context from its rows; every new line is a new row, written before the turn goes on. */
-  loadContext() {
-    const lines = this.sql.exec("SELECT line FROM context ORDER BY seq").toArray().map((r) => r.line);
-    const sink = (line) => {
-      this.sql.exec("INSERT INTO context (line) VALUES (?)", line);
+  /**
+   * Stores one context line (across rows when it is longer than a row holds), in one transaction.
+   * A line that would take the session past MAX_SESSION_BYTES is refused like a failed write.
+   */
+  insertLine(line, budget) {
+    if (budget) {
+      budget.used += encoder.encode(line).byteLength;
+      if (budget.used > budget.max) throw new Error(`the session would exceed ${budget.max} bytes (MAX_SESSION_BYTES)`);
+    }
+    const [first, ...rest] = piecesOf(line);
+    this.ctx.storage.transactionSync(() => {
+      const seq = this.sql.exec("INSERT INTO context (line) VALUES (?) RETURNING seq", first).one().seq;
+      rest.forEach((piece, n) => this.sql.exec("INSERT INTO context_pieces (seq, n, line) VALUES (?, ?, ?)", seq, n + 1, piece));
+    });
+  }
+
+  /**
+   * The session's context from its rows; every new line is stored before the turn goes on.
+   * `onStoreError` hears a write that failed (the turn then stops and is taken back).
+   */
+  loadContext(onStoreError) {
+    const rows = this.sql.exec("SELECT seq AS key, line AS value FROM context ORDER BY seq").toArray();
+    const more = this.sql.exec("SELECT seq AS key, n, line AS value FROM context_pieces ORDER BY seq, n").toArray();
+    const lines = joinPieces(rows, more).map((r) => r.value);
+    const guarded = (write) => (arg) => {
+      try {
+        write(arg);
+      } catch (e) {
+        onStoreError?.(e);
+        throw e;
+      }
     };
-    const onRewrite = (whole) => {
+    const budget = { used: this.contextBytes(), max: limit(this.env, "MAX_SESSION_BYTES") };
+    const sink = guarded((line) => this.insertLine(line, budget));
+    const onRewrite = guarded((whole) => {
       this.ctx.storage.transactionSync(() => {
         this.sql.exec("DELETE FROM context");
-        for (const line of whole.split("\n")) if (line) this.sql.exec("INSERT INTO context (line) VALUES (?)", line);
+        this.sql.exec("DELETE FROM context_pieces");
+        for (const line of whole.split("\n")) if (line) this.insertLine(line);
       });
-    };
+    });
     return lines.length ? kosong.Context.fromJSONL(lines.join("\n"), { sink, onRewrite }) : new kosong.Context({ systemPrompt: SYSTEM_PROMPT, sink, onRewrite });
   }
 
@@ -203,8 +264,10 @@ export class ChatSession extends DurableObject {
   publish(event, data) {
     const id = this.lastEventId() + 1;
     const e = { id, event, data: JSON.stringify(data) };
+    const [first, ...rest] = piecesOf(e.data);
     this.ctx.storage.transactionSync(() => {
-      this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", e.id, e.event, e.data);
+      this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", e.id, e.event, first);
+      rest.forEach((piece, n) => this.sql.exec("INSERT INTO event_pieces (id, n, data) VALUES (?, ?, ?)", e.id, n + 1, piece));
       this.setMeta("lastEventId", id);
     });
     this.lastId = id;
@@ -237,7 +300,7 @@ export class ChatSession extends DurableObject {
     const turn = this.meta("turn");
     if (!turn?.running || this.running) return;
     const calls = new Set();
-    for (const { data } of this.sql.exec("SELECT data FROM events WHERE id >= ? ORDER BY id", turn.firstId)) {
+    for (const { data } of this.recorded(turn.firstId - 1)) {
       const m = JSON.parse(data);
       if (m.type === "ToolCall") calls.add(m.payload.id);
       if (m.type === "ToolResult") calls.delete(m.payload.tool_call_id);
@@ -248,18 +311,30 @@ export class ChatSession extends DurableObject {
     this.setMeta("turn", { running: false, firstId: turn.firstId });
   }
 
+  /** The recorded events after `lastId`, each joined from its rows. */
+  recorded(lastId) {
+    const rows = this.sql.exec("SELECT id AS key, event, data AS value FROM events WHERE id > ? ORDER BY id", lastId).toArray();
+    const more = this.sql.exec("SELECT id AS key, n, data AS value FROM event_pieces WHERE id > ? ORDER BY id, n", lastId).toArray();
+    return joinPieces(rows, more).map((r) => ({ id: r.key, event: r.event, data: r.value }));
+  }
+
   /** Starts a turn; returns the id of its first event. */
   startTurn(message) {
     // The previous turn's recording makes way for this one's.
     this.sql.exec("DELETE FROM events");
+    this.sql.exec("DELETE FROM event_pieces");
     const firstId = this.lastEventId() + 1;
     this.setMeta("turn", { running: true, firstId });
-    const context = this.loadContext();
-    const rows = this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
-    const agent = new kosong.Agent({ name: "worker", provider: makeProvider(this.env), systemPrompt: SYSTEM_PROMPT, toolset: tools(), context });
+    let storageError = null;
     this.controller = new AbortController();
     const signal = this.controller.signal;
-    let storageError = null;
+    // A context write that fails (for any reason) stops the turn (the core stops at a refused
+    // write) and is reported and taken back like a failed event write.
+    const context = this.loadContext((e) => {
+      storageError ??= e;
+    });
+    const rows = this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
+    const agent = new kosong.Agent({ name: "worker", provider: makeProvider(this.env), systemPrompt: SYSTEM_PROMPT, toolset: tools(), context });
     const send = (event, data) => {
       try {
         this.publish(event, data);
@@ -289,7 +364,10 @@ export class ChatSession extends DurableObject {
       }
       if (storageError || !end) {
         // What this turn wrote to the context is taken back: the history is as before it.
-        this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
+        this.ctx.storage.transactionSync(() => {
+          this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
+          this.sql.exec("DELETE FROM context_pieces WHERE seq > ?", rows);
+        });
         end = { outcome: "failed", error: `storage: ${storageError?.message ?? "a write failed"}` };
       }
       try {
@@ -319,7 +397,7 @@ export class ChatSession extends DurableObject {
     const body = new ReadableStream({
       start: (controller) => {
         self = controller;
-        for (const e of this.sql.exec("SELECT id, event, data FROM events WHERE id > ? ORDER BY id", lastId)) controller.enqueue(encoder.encode(frame(e)));
+        for (const e of this.recorded(lastId)) controller.enqueue(encoder.encode(frame(e)));
         if (this.running) this.listeners.add(controller);
         else controller.close();
       },
