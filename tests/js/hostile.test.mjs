@@ -121,3 +121,27 @@ test("the memory budget: answers past it fail with a limit error naming it, the 
     k.setMemoryBudget(1 << 30);
   }
 });
+
+test("an async onMessagePart sees every part while other code makes the instance allocate", async () => {
+  const n = 10;
+  home.respond({ steps: [...Array.from({ length: n }, (_, i) => text(`q${i};`)), finish("stop"), done()] });
+  const seen = [];
+  let growing = true;
+  const big = "w".repeat(2 << 20);
+  // Unrelated code elsewhere restores large contexts while the callback waits.
+  const elsewhere = (async () => {
+    for (let i = 0; growing && i < 200; i++) {
+      k.Context.fromJSONL(JSON.stringify({ role: "user", content: big + i }));
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  })();
+  const r = await k.generate(new k.OpenAIChatProvider({ model: "m", apiKey: KEY, baseUrl: home.baseUrl }), "", [], [{ role: "user", content: "hi" }], {
+    onMessagePart: async (part) => {
+      seen.push(part.text);
+      await new Promise((res) => setTimeout(res, 3));
+    },
+  });
+  growing = false;
+  await elsewhere;
+  assert.equal(seen.join(""), r.message.content, "no part was skipped");
+});

@@ -19,13 +19,27 @@ process.on("unhandledRejection", (e) => uncaught.push(e));
 const piece = "z".repeat(64 << 10);
 const event = `data: ${JSON.stringify({ id: "s", choices: [{ index: 0, delta: { content: piece } }] })}\n\n`;
 const pieces = Math.floor((MB << 20) / piece.length);
+// Every answer holds its end until all of them streamed their text (or were stopped), so all 64
+// are at their full size at once: 3.75 GB of answers in one instance.
+let settled = 0;
+const allThere = [];
+const arrive = () => {
+  if (++settled === N) for (const r of allThere) r();
+};
 const server = createServer(async (req, res) => {
   for await (const _ of req);
   res.writeHead(200, { "content-type": "text/event-stream" });
+  let counted = false;
+  const count = () => counted || ((counted = true), arrive());
+  res.on("close", count);
   for (let i = 0; i < pieces; i++) {
     if (res.destroyed) return;
     if (!res.write(event)) await new Promise((r) => res.once("drain", r));
   }
+  const everyone = new Promise((r) => allThere.push(r));
+  count();
+  await everyone;
+  if (res.destroyed) return;
   res.end(`data: ${JSON.stringify({ id: "s", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\ndata: [DONE]\n\n`);
 });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
