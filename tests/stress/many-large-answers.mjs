@@ -56,10 +56,16 @@ const outcomes = await Promise.all(
 );
 const tally = outcomes.reduce((t, o) => ((t[o] = (t[o] ?? 0) + 1), t), {});
 console.log(`${N} answers of ${MB} MB in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(tally)}; wasm memory ${(k.memoryBytes() / 2 ** 20).toFixed(0)} MiB`);
-assert.deepEqual(Object.keys(tally).filter((o) => o !== "whole" && o !== "limit"), [], "only whole answers or limit errors");
-assert.equal(uncaught.length, 0, String(uncaught[0]));
-assert.equal(k.memoryBudget().usedBytes, 0, "the budget was given back");
-const after = await k.generate(new k.ScriptedProvider(["text: still here"]), "", [], []);
-assert.equal(after.message.content, "still here", "the instance works afterwards");
+try {
+  assert.deepEqual(Object.keys(tally).filter((o) => o !== "whole" && o !== "limit"), [], "only whole answers or limit errors");
+  assert.equal(uncaught.length, 0, String(uncaught[0]));
+  assert.equal(k.memoryBudget().usedBytes, 0, "the budget was given back");
+  const after = await k.generate(new k.ScriptedProvider(["text: still here"]), "", [], []);
+  assert.equal(after.message.content, "still here", "the instance works afterwards");
+  console.log("ok");
+} catch (e) {
+  console.error(e.message);
+  process.exitCode = 1;
+}
+server.closeAllConnections();
 server.close();
-console.log("ok");
