@@ -10,11 +10,18 @@
 //! `max_steps_per_turn` (an error), or when the same call was repeated 12 times (an error).
 //! A step that fails publishes `StepInterrupted`; every turn ends with `TurnEnd`.
 //!
+//! A step whose stream breaks after a tool call was handed on is not retried: `step` salvages the
+//! round (started tools awaited, calls that never started answered "cut off"), the round goes
+//! into the context, and the turn goes on with the next step. A salvaged step counts as a step
+//! and as a failed attempt: the next step's first attempt is the one after it, so
+//! `max_retries_per_step` broken streams in a row end the turn with the provider error.
+//!
 //! Cancellation: when `cancel` resolves, the turn's work is dropped at once (its tools'
-//! futures with it, which is how their signals abort), waiting approvals are rejected, a
-//! step whose message was complete is written to the context with a result for every call
-//! (an "aborted" one for those that had not finished, also published), and the turn ends
-//! with `TurnEnd` and [`TurnError::Cancelled`].
+//! futures with it, which is how their signals abort), waiting approvals are rejected, the
+//! round as far as it got — the message (complete, or what had streamed) with every call the
+//! wire showed — is written to the context with a result for every call (an "aborted" one for
+//! those that had not finished, also published), and the turn ends with `TurnEnd` and
+//! [`TurnError::Cancelled`].
 //!
 //! The turn is generic over its seams — the model ([`Model`]), the tools
 //! ([`ToolDispatch`]), timers and randomness ([`Env`]) — so `cargo test` runs it with fakes.
