@@ -15,6 +15,7 @@ fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
     let mut sse = SseDecoder::new();
     let mut dec = p.decoder();
     let mut asm = MessageAssembler::new();
+    let mut joiner = kosong_wasm::core::surrogates::SurrogateJoiner::default();
     let mut events = Vec::new();
     let mut out = Vec::new();
     let mut result = Ok(());
@@ -27,7 +28,10 @@ fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
         if i + 1 == chunks.len() {
             let _ = sse.finish(&mut events);
         }
-        for e in events.drain(..) {
+        for mut e in events.drain(..) {
+            // As the engine does: surrogate pairs split across events joined first.
+            let fixed = joiner.fix(&e.data).into_owned();
+            e.data = fixed;
             if let Err(e) = dec.on_event(&e, &mut out) {
                 result = Err(e.to_string());
                 break 'outer;
