@@ -431,6 +431,11 @@ test("worker: limits per session and per client answer 429 with Retry-After; a m
   assert.equal(third.status, 429);
   assert.ok(Number(third.headers.get("retry-after")) > 0);
   assert.equal((await call("/session", { method: "POST", headers: { "cf-connecting-ip": "203.0.113.8" } })).status, 201, "another client is not limited");
+  // Served on a loopback host (wrangler dev), the per-client hourly limits do not lock anyone out.
+  for (let i = 0; i < 4; i++) {
+    const local = await mf.dispatchFetch("http://127.0.0.1:8787/session", { method: "POST", headers: { "cf-connecting-ip": "127.0.0.1" } });
+    assert.equal(local.status, 201, `local session ${i}`);
+  }
 
   await restartWorker({ SESSION_SECRET: "" });
   const unconfigured = await call("/session", { method: "POST" });
