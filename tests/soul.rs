@@ -783,7 +783,7 @@ mod run_soul {
             futures::future::pending::<Result<(), ()>>(),
             async {},
             async {},
-            || futures::future::pending::<()>(),
+            futures::future::pending::<()>,
             &env,
         ));
         assert_eq!(out, RunOutcome::Cancelled);
