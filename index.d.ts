@@ -333,6 +333,7 @@ export interface SalvagedRound {
   /** What arrived: text, thinking, server-tool parts and every call the stream showed. */
   readonly message: Message;
   readonly usage: TokenUsage | null;
+  readonly finishReason: string | null;
   readonly toolCalls: ToolCall[];
   /** One result per call, in call order; already settled. */
   toolResults(): Promise<ToolResult[]>;

@@ -437,6 +437,19 @@ fn run_turn(model: &SseModel, tools: &Mail, config: AgentConfig, cancel: impl Fu
     Ran { wire: side.take_ready(), result, history: context.read(|c| c.history().to_vec()) }
 }
 
+/// A cancel that fires a few polls after the first tool started.
+fn after_first_start(tools: &Mail) -> impl Future<Output = ()> + 'static {
+    let started = tools.started.clone();
+    async move {
+        while started.borrow().is_empty() {
+            yield_now().await;
+        }
+        for _ in 0..20 {
+            yield_now().await;
+        }
+    }
+}
+
 fn text_of(m: &Message) -> String {
     m.extract_text("")
 }
@@ -534,16 +547,7 @@ fn an_abort_during_salvage_closes_every_call() {
         let tools = Mail::default();
         tools.hold.set(true);
         // Cancel once the first tool has started and the stream has broken (a few polls later).
-        let started = tools.started.clone();
-        let cancel = async move {
-            while started.borrow().is_empty() {
-                yield_now().await;
-            }
-            for _ in 0..20 {
-                yield_now().await;
-            }
-        };
-        let ran = run_turn(&model, &tools, AgentConfig::default(), cancel);
+        let ran = run_turn(&model, &tools, AgentConfig::default(), after_first_start(&tools));
         assert!(matches!(ran.result, Err(TurnError::Cancelled)), "{kind}");
         assert!(tools.sent.borrow().is_empty(), "{kind}");
         assert_eq!(tools.started.borrow().len(), 1, "{kind}");
@@ -571,16 +575,7 @@ fn an_abort_mid_stream_closes_every_call_the_wire_showed() {
             let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Stall)]);
             let tools = Mail::default();
             tools.hold.set(hold);
-            let started = tools.started.clone();
-            let cancel = async move {
-                while started.borrow().is_empty() {
-                    yield_now().await;
-                }
-                for _ in 0..20 {
-                    yield_now().await;
-                }
-            };
-            let ran = run_turn(&model, &tools, AgentConfig::default(), cancel);
+            let ran = run_turn(&model, &tools, AgentConfig::default(), after_first_start(&tools));
             assert!(matches!(ran.result, Err(TurnError::Cancelled)), "{kind}");
             let expected: &[&str] = if shows_open_calls(kind) {
                 &["user", "assistant", "tool", "tool"]
@@ -654,7 +649,7 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
         assert_eq!(s.results.iter().map(|r| r.tool_call_id.as_str()).collect::<Vec<_>>(), ids, "{kind}");
         assert!(!s.results[0].return_value.is_error, "{kind}");
         assert!(s.results.iter().skip(1).all(|r| r.return_value.is_error), "{kind}");
-        assert_eq!(s.message.tool_calls.as_ref().map(Vec::len), Some(ids.len()), "{kind}");
+        assert_eq!(s.generated.message.tool_calls.as_ref().map(Vec::len), Some(ids.len()), "{kind}");
         let mut seen = seen.borrow().clone();
         seen.sort();
         assert_eq!(seen, ids, "{kind}: on_tool_result heard each");

@@ -414,13 +414,11 @@ impl MessageAssembler {
         }
     }
 
-    /// Marks the call complete; returns it the first time only.
-    pub fn complete(&mut self, id: &str) -> Option<&ToolCall> {
+    /// Marks the call complete; its index the first time only (the call stays in the assembler,
+    /// so a caller holding the assembler in a `RefCell` can lend it out without copying it).
+    pub fn complete(&mut self, id: &str) -> Option<usize> {
         let i = *self.by_id.get(id)?;
-        if std::mem::replace(&mut self.completed[i], true) {
-            return None;
-        }
-        Some(&self.calls[i])
+        (!std::mem::replace(&mut self.completed[i], true)).then_some(i)
     }
 
     /// Indices of calls not yet reported complete.
@@ -545,12 +543,15 @@ where
                     asm.borrow_mut().try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
-                    let call = asm.borrow_mut().complete(&id).cloned();
-                    if let Some(call) = call {
+                    let done = asm.borrow_mut().complete(&id);
+                    if let Some(i) = done {
                         if let Some(f) = parts.flush()? {
                             f.await?;
                         }
-                        if let Some(f) = on_tool_call(&call)? {
+                        // Lent, not copied (a call's arguments may be megabytes); the borrow ends
+                        // before the callback's future is awaited.
+                        let waiting = on_tool_call(asm.borrow().call(i))?;
+                        if let Some(f) = waiting {
                             f.await?;
                         }
                     }
@@ -567,13 +568,14 @@ where
     }
     let open = asm.borrow().open_calls();
     for i in open {
-        let call = {
+        let newly = {
             let mut a = asm.borrow_mut();
             let id = a.call(i).id.clone();
-            a.complete(&id).cloned()
+            a.complete(&id).is_some()
         };
-        if let Some(call) = call {
-            if let Some(f) = on_tool_call(&call)? {
+        if newly {
+            let waiting = on_tool_call(asm.borrow().call(i))?;
+            if let Some(f) = waiting {
                 f.await?;
             }
         }

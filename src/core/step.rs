@@ -24,7 +24,7 @@ use futures::future::{AbortHandle, Abortable, LocalBoxFuture, Shared};
 use futures::FutureExt;
 
 use crate::core::generate::{generate_in, CallbackResult, EventSource, GenerateOutput, MessageAssembler};
-use crate::core::message::{Message, TokenUsage, ToolCall};
+use crate::core::message::ToolCall;
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// Where tool calls go: kosong's `Toolset` protocol as the engine sees it.
@@ -63,13 +63,11 @@ pub fn cut_off_result(call: &ToolCall, complete: bool) -> ToolResult {
     }
 }
 
-/// A round whose stream broke after a call was handed on, as it ended: the message as far as
-/// it arrived and one settled result per call, in call order.
+/// A round whose stream broke after a call was handed on, as it ended: what was generated (the
+/// message as far as it arrived) and one settled result per call, in call order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Salvaged {
-    pub id: Option<String>,
-    pub message: Message,
-    pub usage: Option<TokenUsage>,
+    pub generated: GenerateOutput,
     pub results: Vec<ToolResult>,
 }
 
@@ -160,7 +158,7 @@ pub fn too_many_calls_result(call: &ToolCall, limit: usize) -> ToolResult {
 }
 
 /// Calls a step has started, against its cap.
-struct Budget {
+struct CallCap {
     started: usize,
     limit: usize,
 }
@@ -171,18 +169,18 @@ fn start(
     spawn: Spawner<'_>,
     on_tool_result: &Option<ToolResultCallback>,
     drivers: &mut Drivers,
-    budget: &mut Budget,
+    cap: &mut CallCap,
 ) -> ToolFuture {
     let fut = match malformed_arguments_result(call) {
         Some(r) => {
             dispatch.on_malformed_arguments(call);
             futures::future::ready(r).boxed_local()
         }
-        None if budget.started >= budget.limit => {
-            futures::future::ready(too_many_calls_result(call, budget.limit)).boxed_local()
+        None if cap.started >= cap.limit => {
+            futures::future::ready(too_many_calls_result(call, cap.limit)).boxed_local()
         }
         None => {
-            budget.started += 1;
+            cap.started += 1;
             dispatch.dispatch(call)
         }
     };
@@ -240,11 +238,11 @@ where
 {
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
     let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());
-    let budget = RefCell::new(Budget { started: 0, limit: source.limits().max_tool_calls_per_step });
+    let cap = RefCell::new(CallCap { started: 0, limit: source.limits().max_tool_calls_per_step });
     let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
             let future =
-                start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut budget.borrow_mut());
+                start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
             started.borrow_mut().push(Started { id: call.id.clone(), future });
         }
         Ok(None)
@@ -265,7 +263,7 @@ where
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
         let future = match early.get_mut(&call.id).and_then(Vec::pop) {
             Some(f) => f,
-            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers, &mut budget.borrow_mut()),
+            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers, &mut cap.borrow_mut()),
         };
         results.push(future);
     }
@@ -318,5 +316,7 @@ async fn salvage<S: EventSource, D: ToolDispatch>(
             Either::Right(r) => r,
         });
     }
-    Salvaged { id: source.id(), message, usage: source.usage(), results }
+    let generated =
+        GenerateOutput { id: source.id(), message, usage: source.usage(), finish_reason: source.finish_reason() };
+    Salvaged { generated, results }
 }

@@ -487,19 +487,14 @@ impl Call {
 }
 
 /// A failed step as the JS error: the provider's error (cleaned of the key), carrying the
-/// salvaged round as `salvaged: {message, results}` (JSON text each; `step.js` makes it the
-/// documented object) when a call had been handed on.
+/// salvaged round as `salvaged`: the generation's object (as `runStep` gives it) plus `results`
+/// (JSON text; `step.js` makes it the documented object) when a call had been handed on.
 fn step_failure_to_js(f: StepFailure<GlueError>, secret: Option<&str>) -> JsValue {
     let e = f.error.redact(secret).into_js();
     if let Some(s) = f.salvaged {
-        let o = Object::new();
-        let set = |k: &str, v: JsValue| {
-            let _ = Reflect::set(&o, &JsValue::from_str(k), &v);
-        };
-        set("id", s.id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
-        set("message", JsValue::from_str(&serde_json::to_string(&s.message).unwrap_or_default()));
-        set("usage", s.usage.map(|u| tools::to_js(&u)).unwrap_or(JsValue::NULL));
-        set("results", JsValue::from_str(&serde_json::to_string(&s.results).unwrap_or_else(|_| "[]".into())));
+        let o = result_object(&s.generated);
+        let results = serde_json::to_string(&s.results).unwrap_or_else(|_| "[]".into());
+        let _ = Reflect::set(&o, &JsValue::from_str("results"), &JsValue::from_str(&results));
         if e.is_object() {
             let _ = Reflect::set(&e, &JsValue::from_str("salvaged"), &o);
         }

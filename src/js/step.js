@@ -163,6 +163,7 @@ function withSalvaged(e) {
     id: raw.id,
     message,
     usage: raw.usage,
+    finishReason: raw.finishReason,
     toolCalls: message.tool_calls ?? [],
     toolResults: () => results,
   });

@@ -20,6 +20,18 @@ export const done = () => "data: [DONE]\n\n";
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Settles with the promise's outcome, or "still pending" after `ms` (a bound, not a timing). */
+export async function within(promise, ms = 5000) {
+  let timer;
+  const timeout = new Promise((r) => (timer = setTimeout(() => r({ pending: true }), ms)));
+  try {
+    return await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+
 /** A promise with its resolve function, for gating the stream on test events. */
 export function gate() {
   let open;

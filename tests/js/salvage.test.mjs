@@ -6,7 +6,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import * as k from "kosong-wasm";
-import { startMockServer, text, toolStart, toolArgs, finish, done, gate, sse } from "./mock-openai.mjs";
+import { startMockServer, text, toolStart, toolArgs, finish, done, gate, sse, within } from "./mock-openai.mjs";
 
 let server;
 before(async () => (server = await startMockServer()));
@@ -19,17 +19,6 @@ const user = (t) => ({ role: "user", content: t });
 /** A message's text (a lone text part may be given as a string). */
 const textOf = (m) => (typeof m.content === "string" ? m.content : m.content.map((p) => p.text ?? "").join(""));
 const noRetryWait = { initialMs: 0, maxMs: 0, jitterMs: 0 };
-
-/** Settles with the promise's outcome, or "still pending" after `ms` (a bound, not a timing). */
-async function within(promise, ms = 5000) {
-  let timer;
-  const timeout = new Promise((r) => (timer = setTimeout(() => r({ pending: true }), ms)));
-  try {
-    return await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** `send_email`, counting what it sent; `hold` keeps it running until its signal aborts. */
 function mailer({ hold = false } = {}) {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { getEventListeners } from "node:events";
 import * as k from "kosong-wasm";
-import { startMockServer, text, think, toolStart, toolArgs, finish, usage, done, gate, sleep, chunk } from "./mock-openai.mjs";
+import { startMockServer, text, think, toolStart, toolArgs, finish, usage, done, gate, sleep, chunk, within } from "./mock-openai.mjs";
 
 let server;
 before(async () => (server = await startMockServer()));
@@ -14,17 +14,6 @@ after(async () => server.close());
 const API_KEY = "sk-test-abcdef123456";
 const provider = (extra = {}) => new k.OpenAIChatProvider({ model: "mock-model", apiKey: API_KEY, baseUrl: server.baseUrl, ...extra });
 const user = (t) => ({ role: "user", content: t });
-
-/** Settles with the promise's outcome, or "still pending" after `ms` (a bound, not a timing). */
-async function within(promise, ms = 5000) {
-  let timer;
-  const timeout = new Promise((r) => (timer = setTimeout(() => r({ pending: true }), ms)));
-  try {
-    return await Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 test("generate streams text, think parts and usage with cached tokens", async () => {
   server.respond({ steps: [think("Let me "), think("think."), text("Hello, "), text("world!"), finish("stop"), usage(100, 7, 60), done()] });

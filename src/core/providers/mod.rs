@@ -520,15 +520,20 @@ pub const MAX_REDIRECTS: usize = 5;
 /// `scheme://host[:port]` of an absolute `http(s)` URL, lowercased, without a default port and
 /// without any `user:password@` (never part of an origin).
 pub fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
+    let (scheme, authority) = scheme_and_authority(url)?;
     let scheme = scheme.to_ascii_lowercase();
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h).to_ascii_lowercase();
     let host_port = match (scheme.as_str(), host_port.rsplit_once(':')) {
         ("https", Some((h, "443"))) | ("http", Some((h, "80"))) => h.to_owned(),
         _ => host_port,
     };
     (!host_port.is_empty()).then(|| format!("{scheme}://{host_port}"))
+}
+
+/// An absolute URL's scheme and authority (`user:password@host:port`), as written.
+fn scheme_and_authority(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    Some((scheme, rest.split(['/', '?', '#']).next().unwrap_or("")))
 }
 
 /// Where a redirect from `from` to `location` (a `Location` header) goes, if it may be followed:
@@ -577,13 +582,10 @@ pub fn percent_encode(s: &str) -> String {
 /// credentials (`user:password@`), which would travel with every request and show in errors. The
 /// message never repeats the credentials.
 pub fn base_url_problem(url: &str) -> Option<String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let web = |s: &str| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https");
+    let Some((_, authority)) = scheme_and_authority(url).filter(|(s, _)| web(s)) else {
         return Some("`baseUrl` must be an absolute http:// or https:// URL".into());
     };
-    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return Some("`baseUrl` must be an absolute http:// or https:// URL".into());
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.contains('@') {
         return Some(
             "`baseUrl` must not carry credentials (user:password@host): pass the key as `apiKey`, or a header in `headers`"

@@ -372,7 +372,7 @@ where
                 if !asm.has_substance() {
                     return;
                 }
-                (asm.message_so_far(), None)
+                (asm.into_message(), None)
             }
         };
         let results: Vec<ToolResult> = message
@@ -617,7 +617,7 @@ where
         round: &Rc<RefCell<MessageAssembler>>,
     ) -> Result<bool, TurnError<ErrOf<M>>> {
         *round.borrow_mut() = MessageAssembler::new();
-        let Salvaged { id, message, usage, results } = salvaged;
+        let Salvaged { generated: GenerateOutput { id, message, usage, .. }, results } = salvaged;
         self.status_update(id, usage);
         let over = self.close_round(message, usage, &results, state)?;
         let go_on = attempt < self.config.max_retries_per_step && error.provider_error().is_some_and(is_retryable);
