@@ -47,7 +47,7 @@ function upToDate(pkg, extra) {
   const chosen = join(pkg, "wasm", "providers.txt");
   if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildKind()) return false;
   const built = statSync(stamp).mtimeMs;
-  const sources = ["src", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
+  const sources = ["src", "js", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
 }
 
@@ -92,8 +92,8 @@ export function build({ testHooks = false } = {}) {
   writeFileSync(join(out, "wasm", "providers.txt"), buildKind());
   // Every module of the JS layer as it is; the entries under their runtime's name.
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
-  for (const file of readdirSync(join(root, "src", "js")).filter((f) => f.endsWith(".js"))) {
-    copyFileSync(join(root, "src", "js", file), join(out, entries[file] ?? file));
+  for (const file of readdirSync(join(root, "js")).filter((f) => f.endsWith(".js"))) {
+    copyFileSync(join(root, "js", file), join(out, entries[file] ?? file));
   }
   if (testHooks) copyFileSync(join(root, "tests", "js", "test-hooks.js"), join(out, "test-hooks.js"));
   else bundleNodeEntry(out);

@@ -1,7 +1,8 @@
 //! kosong-wasm: kosong's `generate`/`step` and their providers, for browsers, Node and
-//! Cloudflare Workers. `core` is pure Rust; `js` is the wasm-bindgen glue.
+//! Cloudflare Workers. `core` is pure Rust; `glue` is the wasm-bindgen glue;
+//! the package's JavaScript is in `js/` at the project's root.
 
 pub mod core;
 
 #[cfg(target_arch = "wasm32")]
-mod js;
+mod glue;

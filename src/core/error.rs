@@ -64,6 +64,11 @@ impl ChatProviderError {
         }
     }
 
+    /// An HTTP error status, worded as kosong words it: `Error code: {status} - {detail}`.
+    pub fn status(status: u16, detail: String, request_id: Option<String>, retry_after_ms: Option<u64>) -> Self {
+        ChatProviderError::Status { status, message: format!("Error code: {status} - {detail}"), request_id, retry_after_ms }
+    }
+
     pub fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
         ChatProviderError::Failed { kind, message: message.into() }
     }

@@ -6,6 +6,7 @@ pub mod error;
 pub mod generate;
 pub mod json_close;
 pub mod message;
+pub mod model;
 pub mod partial_json;
 pub mod providers;
 pub mod soul;

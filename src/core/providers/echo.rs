@@ -44,37 +44,6 @@ impl EchoScript {
     }
 }
 
-/// kosong's `ScriptedEchoChatProvider` as the turn's [`Model`]: each call takes the next
-/// script. A script that raises (`error:`) or streams nothing fails that call.
-#[derive(Debug, Default)]
-pub struct ScriptedModel {
-    scripts: std::cell::RefCell<std::collections::VecDeque<String>>,
-    calls: std::cell::Cell<usize>,
-    /// How many messages of history each call was given, for tests.
-    pub seen: std::cell::RefCell<Vec<usize>>,
-}
-
-impl ScriptedModel {
-    pub fn new<S: Into<String>>(scripts: impl IntoIterator<Item = S>) -> ScriptedModel {
-        ScriptedModel {
-            scripts: std::cell::RefCell::new(scripts.into_iter().map(Into::into).collect()),
-            ..Default::default()
-        }
-    }
-
-    /// The next script, parsed (the first failure a script can have).
-    pub fn next_script(&self) -> Result<EchoScript, ChatProviderError> {
-        let n = self.calls.get() + 1;
-        self.calls.set(n);
-        let script = self
-            .scripts
-            .borrow_mut()
-            .pop_front()
-            .ok_or_else(|| err(format!("ScriptedProvider exhausted at call {n}.")))?;
-        script_for_stream(&script)
-    }
-}
-
 /// A script ready to stream: parsed, and not empty.
 pub fn script_for_stream(script: &str) -> Result<EchoScript, ChatProviderError> {
     let s = parse_echo_script(script)?;
@@ -82,30 +51,6 @@ pub fn script_for_stream(script: &str) -> Result<EchoScript, ChatProviderError> 
         return Err(err("ScriptedProvider DSL produced no streamable parts.".into()));
     }
     Ok(s)
-}
-
-impl crate::core::soul::agent::Model for ScriptedModel {
-    type Request = EchoScript;
-    type Source = crate::core::generate::VecEventSource<ChatProviderError>;
-
-    fn model_name(&self) -> String {
-        "scripted_echo".into()
-    }
-
-    fn prepare(
-        &self,
-        _system_prompt: &str,
-        _tools: &[super::ToolDefinition],
-        history: &[crate::core::message::Message],
-    ) -> Result<EchoScript, ChatProviderError> {
-        self.seen.borrow_mut().push(history.len());
-        self.next_script()
-    }
-
-    fn open(&self, s: EchoScript) -> futures::future::LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
-        let events = s.events();
-        Box::pin(futures::future::ready(Ok(crate::core::generate::VecEventSource::new(events, s.id, s.usage))))
-    }
 }
 
 fn err(msg: String) -> ChatProviderError {

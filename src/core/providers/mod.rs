@@ -259,20 +259,23 @@ impl HttpProvider {
     /// Reads a provider spec: `kind` first, then the options of that kind from the same text
     /// (two small parses, cheaper in the .wasm than a tagged enum or a `Value` round trip).
     pub fn from_json(text: &str) -> Result<HttpProvider, serde_json::Error> {
+        HttpProvider::from_spec(&Spec::parse(text)?)
+    }
+
+    pub(crate) fn from_spec(spec: &Spec) -> Result<HttpProvider, serde_json::Error> {
         use serde::de::Error;
-        let spec = Spec::parse(text)?;
         let kind = spec.string("kind")?.ok_or_else(|| serde_json::Error::missing_field("kind"))?;
         Ok(match kind.as_str() {
             #[cfg(feature = "openai")]
-            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_spec(&spec)?),
+            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_spec(spec)?),
             #[cfg(feature = "openai")]
-            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_spec(&spec)?.into_kimi()),
+            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_spec(spec)?.into_kimi()),
             #[cfg(feature = "anthropic")]
-            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_spec(&spec)?),
+            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_spec(spec)?),
             #[cfg(feature = "responses")]
-            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_spec(&spec)?),
+            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_spec(spec)?),
             #[cfg(feature = "gemini")]
-            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_spec(&spec)?),
+            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_spec(spec)?),
             other => {
                 let feature = match other {
                     "openai" | "kimi" => "openai",
@@ -327,17 +330,69 @@ impl HttpProvider {
         }
     }
 
-    /// The key to keep out of every error message.
-    pub fn api_key(&self) -> Option<&str> {
+    /// The options every HTTP provider takes.
+    pub fn http(&self) -> &HttpOptions {
         match self {
             #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.http.api_key.as_deref(),
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => &c.http,
             #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(c) => c.http.api_key.as_deref(),
+            HttpProvider::Anthropic(c) => &c.http,
             #[cfg(feature = "responses")]
-            HttpProvider::Responses(c) => c.http.api_key.as_deref(),
+            HttpProvider::Responses(c) => &c.http,
             #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(c) => c.http.api_key.as_deref(),
+            HttpProvider::Gemini(c) => &c.http,
+        }
+    }
+
+    fn http_mut(&mut self) -> &mut HttpOptions {
+        match self {
+            #[cfg(feature = "openai")]
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => &mut c.http,
+            #[cfg(feature = "anthropic")]
+            HttpProvider::Anthropic(c) => &mut c.http,
+            #[cfg(feature = "responses")]
+            HttpProvider::Responses(c) => &mut c.http,
+            #[cfg(feature = "gemini")]
+            HttpProvider::Gemini(c) => &mut c.http,
+        }
+    }
+
+    /// The JavaScript class of this provider, and the environment variables its official SDK
+    /// reads the key from.
+    pub fn identity(&self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            #[cfg(feature = "openai")]
+            HttpProvider::OpenAIChat(_) => ("OpenAIChatProvider", &["OPENAI_API_KEY"]),
+            #[cfg(feature = "openai")]
+            HttpProvider::Kimi(_) => ("KimiProvider", &["MOONSHOT_API_KEY"]),
+            #[cfg(feature = "anthropic")]
+            HttpProvider::Anthropic(_) => ("AnthropicProvider", &["ANTHROPIC_API_KEY"]),
+            #[cfg(feature = "responses")]
+            HttpProvider::Responses(_) => ("OpenAIResponsesProvider", &["OPENAI_API_KEY"]),
+            #[cfg(feature = "gemini")]
+            HttpProvider::Gemini(_) => ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+        }
+    }
+
+    /// The key for one request, by this package's one rule: the provider's own host needs one —
+    /// from the options, else the environment (read now, through `env`), else an error before
+    /// anything is sent; a custom `baseUrl` may need none. `Ok(None)`: this provider as it is.
+    pub fn key_for_request(&self, env: impl Fn(&str) -> Option<String>) -> Result<Option<HttpProvider>, String> {
+        let o = self.http();
+        if o.api_key.is_some() || o.base_url.is_some() {
+            return Ok(None);
+        }
+        let (who, names) = self.identity();
+        match names.iter().find_map(|n| env(n).filter(|k| !k.is_empty())) {
+            Some(key) => {
+                let mut with_key = self.clone();
+                with_key.http_mut().api_key = Some(key);
+                Ok(Some(with_key))
+            }
+            None => Err(format!(
+                "{who}: no API key: pass `apiKey` or set {} (or a `baseUrl` of a server that needs none)",
+                names.join(" or ")
+            )),
         }
     }
 }
@@ -448,12 +503,7 @@ pub fn mid_stream_error(kind: Option<&str>, status: Option<u16>, message: &str) 
         None => message.to_owned(),
     };
     match status {
-        Some(status) => ChatProviderError::Status {
-            status,
-            message: format!("Error code: {status} - {what} (sent mid-stream)"),
-            request_id: None,
-            retry_after_ms: None,
-        },
+        Some(status) => ChatProviderError::status(status, format!("{what} (sent mid-stream)"), None, None),
         None => {
             ChatProviderError::failed(FailureKind::Server, format!("the server reported an error mid-stream: {what}"))
         }

@@ -23,7 +23,7 @@
 //! those that had not finished, also published), and the turn ends with `TurnEnd` and
 //! [`TurnError::Cancelled`].
 //!
-//! The turn is generic over its seams — the model ([`Model`]), the tools
+//! The turn is generic over its seams — the model ([`Model`], `core::model`), the tools
 //! ([`ToolDispatch`]), timers and randomness ([`Env`]) — so `cargo test` runs it with fakes.
 
 use std::cell::RefCell;
@@ -39,6 +39,7 @@ use serde_json::{json, Value};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TextOrParts, TokenUsage, ToolCall};
+use crate::core::model::{Model, ModelError};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
@@ -50,35 +51,6 @@ use crate::core::step::{
     collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolDispatch, ToolResultCallback,
 };
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
-
-/// An error a seam reports; the turn asks it whether it is a provider error (to retry it).
-pub trait SeamError: From<ChatProviderError> {
-    fn provider_error(&self) -> Option<&ChatProviderError>;
-}
-
-impl SeamError for ChatProviderError {
-    fn provider_error(&self) -> Option<&ChatProviderError> {
-        Some(self)
-    }
-}
-
-/// The model: a request is prepared from the context synchronously (the context is only
-/// borrowed for that), then opened as a stream of events.
-pub trait Model {
-    type Request;
-    type Source: EventSource;
-    fn model_name(&self) -> String;
-    fn prepare(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-    ) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
-    fn open(
-        &self,
-        request: Self::Request,
-    ) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
-}
 
 /// The tools as a turn sees them: kosong's toolset plus the definitions sent to the model
 /// (read again at every step, so a toolset may change between steps).
@@ -322,7 +294,7 @@ type ErrOf<M> = <<M as Model>::Source as EventSource>::Error;
 impl<'a, M, T> Turn<'a, M, T>
 where
     M: Model,
-    ErrOf<M>: SeamError,
+    ErrOf<M>: ModelError,
     T: TurnTools,
 {
     fn send(&self, kind: &str, payload: Value) {

@@ -1,0 +1,160 @@
+//! A provider read once into a core value, and the model one call runs over it.
+//!
+//! [`Provider`] is what the JS provider object becomes when it is first used: an HTTP provider's
+//! options parsed (request builder and decoder chosen by its wire format), or a scripted
+//! provider's queue of echo scripts. [`ProviderModel`] is that provider for one `generate`, `step`
+//! or turn: with the transport it sends through and the limits the call set.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+
+use super::source::ModelSource;
+use super::transport::{self, Transport};
+use super::{Model, ModelError};
+use crate::core::error::ChatProviderError;
+use crate::core::generate::{Limits, SseEventSource, VecEventSource};
+use crate::core::message::Message;
+use crate::core::providers::echo::{script_for_stream, EchoScript};
+use crate::core::providers::{HttpProvider, HttpRequest, Spec, StreamDecoder, ToolDefinition};
+
+/// A provider, read once.
+#[derive(Debug)]
+pub enum Provider {
+    Http(Box<HttpProvider>),
+    /// kosong's `ScriptedEchoChatProvider`: each request streams the next script.
+    Scripted(Scripts),
+}
+
+/// The scripts a scripted provider has left, and how many requests it served.
+#[derive(Debug, Default)]
+pub struct Scripts {
+    queue: RefCell<VecDeque<String>>,
+    calls: Cell<usize>,
+}
+
+impl Provider {
+    /// Reads a provider spec: `{kind: "scripted", scripts: [...]}` or one of the HTTP providers'
+    /// (see [`HttpProvider::from_json`]).
+    pub fn from_json(text: &str) -> Result<Provider, serde_json::Error> {
+        let spec = Spec::parse(text)?;
+        if spec.string("kind")?.as_deref() == Some("scripted") {
+            let scripts = spec.get("scripts", "a list of strings", |v| {
+                v.as_array()?.iter().map(|s| s.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()
+            })?;
+            return Ok(Provider::scripted(scripts.unwrap_or_default()));
+        }
+        Ok(Provider::Http(Box::new(HttpProvider::from_spec(&spec)?)))
+    }
+
+    pub fn scripted<S: Into<String>>(scripts: impl IntoIterator<Item = S>) -> Provider {
+        Provider::Scripted(Scripts {
+            queue: RefCell::new(scripts.into_iter().map(Into::into).collect()),
+            calls: Cell::new(0),
+        })
+    }
+
+    pub fn model_name(&self) -> String {
+        match self {
+            Provider::Http(p) => p.http().model.clone(),
+            Provider::Scripted(_) => "scripted_echo".into(),
+        }
+    }
+
+    /// The next script of a scripted provider (it is used up), or the error kosong raises when
+    /// none is left.
+    pub fn take_script(&self) -> Result<String, ChatProviderError> {
+        let Provider::Scripted(s) = self else {
+            return Err(ChatProviderError::Other("only a scripted provider has scripts".into()));
+        };
+        let n = s.calls.get() + 1;
+        s.calls.set(n);
+        s.queue.borrow_mut().pop_front().ok_or_else(|| ChatProviderError::Other(format!("ScriptedProvider exhausted at call {n}.")))
+    }
+
+    /// The scripts a scripted provider has not used yet (none for an HTTP provider).
+    pub fn remaining_scripts(&self) -> Vec<String> {
+        match self {
+            Provider::Scripted(s) => s.queue.borrow().iter().cloned().collect(),
+            Provider::Http(_) => Vec::new(),
+        }
+    }
+
+    /// The request for this context: its body built (nothing is sent yet). `env` reads an
+    /// environment variable (an API key may come from one).
+    pub fn prepare<E: ModelError>(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+    ) -> Result<Prepared, E> {
+        match self {
+            Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
+            Provider::Http(p) => {
+                let keyed = p.key_for_request(env).map_err(E::usage)?;
+                let p = keyed.as_ref().unwrap_or(p);
+                let secret = p.http().api_key.clone();
+                let request =
+                    p.build_request(system_prompt, tools, history).map_err(|e| E::from(e).redact(secret.as_deref()))?;
+                Ok(Prepared::Http { request, decoder: p.decoder(), secret })
+            }
+        }
+    }
+}
+
+/// One request, prepared from the context.
+pub enum Prepared {
+    Http {
+        request: HttpRequest,
+        decoder: Box<dyn StreamDecoder>,
+        /// The API key the request carries, cleaned out of every error.
+        secret: Option<String>,
+    },
+    Scripted(EchoScript),
+}
+
+/// A provider as one call uses it: with a transport and the call's limits.
+pub struct ProviderModel<'a, T> {
+    pub provider: &'a Provider,
+    pub transport: T,
+    pub limits: Limits,
+}
+
+impl<'a, T: Transport> ProviderModel<'a, T> {
+    pub fn new(provider: &'a Provider, transport: T, limits: Limits) -> Self {
+        ProviderModel { provider, transport, limits }
+    }
+}
+
+impl<T: Transport> Model for ProviderModel<'_, T> {
+    type Request = Prepared;
+    type Source = ModelSource<T::Body>;
+
+    fn model_name(&self) -> String {
+        self.provider.model_name()
+    }
+
+    fn prepare(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> Result<Prepared, T::Error> {
+        self.provider.prepare(|n| self.transport.env_var(n), system_prompt, tools, history)
+    }
+
+    fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<ModelSource<T::Body>, T::Error>> {
+        async move {
+            match request {
+                Prepared::Scripted(s) => Ok(ModelSource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
+                Prepared::Http { request, decoder, secret } => {
+                    let body = match transport::send(&self.transport, &request).await {
+                        Ok(body) => body,
+                        Err(e) => return Err(e.redact(secret.as_deref())),
+                    };
+                    let source = SseEventSource::new(body, decoder).with_limits(self.limits);
+                    Ok(ModelSource::Sse { source: Box::new(source), secret })
+                }
+            }
+        }
+        .boxed_local()
+    }
+}
