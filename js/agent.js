@@ -3,6 +3,7 @@
 // (src/core/soul/agent.rs); this module holds the options and makes the core's errors classes.
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
+import { coreOf } from "./step.js";
 import { Wire, WireRecorder, wireCore } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 
@@ -89,9 +90,7 @@ export class Agent {
     if (capabilities !== undefined && !(Array.isArray(capabilities) && capabilities.every((c) => typeof c === "string"))) {
       throw new TypeError("Agent: capabilities must be an array of strings");
     }
-    if (provider !== null && typeof provider?._request !== "function") {
-      throw new TypeError("Agent: provider must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …) or null");
-    }
+    const providerCore = provider === null ? null : coreOf(provider, "Agent: provider", " or null");
     const tools = toolset ?? new SimpleToolset();
     if (typeof tools.handle !== "function" || !Array.isArray(tools.tools)) {
       throw new TypeError("Agent: toolset must have a `tools` array and a `handle(call, ctx)` method");
@@ -112,6 +111,7 @@ export class Agent {
     this.#limits = limits;
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
       yolo: Boolean(yolo), retryBackoff }));
+    if (providerCore !== null) this.#core.setProvider(providerCore);
   }
 
   get name() {
@@ -133,7 +133,7 @@ export class Agent {
     const logger = this.#logger;
     const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, limits: this.#limits };
     try {
-      await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#provider, this.#toolset, hooks));
+      await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
     } catch (e) {
       throw turnError(e);
     }

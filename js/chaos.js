@@ -5,6 +5,7 @@
 // ScriptedProvider inside is served as an OpenAI-compatible SSE stream for the same reason.
 import { callWasm, wasm } from "./internal.js";
 import { sleep } from "./util.js";
+import { ScriptedProvider } from "./providers.js";
 
 /** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
 function mulberry32(seed) {
@@ -90,7 +91,8 @@ function corruptToolCall(sse, random) {
  * 429/500/502/503), `retryAfterS` (the 429's `Retry-After`, default 1), `truncateStreamProbability`
  * (the connection breaks mid-event or between events), `corruptToolCallProbability`,
  * `slowChunkProbability` and `slowChunkMs`, and `seed` for repeatable runs. A request that
- * failed by an injected fault is replayed on the next call, as a transient fault would be.
+ * failed by an injected fault is replayed on the next call, as a transient fault would be. The
+ * fault is drawn when a request is sent (each redirect hop is a request).
  */
 export class ChaosProvider {
   #inner;
@@ -101,7 +103,7 @@ export class ChaosProvider {
   injected = { http: 0, truncateMidEvent: 0, truncateBetweenEvents: 0, corruptToolCall: 0, slowChunks: 0 };
 
   constructor(inner, opts = {}) {
-    if (!inner || typeof inner._request !== "function") throw new TypeError("ChaosProvider wraps one of this package's providers");
+    if (inner === null || typeof inner !== "object" || !("_core" in inner)) throw new TypeError("ChaosProvider wraps one of this package's providers");
     const errorTypes = opts.errorTypes ?? DEFAULT_ERROR_TYPES;
     if (!Array.isArray(errorTypes) || errorTypes.length === 0 || errorTypes.some((s) => !Number.isInteger(Number(s)) || Number(s) < 400 || Number(s) > 599)) {
       throw new TypeError("ChaosProvider: errorTypes must be HTTP error statuses (400-599)");
@@ -133,95 +135,112 @@ export class ChaosProvider {
     return new ChaosProvider(this.#inner.withThinking(effort), this.#opts);
   }
 
-  /** @internal */
-  _request() {
-    const base = this.#replay ?? this.#inner._request();
-    this.#replay = null;
-    const spec = JSON.parse(base.spec);
+  /** Which fault the next response gets (drawn when its request is sent). */
+  #plan() {
     const r = this.#random;
     const o = this.#opts;
     const plan = { error: null, truncate: null, corrupt: false, slow: o.slowChunkProbability };
     if (r() < o.errorProbability) plan.error = o.errorTypes[Math.floor(r() * o.errorTypes.length)];
     else if (r() < o.truncateStreamProbability) plan.truncate = r() < 0.5 ? "mid" : "between";
     else if (r() < o.corruptToolCallProbability) plan.corrupt = true;
-    if (plan.error || plan.truncate) this.#replay = base; // a transient fault: the retry sees the same answer
+    return plan;
+  }
 
-    let upstream; // () => Promise<Response>
-    let outSpec = spec;
-    if (spec.kind === "scripted") {
-      const script = JSON.parse(callWasm(() => wasm.parseEchoScript(spec.script)));
-      const body = scriptToSSE(script);
-      upstream = async () => new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
-      outSpec = { kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" };
-    } else {
-      const innerFetch = base.fetch ?? globalThis.fetch;
-      upstream = (url, init) => innerFetch(url, init);
+  /**
+   * @internal The inner provider as the core reads it, sending through the faults: an HTTP
+   * provider's own request builder and decoder over its own fetch; a ScriptedProvider's scripts
+   * (its core's queue) served as Chat Completions SSE to an OpenAI-compatible provider.
+   */
+  get _core() {
+    if (this.#core === null) {
+      const inner = this.#inner;
+      const scripted = inner instanceof ScriptedProvider;
+      const innerFetch = scripted ? null : (inner._fetch ?? globalThis.fetch);
+      const fetch = (url, init) => this.#fetch(url, init, scripted, innerFetch);
+      this.#core = scripted
+        ? callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" }), fetch))
+        : inner._core.withFetch(fetch);
     }
-    const fetch = async (url, init) => {
-      const signal = init?.signal;
-      if (signal?.aborted) throw signal.reason;
-      if (plan.error) {
-        this.injected.http += 1;
-        const headers = { "content-type": "application/json" };
-        if (plan.error === 429) headers["retry-after"] = String(o.retryAfterS);
-        return new Response(JSON.stringify({ error: { message: `chaos: injected HTTP ${plan.error}`, type: "chaos" } }), { status: plan.error, headers });
-      }
-      const res = await upstream(url, init);
+    return this.#core;
+  }
+  #core = null;
+
+  async #fetch(url, init, scripted, innerFetch) {
+    const signal = init?.signal;
+    if (signal?.aborted) throw signal.reason;
+    const r = this.#random;
+    const o = this.#opts;
+    const plan = this.#plan();
+    if (plan.error) {
+      this.injected.http += 1;
+      const headers = { "content-type": "application/json" };
+      if (plan.error === 429) headers["retry-after"] = String(o.retryAfterS);
+      return new Response(JSON.stringify({ error: { message: `chaos: injected HTTP ${plan.error}`, type: "chaos" } }), { status: plan.error, headers });
+    }
+    let text;
+    let headers;
+    if (scripted) {
+      // A transient fault: the retry sees the same answer.
+      text = this.#replay ?? scriptToSSE(JSON.parse(callWasm(() => wasm.parseEchoScript(this.#inner._core.takeScript()))));
+      this.#replay = plan.truncate ? text : null;
+      headers = { "content-type": "text/event-stream" };
+    } else {
+      const res = await innerFetch(url, init);
       if (!res.ok || !res.body) return res;
-      let text = await res.text();
-      if (plan.corrupt) {
-        const corrupted = corruptToolCall(text, r);
-        if (corrupted !== null) {
-          text = corrupted;
-          this.injected.corruptToolCall += 1;
-        }
+      text = await res.text();
+      headers = res.headers;
+    }
+    if (plan.corrupt) {
+      const corrupted = corruptToolCall(text, r);
+      if (corrupted !== null) {
+        text = corrupted;
+        this.injected.corruptToolCall += 1;
       }
-      let cutAt = null;
-      if (plan.truncate) {
-        const boundaries = [];
-        for (let i = text.indexOf("\n\n"); i !== -1; i = text.indexOf("\n\n", i + 2)) boundaries.push(i + 2);
-        const k = Math.floor(r() * Math.max(1, boundaries.length - 1));
-        if (plan.truncate === "between") {
-          cutAt = boundaries[k] ?? 0;
-          this.injected.truncateBetweenEvents += 1;
-        } else {
-          const start = boundaries[k - 1] ?? 0;
-          const end = boundaries[k] ?? text.length;
-          cutAt = start + 1 + Math.floor(r() * Math.max(1, end - start - 2));
-          this.injected.truncateMidEvent += 1;
-        }
+    }
+    let cutAt = null;
+    if (plan.truncate) {
+      const boundaries = [];
+      for (let i = text.indexOf("\n\n"); i !== -1; i = text.indexOf("\n\n", i + 2)) boundaries.push(i + 2);
+      const k = Math.floor(r() * Math.max(1, boundaries.length - 1));
+      if (plan.truncate === "between") {
+        cutAt = boundaries[k] ?? 0;
+        this.injected.truncateBetweenEvents += 1;
+      } else {
+        const start = boundaries[k - 1] ?? 0;
+        const end = boundaries[k] ?? text.length;
+        cutAt = start + 1 + Math.floor(r() * Math.max(1, end - start - 2));
+        this.injected.truncateMidEvent += 1;
       }
-      const bytes = new TextEncoder().encode(cutAt === null ? text : text.slice(0, cutAt));
-      // Random chunk sizes: the decoders must not care where the bytes are cut.
-      const chunks = [];
-      for (let i = 0; i < bytes.length; ) {
-        const n = 1 + Math.floor(r() * 64);
-        chunks.push(bytes.subarray(i, i + n));
-        i += n;
-      }
-      const slowness = chunks.map(() => r() < plan.slow);
-      let next = 0;
-      const stream = new ReadableStream({
-        pull: async (controller) => {
-          try {
-            if (signal?.aborted) throw signal.reason;
-            if (next >= chunks.length) {
-              if (cutAt !== null) controller.error(new TypeError("chaos: the connection was reset"));
-              else controller.close();
-              return;
-            }
-            if (slowness[next]) {
-              this.injected.slowChunks += 1;
-              await sleep(o.slowChunkMs, signal);
-            }
-            controller.enqueue(chunks[next++]);
-          } catch (e) {
-            controller.error(e);
+    }
+    const bytes = new TextEncoder().encode(cutAt === null ? text : text.slice(0, cutAt));
+    // Random chunk sizes: the decoders must not care where the bytes are cut.
+    const chunks = [];
+    for (let i = 0; i < bytes.length; ) {
+      const n = 1 + Math.floor(r() * 64);
+      chunks.push(bytes.subarray(i, i + n));
+      i += n;
+    }
+    const slowness = chunks.map(() => r() < plan.slow);
+    let next = 0;
+    const stream = new ReadableStream({
+      pull: async (controller) => {
+        try {
+          if (signal?.aborted) throw signal.reason;
+          if (next >= chunks.length) {
+            if (cutAt !== null) controller.error(new TypeError("chaos: the connection was reset"));
+            else controller.close();
+            return;
           }
-        },
-      });
-      return new Response(stream, { status: 200, headers: res.headers });
-    };
-    return { spec: JSON.stringify(outSpec), fetch, timeoutMs: base.timeoutMs };
+          if (slowness[next]) {
+            this.injected.slowChunks += 1;
+            await sleep(o.slowChunkMs, signal);
+          }
+          controller.enqueue(chunks[next++]);
+        } catch (e) {
+          controller.error(e);
+        }
+      },
+    });
+    return new Response(stream, { status: 200, headers });
   }
 }

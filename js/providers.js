@@ -1,6 +1,6 @@
-// The providers: immutable option holders, checked once. Each request is described to the
-// engine by `_request()` (a provider spec as JSON text, the fetch function, the timeout).
-import { ChatProviderError } from "./errors.js";
+// The providers: immutable option holders, checked once, and read once by the core when first
+// used (`_core`, a `ProviderCore`): the core builds every request, reads every answer and owns
+// the API-key rule.
 import { callWasm, wasm } from "./internal.js";
 
 
@@ -51,13 +51,6 @@ function checkOptionNames(opts, who, known) {
   }
 }
 
-/** The API key from the environment, as the official SDKs read it (Node, Workers with nodejs_compat). */
-function envKey(names) {
-  const env = globalThis.process?.env;
-  for (const n of names) if (typeof env?.[n] === "string" && env[n]) return env[n];
-  return undefined;
-}
-
 function checkProviderOptions(opts, who, known) {
   checkHttpOptions(opts, who);
   checkOptionNames(opts, who, known);
@@ -96,7 +89,7 @@ function checkProviderOptions(opts, who, known) {
  */
 class HttpProvider {
   #opts;
-  constructor(opts, who, { options = [], keyEnv = [] } = {}) {
+  constructor(opts, who, { options = [] } = {}) {
     if (opts && typeof opts === "object" && "baseURL" in opts) {
       // The OpenAI SDK's spelling, taken as an alias.
       const { baseURL, ...rest } = opts;
@@ -105,26 +98,8 @@ class HttpProvider {
     }
     checkProviderOptions(opts, who, [...COMMON_OPTIONS, ...options]);
     this.#opts = { ...opts };
-    this.#who = who;
-    this.#keyEnv = keyEnv;
   }
-  #who;
-  #keyEnv;
-
-  /**
-   * The key for a request. The provider's own host needs one: from the options, else the
-   * environment (read when the request is made), else an error before anything is sent. A
-   * custom `baseUrl` may need none.
-   */
-  #apiKey() {
-    const o = this.#opts;
-    if (o.apiKey !== undefined || o.baseUrl !== undefined) return o.apiKey;
-    const key = envKey(this.#keyEnv);
-    if (key === undefined) {
-      throw new TypeError(`${this.#who}: no API key: pass \`apiKey\`${this.#keyEnv.length ? ` or set ${this.#keyEnv.join(" or ")}` : ""} (or a \`baseUrl\` of a server that needs none)`);
-    }
-    return key;
-  }
+  #core = null;
   get modelName() {
     return this.#opts.model;
   }
@@ -135,24 +110,35 @@ class HttpProvider {
   withThinking(effort) {
     return new this.constructor({ ...this.#opts, thinking: checkEffort(effort) });
   }
-  /** @internal What the engine needs for one request. */
-  _request() {
-    const o = this.#opts;
-    const spec = {
-      kind: this._kind,
-      model: o.model,
-      apiKey: this.#apiKey(),
-      baseUrl: o.baseUrl,
-      headers: o.headers,
-      maxTokens: o.maxTokens,
-      temperature: o.temperature,
-      reasoningKey: o.reasoningKey,
-      reasoningEffort: o.reasoningEffort,
-      adaptiveThinking: o.adaptiveThinking,
-      extraBody: o.extraBody,
-      thinkingEffort: o.thinking,
-    };
-    return { spec: JSON.stringify(spec), fetch: o.fetch, timeoutMs: o.timeoutMs };
+  /**
+   * @internal The provider read once by the core (when first used): its request builder, its
+   * decoder and the rule for its API key (from the options, else the environment when a request
+   * is made, else an error before anything is sent).
+   */
+  get _core() {
+    if (this.#core === null) {
+      const o = this.#opts;
+      const spec = {
+        kind: this._kind,
+        model: o.model,
+        apiKey: o.apiKey,
+        baseUrl: o.baseUrl,
+        headers: o.headers,
+        maxTokens: o.maxTokens,
+        temperature: o.temperature,
+        reasoningKey: o.reasoningKey,
+        reasoningEffort: o.reasoningEffort,
+        adaptiveThinking: o.adaptiveThinking,
+        extraBody: o.extraBody,
+        thinkingEffort: o.thinking,
+      };
+      this.#core = callWasm(() => new wasm.ProviderCore(JSON.stringify(spec), o.fetch, o.timeoutMs));
+    }
+    return this.#core;
+  }
+  /** @internal The `fetch` this provider was given (`ChaosProvider` sends through it). */
+  get _fetch() {
+    return this.#opts.fetch;
   }
   toJSON() {
     return { name: this.name, modelName: this.modelName };
@@ -162,7 +148,7 @@ class HttpProvider {
 /** OpenAI Chat Completions, and every OpenAI-compatible server. */
 export class OpenAIChatProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "OpenAIChatProvider", { options: ["reasoningKey"], keyEnv: ["OPENAI_API_KEY"] });
+    super(opts, "OpenAIChatProvider", { options: ["reasoningKey"] });
   }
   get name() {
     return "openai";
@@ -175,7 +161,7 @@ export class OpenAIChatProvider extends HttpProvider {
 /** Moonshot's Kimi API (OpenAI-compatible with Moonshot's rules); base URL https://api.moonshot.ai/v1. */
 export class KimiProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "KimiProvider", { options: [], keyEnv: ["MOONSHOT_API_KEY"] });
+    super(opts, "KimiProvider", { options: [] });
   }
   get name() {
     return "kimi";
@@ -188,7 +174,7 @@ export class KimiProvider extends HttpProvider {
 /** Anthropic's Messages API; base URL https://api.anthropic.com/v1. */
 export class AnthropicProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "AnthropicProvider", { options: ["adaptiveThinking"], keyEnv: ["ANTHROPIC_API_KEY"] });
+    super(opts, "AnthropicProvider", { options: ["adaptiveThinking"] });
   }
   get name() {
     return "anthropic";
@@ -201,7 +187,7 @@ export class AnthropicProvider extends HttpProvider {
 /** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
 export class OpenAIResponsesProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort"], keyEnv: ["OPENAI_API_KEY"] });
+    super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort"] });
   }
   get name() {
     return "openai-responses";
@@ -214,7 +200,7 @@ export class OpenAIResponsesProvider extends HttpProvider {
 /** Google's Gemini API (generativelanguage.googleapis.com/v1beta). */
 export class GeminiProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "GeminiProvider", { options: [], keyEnv: ["GEMINI_API_KEY", "GOOGLE_API_KEY"] });
+    super(opts, "GeminiProvider", { options: [] });
   }
   get name() {
     return "gemini";
@@ -227,7 +213,7 @@ export class GeminiProvider extends HttpProvider {
 /** kosong's scripted echo provider: each call streams the next script (echo DSL); no network. */
 export class ScriptedProvider {
   #scripts;
-  #turn = 0;
+  #core = null;
   constructor(scripts) {
     if (!Array.isArray(scripts) || scripts.some((s) => typeof s !== "string")) {
       throw new TypeError("ScriptedProvider: scripts must be an array of strings");
@@ -243,14 +229,14 @@ export class ScriptedProvider {
   get thinkingEffort() {
     return null;
   }
+  /** A new provider with the scripts this one has not used yet. */
   withThinking(effort) {
     checkEffort(effort);
-    return new ScriptedProvider(this.#scripts);
+    return new ScriptedProvider(this.#core === null ? this.#scripts : this.#core.remainingScripts());
   }
-  /** @internal */
-  _request() {
-    if (this.#scripts.length === 0) throw new ChatProviderError(`ScriptedProvider exhausted at call ${this.#turn + 1}.`);
-    this.#turn += 1;
-    return { spec: JSON.stringify({ kind: "scripted", script: this.#scripts.shift() }) };
+  /** @internal The core's scripted provider: it owns the queue (and says when it is used up). */
+  get _core() {
+    if (this.#core === null) this.#core = callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "scripted", scripts: this.#scripts })));
+    return this.#core;
   }
 }

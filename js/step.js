@@ -3,11 +3,13 @@ import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 
 
-function requestOf(provider) {
-  if (!provider || typeof provider._request !== "function") {
-    throw new TypeError("provider must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …)");
+/** The core's value of one of this package's providers. */
+export function coreOf(provider, who = "provider", alternative = "") {
+  const core = provider !== null && typeof provider === "object" ? provider._core : undefined;
+  if (!(core instanceof wasm.ProviderCore)) {
+    throw new TypeError(`${who} must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …)${alternative}`);
   }
-  return provider._request();
+  return core;
 }
 
 function checkLogger(logger) {
@@ -85,17 +87,15 @@ function common(provider, systemPrompt, historyJson, options) {
   checkSignal(options.signal);
   checkLogger(options.logger);
   checkLimits(options.limits);
-  const req = requestOf(provider);
+  const core = coreOf(provider);
   return {
-    req,
+    core,
     history: historyJson,
     hooks: {
       onPart: partHook(options.onMessagePart),
       signal: options.signal ?? undefined,
       warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
       limits: options.limits ?? undefined,
-      fetch: req.fetch,
-      timeoutMs: req.timeoutMs,
     },
   };
 }
@@ -103,9 +103,9 @@ function common(provider, systemPrompt, historyJson, options) {
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
-  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  const { core, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   hooks.onToolCall = jsonHook(options.onToolCall);
-  const raw = await callWasm(() => wasm.runGenerate(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  const raw = await callWasm(() => wasm.runGenerate(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
   return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
 }
 
@@ -132,14 +132,14 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
-  const { req, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  const { core, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
   const tools = toolset.tools;
   hooks.toolset = toolset;
   hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
   let raw;
   try {
-    raw = await callWasm(() => wasm.runStep(req.spec, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+    raw = await callWasm(() => wasm.runStep(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
   } catch (e) {
     throw withSalvaged(e);
   }

@@ -79,7 +79,7 @@ test("an error thrown from the package prints a short, pointed stack in Node (no
   const { execFileSync } = await import("node:child_process");
   let stderr = "";
   try {
-    execFileSync(process.execPath, ["--input-type=module", "-e", 'import { OpenAIChatProvider } from "kosong-wasm"; new OpenAIChatProvider({ model: "m" })._request();'], {
+    execFileSync(process.execPath, ["--input-type=module", "-e", 'import { OpenAIChatProvider, generate } from "kosong-wasm"; await generate(new OpenAIChatProvider({ model: "m" }), "", [], []);'], {
       env: { ...process.env, OPENAI_API_KEY: "" },
       stdio: ["ignore", "ignore", "pipe"],
       encoding: "utf8",

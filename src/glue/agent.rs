@@ -1,0 +1,258 @@
+//! `AgentCore`: the state behind the JS `Agent`, and one turn of the core's agent over the
+//! provider's model, the JS toolset and the web environment (`WebEnv`: `setTimeout`,
+//! `Math.random`, the microtask queue).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use js_sys::{Function, Promise};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local};
+
+use super::context::ContextCore;
+use super::error::{type_error, GlueError};
+use super::provider::ProviderCore;
+use super::transport::FetchTransport;
+use super::signals::AbortWatch;
+use super::sys::{self, AbortSignal};
+use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
+use super::wire::WireCore;
+use super::{get, read_limits};
+use crate::core::model::{Provider, ProviderModel};
+use crate::core::providers::ToolDefinition;
+use crate::core::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use crate::core::soul::approval::{ApprovalState, Approvals};
+use crate::core::soul::rules::Backoff;
+use crate::core::soul::wire::{Wire, WireMessage};
+
+impl TurnTools for JsToolset {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        JsToolset::definitions(self)
+    }
+}
+
+/// Timers from `setTimeout`, jitter from `Math.random`, tasks on the microtask queue.
+pub struct WebEnv;
+
+impl Env for WebEnv {
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
+        gloo_timers::future::TimeoutFuture::new(ms.clamp(0.0, u32::MAX as f64) as u32).boxed_local()
+    }
+    fn random(&self) -> f64 {
+        js_sys::Math::random()
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        spawn_local(task)
+    }
+}
+
+// ---- the agent ------------------------------------------------------------------------------
+
+/// The state behind the JS `Agent`: its configuration and what it remembers between turns.
+#[wasm_bindgen]
+pub struct AgentCore {
+    config: Rc<AgentConfig>,
+    approvals: Rc<RefCell<ApprovalState>>,
+    /// A turn is running: a second one is refused (two turns would interleave in one context).
+    busy: Rc<std::cell::Cell<bool>>,
+    /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
+    provider: Option<(Rc<Provider>, FetchTransport)>,
+}
+
+/// Marks an agent busy until dropped (the turn's future ended, however it ended).
+struct Busy(Rc<std::cell::Cell<bool>>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+#[wasm_bindgen]
+impl AgentCore {
+    /// `opts`: `{name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens,
+    /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
+    #[wasm_bindgen(constructor)]
+    pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
+        // Read field by field (the JS layer checked every one): no derived deserializer.
+        let (d, b) = (AgentConfig::default(), Backoff::default());
+        let field = |obj: &JsValue, key: &str| get(obj, key).unwrap_or(JsValue::UNDEFINED);
+        let number = |obj: &JsValue, key: &str| field(obj, key).as_f64();
+        let non_negative = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
+        let count = |key: &str, default: u32| non_negative(number(&opts, key)).map_or(default, |v| v as u32);
+        let backoff = field(&opts, "retryBackoff");
+        let capabilities = field(&opts, "capabilities");
+        let capabilities = js_sys::Array::is_array(&capabilities)
+            .then(|| js_sys::Array::from(&capabilities).iter().filter_map(|c| c.as_string()).collect());
+        let config = AgentConfig {
+            name: field(&opts, "name").as_string().unwrap_or(d.name),
+            system_prompt: field(&opts, "systemPrompt").as_string().unwrap_or_default(),
+            max_steps_per_turn: count("maxStepsPerTurn", d.max_steps_per_turn),
+            max_retries_per_step: count("maxRetriesPerStep", d.max_retries_per_step),
+            max_context_tokens: non_negative(number(&opts, "maxContextTokens")).map_or(0, |v| v as u64),
+            capabilities,
+            backoff: Backoff {
+                initial_ms: non_negative(number(&backoff, "initialMs")).unwrap_or(b.initial_ms),
+                max_ms: non_negative(number(&backoff, "maxMs")).unwrap_or(b.max_ms),
+                jitter_ms: non_negative(number(&backoff, "jitterMs")).unwrap_or(b.jitter_ms),
+            },
+        };
+        let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
+        Ok(AgentCore {
+            config: Rc::new(config),
+            approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))),
+            busy: Rc::default(),
+            provider: None,
+        })
+    }
+
+    /// The provider every turn of this agent runs over.
+    #[wasm_bindgen(js_name = setProvider)]
+    pub fn set_provider(&mut self, provider: &ProviderCore) {
+        self.provider = Some((provider.provider(), provider.transport()));
+    }
+
+    /// kimi-cli's status snapshot for this agent on `context`.
+    pub fn status(&self, context: &ContextCore) -> JsValue {
+        to_js(&agent::status(&self.config, &context.ctx, self.approvals.borrow().yolo))
+    }
+
+    /// Runs one turn. `hooks`: `{signal, warn, limits}`. Resolves when the turn ended well;
+    /// rejects with the provider's error, the signal's reason when cancelled, or
+    /// `{turnError, …fields}` for the runtime's own errors (made into classes by the JS layer).
+    pub fn run(
+        &self,
+        user_input: JsValue,
+        wire: &WireCore,
+        context: &ContextCore,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Promise, JsValue> {
+        if self.busy.get() {
+            return Err(js_sys::Error::new(&format!(
+                "Agent `{}` is already running a turn: one turn at a time (wait for it, or abort it, before starting another)",
+                self.config.name
+            ))
+            .into());
+        }
+        let input: UserInput =
+            read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
+        let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
+        let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
+        let limits = read_limits(get(&hooks, "limits"));
+        let wire = wire.wire.clone();
+        let approvals = Rc::new(Approvals::new(
+            wire.clone(),
+            self.approvals.clone(),
+            self.config.name.clone(),
+            Box::new(sys::random_uuid),
+        ));
+        let run_fns = RunClosures::new(&wire, &approvals);
+        let tools =
+            JsToolset::new(toolset, Vec::new(), ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
+        let provider = self.provider.clone();
+        let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
+        self.busy.set(true);
+        let busy = Busy(self.busy.clone());
+        Ok(future_to_promise(async move {
+            let _busy = busy;
+            let _run_fns = run_fns; // the tools' `send`/`requestApproval`/`rejection` live as long as the run
+            let watch = signal.clone().map(AbortWatch::new);
+            let cancel = async {
+                match &watch {
+                    Some(w) => {
+                        w.fired().await;
+                    }
+                    None => futures::future::pending::<()>().await,
+                }
+            };
+            let model = provider.as_ref().map(|(p, t)| ProviderModel::new(&**p, t.clone(), limits));
+            let turn = Turn {
+                config: &config,
+                context: &context,
+                model: model.as_ref(),
+                tools: &tools,
+                wire: &wire,
+                approvals: &approvals,
+                env: &WebEnv,
+            };
+            let outcome = turn.run(input, cancel).await;
+            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), &store_error))
+        }))
+    }
+}
+
+fn turn_error_to_js(
+    e: TurnError<GlueError>,
+    signal: Option<&AbortSignal>,
+    store_error: &RefCell<Option<JsValue>>,
+) -> JsValue {
+    let fields = |kind: &str, more: serde_json::Value| {
+        let mut v = serde_json::json!({ "turnError": kind });
+        if let (Some(o), serde_json::Value::Object(m)) = (v.as_object_mut(), more) {
+            o.extend(m);
+        }
+        to_js(&v)
+    };
+    match e {
+        TurnError::Seam(e) => e.into_js(),
+        TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
+        // What the store threw.
+        TurnError::ContextStore => store_error.borrow_mut().take().unwrap_or(JsValue::UNDEFINED),
+        TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
+        TurnError::LLMNotSupported { model_name, capabilities } => {
+            fields("LLMNotSupported", serde_json::json!({"modelName": model_name, "capabilities": capabilities}))
+        }
+        TurnError::MaxStepsReached(n) => fields("MaxStepsReached", serde_json::json!({ "nSteps": n })),
+        TurnError::RepeatedToolCall { tool_name, count } => {
+            fields("RepeatedToolCallError", serde_json::json!({"toolName": tool_name, "count": count}))
+        }
+    }
+}
+
+/// The functions a run's tools get in their context, as closures over the run.
+struct RunClosures {
+    send: Closure<dyn Fn(JsValue) -> Result<(), JsValue>>,
+    request_approval: Closure<dyn Fn(String, JsValue) -> Promise>,
+    rejection: Closure<dyn Fn(String) -> JsValue>,
+}
+
+impl RunClosures {
+    fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
+        let w = wire.clone();
+        let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
+            let m: WireMessage =
+                read_js(&m).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+            w.send(m);
+            Ok(())
+        });
+        let a = approvals.clone();
+        let request_approval =
+            Closure::<dyn Fn(String, JsValue) -> Promise>::new(move |call_id: String, req: JsValue| {
+                let action = get(&req, "action").and_then(|v| v.as_string()).unwrap_or_default();
+                let description = get(&req, "description").and_then(|v| v.as_string()).unwrap_or_default();
+                match a.request(&call_id, &action, &description) {
+                    Ok(answer) => future_to_promise(async move { Ok(JsValue::from_bool(answer.await)) }),
+                    Err(e) => Promise::reject(&type_error(&e.to_string())),
+                }
+            });
+        let a = approvals.clone();
+        let rejection = Closure::<dyn Fn(String) -> JsValue>::new(move |call_id: String| to_js(&a.rejection(&call_id)));
+        RunClosures { send, request_approval, rejection }
+    }
+
+    fn functions(&self) -> RunFunctions {
+        let o = js_sys::Object::new();
+        let set = |k: &str, c: &JsValue| {
+            let _ = js_sys::Reflect::set(&o, &JsValue::from_str(k), c);
+        };
+        set("send", self.send.as_ref());
+        set("requestApproval", self.request_approval.as_ref());
+        set("rejection", self.rejection.as_ref());
+        RunFunctions(o)
+    }
+}
+

@@ -1,0 +1,58 @@
+//! `ProviderCore`: a JS provider object read once into the core's [`Provider`], with the fetch
+//! and the timeout its transport uses. Made when the provider is first used; freed by the
+//! garbage collector with its provider (wasm-bindgen's weak references).
+
+use std::rc::Rc;
+
+use js_sys::Function;
+use wasm_bindgen::prelude::*;
+
+use super::error::{type_error, GlueError};
+use super::transport::FetchTransport;
+use crate::core::model::Provider;
+
+#[wasm_bindgen]
+pub struct ProviderCore {
+    provider: Rc<Provider>,
+    fetch: Option<Function>,
+    timeout_ms: Option<f64>,
+}
+
+#[wasm_bindgen]
+impl ProviderCore {
+    /// `spec`: the provider's options as JSON (see `Provider::from_json`), checked by the JS layer.
+    #[wasm_bindgen(constructor)]
+    pub fn new(spec: &str, fetch: Option<Function>, timeout_ms: Option<f64>) -> Result<ProviderCore, JsValue> {
+        let provider = Provider::from_json(spec).map_err(|e| type_error(&format!("invalid provider: {e}")))?;
+        Ok(ProviderCore { provider: Rc::new(provider), fetch, timeout_ms: timeout_ms.filter(|t| *t > 0.0) })
+    }
+
+    /// The same provider sending through `fetch` instead (`ChaosProvider` puts its faults there).
+    #[wasm_bindgen(js_name = withFetch)]
+    pub fn with_fetch(&self, fetch: Function) -> ProviderCore {
+        ProviderCore { provider: self.provider.clone(), fetch: Some(fetch), timeout_ms: self.timeout_ms }
+    }
+
+    /// A scripted provider's next script, used up (throws when none is left).
+    #[wasm_bindgen(js_name = takeScript)]
+    pub fn take_script(&self) -> Result<String, JsValue> {
+        self.provider.take_script().map_err(|e| GlueError::from(e).into_js())
+    }
+
+    /// The scripts a scripted provider has not used yet.
+    #[wasm_bindgen(js_name = remainingScripts)]
+    pub fn remaining_scripts(&self) -> Vec<String> {
+        self.provider.remaining_scripts()
+    }
+}
+
+impl ProviderCore {
+    pub fn provider(&self) -> Rc<Provider> {
+        self.provider.clone()
+    }
+
+    /// The transport one call sends through (the runtime's `fetch` found now, when none was given).
+    pub fn transport(&self) -> FetchTransport {
+        FetchTransport::new(self.fetch.clone(), self.timeout_ms)
+    }
+}

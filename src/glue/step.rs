@@ -1,0 +1,238 @@
+//! `runGenerate` and `runStep`: kosong's `generate` and `step` for the JS layer (`js/step.js`),
+//! over the core's model of the provider. The glue's part: reading the call's options, racing the
+//! work against the caller's signal, and the results as JS values.
+
+use std::rc::Rc;
+
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::FutureExt;
+use js_sys::{Array, Function, Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, spawn_local};
+
+use super::error::{type_error, GlueError};
+use super::parts::{call_json_hook, PartBatch};
+use super::provider::ProviderCore;
+use super::signals::AbortWatch;
+use super::sys::{self, AbortController, AbortSignal};
+use super::tools::{self, JsToolset};
+use super::transport::{BodySource, FetchTransport};
+use super::{get, read_limits};
+use crate::core::generate::{generate, GenerateOutput, Limits};
+use crate::core::message::{Message, ToolCall};
+use crate::core::model::{Model, ModelSource, Provider, ProviderModel};
+use crate::core::providers::ToolDefinition;
+use crate::core::step::{collect_results, step, StepFailure, ToolResultCallback};
+use crate::core::toolset::ToolResult;
+
+/// Options read from the JS layer's hooks object.
+struct Hooks {
+    on_part: Option<Function>,
+    on_tool_call: Option<Function>,
+    on_tool_result: Option<Function>,
+    signal: Option<AbortSignal>,
+    toolset: JsValue,
+    lazy_tools: Vec<String>,
+    warn: Option<Function>,
+    limits: Limits,
+}
+
+impl Hooks {
+    fn read(hooks: &JsValue) -> Hooks {
+        let func = |k: &str| get(hooks, k).and_then(|v| v.dyn_into::<Function>().ok());
+        Hooks {
+            on_part: func("onPart"),
+            on_tool_call: func("onToolCall"),
+            on_tool_result: func("onToolResult"),
+            signal: get(hooks, "signal").map(|s| s.unchecked_into()),
+            toolset: get(hooks, "toolset").unwrap_or(JsValue::UNDEFINED),
+            lazy_tools: get(hooks, "lazyTools")
+                .map(|v| Array::from(&v).iter().filter_map(|n| n.as_string()).collect())
+                .unwrap_or_default(),
+            warn: func("warn"),
+            limits: read_limits(get(hooks, "limits")),
+        }
+    }
+}
+
+/// Races `fut` against the caller's signal. On abort or error the tools' controller is aborted
+/// (every started tool's signal); the request closes its connection when its future is dropped.
+async fn guarded<T>(
+    fut: LocalBoxFuture<'_, Result<T, GlueError>>,
+    watch: Option<&AbortWatch>,
+    tools_ctrl: &AbortController,
+) -> Result<T, JsValue> {
+    let outcome = match watch {
+        Some(w) => match select(fut, Box::pin(w.fired())).await {
+            Either::Left((r, _)) => r.map_err(GlueError::into_js),
+            Either::Right((reason, _)) => Err(reason),
+        },
+        None => fut.await.map_err(GlueError::into_js),
+    };
+    if let Err(reason) = &outcome {
+        tools_ctrl.abort_with_reason(reason);
+    }
+    outcome
+}
+
+pub fn result_object(out: &GenerateOutput) -> Object {
+    let o = Object::new();
+    let set = |k: &str, v: JsValue| {
+        let _ = Reflect::set(&o, &JsValue::from_str(k), &v);
+    };
+    set("id", out.id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+    set("message", JsValue::from_str(&serde_json::to_string(&out.message).unwrap_or_default()));
+    set("usage", out.usage.map(|u| tools::to_js(&u)).unwrap_or(JsValue::NULL));
+    set("finishReason", out.finish_reason.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+    o
+}
+
+/// What one call of the engine works with: its inputs, the provider with its transport, the
+/// tools' controller, and the watch on the caller's signal.
+struct Call {
+    provider: Rc<Provider>,
+    transport: FetchTransport,
+    system_prompt: String,
+    tools: Vec<ToolDefinition>,
+    history: Vec<Message>,
+    hooks: Hooks,
+    tools_ctrl: AbortController,
+    watch: Option<AbortWatch>,
+}
+
+impl Call {
+    /// Reads the inputs; a signal that has already aborted rejects with its reason at once.
+    fn begin(
+        provider: &ProviderCore,
+        system_prompt: String,
+        tools: &str,
+        history: &str,
+        hooks: &JsValue,
+    ) -> Result<Call, JsValue> {
+        let hooks = Hooks::read(hooks);
+        if let Some(s) = hooks.signal.as_ref().filter(|s| s.aborted()) {
+            return Err(s.reason());
+        }
+        let bad = |what: &str, e: serde_json::Error| -> JsValue { type_error(&format!("invalid {what}: {e}")) };
+        let tools: Vec<ToolDefinition> = serde_json::from_str(tools).map_err(|e| bad("tools", e))?;
+        let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
+        let watch = hooks.signal.clone().map(AbortWatch::new);
+        Ok(Call {
+            provider: provider.provider(),
+            transport: provider.transport(),
+            system_prompt,
+            tools,
+            history,
+            hooks,
+            tools_ctrl: sys::abort_controller()?,
+            watch,
+        })
+    }
+
+    /// Prepares the request and opens its stream.
+    async fn open(&self) -> Result<ModelSource<BodySource>, GlueError> {
+        let model = ProviderModel::new(&self.provider, self.transport.clone(), self.hooks.limits);
+        let request = model.prepare(&self.system_prompt, &self.tools, &self.history)?;
+        model.open(request).await
+    }
+
+    async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
+        guarded(fut, self.watch.as_ref(), &self.tools_ctrl).await
+    }
+}
+
+/// A failed step as the JS error: the provider's error, carrying the salvaged round as
+/// `salvaged`: the generation's object (as `runStep` gives it) plus `results` (JSON text;
+/// `step.js` makes it the documented object) when a call had been handed on.
+fn step_failure_to_js(f: StepFailure<GlueError>) -> JsValue {
+    let e = f.error.into_js();
+    if let Some(s) = f.salvaged {
+        let o = result_object(&s.generated);
+        let results = serde_json::to_string(&s.results).unwrap_or_else(|_| "[]".into());
+        let _ = Reflect::set(&o, &JsValue::from_str("results"), &JsValue::from_str(&results));
+        if e.is_object() {
+            let _ = Reflect::set(&e, &JsValue::from_str("salvaged"), &o);
+        }
+    }
+    e
+}
+
+/// One generation: `{id, message (JSON), usage, finishReason}`.
+#[wasm_bindgen(js_name = runGenerate)]
+pub fn run_generate(
+    provider: &ProviderCore,
+    system_prompt: String,
+    tools: String,
+    history: String,
+    hooks: JsValue,
+) -> Result<Promise, JsValue> {
+    let call = Call::begin(provider, system_prompt, &tools, &history, &hooks);
+    Ok(future_to_promise(async move {
+        let call = call?;
+        let hooks = &call.hooks;
+        let work = async {
+            let mut source = call.open().await?;
+            generate(&mut source, PartBatch::new(&hooks.on_part), |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c))
+                .await
+        };
+        let out = call.guard(work.boxed_local()).await?;
+        Ok(result_object(&out).into())
+    }))
+}
+
+/// One step: the generation's object plus `results`, a Promise of the tool results (JSON,
+/// call order) that rejects with the signal's reason if the signal aborts first.
+#[wasm_bindgen(js_name = runStep)]
+pub fn run_step(
+    provider: &ProviderCore,
+    system_prompt: String,
+    tools: String,
+    history: String,
+    hooks: JsValue,
+) -> Result<Promise, JsValue> {
+    let call = Call::begin(provider, system_prompt, &tools, &history, &hooks);
+    Ok(future_to_promise(async move {
+        let call = call?;
+        let hooks = &call.hooks;
+        let toolset = JsToolset::new(
+            hooks.toolset.clone(),
+            hooks.lazy_tools.clone(),
+            tools::ToolSignals::Shared(call.tools_ctrl.signal()),
+            hooks.warn.clone(),
+            None,
+        )?;
+        let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
+            Rc::new(move |r: &ToolResult| {
+                // A throwing onToolResult cannot fail a tool that already finished.
+                let _ = call_json_hook(&Some(f.clone()), r);
+            }) as ToolResultCallback
+        });
+        let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
+        let work = async {
+            let mut source = call.open().await?;
+            Ok(step(&mut source, &toolset, &spawn, PartBatch::new(&hooks.on_part), on_tool_result).await)
+        };
+        let out = match call.guard(work.boxed_local()).await? {
+            Ok(out) => out,
+            Err(f) => {
+                // The started tools have settled (a salvage awaits them): the error goes out with
+                // the round, and nothing is left for the tools' controller to stop.
+                call.tools_ctrl.abort();
+                return Err(step_failure_to_js(f));
+            }
+        };
+        let obj = result_object(&out.generated);
+        let results = out.results;
+        let drivers = out.drivers;
+        let results_promise = future_to_promise(async move {
+            let _drivers = drivers; // dropping them stops waiting on the tools
+            let gathered = async { Ok::<_, GlueError>(collect_results(results).await) }.boxed_local();
+            let rs = call.guard(gathered).await?;
+            drop(call); // the abort listener goes with it
+            Ok(JsValue::from_str(&serde_json::to_string(&rs).unwrap_or_else(|_| "[]".into())))
+        });
+        let _ = Reflect::set(&obj, &"results".into(), &results_promise);
+        Ok(obj.into())
+    }))
+}

@@ -1,0 +1,178 @@
+//! `WireCore`, `WireSideCore`, `readWireRecord` and `runSoul`: thin handles on the core's Wire
+//! (`core::soul::wire`) and `run_soul` for the JS `Wire`, `WireRecorder` and `runSoul`.
+
+use js_sys::{Function, Promise};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::agent::WebEnv;
+use super::error::type_error;
+use super::signals::{AbortWatch, Awaited};
+use super::sys::{self, AbortSignal};
+use super::tools::{read_js, to_js};
+use crate::core::soul::run::{self, RunOutcome};
+use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
+
+
+/// The state behind the JS `Wire`.
+#[wasm_bindgen]
+pub struct WireCore {
+    pub(crate) wire: Wire,
+}
+
+#[wasm_bindgen]
+impl WireCore {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WireCore {
+        WireCore { wire: Wire::new() }
+    }
+
+    #[wasm_bindgen(js_name = uiSide)]
+    pub fn ui_side(&self, merge: bool) -> WireSideCore {
+        WireSideCore { side: self.wire.ui_side(merge) }
+    }
+
+    /// Publishes `{type, payload}`.
+    pub fn send(&self, message: JsValue) -> Result<(), JsValue> {
+        let m: WireMessage =
+            read_js(&message).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+        self.wire.send(m);
+        Ok(())
+    }
+
+    pub fn respond(&self, request_id: &str, response: &str, feedback: &str) -> Result<(), JsValue> {
+        let r = ApprovalResponse::parse(response).ok_or_else(|| {
+            type_error(&format!("response must be \"approve\", \"approve_for_session\" or \"reject\"; got {response}"))
+        })?;
+        self.wire.respond(request_id, r, feedback).map_err(|e| js_sys::Error::new(&e.to_string()).into())
+    }
+
+    /// Publishes an `ApprovalRequest` (`payload.id` names it); resolves `{response, feedback}`.
+    #[wasm_bindgen(js_name = requestApproval)]
+    pub fn request_approval(&self, payload: JsValue) -> Result<Promise, JsValue> {
+        let payload: serde_json::Value =
+            read_js(&payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
+        let id =
+            payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
+        let answer = self.wire.request_approval(id.to_owned(), payload.clone());
+        Ok(future_to_promise(async move {
+            let a = answer.await;
+            Ok(to_js(&serde_json::json!({"response": a.response.as_str(), "feedback": a.feedback})))
+        }))
+    }
+
+    /// Rejects every waiting approval request (the run was cancelled).
+    #[wasm_bindgen(js_name = rejectPending)]
+    pub fn reject_pending(&self) {
+        self.wire.reject_pending();
+    }
+
+    pub fn shutdown(&self) {
+        self.wire.shutdown();
+    }
+
+    pub fn flush(&self) {
+        self.wire.flush();
+    }
+
+    /// Records the merged messages as `wire.jsonl` lines through `sink(line)`.
+    #[wasm_bindgen(js_name = setRecorder)]
+    pub fn set_recorder(&self, sink: Function) {
+        let write = move |line: String| {
+            let _ = sink.call1(&JsValue::UNDEFINED, &JsValue::from_str(&line));
+        };
+        self.wire.set_recorder(Recorder::new(Box::new(write), Box::new(|| sys::date_now() / 1000.0)));
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn recorded(&self) -> f64 {
+        self.wire.recorded() as f64
+    }
+}
+
+impl Default for WireCore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One subscriber of a wire.
+#[wasm_bindgen]
+pub struct WireSideCore {
+    side: UiSide,
+}
+
+#[wasm_bindgen]
+impl WireSideCore {
+    /// Every message that is ready, as the JSON text of an array (`undefined` when none is).
+    /// JSON text on purpose: a batch crosses in 2 calls this way, where building it field by
+    /// field (serde-wasm-bindgen) took about 15 calls per message (bench/crossings.mjs).
+    pub fn take(&self) -> Option<String> {
+        let ready = self.side.take_ready();
+        if ready.is_empty() {
+            return None;
+        }
+        serde_json::to_string(&ready).ok()
+    }
+
+    /// Resolves when a message is ready or the side is finished.
+    pub fn wait(&self) -> Promise {
+        let ready = self.side.ready();
+        future_to_promise(async move {
+            ready.await;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn finished(&self) -> bool {
+        self.side.is_finished()
+    }
+
+    pub fn detach(&self) {
+        self.side.detach();
+    }
+}
+
+/// `wire.jsonl` back into messages, as the JSON text of an array of the recorded messages
+/// (parsed by `JSON.parse`, whose numbers are exact: serde_json's are not without its
+/// `float_roundtrip` feature, 18 KB of .wasm).
+#[wasm_bindgen(js_name = readWireRecord)]
+pub fn read_wire_record(jsonl: &str) -> String {
+    wire::wire_record_json(jsonl)
+}
+
+/// Runs a soul beside its UI loop (the core's `run_soul`): `soul` and `ui` are their promises,
+/// `recorded()` the promise that every recorded line is written. Resolves `true` when `signal`
+/// cancelled the run, `false` when the soul finished; rejects with the soul's own error.
+#[wasm_bindgen(js_name = runSoul)]
+pub fn run_soul(
+    wire: &WireCore,
+    soul: Promise,
+    ui: Promise,
+    signal: AbortSignal,
+    recorded: Option<Function>,
+) -> Promise {
+    let wire = wire.wire.clone();
+    future_to_promise(async move {
+        let watch = AbortWatch::new(signal);
+        let soul = Awaited::new(&soul);
+        let ui = async move {
+            let _ = Awaited::new(&ui).await;
+        };
+        let cancel = async {
+            watch.fired().await;
+        };
+        let recorded = move || async move {
+            if let Some(p) = recorded.and_then(|f| f.call0(&JsValue::UNDEFINED).ok()) {
+                let _ = Awaited::new(&p).await;
+            }
+        };
+        match run::run_soul(&wire, async { soul.await.map(|_| ()) }, ui, cancel, recorded, &WebEnv).await {
+            RunOutcome::Done => Ok(JsValue::FALSE),
+            RunOutcome::Cancelled => Ok(JsValue::TRUE),
+            RunOutcome::Failed(e) => Err(e),
+        }
+    })
+}
+
