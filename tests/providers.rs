@@ -1134,7 +1134,7 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     // `null` is as good as absent; every field reaches the request.
     let p = provider(json!({"kind": "anthropic", "model": "claude-x", "apiKey": "k", "baseUrl": null, "maxTokens": 77,
         "headers": {"x-h": "1"}, "extraBody": {"metadata": {"user_id": "u"}}, "adaptiveThinking": null, "temperature": 0.5}));
-    assert_eq!(p.api_key(), Some("k"));
+    assert_eq!(p.http().api_key.as_deref(), Some("k"));
     let req = p.build_request("", &[], &[Message::new(Role::User, vec![ContentPart::text("hi")])]).unwrap();
     let body: Value = serde_json::from_str(&req.body).unwrap();
     assert_eq!(

@@ -3,8 +3,9 @@
 //! decoder over a byte body that this test scripts: chunks, then the end, a dropped connection,
 //! or a stall (for an abort).
 
+mod support;
+
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -15,273 +16,41 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 
 use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::{ByteSource, SseEventSource};
 use kosong_wasm::core::message::{Message, Role, ToolCall};
-use kosong_wasm::core::providers::{HttpProvider, HttpRequest, StreamDecoder, ToolDefinition};
-use kosong_wasm::core::soul::agent::{AgentConfig, Env, Model, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::core::model::{Model, Provider, ProviderModel};
+use kosong_wasm::core::providers::ToolDefinition;
+use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
 use kosong_wasm::core::soul::context::SharedContext;
 use kosong_wasm::core::soul::wire::{Wire, WireMessage};
 use kosong_wasm::core::step::{step, ToolDispatch};
 use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
-// ---- the byte body and the model --------------------------------------------------------------
+use support::http::{ok, End, FakeHttp, Reply};
+use support::streams::{answer, broken_after_a_call, data, shows_open_calls, text_only, KINDS};
+use support::yield_now;
 
-#[derive(Clone)]
-enum End {
-    Done,
-    /// The server drops the connection.
-    Drop,
-    /// The body never answers again (until the turn is cancelled).
-    Stall,
+fn resp(chunks: Vec<String>, end: End) -> Reply {
+    ok(chunks, end)
 }
 
-#[derive(Clone)]
-struct Response {
-    chunks: Vec<String>,
-    end: End,
-}
-
-struct Body {
-    chunks: VecDeque<String>,
-    end: End,
-    yields: u32,
-}
-
-impl ByteSource for Body {
-    type Error = ChatProviderError;
-    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
-        // Each read lets other tasks (the tools) run a little, as a network read would.
-        for _ in 0..self.yields {
-            yield_now().await;
-        }
-        if let Some(c) = self.chunks.pop_front() {
-            *buf = c.into_bytes();
-            return Ok(true);
-        }
-        match self.end {
-            End::Done => Ok(false),
-            End::Drop => Err(ChatProviderError::Connection("Connection error: the socket was destroyed".into())),
-            End::Stall => futures::future::pending().await,
-        }
-    }
-}
-
-async fn yield_now() {
-    let mut done = false;
-    futures::future::poll_fn(|cx| {
-        if done {
-            std::task::Poll::Ready(())
-        } else {
-            done = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}
-
-/// A real provider (request builder and decoder) over scripted bodies; keeps each request body.
+/// A real provider of `kind` (its request builder and decoder, in the core's model) over a fake
+/// transport that answers with `replies`.
 struct SseModel {
-    provider: HttpProvider,
-    responses: RefCell<VecDeque<Response>>,
-    bodies: RefCell<Vec<Value>>,
+    provider: Provider,
+    http: FakeHttp,
 }
 
 impl SseModel {
-    fn new(kind: &str, responses: Vec<Response>) -> SseModel {
-        let provider = HttpProvider::from_json(&json!({"kind": kind, "model": "m", "apiKey": "sk-test"}).to_string())
-            .expect("provider");
-        SseModel { provider, responses: RefCell::new(responses.into()), bodies: RefCell::default() }
+    fn new(kind: &str, replies: Vec<Reply>) -> SseModel {
+        SseModel { provider: support::http::provider(kind, json!({})), http: FakeHttp::new(replies) }
     }
-}
-
-impl Model for SseModel {
-    type Request = HttpRequest;
-    type Source = SseEventSource<Body, Box<dyn StreamDecoder>>;
-    fn model_name(&self) -> String {
-        "m".into()
+    fn model(&self) -> ProviderModel<'_, FakeHttp> {
+        support::http::model(&self.provider, &self.http)
     }
-    fn prepare(
-        &self,
-        system: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-    ) -> Result<HttpRequest, ChatProviderError> {
-        let r = self.provider.build_request(system, tools, history)?;
-        self.bodies.borrow_mut().push(serde_json::from_str(&r.body).expect("request body is JSON"));
-        Ok(r)
+    fn bodies(&self) -> Vec<Value> {
+        self.http.bodies()
     }
-    fn open(&self, _r: HttpRequest) -> LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
-        let next = self.responses.borrow_mut().pop_front();
-        let decoder = self.provider.decoder();
-        async move {
-            let r = next.ok_or_else(|| ChatProviderError::Other("no more responses".into()))?;
-            Ok(SseEventSource::new(Body { chunks: r.chunks.into(), end: r.end, yields: 1 }, decoder))
-        }
-        .boxed_local()
-    }
-}
-
-// ---- the streams, per wire format ---------------------------------------------------------------
-
-const KINDS: [&str; 4] = ["openai", "anthropic", "openai_responses", "gemini"];
-
-/// Whether the format shows a call before its input is whole: Gemini's decoder holds a call
-/// whose `partialArgs` still stream until it closes, so a cut-off one never reaches the engine
-/// (nor the wire) and needs no answer.
-fn shows_open_calls(kind: &str) -> bool {
-    kind != "gemini"
-}
-
-fn data(v: Value) -> String {
-    format!("data: {v}\n\n")
-}
-
-/// Text, one complete `send_email` call (`call_1`, to a@b.c), and — where the format streams a
-/// call's input — the start of a second (`call_2`) cut off inside its arguments.
-fn broken_after_a_call(kind: &str, id: &str) -> Vec<String> {
-    let (c1, c2) = (format!("{id}_1"), format!("{id}_2"));
-    match kind {
-        "openai" => vec![
-            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Sending."}}]})),
-            data(
-                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": c1, "type": "function",
-                "function": {"name": "send_email", "arguments": "{\"to\":\"a@b.c\"}"}}]}}]}),
-            ),
-            data(
-                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": c2, "type": "function",
-                "function": {"name": "send_email", "arguments": "{\"to\":\"x@"}}]}}]}),
-            ),
-        ],
-        "anthropic" => vec![
-            data(
-                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
-                "model": "m", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-            ),
-            data(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-            data(
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Sending."}}),
-            ),
-            data(json!({"type": "content_block_stop", "index": 0})),
-            data(
-                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": c1, "name": "send_email", "input": {}}}),
-            ),
-            data(
-                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"to\":\"a@b.c\"}"}}),
-            ),
-            data(json!({"type": "content_block_stop", "index": 1})),
-            data(
-                json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": c2, "name": "send_email", "input": {}}}),
-            ),
-            data(
-                json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"to\":\"x@"}}),
-            ),
-        ],
-        "openai_responses" => vec![
-            data(json!({"type": "response.created", "response": {"id": "resp_1", "output": []}})),
-            data(
-                json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
-            ),
-            data(
-                json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Sending."}),
-            ),
-            data(
-                json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant",
-                "content": [{"type": "output_text", "text": "Sending."}]}}),
-            ),
-            data(
-                json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "call_id": c1, "name": "send_email", "arguments": ""}}),
-            ),
-            data(
-                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1, "delta": "{\"to\":\"a@b.c\"}"}),
-            ),
-            data(
-                json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "call_id": c1, "name": "send_email", "arguments": "{\"to\":\"a@b.c\"}"}}),
-            ),
-            data(
-                json!({"type": "response.output_item.added", "output_index": 2, "item": {"id": "fc_2", "type": "function_call", "call_id": c2, "name": "send_email", "arguments": ""}}),
-            ),
-            data(
-                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_2", "output_index": 2, "delta": "{\"to\":\"x@"}),
-            ),
-        ],
-        "gemini" => {
-            let chunk = |parts: Value| {
-                data(json!({"responseId": "g1", "candidates": [{"content": {"role": "model", "parts": parts}}]}))
-            };
-            vec![
-                chunk(json!([{"text": "Sending."}])),
-                chunk(json!([{"functionCall": {"id": c1, "name": "send_email", "args": {"to": "a@b.c"}}}])),
-                chunk(json!([{"functionCall": {"id": c2, "name": "send_email", "willContinue": true}}])),
-                chunk(
-                    json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.to", "stringValue": "x@", "willContinue": true}], "willContinue": true}}]),
-                ),
-            ]
-        }
-        _ => unreachable!(),
-    }
-}
-
-/// Text only, and no end: the stream is cut off before the model said it was done.
-fn text_only(kind: &str) -> Vec<String> {
-    broken_after_a_call(kind, "unused")
-        .into_iter()
-        .take(match kind {
-            "openai" => 1,
-            "anthropic" => 3,
-            "openai_responses" => 3,
-            _ => 1,
-        })
-        .collect()
-}
-
-/// A whole answer: `text`, then the format's end.
-fn answer(kind: &str, text: &str) -> Vec<String> {
-    match kind {
-        "openai" => vec![
-            data(json!({"id": "r2", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]})),
-            data(json!({"id": "r2", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
-            "data: [DONE]\n\n".into(),
-        ],
-        "anthropic" => vec![
-            data(
-                json!({"type": "message_start", "message": {"id": "msg_2", "type": "message", "role": "assistant", "content": [],
-                "model": "m", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-            ),
-            data(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-            data(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
-            data(json!({"type": "content_block_stop", "index": 0})),
-            data(json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
-            data(json!({"type": "message_stop"})),
-        ],
-        "openai_responses" => vec![
-            data(json!({"type": "response.created", "response": {"id": "resp_2", "output": []}})),
-            data(
-                json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_2", "type": "message", "role": "assistant", "content": []}}),
-            ),
-            data(
-                json!({"type": "response.output_text.delta", "item_id": "msg_2", "output_index": 0, "content_index": 0, "delta": text}),
-            ),
-            data(
-                json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_2", "type": "message", "role": "assistant",
-                "content": [{"type": "output_text", "text": text}]}}),
-            ),
-            data(
-                json!({"type": "response.completed", "response": {"id": "resp_2", "status": "completed", "output": [],
-                "usage": {"input_tokens": 10, "output_tokens": 3}}}),
-            ),
-        ],
-        "gemini" => vec![data(
-            json!({"responseId": "g2", "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-            "finishReason": "STOP"}]}),
-        )],
-        _ => unreachable!(),
-    }
-}
-
-fn resp(chunks: Vec<String>, end: End) -> Response {
-    Response { chunks, end }
 }
 
 // ---- tools, timers, the turn -----------------------------------------------------------------------
@@ -425,7 +194,7 @@ fn run_turn(model: &SseModel, tools: &Mail, config: AgentConfig, cancel: impl Fu
     let turn = Turn {
         config: &config,
         context: &context,
-        model: Some(model),
+        model: Some(&model.model()),
         tools,
         wire: &wire,
         approvals: &approvals,
@@ -498,7 +267,7 @@ fn a_break_after_a_complete_call_keeps_its_result_and_the_turn_goes_on() {
             assert_eq!(ran.payloads("StepBegin").len(), 2, "{kind}");
             assert!(!ran.kinds().contains(&"StepRetry".to_owned()), "{kind}");
             // The next request tells the model what happened.
-            let bodies = model.bodies.borrow();
+            let bodies = model.bodies();
             assert_eq!(bodies.len(), 2, "{kind}");
             let second = bodies[1].to_string();
             assert!(second.contains(r#"sent {\"to\":\"a@b.c\"}"#), "{kind}: {second}");
@@ -524,7 +293,7 @@ fn a_break_after_text_only_is_retried_and_the_text_is_not_kept_twice() {
         assert_eq!(kinds.iter().filter(|k| *k == "StepBegin").count(), 1, "{kind}");
         assert!(kinds[..retry].contains(&"ContentPart".to_owned()), "{kind}");
         assert!(tools.started.borrow().is_empty(), "{kind}");
-        assert_eq!(model.bodies.borrow()[0], model.bodies.borrow()[1], "{kind}: the retry sends the same request");
+        assert_eq!(model.bodies()[0], model.bodies()[1], "{kind}: the retry sends the same request");
     }
 }
 
@@ -634,8 +403,9 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
         let seen: Rc<RefCell<Vec<String>>> = Rc::default();
         let seen2 = seen.clone();
         let outcome = pool.run_until(async {
-            let req = model.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])]).unwrap();
-            let mut source = model.open(req).await.unwrap();
+            let m = model.model();
+            let req = m.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])]).unwrap();
+            let mut source = m.open(req).await.unwrap();
             let spawn = |f: LocalBoxFuture<'static, ()>| spawner.spawn_local(f).unwrap();
             let cb: kosong_wasm::core::step::ToolResultCallback =
                 Rc::new(move |r: &ToolResult| seen2.borrow_mut().push(r.tool_call_id.clone()));
@@ -683,7 +453,7 @@ fn anthropic_pause_turn_is_continued() {
     assert!(ran.result.is_ok(), "{:?}", ran.result);
     assert_eq!(ran.roles(), ["user", "assistant", "assistant"]);
     assert_eq!(text_of(&ran.history[2]), "found");
-    let second = model.bodies.borrow()[1].to_string();
+    let second = model.bodies()[1].to_string();
     assert!(
         second.contains("srvtoolu_1") && second.contains("server_tool_use"),
         "the paused content went back: {second}"

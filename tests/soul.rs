@@ -1,260 +1,29 @@
-//! The agent turn, run natively on `futures`' `LocalPool` with fake seams: a scripted model
-//! (kosong's echo DSL), tools that are Rust closures, timers that resolve when the test says.
+//! The agent turn, run natively on `futures`' `LocalPool` with fake seams (`tests/support/`): a
+//! scripted model (the core's echo provider), tools that are Rust closures, timers that resolve
+//! when the test says.
+
+mod support;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 
 use futures::channel::oneshot;
-use futures::executor::{LocalPool, LocalSpawner};
-use futures::future::LocalBoxFuture;
-use futures::task::LocalSpawnExt;
+use futures::executor::LocalPool;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::message::{Message, ToolCall};
-use kosong_wasm::core::providers::echo::ScriptedModel;
-use kosong_wasm::core::providers::ToolDefinition;
-use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
-use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
-use kosong_wasm::core::soul::context::{Context, SharedContext};
-use kosong_wasm::core::soul::wire::{ApprovalResponse, UiSide, Wire, WireMessage};
-use kosong_wasm::core::step::ToolDispatch;
-use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
-
-type Handler = Rc<dyn Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue>>;
-
-/// Tools by name; each counts its runs.
-#[derive(Clone, Default)]
-struct Tools {
-    handlers: Rc<RefCell<HashMap<String, Handler>>>,
-    runs: Rc<RefCell<Vec<String>>>,
-    approvals: Rc<RefCell<Option<Rc<Approvals>>>>,
-    /// Calls whose future was dropped before it finished (the glue aborts their signal then).
-    dropped: Rc<RefCell<Vec<String>>>,
-}
-
-impl Tools {
-    fn add(
-        &self,
-        name: &str,
-        h: impl Fn(&ToolCall, &Rc<Approvals>) -> LocalBoxFuture<'static, ToolReturnValue> + 'static,
-    ) {
-        self.handlers.borrow_mut().insert(name.into(), Rc::new(h));
-    }
-    fn sync(&self, name: &str, f: impl Fn(&Value) -> String + 'static) {
-        self.add(name, move |c, _| {
-            let args: Value =
-                serde_json::from_str(c.function.arguments.as_deref().unwrap_or("{}")).unwrap_or(Value::Null);
-            let out = f(&args);
-            async move { ToolReturnValue::ok(ToolOutput::Text(out), "", "") }.boxed_local()
-        });
-    }
-}
-
-struct DropGuard(Option<(String, Rc<RefCell<Vec<String>>>)>);
-impl DropGuard {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        if let Some((id, log)) = self.0.take() {
-            log.borrow_mut().push(id);
-        }
-    }
-}
-
-impl ToolDispatch for Tools {
-    fn is_eager(&self, _name: &str) -> bool {
-        true
-    }
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
-        self.runs.borrow_mut().push(call.function.name.clone());
-        let id = call.id.clone();
-        let h = self.handlers.borrow().get(&call.function.name).cloned();
-        let approvals = self.approvals.borrow().clone().unwrap();
-        let fut = match h {
-            Some(h) => h(call, &approvals),
-            None => {
-                let rv = ToolReturnValue::not_found(&call.function.name);
-                async move { rv }.boxed_local()
-            }
-        };
-        let mut guard = DropGuard(Some((id.clone(), self.dropped.clone())));
-        async move {
-            let rv = fut.await;
-            guard.disarm();
-            ToolResult { tool_call_id: id, return_value: rv }
-        }
-        .boxed_local()
-    }
-}
-
-impl TurnTools for Tools {
-    fn definitions(&self) -> Vec<ToolDefinition> {
-        self.handlers
-            .borrow()
-            .keys()
-            .map(|n| ToolDefinition { name: n.clone(), description: String::new(), parameters: json!({}) })
-            .collect()
-    }
-}
-
-/// Timers: each sleep is recorded; it resolves at once unless `hold` is set.
-struct FakeEnv {
-    spawner: LocalSpawner,
-    sleeps: RefCell<Vec<f64>>,
-    hold: Cell<bool>,
-}
-
-impl Env for FakeEnv {
-    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
-        self.sleeps.borrow_mut().push(ms);
-        if self.hold.get() {
-            futures::future::pending().boxed_local()
-        } else {
-            futures::future::ready(()).boxed_local()
-        }
-    }
-    fn random(&self) -> f64 {
-        0.0
-    }
-    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
-        self.spawner.spawn_local(task).unwrap();
-    }
-}
-
-struct Harness {
-    pool: LocalPool,
-    env: Rc<FakeEnv>,
-    config: AgentConfig,
-    context: SharedContext,
-    tools: Tools,
-    approval_state: Rc<RefCell<ApprovalState>>,
-    lines: Rc<RefCell<Vec<String>>>,
-}
-
-struct Outcome {
-    merged: Vec<WireMessage>,
-    raw: Vec<WireMessage>,
-    result: Result<(), TurnError<kosong_wasm::core::error::ChatProviderError>>,
-}
-
-impl Outcome {
-    fn kinds(&self) -> Vec<String> {
-        self.merged.iter().map(|m| m.kind().to_owned()).collect()
-    }
-    fn payloads(&self, kind: &str) -> Vec<Value> {
-        self.merged
-            .iter()
-            .filter(|m| m.kind() == kind)
-            .map(|m| serde_json::to_value(m).unwrap()["payload"].clone())
-            .collect()
-    }
-}
-
-impl Harness {
-    fn new() -> Harness {
-        let pool = LocalPool::new();
-        let env =
-            Rc::new(FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) });
-        let context = SharedContext::default();
-        let lines = Rc::new(RefCell::new(Vec::new()));
-        let l2 = lines.clone();
-        context.set_sink(Some(Box::new(move |w| {
-            if let kosong_wasm::core::soul::context::ContextWrite::Line(l) = w {
-                l2.borrow_mut().push(l.to_owned())
-            }
-            true
-        })));
-        Harness {
-            pool,
-            env,
-            config: AgentConfig::default(),
-            context,
-            tools: Tools::default(),
-            approval_state: Rc::new(RefCell::new(ApprovalState::new(false))),
-            lines,
-        }
-    }
-
-    /// Runs one turn; `ui` sees each merged message as it is read and may answer on the wire.
-    fn turn(
-        &mut self,
-        model: Option<&ScriptedModel>,
-        input: &str,
-        cancel: impl Future<Output = ()> + 'static,
-        ui: impl Fn(&WireMessage, &Wire) + 'static,
-    ) -> Outcome {
-        let wire = Wire::new();
-        let merged_side = wire.ui_side(true);
-        let raw_side = wire.ui_side(false);
-        let ids = Cell::new(0);
-        let approvals = Rc::new(Approvals::new(
-            wire.clone(),
-            self.approval_state.clone(),
-            self.config.name.clone(),
-            Box::new(move || {
-                ids.set(ids.get() + 1);
-                format!("req-{}", ids.get())
-            }),
-        ));
-        *self.tools.approvals.borrow_mut() = Some(approvals.clone());
-        let merged: Rc<RefCell<Vec<WireMessage>>> = Rc::default();
-        let ui_task = {
-            let (side, merged, wire) = (merged_side.clone(), merged.clone(), wire.clone());
-            async move {
-                while let Some(m) = UiSide::receive(&side).await {
-                    ui(&m, &wire);
-                    merged.borrow_mut().push(m);
-                }
-            }
-        };
-        self.pool.spawner().spawn_local(ui_task).unwrap();
-        let turn = Turn {
-            config: &self.config,
-            context: &self.context,
-            model,
-            tools: &self.tools,
-            wire: &wire,
-            approvals: &approvals,
-            env: &*self.env,
-        };
-        let result = self.pool.run_until(async {
-            let r = turn.run(UserInput::Text(input.into()), cancel).await;
-            wire.shutdown();
-            r
-        });
-        self.pool.run_until_stalled();
-        let merged = merged.borrow().clone();
-        Outcome { merged, raw: raw_side.take_ready(), result }
-    }
-
-    fn history(&self) -> Vec<Message> {
-        self.context.read(|c| c.history().to_vec())
-    }
-}
-
-fn never() -> impl Future<Output = ()> {
-    futures::future::pending()
-}
-
-fn call(id: &str, name: &str, args: Value) -> String {
-    format!("tool_call: {}", json!({"id": id, "name": name, "arguments": args.to_string()}))
-}
-
-fn plus(h: &Harness) {
-    h.tools.sync("plus", |a| (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string());
-}
+use kosong_wasm::core::message::Message;
+use kosong_wasm::core::soul::agent::{TurnError, UserInput};
+use kosong_wasm::core::soul::context::Context;
+use kosong_wasm::core::soul::wire::{ApprovalResponse, Wire, WireMessage};
+use kosong_wasm::core::toolset::{ToolOutput, ToolReturnValue};
+use support::{call, never, plus, Echo, FakeEnv, Harness};
 
 #[test]
 fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
     let mut h = Harness::new();
     plus(&h);
-    let model = ScriptedModel::new([
+    let model = Echo::new([
         format!(
             "usage: input_other=10 output=5\nthink: I should add.\ntext: Let me add.\n{}",
             call("c1", "plus", json!({"a": 1, "b": 2}))
@@ -304,7 +73,7 @@ fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
 #[test]
 fn a_429_from_the_echo_dsl_is_retried_once_then_the_text() {
     let mut h = Harness::new();
-    let model = ScriptedModel::new(["error: 429 slow down", "text: done"]);
+    let model = Echo::new(["error: 429 slow down", "text: done"]);
     let o = h.turn(Some(&model), "hi", never(), |_, _| {});
     assert!(o.result.is_ok());
     assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "ContentPart", "StatusUpdate", "TurnEnd"]);
@@ -321,13 +90,13 @@ fn a_429_from_the_echo_dsl_is_retried_once_then_the_text() {
 #[test]
 fn retries_stop_at_the_attempt_limit_and_errors_not_worth_retrying_fail_at_once() {
     let mut h = Harness::new();
-    let model = ScriptedModel::new(["error: 503", "error: connection reset", "error: timeout", "text: never"]);
+    let model = Echo::new(["error: 503", "error: connection reset", "error: timeout", "text: never"]);
     let o = h.turn(Some(&model), "x", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::Seam(kosong_wasm::core::error::ChatProviderError::Timeout(_)))));
     assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "StepRetry", "StepInterrupted", "TurnEnd"]);
     assert_eq!(*h.env.sleeps.borrow(), [300.0, 600.0]);
 
-    let model = ScriptedModel::new(["error: 400 bad request", "text: never"]);
+    let model = Echo::new(["error: 400 bad request", "text: never"]);
     let o = h.turn(Some(&model), "x", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::Seam(_))));
     assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepInterrupted", "TurnEnd"]);
@@ -336,13 +105,13 @@ fn retries_stop_at_the_attempt_limit_and_errors_not_worth_retrying_fail_at_once(
 #[test]
 fn no_model_and_input_the_model_cannot_take() {
     let mut h = Harness::new();
-    let o = h.turn(None, "hi", never(), |_, _| {});
+    let o = h.turn(None::<&Echo>, "hi", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::LLMNotSet)));
     assert_eq!(o.kinds(), ["TurnBegin", "TurnEnd"]);
 
     h.config.capabilities = Some(vec!["thinking".into()]);
     plus(&h);
-    let model = ScriptedModel::new([
+    let model = Echo::new([
         r#"image_url: {"url": "data:image/png;base64,AA"}"#.to_owned() + "\n" + &call("c", "plus", json!({})),
         "text: ok".into(),
     ]);
@@ -362,7 +131,7 @@ fn no_model_and_input_the_model_cannot_take() {
         }
         .boxed_local()
     });
-    let model = ScriptedModel::new([call("i", "img", json!({})), "text: never".into()]);
+    let model = Echo::new([call("i", "img", json!({})), "text: never".into()]);
     let o = h.turn(Some(&model), "pic", never(), |_, _| {});
     match o.result {
         Err(TurnError::LLMNotSupported { model_name, capabilities }) => {
@@ -377,7 +146,7 @@ fn max_steps() {
     let mut h = Harness::new();
     plus(&h);
     h.config.max_steps_per_turn = 2;
-    let model = ScriptedModel::new((1..=3).map(|i| call(&format!("c{i}"), "plus", json!({"a": i}))));
+    let model = Echo::new((1..=3).map(|i| call(&format!("c{i}"), "plus", json!({"a": i}))));
     let o = h.turn(Some(&model), "loop", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::MaxStepsReached(2))));
     assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2);
@@ -388,7 +157,7 @@ fn max_steps() {
 fn repeated_calls_get_kimi_clis_reminders_and_twelve_stop_the_turn() {
     let mut h = Harness::new();
     plus(&h);
-    let model = ScriptedModel::new((0..20).map(|i| call(&format!("s{i}"), "plus", json!({"a": 1, "b": 1}))));
+    let model = Echo::new((0..20).map(|i| call(&format!("s{i}"), "plus", json!({"a": 1, "b": 1}))));
     let o = h.turn(Some(&model), "again", never(), |_, _| {});
     match &o.result {
         Err(TurnError::RepeatedToolCall { tool_name, count }) => assert_eq!((tool_name.as_str(), *count), ("plus", 12)),
@@ -412,7 +181,7 @@ fn repeated_calls_get_kimi_clis_reminders_and_twelve_stop_the_turn() {
 fn the_same_call_twice_in_one_step_runs_the_tool_once() {
     let mut h = Harness::new();
     plus(&h);
-    let model = ScriptedModel::new([
+    let model = Echo::new([
         format!(
             "{}\n{}\n{}",
             call("a", "plus", json!({"a": 1, "b": 2})),
@@ -443,7 +212,7 @@ fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn()
     });
     plus(&h);
     let model =
-        ScriptedModel::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
+        Echo::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
     let cancel = async move {
         let _ = started_rx.await;
     };
@@ -466,7 +235,7 @@ fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn()
 fn cancel_while_waiting_to_retry_ends_at_once() {
     let mut h = Harness::new();
     h.env.hold.set(true);
-    let model = ScriptedModel::new(["error: 429", "text: never"]);
+    let model = Echo::new(["error: 429", "text: never"]);
     let (tx, rx) = oneshot::channel::<()>();
     let tx = RefCell::new(Some(tx));
     let o = h.turn(
@@ -523,7 +292,7 @@ fn approvals_approve_for_session_is_remembered_and_the_tool_decides_its_result()
     let mut h = Harness::new();
     let ran = Rc::new(RefCell::new(Vec::new()));
     approving_tool(&h, ran.clone());
-    let model = ScriptedModel::new([
+    let model = Echo::new([
         call("r1", "rm", json!({"path": "a"})),
         call("r2", "rm", json!({"path": "b"})),
         call("r3", "rm", json!({"path": "c"})),
@@ -552,7 +321,7 @@ fn approvals_approve_for_session_is_remembered_and_the_tool_decides_its_result()
 fn a_rejection_without_feedback_ends_the_turn_with_feedback_it_goes_on() {
     let mut h = Harness::new();
     approving_tool(&h, Rc::default());
-    let model = ScriptedModel::new([call("x1", "rm", json!({"path": "z"})), "text: never".into()]);
+    let model = Echo::new([call("x1", "rm", json!({"path": "z"})), "text: never".into()]);
     let o = h.turn(Some(&model), "delete z", never(), answer(vec![("reject", "")]));
     assert!(o.result.is_ok());
     assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 1);
@@ -560,7 +329,7 @@ fn a_rejection_without_feedback_ends_the_turn_with_feedback_it_goes_on() {
     assert_eq!(rv["message"], "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.");
     assert_eq!(rv["display"], json!([{"type": "brief", "text": "Rejected by user"}]));
 
-    let model = ScriptedModel::new([call("x2", "rm", json!({"path": "z"})), "text: I will keep z.".into()]);
+    let model = Echo::new([call("x2", "rm", json!({"path": "z"})), "text: I will keep z.".into()]);
     let o = h.turn(Some(&model), "delete z", never(), answer(vec![("reject", "keep z")]));
     assert!(o.result.is_ok());
     assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2, "the model read the feedback and answered");
@@ -569,7 +338,7 @@ fn a_rejection_without_feedback_ends_the_turn_with_feedback_it_goes_on() {
     assert_eq!(rv["display"], json!([{"type": "brief", "text": "Rejected: keep z"}]));
 
     // A tool that returns something else after a refusal keeps its result, and the turn goes on.
-    let model = ScriptedModel::new([call("x3", "rm", json!({"path": "keep-result"})), "text: fine".into()]);
+    let model = Echo::new([call("x3", "rm", json!({"path": "keep-result"})), "text: fine".into()]);
     let o = h.turn(Some(&model), "delete", never(), answer(vec![("reject", "")]));
     assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "not deleted");
     assert_eq!(o.kinds().iter().filter(|k| *k == "StepBegin").count(), 2);
@@ -581,14 +350,14 @@ fn yolo_approves_and_cancelling_during_an_approval_rejects_it() {
     let ran = Rc::new(RefCell::new(Vec::new()));
     approving_tool(&h, ran.clone());
     h.approval_state.borrow_mut().yolo = true;
-    let model = ScriptedModel::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
+    let model = Echo::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
     let o = h.turn(Some(&model), "go", never(), |_, _| {});
     assert!(o.result.is_ok() && o.payloads("ApprovalRequest").is_empty());
     assert_eq!(*ran.borrow(), ["q"]);
 
     let mut h = Harness::new();
     approving_tool(&h, Rc::default());
-    let model = ScriptedModel::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
+    let model = Echo::new([call("y", "rm", json!({"path": "q"})), "text: ok".into()]);
     let (tx, rx) = oneshot::channel::<()>();
     let tx = RefCell::new(Some(tx));
     let o = h.turn(
@@ -624,7 +393,7 @@ fn compaction_keeps_the_system_prompt_and_the_last_two_messages() {
         m("assistant", "recent answer"),
     ]);
     h.context.update_token_count(90_000);
-    let model = ScriptedModel::new(["text: SUMMARY of the old part", "text: fine"]);
+    let model = Echo::new(["text: SUMMARY of the old part", "text: fine"]);
     let o = h.turn(Some(&model), "next", never(), |_, _| {});
     assert!(o.result.is_ok());
     assert_eq!(&o.kinds()[..4], ["TurnBegin", "StepBegin", "CompactionBegin", "CompactionEnd"]);
@@ -652,7 +421,7 @@ fn a_store_that_refuses_a_write_stops_the_turn() {
         w2.set(w2.get() + 1);
         w2.get() < 4 // the 4th write (the step's assistant message) fails
     })));
-    let model = ScriptedModel::new([call("c", "plus", json!({"a": 1})), "text: never".into()]);
+    let model = Echo::new([call("c", "plus", json!({"a": 1})), "text: never".into()]);
     let o = h.turn(Some(&model), "x", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::ContextStore)));
     assert_eq!(&o.kinds()[o.kinds().len() - 2..], ["StepInterrupted", "TurnEnd"]);
@@ -668,7 +437,7 @@ fn a_thousand_turns_on_one_context_stay_consistent() {
         scripts.push(call(&format!("c{i}"), "plus", json!({"a": i, "b": 1})));
         scripts.push(format!("text: {}", i + 1));
     }
-    let model = ScriptedModel::new(scripts);
+    let model = Echo::new(scripts);
     for i in 0..1000 {
         let o = h.turn(Some(&model), &format!("{i}+1?"), never(), |_, _| {});
         assert!(o.result.is_ok());
