@@ -62,6 +62,8 @@ struct State {
     replies: RefCell<VecDeque<Reply>>,
     sent: RefCell<Vec<Sent>>,
     env: RefCell<Vec<(String, String)>>,
+    /// Body chunks handed to the engine so far, across responses.
+    delivered: std::cell::Cell<usize>,
 }
 
 /// The fake transport (clones share their state).
@@ -83,6 +85,9 @@ impl FakeHttp {
     pub fn bodies(&self) -> Vec<Value> {
         self.0.sent.borrow().iter().map(|s| s.body.clone()).collect()
     }
+    pub fn delivered(&self) -> usize {
+        self.0.delivered.get()
+    }
     pub fn left(&self) -> usize {
         self.0.replies.borrow().len()
     }
@@ -90,6 +95,7 @@ impl FakeHttp {
 
 pub struct FakeResponse {
     reply: Reply,
+    state: Rc<State>,
 }
 
 impl HttpResponse for FakeResponse {
@@ -101,7 +107,7 @@ impl HttpResponse for FakeResponse {
         self.reply.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
     }
     fn into_body(self) -> FakeBody {
-        FakeBody { chunks: self.reply.chunks.into(), end: self.reply.end, yields: 1 }
+        FakeBody { chunks: self.reply.chunks.into(), end: self.reply.end, yields: 1, state: self.state }
     }
 }
 
@@ -109,6 +115,7 @@ pub struct FakeBody {
     chunks: VecDeque<String>,
     end: End,
     yields: u32,
+    state: Rc<State>,
 }
 
 impl ByteSource for FakeBody {
@@ -119,6 +126,7 @@ impl ByteSource for FakeBody {
             yield_now().await;
         }
         if let Some(c) = self.chunks.pop_front() {
+            self.state.delivered.set(self.state.delivered.get() + 1);
             *buf = c.into_bytes();
             return Ok(true);
         }
@@ -142,10 +150,11 @@ impl Transport for FakeHttp {
         let body = serde_json::from_str(&request.body).expect("a request body is JSON");
         self.0.sent.borrow_mut().push(Sent { url: url.to_owned(), headers: request.headers.clone(), body });
         let next = self.0.replies.borrow_mut().pop_front();
+        let state = self.0.clone();
         async move {
             let reply =
                 next.ok_or_else(|| ChatProviderError::Connection("Connection error: no more replies".into()))?;
-            Ok(FakeResponse { reply })
+            Ok(FakeResponse { reply, state })
         }
         .boxed_local()
     }

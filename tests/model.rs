@@ -1,0 +1,228 @@
+//! Whole turns from SSE bytes to the context, natively: the core's own providers (request
+//! builders, decoders, the model) over a fake transport (`tests/support/http.rs`), for every wire
+//! format — text at every split, a tool started mid-stream and its result sent back, retries
+//! with `Retry-After`, errors that are not retried (cleaned of the key), an abort mid-stream, and
+//! the transport rules (redirects, the API key's source).
+
+mod support;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::generate::Limits;
+use kosong_wasm::core::message::Role;
+use kosong_wasm::core::model::{Model, Provider, ProviderModel};
+use kosong_wasm::core::soul::agent::TurnError;
+use support::http::{model, ok, provider, status, End, FakeHttp};
+use support::streams::{answer, one_call, resplit, KINDS};
+use support::{never, yield_now, Harness};
+
+fn roles(h: &Harness) -> Vec<Role> {
+    h.history().iter().map(|m| m.role).collect()
+}
+
+#[test]
+fn text_streams_from_bytes_into_the_context_for_every_format_at_every_split() {
+    for kind in KINDS {
+        for piece in [1, 7, 64, 1 << 20] {
+            let p = provider(kind, json!({}));
+            let http = FakeHttp::new(vec![ok(resplit(&answer(kind, "héllo wörld"), piece), End::Done)]);
+            let mut h = Harness::new();
+            let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+            assert!(o.result.is_ok(), "{kind}/{piece}: {:?}", o.result);
+            assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"], "{kind}/{piece}");
+            assert_eq!(o.payloads("ContentPart")[0]["text"], "héllo wörld", "{kind}/{piece}");
+            let history = h.history();
+            assert_eq!(roles(&h), [Role::User, Role::Assistant], "{kind}/{piece}");
+            assert_eq!(history[1].extract_text(""), "héllo wörld");
+            // The request the core built carries the user's text.
+            assert_eq!(http.sent().len(), 1);
+            assert!(http.bodies()[0].to_string().contains("\"hi\""), "{kind}: {}", http.bodies()[0]);
+        }
+    }
+}
+
+#[test]
+fn a_tool_starts_mid_stream_and_its_result_goes_back_in_the_next_request() {
+    for kind in KINDS {
+        let p = provider(kind, json!({}));
+        let first = one_call(kind, "call_1", "plus", r#"{"a":2,"b":3}"#);
+        let total = first.len();
+        let http = FakeHttp::new(vec![ok(first, End::Done), ok(answer(kind, "It is 5."), End::Done)]);
+        let mut h = Harness::new();
+        let started_at: Rc<Cell<Option<usize>>> = Rc::default();
+        let (at, seen) = (started_at.clone(), http.clone());
+        h.tools.sync("plus", move |a| {
+            at.set(Some(seen.delivered()));
+            (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string()
+        });
+        let o = h.turn(Some(&model(&p, &http)), "add 2 and 3", never(), |_, _| {});
+        assert!(o.result.is_ok(), "{kind}: {:?}", o.result);
+        let at = started_at.get().expect("the tool ran");
+        assert!(at < total, "{kind}: the tool started after {at} of {total} chunks, before the stream ended");
+        assert_eq!(
+            roles(&h),
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+            "{kind}: {:?}",
+            h.history()
+        );
+        assert_eq!(h.history()[1].tool_calls.as_ref().map(|c| c.len()), Some(1));
+        assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "5", "{kind}");
+        // The second request carries the call and its result, in the format's own shape.
+        let second = http.bodies()[1].to_string();
+        // (Gemini answers a call by its name, the others by its id.)
+        let by = if kind == "gemini" { "\"plus\"" } else { "call_1" };
+        assert!(second.contains(by) && second.contains("\"5\""), "{kind}: {second}");
+        assert_eq!(h.history()[3].extract_text(""), "It is 5.");
+        // The usage the stream reported became the context's token count.
+        assert!(h.context.read(|c| c.token_count()) > 0, "{kind}");
+    }
+}
+
+#[test]
+fn a_429_with_retry_after_is_retried_after_the_servers_wait_with_the_same_request() {
+    for kind in KINDS {
+        let p = provider(kind, json!({}));
+        let http = FakeHttp::new(vec![
+            status(429, r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#, &[("retry-after", "2"), ("x-request-id", "req_1")]),
+            status(503, "upstream is down", &[]),
+            ok(answer(kind, "fine"), End::Done),
+        ]);
+        let mut h = Harness::new();
+        let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+        assert!(o.result.is_ok(), "{kind}: {:?}", o.result);
+        let retries = o.payloads("StepRetry");
+        assert_eq!(retries.len(), 2, "{kind}");
+        assert_eq!(retries[0]["status_code"], 429);
+        assert_eq!(retries[0]["wait_s"], 2.0, "{kind}: the server's Retry-After");
+        assert_eq!(retries[1]["status_code"], 503);
+        assert_eq!(h.env.sleeps.borrow()[0], 2000.0);
+        let bodies = http.bodies();
+        assert_eq!(bodies.len(), 3);
+        assert!(bodies[0] == bodies[1] && bodies[1] == bodies[2], "{kind}: a retry sends the same request");
+        assert_eq!(roles(&h), [Role::User, Role::Assistant]);
+    }
+}
+
+#[test]
+fn an_error_not_worth_retrying_ends_the_turn_at_once_cleaned_of_the_key() {
+    for kind in KINDS {
+        let p = provider(kind, json!({}));
+        let http = FakeHttp::new(vec![
+            status(401, r#"{"error":{"message":"Incorrect API key provided: sk-test"}}"#, &[("request-id", "req_9")]),
+            ok(answer(kind, "never"), End::Done),
+        ]);
+        let mut h = Harness::new();
+        let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+        match &o.result {
+            Err(TurnError::Seam(ChatProviderError::Status { status: 401, message, request_id, .. })) => {
+                assert_eq!(message, "Error code: 401 - Incorrect API key provided: [redacted]", "{kind}");
+                assert_eq!(request_id.as_deref(), Some("req_9"));
+            }
+            other => panic!("{kind}: {other:?}"),
+        }
+        assert_eq!(http.left(), 1, "{kind}: not retried");
+        assert_eq!(o.kinds().last().map(String::as_str), Some("TurnEnd"));
+        assert!(o.kinds().contains(&"StepInterrupted".to_owned()));
+    }
+}
+
+#[test]
+fn an_abort_mid_stream_keeps_the_text_so_far_and_closes_the_call_it_showed() {
+    for kind in KINDS {
+        let p = provider(kind, json!({}));
+        // The call's input streams and the stream then stalls: the tool never started.
+        let mut chunks = one_call(kind, "call_1", "plus", r#"{"a":1,"b":1}"#);
+        let keep = match kind {
+            "openai" => 2,
+            "anthropic" => 5,
+            "openai_responses" => 5,
+            _ => 1,
+        };
+        chunks.truncate(keep);
+        let http = FakeHttp::new(vec![ok(chunks, End::Stall)]);
+        let mut h = Harness::new();
+        support::plus(&h);
+        let seen = http.clone();
+        let cancel = async move {
+            while seen.delivered() < keep {
+                yield_now().await;
+            }
+            for _ in 0..10 {
+                yield_now().await;
+            }
+        };
+        let o = h.turn(Some(&model(&p, &http)), "hi", cancel, |_, _| {});
+        assert!(matches!(o.result, Err(TurnError::Cancelled)), "{kind}: {:?}", o.result);
+        assert!(h.tools.runs.borrow().is_empty(), "{kind}: a call whose input never closed does not run");
+        let history = h.history();
+        assert_eq!(history[1].extract_text(""), "Let me add.", "{kind}");
+        let calls = history[1].tool_calls.clone().unwrap_or_default();
+        let results: Vec<Value> = o.payloads("ToolResult");
+        assert_eq!(calls.len(), results.len(), "{kind}: every call the wire showed has a result");
+        assert_eq!(history.len(), 2 + calls.len(), "{kind}: {history:?}");
+        assert_eq!(o.kinds().last().map(String::as_str), Some("TurnEnd"));
+    }
+}
+
+#[test]
+fn a_redirect_is_followed_within_the_origin_and_refused_beyond_it() {
+    let p = provider("openai", json!({"baseUrl": "https://api.example.com/v1"}));
+    let http = FakeHttp::new(vec![
+        status(307, "", &[("location", "/v2/chat/completions")]),
+        ok(answer("openai", "moved"), End::Done),
+    ]);
+    let mut h = Harness::new();
+    let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let urls: Vec<String> = http.sent().into_iter().map(|s| s.url).collect();
+    assert_eq!(urls, ["https://api.example.com/v1/chat/completions", "https://api.example.com/v2/chat/completions"]);
+
+    let http = FakeHttp::new(vec![status(302, "", &[("location", "https://evil.example.net/steal")]), ok(answer("openai", "x"), End::Done)]);
+    let mut h = Harness::new();
+    let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::Seam(ChatProviderError::Redirect(_)))), "{:?}", o.result);
+    assert_eq!(http.sent().len(), 1, "nothing went to the other host, and a redirect is not retried");
+}
+
+#[test]
+fn the_api_key_comes_from_the_options_else_the_environment_else_nothing_is_sent() {
+    let bare = Provider::from_json(&json!({"kind": "anthropic", "model": "m"}).to_string()).unwrap();
+    let http = FakeHttp::new(vec![ok(answer("anthropic", "hi"), End::Done)]);
+    let m = ProviderModel::new(&bare, http.clone(), Limits::default());
+    let e = m.prepare("", &[], &[]).err().expect("no key");
+    assert_eq!(
+        e.message(),
+        "AnthropicProvider: no API key: pass `apiKey` or set ANTHROPIC_API_KEY (or a `baseUrl` of a server that needs none)"
+    );
+    assert!(http.sent().is_empty());
+
+    http.set_env("ANTHROPIC_API_KEY", "sk-ant-from-env");
+    let mut h = Harness::new();
+    let o = h.turn(Some(&m), "hi", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let sent = &http.sent()[0];
+    assert!(sent.headers.iter().any(|(k, v)| k == "x-api-key" && v == "sk-ant-from-env"), "{:?}", sent.headers);
+
+    // A custom baseUrl may need no key: nothing is read from the environment.
+    let local = Provider::from_json(&json!({"kind": "openai", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"}).to_string()).unwrap();
+    let http = FakeHttp::new(vec![ok(answer("openai", "hi"), End::Done)]);
+    http.set_env("OPENAI_API_KEY", "sk-should-not-leave");
+    let mut h = Harness::new();
+    let o = h.turn(Some(&model(&local, &http)), "hi", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert!(!format!("{:?}", http.sent()[0].headers).contains("sk-should-not-leave"));
+}
+
+#[test]
+fn a_scripted_provider_is_used_up_once_and_says_so() {
+    let p = Provider::scripted(["text: one"]);
+    let first = p.prepare::<ChatProviderError>(|_| None, "", &[], &[]);
+    assert!(first.is_ok());
+    let second = p.prepare::<ChatProviderError>(|_| None, "", &[], &[]).err().expect("used up");
+    assert_eq!(second.message(), "ScriptedProvider exhausted at call 2.");
+    assert_eq!(p.model_name(), "scripted_echo");
+}
