@@ -418,6 +418,7 @@ export interface Logger {
 /** kimi-cli's envelope: `{type: "TurnBegin", payload: {user_input}}`, `{type: "ContentPart", payload: TextPart}`, … */
 export type WireMessage = { type: string; payload: any };
 
+/** The context's state; `context_usage` and `max_context_tokens` are 0 when the model's window is not known. A `StatusUpdate`'s payload has the same fields (and `token_usage`, `message_id`). */
 export interface StatusSnapshot {
   context_usage: number;
   context_tokens: number;

@@ -131,7 +131,8 @@ export class Agent {
   async run(userInput, run) {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.run needs the run context runSoul gives it ({wire, signal, …})");
     const logger = this.#logger;
-    const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, limits: this.#limits };
+    const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, limits: this.#limits,
+      simple: this.#toolset._simpleId };
     try {
       await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
     } catch (e) {
@@ -163,7 +164,7 @@ export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
     wire,
     signal,
     send: (message) => wire.send(message),
-    requestApproval: (req) => callWasm(() => core.requestApproval({ id: crypto.randomUUID(), display: [], ...req })),
+    requestApproval: (req) => callWasm(() => core.requestApproval(req ?? {})),
   };
   // The UI loop starts first: its synchronous part subscribes before the soul publishes.
   // Its own failure does not fail the run.

@@ -94,51 +94,24 @@ function corruptToolCall(sse, random) {
  * failed by an injected fault is replayed on the next call, as a transient fault would be. The
  * fault is drawn when a request is sent (each redirect hop is a request).
  */
-export class ChaosProvider {
-  #inner;
-  #opts;
-  #random;
-  #replay = null;
-  /** What was injected so far, by kind. */
-  injected = { http: 0, truncateMidEvent: 0, truncateBetweenEvents: 0, corruptToolCall: 0, slowChunks: 0 };
-
-  constructor(inner, opts = {}) {
-    if (inner === null || typeof inner !== "object" || !("_core" in inner)) throw new TypeError("ChaosProvider wraps one of this package's providers");
-    const errorTypes = opts.errorTypes ?? DEFAULT_ERROR_TYPES;
-    if (!Array.isArray(errorTypes) || errorTypes.length === 0 || errorTypes.some((s) => !Number.isInteger(Number(s)) || Number(s) < 400 || Number(s) > 599)) {
-      throw new TypeError("ChaosProvider: errorTypes must be HTTP error statuses (400-599)");
-    }
-    this.#inner = inner;
-    this.#opts = {
-      errorProbability: probability(opts.errorProbability, "errorProbability"),
-      truncateStreamProbability: probability(opts.truncateStreamProbability, "truncateStreamProbability"),
-      corruptToolCallProbability: probability(opts.corruptToolCallProbability, "corruptToolCallProbability"),
-      slowChunkProbability: probability(opts.slowChunkProbability, "slowChunkProbability"),
-      slowChunkMs: opts.slowChunkMs ?? 50,
-      errorTypes: errorTypes.map(Number),
-      retryAfterS: opts.retryAfterS ?? 1,
-      seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),
-    };
-    this.#random = mulberry32(this.#opts.seed);
-  }
-
-  get name() {
-    return `chaos(${this.#inner.name})`;
-  }
-  get modelName() {
-    return this.#inner.modelName;
-  }
-  get thinkingEffort() {
-    return this.#inner.thinkingEffort;
-  }
-  withThinking(effort) {
-    return new ChaosProvider(this.#inner.withThinking(effort), this.#opts);
+/**
+ * The faults a ChaosProvider injects, and their state. Kept apart from the provider: the core
+ * holds the fetch that reaches them, and a provider reachable from its own core would never be
+ * collected.
+ */
+class Faults {
+  constructor(inner, opts) {
+    this.inner = inner;
+    this.opts = opts;
+    this.random = mulberry32(opts.seed);
+    this.replay = null;
+    this.injected = { http: 0, truncateMidEvent: 0, truncateBetweenEvents: 0, corruptToolCall: 0, slowChunks: 0 };
   }
 
   /** Which fault the next response gets (drawn when its request is sent). */
-  #plan() {
-    const r = this.#random;
-    const o = this.#opts;
+  plan() {
+    const r = this.random;
+    const o = this.opts;
     const plan = { error: null, truncate: null, corrupt: false, slow: o.slowChunkProbability };
     if (r() < o.errorProbability) plan.error = o.errorTypes[Math.floor(r() * o.errorTypes.length)];
     else if (r() < o.truncateStreamProbability) plan.truncate = r() < 0.5 ? "mid" : "between";
@@ -146,31 +119,12 @@ export class ChaosProvider {
     return plan;
   }
 
-  /**
-   * @internal The inner provider as the core reads it, sending through the faults: an HTTP
-   * provider's own request builder and decoder over its own fetch; a ScriptedProvider's scripts
-   * (its core's queue) served as Chat Completions SSE to an OpenAI-compatible provider.
-   */
-  get _core() {
-    if (this.#core === null) {
-      const inner = this.#inner;
-      const scripted = inner instanceof ScriptedProvider;
-      const innerFetch = scripted ? null : (inner._fetch ?? globalThis.fetch);
-      const fetch = (url, init) => this.#fetch(url, init, scripted, innerFetch);
-      this.#core = scripted
-        ? callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" }), fetch))
-        : inner._core.withFetch(fetch);
-    }
-    return this.#core;
-  }
-  #core = null;
-
-  async #fetch(url, init, scripted, innerFetch) {
+  async fetch(url, init, scripted, innerFetch) {
     const signal = init?.signal;
     if (signal?.aborted) throw signal.reason;
-    const r = this.#random;
-    const o = this.#opts;
-    const plan = this.#plan();
+    const r = this.random;
+    const o = this.opts;
+    const plan = this.plan();
     if (plan.error) {
       this.injected.http += 1;
       const headers = { "content-type": "application/json" };
@@ -181,8 +135,8 @@ export class ChaosProvider {
     let headers;
     if (scripted) {
       // A transient fault: the retry sees the same answer.
-      text = this.#replay ?? scriptToSSE(JSON.parse(callWasm(() => wasm.parseEchoScript(this.#inner._core.takeScript()))));
-      this.#replay = plan.truncate ? text : null;
+      text = this.replay ?? scriptToSSE(JSON.parse(callWasm(() => wasm.parseEchoScript(this.inner._core.takeScript()))));
+      this.replay = plan.truncate ? text : null;
       headers = { "content-type": "text/event-stream" };
     } else {
       const res = await innerFetch(url, init);
@@ -243,4 +197,67 @@ export class ChaosProvider {
     });
     return new Response(stream, { status: 200, headers });
   }
+}
+
+export class ChaosProvider {
+  #inner;
+  #opts;
+  #faults;
+  /** What was injected so far, by kind. */
+  injected;
+
+  constructor(inner, opts = {}) {
+    if (inner === null || typeof inner !== "object" || !("_core" in inner)) throw new TypeError("ChaosProvider wraps one of this package's providers");
+    const errorTypes = opts.errorTypes ?? DEFAULT_ERROR_TYPES;
+    if (!Array.isArray(errorTypes) || errorTypes.length === 0 || errorTypes.some((s) => !Number.isInteger(Number(s)) || Number(s) < 400 || Number(s) > 599)) {
+      throw new TypeError("ChaosProvider: errorTypes must be HTTP error statuses (400-599)");
+    }
+    this.#inner = inner;
+    this.#opts = {
+      errorProbability: probability(opts.errorProbability, "errorProbability"),
+      truncateStreamProbability: probability(opts.truncateStreamProbability, "truncateStreamProbability"),
+      corruptToolCallProbability: probability(opts.corruptToolCallProbability, "corruptToolCallProbability"),
+      slowChunkProbability: probability(opts.slowChunkProbability, "slowChunkProbability"),
+      slowChunkMs: opts.slowChunkMs ?? 50,
+      errorTypes: errorTypes.map(Number),
+      retryAfterS: opts.retryAfterS ?? 1,
+      seed: opts.seed ?? Math.floor(Math.random() * 2 ** 32),
+    };
+    this.#faults = new Faults(inner, this.#opts);
+    this.injected = this.#faults.injected;
+  }
+
+  get name() {
+    return `chaos(${this.#inner.name})`;
+  }
+  get modelName() {
+    return this.#inner.modelName;
+  }
+  get thinkingEffort() {
+    return this.#inner.thinkingEffort;
+  }
+  withThinking(effort) {
+    return new ChaosProvider(this.#inner.withThinking(effort), this.#opts);
+  }
+
+  /**
+   * @internal The inner provider as the core reads it, sending through the faults: an HTTP
+   * provider's own request builder and decoder over its own fetch; a ScriptedProvider's scripts
+   * (its core's queue) served as Chat Completions SSE to an OpenAI-compatible provider.
+   */
+  get _core() {
+    if (this.#core === null) {
+      const inner = this.#inner;
+      const scripted = inner instanceof ScriptedProvider;
+      const innerFetch = scripted ? null : (inner._fetch ?? globalThis.fetch);
+      const faults = this.#faults;
+      const fetch = (url, init) => faults.fetch(url, init, scripted, innerFetch);
+      this.#core = scripted
+        ? callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" }), fetch))
+        : inner._core.withFetch(fetch);
+    }
+    return this.#core;
+  }
+  #core = null;
+
 }

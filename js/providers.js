@@ -232,11 +232,19 @@ export class ScriptedProvider {
   /** A new provider with the scripts this one has not used yet. */
   withThinking(effort) {
     checkEffort(effort);
-    return new ScriptedProvider(this.#core === null ? this.#scripts : this.#core.remainingScripts());
+    return new ScriptedProvider(this.#scripts);
   }
-  /** @internal The core's scripted provider: it owns the queue (and says when it is used up). */
+  /**
+   * @internal The core's scripted provider: it takes each script from here when a request is
+   * made (the scripts stay in JavaScript) and says when none is left.
+   */
   get _core() {
-    if (this.#core === null) this.#core = callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "scripted", scripts: this.#scripts })));
+    if (this.#core === null) {
+      // The function holds the array, not this provider: the core holds the function, and a
+      // provider reachable from its own core would never be collected.
+      const scripts = this.#scripts;
+      this.#core = callWasm(() => wasm.ProviderCore.scripted(() => scripts.shift()));
+    }
     return this.#core;
   }
 }

@@ -133,13 +133,12 @@ export async function step(provider, systemPrompt, toolset, history, options = {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
   const { core, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
-  const tools = toolset.tools;
   hooks.toolset = toolset;
-  hooks.lazyTools = tools.filter((t) => t.eager === false).map((t) => t.name);
+  hooks.simple = toolset._simpleId;
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
   let raw;
   try {
-    raw = await callWasm(() => wasm.runStep(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+    raw = await callWasm(() => wasm.runStep(core, systemPrompt, h, hooks));
   } catch (e) {
     throw withSalvaged(e);
   }

@@ -1,5 +1,5 @@
-// Tools: kosong's ToolOk/ToolError, and SimpleToolset with kosong's error results (the core
-// words the errors; known tools' arguments are parsed here, once, for the handler).
+// Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
+// in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
 
 
@@ -20,15 +20,18 @@ export function toolError({ message, brief, output = "" }) {
 
 /**
  * The engine's tool call (installed when the module loads): the call arrives as JSON text
- * without its arguments, which come as a string of their own (or null), and
- * its context is built here, so a call leaves wasm once; `run` (inside an agent run) has the
- * run's `send`, `requestApproval(id, req)` and `rejection(id)`.
+ * without its arguments, which come as a string of their own (or null, checked by the engine as
+ * the call completed), and its context is built here, so a call leaves wasm once; `run` (inside
+ * an agent run) has the run's `send`, `requestApproval(id, req)` and `rejection(id)`. `simple`:
+ * the toolset is a SimpleToolset whose core found the tool — its handler runs here and what it
+ * returned goes back as it is (the engine reads it once); otherwise `toolset.handle` answers.
  */
-export function invokeTool(toolset, headJson, args, signal, run) {
+export function invokeTool(toolset, headJson, args, signal, run, simple) {
   const call = JSON.parse(headJson);
   call.function.arguments = args;
   const toolCallId = call.id;
-  if (run === undefined) return toolset.handle(call, { toolCallId, signal });
+  const answer = simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
+  if (run === undefined) return answer({ toolCallId, signal });
   // The run's functions serve this call while it runs: once its result is in (or its signal
   // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a warning
   // and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
@@ -50,7 +53,7 @@ export function invokeTool(toolset, headJson, args, signal, run) {
   };
   let out;
   try {
-    out = toolset.handle(call, ctx);
+    out = answer(ctx);
   } catch (e) {
     over = true;
     throw e;
@@ -64,16 +67,19 @@ export function invokeTool(toolset, headJson, args, signal, run) {
   return out;
 }
 
+/** A tool definition as the engine takes it: the fields it reads (the core fills in defaults). */
 export function definitionOf(tool) {
-  return { name: tool.name, description: tool.description ?? "", parameters: tool.parameters ?? { type: "object", properties: {} } };
+  return { name: tool?.name, description: tool?.description, parameters: tool?.parameters };
 }
 
-/** Tools by name, with kosong's error results (see API.md). */
-const TOOL_NAME = /^\$?[a-zA-Z0-9_-]{1,64}$/; // what the providers accept (`$`: Moonshot's builtins)
-
+/**
+ * Tools by name, with kosong's error results (see API.md). The registry — names, the rule for
+ * them, duplicates, definitions, which tools are eager — and every result are the core's
+ * (`SimpleToolsetCore`); the handlers stay here.
+ */
 export class SimpleToolset {
   #core;
-  #tools = new Map();
+  #handlers = new Map(); // name -> {handler, parameters}
   #validate;
   #logger;
 
@@ -92,61 +98,67 @@ export class SimpleToolset {
   }
 
   get tools() {
-    return [...this.#tools.values()].map((t) => ({ ...definitionOf(t), ...(t.eager === false ? { eager: false } : {}) }));
+    return callWasm(() => this.#core.tools());
   }
 
   /** Adds a tool; a name already taken is a TypeError (`remove` it first to replace it). */
   add(tool) {
     if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
-    if (!TOOL_NAME.test(tool.name)) {
-      throw new TypeError(`SimpleToolset.add: tool name \`${tool.name}\` must match ^[a-zA-Z0-9_-]{1,64}$ (what the providers accept)`);
-    }
-    if (this.#tools.has(tool.name)) throw new TypeError(`SimpleToolset.add: there is already a tool named \`${tool.name}\``);
     if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
+    if (tool.description !== undefined && typeof tool.description !== "string") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: description must be a string`);
     const p = tool.parameters;
-    if (p !== undefined && (p === null || typeof p !== "object" || Array.isArray(p) || (p.type !== undefined && p.type !== "object"))) {
-      throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: parameters must be a JSON Schema object ({type: "object", properties: …})`);
-    }
-    this.#tools.set(tool.name, tool);
-    callWasm(() => this.#core.add(tool.name));
+    const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";
+    callWasm(() => this.#core.add(tool.name, tool.description ?? "", json, tool.eager !== false));
+    this.#handlers.set(tool.name, { handler: tool.handler, parameters: p });
     return this;
   }
 
   remove(name) {
-    if (!this.#tools.delete(name)) throw new Error(`Tool \`${name}\` not found in the toolset.`);
     callWasm(() => this.#core.remove(name));
+    this.#handlers.delete(name);
     return this;
+  }
+
+  /**
+   * @internal The registry the engine reads (its id), for a SimpleToolset itself; a subclass
+   * (which may answer `tools` or `handle` its own way) is run through `tools` and `handle`.
+   */
+  get _simpleId() {
+    return Object.getPrototypeOf(this) === SimpleToolset.prototype && !Object.hasOwn(this, "handle") ? this.#core.id : undefined;
+  }
+
+  /** @internal The engine's path: a call the core found a tool for; what the handler returned. */
+  _run(call, ctx) {
+    const tool = this.#handlers.get(call.function.name);
+    const args = call.function.arguments ? JSON.parse(call.function.arguments) : {};
+    try {
+      const out = this.#runHandler(tool, args, ctx);
+      if (out !== null && typeof out === "object" && typeof out.then === "function") {
+        return Promise.resolve(out).catch((e) => {
+          this.#thrown(call, e);
+          throw e;
+        });
+      }
+      return out;
+    } catch (e) {
+      this.#thrown(call, e);
+      throw e;
+    }
   }
 
   handle(call, ctx) {
     const core = this.#core;
-    const id = call?.id;
-    const tool = typeof call?.function?.name === "string" ? this.#tools.get(call.function.name) : undefined;
-    const raw = call?.function?.arguments;
-    // The common case stays in JavaScript: a known tool and arguments that parse (missing or
-    // empty arguments mean `{}`). Anything else goes to the core, which words kosong's error.
-    let args = UNPARSED;
-    if (tool && typeof id === "string" && (raw === undefined || raw === null || typeof raw === "string")) {
-      if (!raw) args = {};
-      else {
-        try {
-          args = JSON.parse(raw);
-        } catch {}
-      }
-    }
-    if (args === UNPARSED) {
-      const prepared = callWasm(() => core.prepare(call));
-      if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
-      args = JSON.parse(prepared);
-    }
+    const prepared = callWasm(() => core.prepare(call));
+    if (typeof prepared !== "string") return prepared; // answered already: a ToolResult
+    const id = call.id;
     const context = { toolCallId: id, ...(ctx && typeof ctx === "object" ? ctx : {}) };
     const thrown = (e) => {
-      this.#logger?.warn(`kosong-wasm: tool \`${call.function.name}\` threw`, { tool: call.function.name, id, error: e, stack: e?.stack });
+      this.#thrown(call, e);
       return callWasm(() => core.settleThrown(id, e));
     };
     let out;
     try {
-      out = runHandler(this.#tools.get(call.function.name), this.#validate, args, context);
+      out = this.#runHandler(this.#handlers.get(call.function.name), JSON.parse(prepared), context);
     } catch (e) {
       return thrown(e);
     }
@@ -155,15 +167,17 @@ export class SimpleToolset {
     }
     return callWasm(() => core.settle(id, out));
   }
-}
 
-const UNPARSED = Symbol("unparsed");
-
-/** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
-function runHandler(tool, validate, args, ctx) {
-  if (validate) {
-    const problem = validate(tool.parameters, args);
-    if (problem) return { __kosongValidate: String(problem) };
+  #thrown(call, e) {
+    this.#logger?.warn(`kosong-wasm: tool \`${call.function.name}\` threw`, { tool: call.function.name, id: call.id, error: e, stack: e?.stack });
   }
-  return tool.handler(args, ctx);
+
+  /** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
+  #runHandler(tool, args, ctx) {
+    if (this.#validate) {
+      const problem = this.#validate(tool.parameters, args);
+      if (problem) return callWasm(() => wasm.validationFailed(String(problem)));
+    }
+    return tool.handler(args, ctx);
+  }
 }

@@ -9,6 +9,7 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::Value;
 
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::generate::{generate, GenerateOutput, VecEventSource};
 use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, ToolCall, ToolCallPart};
@@ -134,9 +135,9 @@ struct FnTool(Rc<dyn Fn(Value) -> Result<ToolReturnValue, ToolFailure>>);
 fn handle(ts: &SimpleToolset<FnTool>, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
     match ts.prepare(call) {
         Prepared::Done(r) => async move { r }.boxed_local(),
-        Prepared::Run(FnTool(f), raw) => {
+        Prepared::Run(FnTool(f), args) => {
             let (f, id) = (f.clone(), call.id.clone());
-            let args: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+            let args: Value = args.value().clone();
             async move { settle(id, f(args)) }.boxed_local()
         }
     }
@@ -145,14 +146,19 @@ fn handle(ts: &SimpleToolset<FnTool>, call: &ToolCall) -> LocalBoxFuture<'static
 fn plus_toolset() -> SimpleToolset<FnTool> {
     let mut ts = SimpleToolset::default();
     ts.add(
-        "plus".into(),
+        "plus",
+        String::new(),
+        None,
+        true,
         FnTool(Rc::new(|v: Value| {
             let a = v["a"].as_i64().ok_or_else(|| ToolFailure::Validate("'a' is a required integer".into()))?;
             let b = v["b"].as_i64().ok_or_else(|| ToolFailure::Validate("'b' is a required integer".into()))?;
             Ok(ToolReturnValue::ok(ToolOutput::Text((a + b).to_string()), "", ""))
         })),
-    );
-    ts.add("explode".into(), FnTool(Rc::new(|_| Err(ToolFailure::Runtime("boom".into())))));
+    )
+    .unwrap();
+    ts.add("explode", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("boom".into())))))
+        .unwrap();
     ts
 }
 
@@ -161,7 +167,7 @@ impl ToolDispatch for Dispatch {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
         handle(&self.0, call)
     }
 }
@@ -296,9 +302,11 @@ fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
 #[test]
 fn missing_or_empty_arguments_mean_an_empty_object_but_whitespace_is_not_json() {
     use kosong_wasm::core::step::malformed_arguments_result;
-    assert!(malformed_arguments_result(&ToolCall::new("a", "f", None)).is_none());
-    assert!(malformed_arguments_result(&ToolCall::new("b", "f", Some(String::new()))).is_none());
-    let r = malformed_arguments_result(&ToolCall::new("c", "f", Some("  ".into()))).unwrap();
+    assert!(Arguments::check(None).is_ok());
+    assert!(Arguments::check(Some("")).is_ok());
+    let call = ToolCall::new("c", "f", Some("  ".into()));
+    let e = Arguments::check(call.function.arguments.as_deref()).unwrap_err();
+    let r = malformed_arguments_result(&call, &e);
     assert!(r.return_value.message.starts_with("Error parsing JSON arguments:"));
 }
 
@@ -428,4 +436,23 @@ fn a_surrogate_pair_split_across_deltas_is_joined() {
         .unwrap_or_else(|e| panic!("cut {cut}: {e}"));
         assert_eq!(out.message.extract_text(""), "smile \u{1F600} and \u{FFFD} alone", "cut {cut}");
     }
+}
+
+#[test]
+fn simple_toolset_registry_rules() {
+    let mut ts = plus_toolset();
+    let e = ts.add("plus", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).err();
+    assert_eq!(e.map(|e| e.message().to_owned()).as_deref(), Some("SimpleToolset.add: there is already a tool named `plus`"));
+    for bad in ["", "has space", "dot.name", &"x".repeat(65)] {
+        assert!(ts.add(bad, String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_err(), "{bad:?}");
+    }
+    assert!(ts.add("$web_search", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_ok());
+    let e = ts.add("s", String::new(), Some(serde_json::json!({"type": "string"})), true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).err();
+    assert!(e.is_some_and(|e| e.message().contains("parameters must be a JSON Schema object")));
+    assert!(ts.add("lazy", String::new(), None, false, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_ok());
+    assert!(!ts.is_eager("lazy") && ts.is_eager("plus"));
+    let defs: Vec<_> = ts.specs().map(|t| t.definition.clone()).collect();
+    assert_eq!(defs[0].parameters, serde_json::json!({"type": "object", "properties": {}}), "the default parameters");
+    assert_eq!(ts.remove("nope").err().map(|e| e.message().to_owned()).as_deref(), Some("Tool `nope` not found in the toolset."));
+    assert!(ts.remove("plus").is_ok() && ts.get("plus").is_none());
 }

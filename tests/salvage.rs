@@ -15,6 +15,7 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::message::{Message, Role, ToolCall};
 use kosong_wasm::core::model::{Model, Provider, ProviderModel};
@@ -70,7 +71,7 @@ impl ToolDispatch for Mail {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
         let args = call.function.arguments.clone().unwrap_or_default();
         self.started.borrow_mut().push(args.clone());
         let (sent, hold, delay, id) = (self.sent.clone(), self.hold.get(), self.delay.get(), call.id.clone());

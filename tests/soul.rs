@@ -470,7 +470,7 @@ mod run_soul {
         let order = Rc::new(RefCell::new(Vec::new()));
         let (o1, o2, w2) = (order.clone(), order.clone(), wire.clone());
         let soul = async move {
-            w2.send(WireMessage::event("TurnEnd", json!({})));
+            w2.send(WireMessage::TurnEnd);
             Ok::<(), String>(())
         };
         let ui = futures::future::pending::<()>(); // a UI loop that never ends on its own
@@ -503,7 +503,14 @@ mod run_soul {
 
         let wire = Wire::new();
         let side = wire.ui_side(true);
-        let asked = wire.request_approval("r".into(), json!({"id": "r"}));
+        let asked = wire.request_approval(kosong_wasm::core::soul::wire::ApprovalRequest {
+            id: "r".into(),
+            tool_call_id: "c".into(),
+            sender: "agent".into(),
+            action: "a".into(),
+            description: String::new(),
+            display: Vec::new(),
+        });
         let (tx, rx) = oneshot::channel::<()>();
         let soul = async move {
             let answer = asked.await; // refused when the run is cancelled

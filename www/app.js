@@ -260,7 +260,7 @@ class RunView {
       case "StatusUpdate":
         // Published when the step's stream has ended (the tools may still run).
         if (this.step) this.step.streamEnd = t;
-        if (typeof p.context_usage === "number") $("usage").textContent = `context ${(p.context_usage * 100).toFixed(1)}%`;
+        if (p.max_context_tokens > 0) $("usage").textContent = `context ${(p.context_usage * 100).toFixed(1)}%`;
         break;
       case "TurnEnd":
         break;

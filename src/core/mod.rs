@@ -4,7 +4,7 @@
 pub mod budget;
 pub mod error;
 pub mod generate;
-pub mod json_close;
+pub mod json;
 pub mod message;
 pub mod model;
 pub mod partial_json;

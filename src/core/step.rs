@@ -24,6 +24,7 @@ use futures::future::{AbortHandle, Abortable, LocalBoxFuture, Shared};
 use futures::FutureExt;
 
 use crate::core::generate::{generate_in, CallbackResult, EventSource, GenerateOutput, MessageAssembler};
+use crate::core::json::Arguments;
 use crate::core::message::ToolCall;
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
@@ -31,8 +32,9 @@ use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 pub trait ToolDispatch {
     /// May the tool start mid-stream? (`eager: false` tools wait for the stream's end.)
     fn is_eager(&self, name: &str) -> bool;
-    /// Starts the call; the future yields its result (tool failures are results, not errors).
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult>;
+    /// Starts the call, whose arguments the engine has checked (once, as the call completed);
+    /// the future yields its result (tool failures are results, not errors).
+    fn dispatch(&self, call: &ToolCall, args: &Arguments) -> LocalBoxFuture<'static, ToolResult>;
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.
     fn on_malformed_arguments(&self, _call: &ToolCall) {}
@@ -84,16 +86,10 @@ impl<E> From<E> for StepFailure<E> {
     }
 }
 
-/// The result for a complete call whose arguments are not JSON: the tool does not run, and
-/// the model is told to send the call again. `None` when the arguments are fine (missing
-/// or empty arguments mean `{}`, as in kosong; whitespace alone is not JSON).
-pub fn malformed_arguments_result(call: &ToolCall) -> Option<ToolResult> {
-    let raw = call.function.arguments.as_deref().filter(|a| !a.is_empty())?;
-    if crate::core::providers::fast_delta::accepts_json(raw) {
-        return None;
-    }
-    let err = serde_json::from_str::<serde::de::IgnoredAny>(raw).err()?;
-    Some(ToolResult {
+/// The result for a complete call whose arguments are not JSON ([`Arguments::check`] said why):
+/// the tool does not run, and the model is told to send the call again.
+pub fn malformed_arguments_result(call: &ToolCall, err: &str) -> ToolResult {
+    ToolResult {
         tool_call_id: call.id.clone(),
         return_value: ToolReturnValue::error(
             &format!(
@@ -103,7 +99,7 @@ pub fn malformed_arguments_result(call: &ToolCall) -> Option<ToolResult> {
             "Invalid arguments",
             ToolOutput::Text(String::new()),
         ),
-    })
+    }
 }
 
 pub type ToolFuture = Shared<LocalBoxFuture<'static, ToolResult>>;
@@ -171,17 +167,17 @@ fn start(
     drivers: &mut Drivers,
     cap: &mut CallCap,
 ) -> ToolFuture {
-    let fut = match malformed_arguments_result(call) {
-        Some(r) => {
+    let fut = match Arguments::check(call.function.arguments.as_deref()) {
+        Err(e) => {
             dispatch.on_malformed_arguments(call);
-            futures::future::ready(r).boxed_local()
+            futures::future::ready(malformed_arguments_result(call, &e)).boxed_local()
         }
-        None if cap.started >= cap.limit => {
+        Ok(_) if cap.started >= cap.limit => {
             futures::future::ready(too_many_calls_result(call, cap.limit)).boxed_local()
         }
-        None => {
+        Ok(args) => {
             cap.started += 1;
-            dispatch.dispatch(call)
+            dispatch.dispatch(call, &args)
         }
     };
     let cb = on_tool_result.clone();

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::core::json::Arguments;
 use crate::core::message::{ContentPart, ToolCall};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -104,9 +105,47 @@ pub enum ToolFailure {
     Runtime(String),
 }
 
-/// Tools by name. Adding a tool with a taken name replaces it.
+/// The parameters of a tool that declares none: an object with any properties.
+pub fn default_parameters() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// A tool name the providers accept (`$`: Moonshot's builtins): `^\$?[a-zA-Z0-9_-]{1,64}$`.
+pub fn valid_tool_name(name: &str) -> bool {
+    let bare = name.strip_prefix('$').unwrap_or(name);
+    (1..=64).contains(&bare.len()) && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Why the toolset refused a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolsetError {
+    /// A tool that cannot be added (its name or parameters); a `TypeError` in JavaScript.
+    Invalid(String),
+    /// No tool of that name to remove.
+    NotFound(String),
+}
+
+impl ToolsetError {
+    pub fn message(&self) -> &str {
+        match self {
+            ToolsetError::Invalid(m) | ToolsetError::NotFound(m) => m,
+        }
+    }
+}
+
+/// A tool as the toolset keeps it: what the model is told, and whether it may start mid-stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub definition: crate::core::providers::ToolDefinition,
+    /// `false`: the tool starts only after the stream ended well.
+    pub eager: bool,
+}
+
+/// kosong's `SimpleToolset`: tools by name, each a spec and a handler. A name is added once
+/// (`remove` it first to replace it).
 pub struct SimpleToolset<H> {
-    tools: Vec<(String, H)>,
+    tools: Vec<(ToolSpec, H)>,
 }
 
 impl<H> Default for SimpleToolset<H> {
@@ -117,49 +156,81 @@ impl<H> Default for SimpleToolset<H> {
 
 /// What `SimpleToolset::prepare` decides for a call.
 pub enum Prepared<'a, H> {
-    /// Run this handler with these arguments.
-    Run(&'a H, &'a str),
+    /// Run this handler with these (checked) arguments.
+    Run(&'a H, Arguments),
     /// The call is answered already (unknown tool, arguments not JSON).
     Done(ToolResult),
 }
 
 impl<H> SimpleToolset<H> {
-    pub fn add(&mut self, name: String, handler: H) {
-        match self.tools.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = handler,
-            None => self.tools.push((name, handler)),
+    /// Adds a tool. `parameters`: its JSON Schema, an object schema (`None`: any object).
+    pub fn add(
+        &mut self,
+        name: &str,
+        description: String,
+        parameters: Option<Value>,
+        eager: bool,
+        handler: H,
+    ) -> Result<(), ToolsetError> {
+        let invalid = |m: String| Err(ToolsetError::Invalid(format!("SimpleToolset.add: {m}")));
+        if !valid_tool_name(name) {
+            return invalid(format!("tool name `{name}` must match ^[a-zA-Z0-9_-]{{1,64}}$ (what the providers accept)"));
         }
+        if self.get(name).is_some() {
+            return invalid(format!("there is already a tool named `{name}`"));
+        }
+        let parameters = match parameters {
+            None => default_parameters(),
+            Some(Value::Object(o)) if o.get("type").is_none_or(|t| t == "object") => Value::Object(o),
+            Some(_) => {
+                return invalid(format!(
+                    "tool `{name}`: parameters must be a JSON Schema object ({{type: \"object\", properties: …}})"
+                ))
+            }
+        };
+        let definition = crate::core::providers::ToolDefinition { name: name.to_owned(), description, parameters };
+        self.tools.push((ToolSpec { definition, eager }, handler));
+        Ok(())
     }
 
-    /// Removes a tool; false when there was none of that name.
-    pub fn remove(&mut self, name: &str) -> bool {
+    pub fn remove(&mut self, name: &str) -> Result<(), ToolsetError> {
         let before = self.tools.len();
-        self.tools.retain(|(n, _)| n != name);
-        self.tools.len() != before
+        self.tools.retain(|(t, _)| t.definition.name != name);
+        if self.tools.len() == before {
+            return Err(ToolsetError::NotFound(format!("Tool `{name}` not found in the toolset.")));
+        }
+        Ok(())
     }
 
     pub fn get(&self, name: &str) -> Option<&H> {
-        self.tools.iter().find(|(n, _)| n == name).map(|(_, h)| h)
+        self.tools.iter().find(|(t, _)| t.definition.name == name).map(|(_, h)| h)
     }
 
-    pub fn prepare<'a>(&'a self, call: &'a ToolCall) -> Prepared<'a, H> {
+    /// The tools, in the order they were added.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.iter().map(|(t, _)| t)
+    }
+
+    pub fn is_eager(&self, name: &str) -> bool {
+        self.specs().find(|t| t.definition.name == name).is_none_or(|t| t.eager)
+    }
+
+    /// What a call needs before its handler runs: the tool (else "not found") and its arguments
+    /// checked ([`Arguments::check`]; else a parse error result).
+    pub fn prepare<'a>(&'a self, call: &ToolCall) -> Prepared<'a, H> {
         let Some(handler) = self.get(&call.function.name) else {
             return Prepared::Done(ToolResult {
                 tool_call_id: call.id.clone(),
                 return_value: ToolReturnValue::not_found(&call.function.name),
             });
         };
-        let raw = match call.function.arguments.as_deref() {
-            None | Some("") => "{}",
-            Some(a) => a,
-        };
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(raw) {
-            return Prepared::Done(ToolResult {
+        match Arguments::check(call.function.arguments.as_deref()) {
+            Ok(args) => Prepared::Run(handler, args),
+            Err(e) => Prepared::Done(ToolResult {
                 tool_call_id: call.id.clone(),
-                return_value: ToolReturnValue::parse_error(&e.to_string()),
-            });
+                return_value: ToolReturnValue::parse_error(&e),
+            }),
         }
-        Prepared::Run(handler, raw)
     }
 }
 

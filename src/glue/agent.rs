@@ -120,7 +120,8 @@ impl AgentCore {
         to_js(&agent::status(&self.config, &context.ctx, self.approvals.borrow().yolo))
     }
 
-    /// Runs one turn. `hooks`: `{signal, warn, limits}`. Resolves when the turn ended well;
+    /// Runs one turn. `hooks`: `{signal, warn, limits, simple}` (`simple`: the toolset's registry id
+    /// when it is a `SimpleToolset`). Resolves when the turn ended well;
     /// rejects with the provider's error, the signal's reason when cancelled, or
     /// `{turnError, …fields}` for the runtime's own errors (made into classes by the JS layer).
     pub fn run(
@@ -151,8 +152,9 @@ impl AgentCore {
             Box::new(sys::random_uuid),
         ));
         let run_fns = RunClosures::new(&wire, &approvals);
+        let simple = get(&hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32);
         let tools =
-            JsToolset::new(toolset, Vec::new(), ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
+            JsToolset::new(toolset, simple, ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
         let provider = self.provider.clone();
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
         self.busy.set(true);

@@ -129,7 +129,9 @@ impl ContextCore {
     #[wasm_bindgen(js_name = revertTo)]
     pub fn revert_to(&self, id: f64) -> Result<(), JsValue> {
         if !(id.is_finite() && id >= 0.0 && id.fract() == 0.0) {
-            return Err(js_sys::RangeError::new(&format!("Checkpoint {id} does not exist")).into());
+            // The number as JavaScript prints it (and no float formatting in the .wasm).
+            let shown = js_sys::Number::from(id).to_string_with_radix(10).map(String::from).unwrap_or_default();
+            return Err(js_sys::RangeError::new(&format!("Checkpoint {shown} does not exist")).into());
         }
         self.ctx.revert_to(id as u64).map_err(|e| JsValue::from(js_sys::RangeError::new(&e)))?;
         self.stored()

@@ -20,7 +20,8 @@ pub struct ProviderCore {
 
 #[wasm_bindgen]
 impl ProviderCore {
-    /// `spec`: the provider's options as JSON (see `Provider::from_json`), checked by the JS layer.
+    /// `spec`: an HTTP provider's options as JSON (see `Provider::from_json`), checked by the JS
+    /// layer.
     #[wasm_bindgen(constructor)]
     pub fn new(spec: &str, fetch: Option<Function>, timeout_ms: Option<f64>) -> Result<ProviderCore, JsValue> {
         let provider = Provider::from_json(spec).map_err(|e| type_error(&format!("invalid provider: {e}")))?;
@@ -39,10 +40,10 @@ impl ProviderCore {
         self.provider.take_script().map_err(|e| GlueError::from(e).into_js())
     }
 
-    /// The scripts a scripted provider has not used yet.
-    #[wasm_bindgen(js_name = remainingScripts)]
-    pub fn remaining_scripts(&self) -> Vec<String> {
-        self.provider.remaining_scripts()
+    /// A scripted provider: `next()` gives its next script (`undefined` when none is left).
+    pub fn scripted(next: Function) -> ProviderCore {
+        let provider = Provider::scripted_from(move || next.call0(&JsValue::UNDEFINED).ok().and_then(|s| s.as_string()));
+        ProviderCore { provider: Rc::new(provider), fetch: None, timeout_ms: None }
     }
 }
 

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::FutureExt;
-use js_sys::{Array, Function, Object, Promise, Reflect};
+use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
@@ -33,7 +33,8 @@ struct Hooks {
     on_tool_result: Option<Function>,
     signal: Option<AbortSignal>,
     toolset: JsValue,
-    lazy_tools: Vec<String>,
+    /// The toolset's registry id when it is a `SimpleToolset`.
+    simple: Option<u32>,
     warn: Option<Function>,
     limits: Limits,
 }
@@ -47,9 +48,7 @@ impl Hooks {
             on_tool_result: func("onToolResult"),
             signal: get(hooks, "signal").map(|s| s.unchecked_into()),
             toolset: get(hooks, "toolset").unwrap_or(JsValue::UNDEFINED),
-            lazy_tools: get(hooks, "lazyTools")
-                .map(|v| Array::from(&v).iter().filter_map(|n| n.as_string()).collect())
-                .unwrap_or_default(),
+            simple: get(hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32),
             warn: func("warn"),
             limits: read_limits(get(hooks, "limits")),
         }
@@ -102,32 +101,47 @@ struct Call {
 }
 
 impl Call {
-    /// Reads the inputs; a signal that has already aborted rejects with its reason at once.
+    /// Reads the inputs (`tools`: the definitions as JSON text, or the toolset's when `None`); a
+    /// signal that has already aborted rejects with its reason at once.
     fn begin(
         provider: &ProviderCore,
         system_prompt: String,
-        tools: &str,
+        tools: Option<&str>,
         history: &str,
-        hooks: &JsValue,
-    ) -> Result<Call, JsValue> {
-        let hooks = Hooks::read(hooks);
+        hooks: JsValue,
+    ) -> Result<(Call, Option<JsToolset>), JsValue> {
+        let hooks = Hooks::read(&hooks);
         if let Some(s) = hooks.signal.as_ref().filter(|s| s.aborted()) {
             return Err(s.reason());
         }
+        let tools_ctrl = sys::abort_controller()?;
         let bad = |what: &str, e: serde_json::Error| -> JsValue { type_error(&format!("invalid {what}: {e}")) };
-        let tools: Vec<ToolDefinition> = serde_json::from_str(tools).map_err(|e| bad("tools", e))?;
+        let (tools, toolset) = match tools {
+            Some(t) => (serde_json::from_str::<Vec<ToolDefinition>>(t).map_err(|e| bad("tools", e))?, None),
+            None => {
+                let toolset = JsToolset::new(
+                    hooks.toolset.clone(),
+                    hooks.simple,
+                    tools::ToolSignals::Shared(tools_ctrl.signal()),
+                    hooks.warn.clone(),
+                    None,
+                )?;
+                (toolset.definitions(), Some(toolset))
+            }
+        };
         let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
         let watch = hooks.signal.clone().map(AbortWatch::new);
-        Ok(Call {
+        let call = Call {
             provider: provider.provider(),
             transport: provider.transport(),
             system_prompt,
             tools,
             history,
             hooks,
-            tools_ctrl: sys::abort_controller()?,
+            tools_ctrl,
             watch,
-        })
+        };
+        Ok((call, toolset))
     }
 
     /// Prepares the request and opens its stream.
@@ -167,9 +181,9 @@ pub fn run_generate(
     history: String,
     hooks: JsValue,
 ) -> Result<Promise, JsValue> {
-    let call = Call::begin(provider, system_prompt, &tools, &history, &hooks);
+    let call = Call::begin(provider, system_prompt, Some(&tools), &history, hooks);
     Ok(future_to_promise(async move {
-        let call = call?;
+        let (call, _) = call?;
         let hooks = &call.hooks;
         let work = async {
             let mut source = call.open().await?;
@@ -181,27 +195,15 @@ pub fn run_generate(
     }))
 }
 
-/// One step: the generation's object plus `results`, a Promise of the tool results (JSON,
+/// One step (the tools are the toolset's): the generation's object plus `results`, a Promise of the tool results (JSON,
 /// call order) that rejects with the signal's reason if the signal aborts first.
 #[wasm_bindgen(js_name = runStep)]
-pub fn run_step(
-    provider: &ProviderCore,
-    system_prompt: String,
-    tools: String,
-    history: String,
-    hooks: JsValue,
-) -> Result<Promise, JsValue> {
-    let call = Call::begin(provider, system_prompt, &tools, &history, &hooks);
+pub fn run_step(provider: &ProviderCore, system_prompt: String, history: String, hooks: JsValue) -> Result<Promise, JsValue> {
+    let call = Call::begin(provider, system_prompt, None, &history, hooks);
     Ok(future_to_promise(async move {
-        let call = call?;
+        let (call, toolset) = call?;
+        let toolset = toolset.ok_or_else(|| type_error("step needs a toolset"))?;
         let hooks = &call.hooks;
-        let toolset = JsToolset::new(
-            hooks.toolset.clone(),
-            hooks.lazy_tools.clone(),
-            tools::ToolSignals::Shared(call.tools_ctrl.signal()),
-            hooks.warn.clone(),
-            None,
-        )?;
         let on_tool_result: Option<ToolResultCallback> = hooks.on_tool_result.clone().map(|f| {
             Rc::new(move |r: &ToolResult| {
                 // A throwing onToolResult cannot fail a tool that already finished.

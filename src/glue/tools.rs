@@ -2,6 +2,10 @@
 //! and the core of `SimpleToolset`. Sync results and Promises become one kind of future;
 //! a `handle` that throws or rejects becomes an error result, never a failed step.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use js_sys::{Array, Function, Object, Reflect, JSON};
@@ -10,9 +14,14 @@ use wasm_bindgen::JsCast;
 
 use super::signals::AbortOnDrop;
 use super::sys::{self, AbortSignal};
+use crate::core::json::Arguments;
 use crate::core::message::{ContentPart, ToolCall};
+use crate::core::providers::ToolDefinition;
 use crate::core::step::ToolDispatch;
-use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue};
+use crate::core::toolset::{
+    default_parameters, settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue,
+    ToolsetError,
+};
 
 /// Plain data to a JS value, through JSON text: one `JSON.parse`. (JSON text is the one way
 /// plain data crosses: serde-wasm-bindgen cost about 15 crossings a message field by field and
@@ -76,10 +85,16 @@ pub enum ToolSignals {
     PerCall(Option<AbortSignal>),
 }
 
-/// Any JS object with the `Toolset` shape.
+/// The registry of a `SimpleToolset` (its handlers stay in JavaScript).
+pub type Registry = Rc<RefCell<SimpleToolset<()>>>;
+
+/// Any JS object with the `Toolset` shape. A `SimpleToolset` (not subclassed) is run by its
+/// core's registry: definitions, lookup and results are read here, and a call crosses out once
+/// to its handler and back once with what the handler returned.
 pub struct JsToolset {
     toolset: JsValue,
-    lazy: std::cell::RefCell<Vec<String>>,
+    simple: Option<Registry>,
+    lazy: RefCell<Vec<String>>,
     signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
@@ -89,10 +104,11 @@ pub struct JsToolset {
 }
 
 impl JsToolset {
-    /// `lazy` names the tools declared `eager: false`.
+    /// `simple`: the id of the toolset's registry when it is a `SimpleToolset` (see
+    /// [`SimpleToolsetCore::id`]).
     pub fn new(
         toolset: JsValue,
-        lazy: Vec<String>,
+        simple: Option<u32>,
         signals: ToolSignals,
         warn: Option<Function>,
         run: Option<RunFunctions>,
@@ -102,26 +118,33 @@ impl JsToolset {
         }
         let invoker = super::tool_invoker().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
         let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
-        Ok(JsToolset { toolset, lazy: std::cell::RefCell::new(lazy), signals, warn, run, invoker })
+        let simple = simple.and_then(registry);
+        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), signals, warn, run, invoker })
     }
 
-    /// The toolset's `tools` now (a toolset may change between steps); remembers which are lazy.
-    pub fn definitions(&self) -> Vec<crate::core::providers::ToolDefinition> {
+    /// The toolset's tools now (a toolset may change between steps); remembers which are lazy.
+    /// A `SimpleToolset`'s come from its registry; another's from its `tools`, read in one
+    /// crossing (`JSON.stringify`), a tool without parameters taking the default ones.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        if let Some(reg) = &self.simple {
+            return reg.borrow().specs().map(|t| t.definition.clone()).collect();
+        }
         let tools = Reflect::get(&self.toolset, &"tools".into()).unwrap_or(JsValue::UNDEFINED);
-        let list = Array::from(&tools);
+        let list: Vec<serde_json::Value> = from_js(&tools).unwrap_or_default();
         let mut lazy = Vec::new();
-        let mut defs = Vec::with_capacity(list.length() as usize);
-        for t in list.iter() {
-            let get = |k: &str| Reflect::get(&t, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
-            let Some(name) = get("name").as_string() else { continue };
-            if get("eager").as_bool() == Some(false) {
+        let mut defs = Vec::with_capacity(list.len());
+        for t in list {
+            let serde_json::Value::Object(mut t) = t else { continue };
+            let Some(serde_json::Value::String(name)) = t.remove("name") else { continue };
+            if t.get("eager").and_then(serde_json::Value::as_bool) == Some(false) {
                 lazy.push(name.clone());
             }
-            let parameters = from_js::<serde_json::Value>(&get("parameters"))
-                .filter(serde_json::Value::is_object)
-                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-            let description = get("description").as_string().unwrap_or_default();
-            defs.push(crate::core::providers::ToolDefinition { name, description, parameters });
+            let parameters = t.remove("parameters").filter(serde_json::Value::is_object).unwrap_or_else(default_parameters);
+            let description = match t.remove("description") {
+                Some(serde_json::Value::String(d)) => d,
+                _ => String::new(),
+            };
+            defs.push(ToolDefinition { name, description, parameters });
         }
         *self.lazy.borrow_mut() = lazy;
         defs
@@ -162,7 +185,10 @@ fn to_tool_result(v: &JsValue, call_id: &str) -> ToolResult {
 
 impl ToolDispatch for JsToolset {
     fn is_eager(&self, name: &str) -> bool {
-        !self.lazy.borrow().iter().any(|n| n == name)
+        match &self.simple {
+            Some(reg) => reg.borrow().is_eager(name),
+            None => !self.lazy.borrow().iter().any(|n| n == name),
+        }
     }
 
     fn on_malformed_arguments(&self, call: &ToolCall) {
@@ -181,8 +207,15 @@ impl ToolDispatch for JsToolset {
         );
     }
 
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
+        let simple = self.simple.is_some();
+        if let Some(reg) = &self.simple {
+            if reg.borrow().get(&call.function.name).is_none() {
+                let r = ToolResult { tool_call_id: id, return_value: ToolReturnValue::not_found(&call.function.name) };
+                return futures::future::ready(r).boxed_local();
+            }
+        }
         let (signal, mut guard) = match &self.signals {
             ToolSignals::Shared(s) => (s.clone(), None),
             ToolSignals::PerCall(run_signal) => match sys::abort_controller() {
@@ -204,7 +237,17 @@ impl ToolDispatch for JsToolset {
         // them into the JSON and parsing them out again cost more than the rest of a dispatch).
         let head = JsValue::from_str(&call_head_json(call));
         let args = call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str);
-        let outcome = self.invoker.call5(&JsValue::UNDEFINED, &self.toolset, &head, &args, &signal, &self.run);
+        // The arguments were checked as the call completed (the engine's `Arguments`): the
+        // handler's are the model's text, parsed by the invoker.
+        let outcome = self.invoker.call6(
+            &JsValue::UNDEFINED,
+            &self.toolset,
+            &head,
+            &args,
+            &signal,
+            &self.run,
+            &JsValue::from_bool(simple),
+        );
         let fut = settle_js(outcome);
         async move {
             let outcome = fut.await;
@@ -212,6 +255,8 @@ impl ToolDispatch for JsToolset {
                 g.disarm(); // finished: nothing to abort
             }
             match outcome {
+                // What the handler returned, read once.
+                Ok(v) if simple => settle(id, normalize_return(&v)),
                 Ok(v) => to_tool_result(&v, &id),
                 Err(e) => settle(id, Err(ToolFailure::Runtime(error_text(&e)))),
             }
@@ -242,9 +287,6 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
     if v.is_undefined() || v.is_null() {
         return Ok(ToolReturnValue::ok(ToolOutput::Text(String::new()), "", ""));
     }
-    if let Some(m) = Reflect::get(v, &"__kosongValidate".into()).ok().and_then(|m| m.as_string()) {
-        return Err(ToolFailure::Validate(m));
-    }
     let invalid = |what: &str| {
         Ok(ToolReturnValue::error(
             &format!(
@@ -269,38 +311,97 @@ fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
     invalid(&v.js_typeof().as_string().unwrap_or_default())
 }
 
-/// The core of the JS `SimpleToolset`: kosong's lookup, argument and error rules.
+thread_local! {
+    /// The registries of the live `SimpleToolsetCore`s, by id: how the engine finds the one a
+    /// call's toolset owns without holding the JS object.
+    static REGISTRIES: RefCell<HashMap<u32, Weak<RefCell<SimpleToolset<()>>>>> = RefCell::default();
+    static NEXT_ID: Cell<u32> = const { Cell::new(1) };
+}
+
+fn registry(id: u32) -> Option<Registry> {
+    REGISTRIES.with(|r| r.borrow().get(&id).and_then(Weak::upgrade))
+}
+
+fn toolset_error(e: ToolsetError) -> JsValue {
+    match e {
+        ToolsetError::Invalid(m) => js_sys::TypeError::new(&m).into(),
+        e => js_sys::Error::new(e.message()).into(),
+    }
+}
+
+/// The core of the JS `SimpleToolset`: its registry (names, definitions, which tools are eager)
+/// and kosong's rules and results. The handlers stay on the JS side: holding JS functions here
+/// would keep the toolset alive through the instance, beyond the garbage collector's sight.
 #[wasm_bindgen]
 pub struct SimpleToolsetCore {
-    inner: SimpleToolset<()>,
+    id: u32,
+    inner: Registry,
 }
 
 #[wasm_bindgen]
 impl SimpleToolsetCore {
     #[wasm_bindgen(constructor)]
     pub fn new() -> SimpleToolsetCore {
-        SimpleToolsetCore { inner: SimpleToolset::default() }
+        let id = NEXT_ID.with(|n| {
+            let id = n.get();
+            n.set(id.wrapping_add(1).max(1));
+            id
+        });
+        let inner: Registry = Rc::default();
+        REGISTRIES.with(|r| r.borrow_mut().insert(id, Rc::downgrade(&inner)));
+        SimpleToolsetCore { id, inner }
     }
 
-    pub fn add(&mut self, name: String) {
-        self.inner.add(name, ());
+    /// What the engine is told to find this registry by.
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> u32 {
+        self.id
     }
 
-    pub fn remove(&mut self, name: &str) -> bool {
-        self.inner.remove(name)
+    /// Adds a tool (`parameters`: its schema as JSON text, or none); throws kosong-wasm's
+    /// `TypeError` for a name the providers refuse, a name taken, or parameters that are not an
+    /// object schema.
+    pub fn add(&self, name: &str, description: String, parameters: Option<String>, eager: bool) -> Result<(), JsValue> {
+        let parameters = match parameters {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| js_sys::TypeError::new(&e.to_string()))?),
+            None => None,
+        };
+        self.inner.borrow_mut().add(name, description, parameters, eager, ()).map_err(toolset_error)
     }
 
-    /// kosong's checks on a call: a `ToolResult` when they answer it already (unknown tool,
-    /// arguments that are not JSON), or the raw JSON arguments to run the handler with.
-    /// (The handlers stay on the JS side: holding JS functions here would keep the toolset
-    /// alive through the instance, beyond the garbage collector's sight.)
+    pub fn remove(&self, name: &str) -> Result<(), JsValue> {
+        self.inner.borrow_mut().remove(name).map_err(toolset_error)
+    }
+
+    /// The tools as `SimpleToolset.tools` gives them: `{name, description, parameters}`, plus
+    /// `eager: false` for the tools that wait for a whole answer.
+    pub fn tools(&self) -> JsValue {
+        let list: Vec<serde_json::Value> = self
+            .inner
+            .borrow()
+            .specs()
+            .map(|t| {
+                let mut v = serde_json::json!({"name": t.definition.name, "description": t.definition.description,
+                    "parameters": t.definition.parameters});
+                if !t.eager {
+                    v["eager"] = serde_json::Value::Bool(false);
+                }
+                v
+            })
+            .collect();
+        to_js(&list)
+    }
+
+    /// kosong's checks on a call given to `handle`: a `ToolResult` when they answer it already
+    /// (unknown tool, arguments that are not JSON), or the arguments' JSON text to run the
+    /// handler with.
     pub fn prepare(&self, call: JsValue) -> JsValue {
         let Some(call) = from_js::<ToolCall>(&call) else {
             return js_sys::TypeError::new("handle(call): call is not a ToolCall").into();
         };
-        match self.inner.prepare(&call) {
+        match self.inner.borrow().prepare(&call) {
             Prepared::Done(r) => to_js(&r),
-            Prepared::Run((), raw) => JsValue::from_str(raw),
+            Prepared::Run((), _) => JsValue::from_str(call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}")),
         }
     }
 
@@ -317,8 +418,21 @@ impl SimpleToolsetCore {
     }
 }
 
+impl Drop for SimpleToolsetCore {
+    fn drop(&mut self) {
+        REGISTRIES.with(|r| r.borrow_mut().remove(&self.id));
+    }
+}
+
 impl Default for SimpleToolsetCore {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// kosong's result for arguments the `validate` hook refused (`message` says why): a
+/// `ToolReturnValue` a handler's place returns.
+#[wasm_bindgen(js_name = validationFailed)]
+pub fn validation_failed(message: &str) -> JsValue {
+    to_js(&ToolReturnValue::validate_error(message))
 }

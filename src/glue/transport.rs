@@ -35,7 +35,9 @@ async fn with_timeout(
     what: &str,
 ) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
     let Some(ms) = ms else { return Ok(fut.await) };
-    let timer = gloo_timers::future::TimeoutFuture::new(ms.clamp(0.0, u32::MAX as f64) as u32);
+    // Whole milliseconds (the timer's unit; and no float formatting in the .wasm for the message).
+    let ms = ms.ceil().clamp(0.0, u32::MAX as f64) as u32;
+    let timer = gloo_timers::future::TimeoutFuture::new(ms);
     let fut = std::pin::pin!(fut);
     let outcome = match select(fut, timer).await {
         Either::Left((r, _)) => Some(r),

@@ -7,11 +7,12 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::agent::WebEnv;
 use super::error::type_error;
+use super::get;
 use super::signals::{AbortWatch, Awaited};
 use super::sys::{self, AbortSignal};
-use super::tools::{read_js, to_js};
+use super::tools::read_js;
 use crate::core::soul::run::{self, RunOutcome};
-use crate::core::soul::wire::{self, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
+use crate::core::soul::wire::{self, ApprovalRequest, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
 
 /// The state behind the JS `Wire`.
@@ -47,17 +48,28 @@ impl WireCore {
         self.wire.respond(request_id, r, feedback).map_err(|e| js_sys::Error::new(&e.to_string()).into())
     }
 
-    /// Publishes an `ApprovalRequest` (`payload.id` names it); resolves `{response, feedback}`.
+    /// Publishes an `ApprovalRequest` (the core names it and shapes it: kimi-cli's payload, no
+    /// display blocks); resolves `{response, feedback}`. `req`: `{tool_call_id, sender, action,
+    /// description}`, strings.
     #[wasm_bindgen(js_name = requestApproval)]
-    pub fn request_approval(&self, payload: JsValue) -> Result<Promise, JsValue> {
-        let payload: serde_json::Value =
-            read_js(&payload).map_err(|e| type_error(&format!("invalid approval request: {e}")))?;
-        let id =
-            payload.get("id").and_then(|v| v.as_str()).ok_or_else(|| type_error("an approval request needs an id"))?;
-        let answer = self.wire.request_approval(id.to_owned(), payload.clone());
+    pub fn request_approval(&self, req: JsValue) -> Result<Promise, JsValue> {
+        let field = |k: &str| get(&req, k).map(|v| v.as_string().ok_or_else(|| type_error(&format!("requestApproval: `{k}` must be a string"))));
+        let text = |k: &str| field(k).transpose().map(Option::unwrap_or_default);
+        let request = ApprovalRequest {
+            id: sys::random_uuid(),
+            tool_call_id: text("tool_call_id")?,
+            sender: text("sender")?,
+            action: text("action")?,
+            description: text("description")?,
+            display: Vec::new(),
+        };
+        let answer = self.wire.request_approval(request);
         Ok(future_to_promise(async move {
             let a = answer.await;
-            Ok(to_js(&serde_json::json!({"response": a.response.as_str(), "feedback": a.feedback})))
+            let o = js_sys::Object::new();
+            let _ = js_sys::Reflect::set(&o, &"response".into(), &a.response.as_str().into());
+            let _ = js_sys::Reflect::set(&o, &"feedback".into(), &a.feedback.into());
+            Ok(o.into())
         }))
     }
 

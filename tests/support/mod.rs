@@ -18,6 +18,7 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::generate::{EventSource, Limits};
 use kosong_wasm::core::message::{Message, ToolCall};
@@ -124,7 +125,7 @@ impl ToolDispatch for Tools {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
         self.runs.borrow_mut().push(call.function.name.clone());
         let id = call.id.clone();
         let h = self.handlers.borrow().get(&call.function.name).cloned();

@@ -21,39 +21,34 @@ use crate::core::providers::echo::{script_for_stream, EchoScript};
 use crate::core::providers::{HttpProvider, HttpRequest, Spec, StreamDecoder, ToolDefinition};
 
 /// A provider, read once.
-#[derive(Debug)]
 pub enum Provider {
     Http(Box<HttpProvider>),
     /// kosong's `ScriptedEchoChatProvider`: each request streams the next script.
     Scripted(Scripts),
 }
 
-/// The scripts a scripted provider has left, and how many requests it served.
-#[derive(Debug, Default)]
+/// Where a scripted provider's scripts come from (the caller keeps them: a JS provider's stay in
+/// JavaScript, not in the instance's memory), and how many requests it served.
 pub struct Scripts {
-    queue: RefCell<VecDeque<String>>,
+    next: Box<dyn Fn() -> Option<String>>,
     calls: Cell<usize>,
 }
 
 impl Provider {
-    /// Reads a provider spec: `{kind: "scripted", scripts: [...]}` or one of the HTTP providers'
-    /// (see [`HttpProvider::from_json`]).
+    /// Reads an HTTP provider's spec (see [`HttpProvider::from_json`]).
     pub fn from_json(text: &str) -> Result<Provider, serde_json::Error> {
-        let spec = Spec::parse(text)?;
-        if spec.string("kind")?.as_deref() == Some("scripted") {
-            let scripts = spec.get("scripts", "a list of strings", |v| {
-                v.as_array()?.iter().map(|s| s.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()
-            })?;
-            return Ok(Provider::scripted(scripts.unwrap_or_default()));
-        }
-        Ok(Provider::Http(Box::new(HttpProvider::from_spec(&spec)?)))
+        Ok(Provider::Http(Box::new(HttpProvider::from_spec(&Spec::parse(text)?)?)))
     }
 
+    /// A scripted provider whose next script `next` gives (`None`: there is none left).
+    pub fn scripted_from(next: impl Fn() -> Option<String> + 'static) -> Provider {
+        Provider::Scripted(Scripts { next: Box::new(next), calls: Cell::new(0) })
+    }
+
+    /// A scripted provider over these scripts.
     pub fn scripted<S: Into<String>>(scripts: impl IntoIterator<Item = S>) -> Provider {
-        Provider::Scripted(Scripts {
-            queue: RefCell::new(scripts.into_iter().map(Into::into).collect()),
-            calls: Cell::new(0),
-        })
+        let queue: RefCell<VecDeque<String>> = RefCell::new(scripts.into_iter().map(Into::into).collect());
+        Provider::scripted_from(move || queue.borrow_mut().pop_front())
     }
 
     pub fn model_name(&self) -> String {
@@ -71,15 +66,7 @@ impl Provider {
         };
         let n = s.calls.get() + 1;
         s.calls.set(n);
-        s.queue.borrow_mut().pop_front().ok_or_else(|| ChatProviderError::Other(format!("ScriptedProvider exhausted at call {n}.")))
-    }
-
-    /// The scripts a scripted provider has not used yet (none for an HTTP provider).
-    pub fn remaining_scripts(&self) -> Vec<String> {
-        match self {
-            Provider::Scripted(s) => s.queue.borrow().iter().cloned().collect(),
-            Provider::Http(_) => Vec::new(),
-        }
+        (s.next)().ok_or_else(|| ChatProviderError::Other(format!("ScriptedProvider exhausted at call {n}.")))
     }
 
     /// The request for this context: its body built (nothing is sent yet). `env` reads an

@@ -524,12 +524,8 @@ pub struct ToolDefinition {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    #[serde(default = "empty_object")]
+    #[serde(default = "crate::core::toolset::default_parameters")]
     pub parameters: serde_json::Value,
-}
-
-fn empty_object() -> serde_json::Value {
-    serde_json::Value::Object(Default::default())
 }
 
 /// Pulls a human message out of an error body: `{"error":{"message":…}}`, `{"message":…}`,

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use super::fast_delta::Is;
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
-use crate::core::json_close::{parses_as_container, JsonCloseTracker};
+use crate::core::json::close::{parses_as_container, JsonCloseTracker};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
 

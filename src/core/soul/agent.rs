@@ -34,19 +34,19 @@ use std::rc::Rc;
 use futures::future::{select, Either, LocalBoxFuture, Shared};
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
+use crate::core::json::Arguments;
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TextOrParts, TokenUsage, ToolCall};
 use crate::core::model::{Model, ModelError};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
 use crate::core::soul::context::SharedContext;
-use crate::core::soul::repeat::{append_reminder, canonical_arguments, RepeatTracker, Verdict};
+use crate::core::soul::repeat::{append_reminder, RepeatTracker, Verdict};
 use crate::core::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message, Backoff};
-use crate::core::soul::wire::{Wire, WireMessage};
+use crate::core::soul::wire::{Status, StatusUpdate, StepRetry, Wire, WireMessage};
 use crate::core::step::{
     collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolDispatch, ToolResultCallback,
 };
@@ -154,24 +154,17 @@ impl<E> From<E> for TurnError<E> {
     }
 }
 
-/// kimi-cli's status snapshot.
+/// kimi-cli's status snapshot (`Agent.status`): the same shape as a `StatusUpdate`'s status,
+/// with the agent's yolo setting.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StatusSnapshot {
-    pub context_usage: f64,
-    pub context_tokens: u64,
-    pub max_context_tokens: u64,
+    #[serde(flatten)]
+    pub status: Status,
     pub yolo_enabled: bool,
 }
 
 pub fn status(cfg: &AgentConfig, context: &SharedContext, yolo: bool) -> StatusSnapshot {
-    let tokens = context.read(|c| c.token_count());
-    let max = cfg.max_context_tokens;
-    StatusSnapshot {
-        context_usage: if max > 0 { tokens as f64 / max as f64 } else { 0.0 },
-        context_tokens: tokens,
-        max_context_tokens: max,
-        yolo_enabled: yolo,
-    }
+    StatusSnapshot { status: Status::of(context.read(|c| c.token_count()), cfg.max_context_tokens), yolo_enabled: yolo }
 }
 
 /// The result a call gets when the run was cancelled before it finished.
@@ -234,9 +227,9 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         self.inner.on_cut_off(call, chars)
     }
 
-    fn dispatch(&self, call: &ToolCall) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
         let mut st = self.state.borrow_mut();
-        let key = (call.function.name.clone(), canonical_arguments(call.function.arguments.as_deref()));
+        let key = (call.function.name.clone(), args.canonical());
         let verdict = st.repeats.on_call(&key);
         if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
             if before.function == call.function {
@@ -254,13 +247,13 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
                     }
                     None => {
                         drop(st);
-                        self.inner.dispatch(call)
+                        self.inner.dispatch(call, args)
                     }
                 }
             }
             Verdict::Run { reminder } => {
                 drop(st);
-                let fut = self.inner.dispatch(call);
+                let fut = self.inner.dispatch(call, args);
                 let shared = async move {
                     let mut r = fut.await;
                     if let Some(text) = reminder {
@@ -297,13 +290,13 @@ where
     ErrOf<M>: ModelError,
     T: TurnTools,
 {
-    fn send(&self, kind: &str, payload: Value) {
-        self.wire.send(WireMessage::event(kind, payload));
+    fn send(&self, m: WireMessage) {
+        self.wire.send(m);
     }
 
     /// Runs the turn until it ends or `cancel` resolves.
     pub async fn run(&self, input: UserInput, cancel: impl Future<Output = ()>) -> Result<(), TurnError<ErrOf<M>>> {
-        self.send("TurnBegin", json!({ "user_input": input }));
+        self.send(WireMessage::TurnBegin { user_input: input.clone() });
         let state = Rc::new(RefCell::new(TurnState {
             repeats: RepeatTracker::default(),
             in_flight: None,
@@ -322,7 +315,7 @@ where
                 Err(TurnError::Cancelled)
             }
         };
-        self.send("TurnEnd", json!({}));
+        self.send(WireMessage::TurnEnd);
         outcome
     }
 
@@ -355,7 +348,7 @@ where
                 Some(r) => r.clone(),
                 None => {
                     let r = aborted_result(&c.id);
-                    self.wire.send(WireMessage::event("ToolResult", serde_json::to_value(&r).unwrap_or_default()));
+                    self.wire.send(WireMessage::ToolResult(r.clone()));
                     r
                 }
             })
@@ -396,12 +389,12 @@ where
             if n > self.config.max_steps_per_turn {
                 return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
             }
-            self.send("StepBegin", json!({ "n": n }));
+            self.send(WireMessage::StepBegin { n });
             match self.step(model, n, &state, &round).await.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {
-                    self.send("StepInterrupted", json!({}));
+                    self.send(WireMessage::StepInterrupted);
                     return Err(e);
                 }
             }
@@ -437,15 +430,18 @@ where
             };
             let wait = retry_wait_ms(i, retry_after, self.env.random(), self.config.backoff);
             if let Some(n) = announce {
-                let status = match pe {
-                    ChatProviderError::Status { status, .. } => json!(status),
-                    _ => Value::Null,
+                let status_code = match pe {
+                    ChatProviderError::Status { status, .. } => Some(*status),
+                    _ => None,
                 };
-                self.send(
-                    "StepRetry",
-                    json!({"n": n, "next_attempt": i + 1, "max_attempts": max, "wait_s": wait / 1000.0,
-                           "error_type": pe.class_name(), "status_code": status}),
-                );
+                self.send(WireMessage::StepRetry(StepRetry {
+                    n,
+                    next_attempt: i + 1,
+                    max_attempts: max,
+                    wait_s: wait / 1000.0,
+                    error_type: pe.class_name().to_owned(),
+                    status_code,
+                }));
             }
             self.env.sleep(wait).await;
             i += 1;
@@ -453,7 +449,7 @@ where
     }
 
     async fn compact(&self, model: &M, n: u32) -> Result<(), TurnError<ErrOf<M>>> {
-        self.send("CompactionBegin", json!({}));
+        self.send(WireMessage::CompactionBegin);
         let prepared = self.context.read(|c| compaction::prepare(c.history(), compaction::DEFAULT_PRESERVED_MESSAGES));
         if let Some((ask, kept)) = prepared {
             let ask = [ask];
@@ -480,7 +476,7 @@ where
             self.context.append(compacted);
         }
         let _ = n;
-        self.send("CompactionEnd", json!({}));
+        self.send(WireMessage::CompactionEnd);
         Ok(())
     }
 
@@ -515,7 +511,7 @@ where
                 st.published.insert(r.tool_call_id.clone())
             };
             if fresh {
-                wire.send(WireMessage::event("ToolResult", serde_json::to_value(r).unwrap_or_default()));
+                wire.send(WireMessage::ToolResult(r.clone()));
             }
         });
         let spawn = |f: LocalBoxFuture<'static, ()>| self.env.spawn(f);
@@ -605,18 +601,8 @@ where
         if let Some(u) = &usage {
             self.context.update_token_count(input_tokens(u));
         }
-        let tokens = self.context.read(|c| c.token_count());
-        let max = self.config.max_context_tokens;
-        self.send(
-            "StatusUpdate",
-            json!({
-                "context_usage": if max > 0 { json!(tokens as f64 / max as f64) } else { Value::Null },
-                "context_tokens": tokens,
-                "max_context_tokens": if max > 0 { json!(max) } else { Value::Null },
-                "token_usage": usage,
-                "message_id": message_id,
-            }),
-        );
+        let status = Status::of(self.context.read(|c| c.token_count()), self.config.max_context_tokens);
+        self.send(WireMessage::StatusUpdate(StatusUpdate { status, token_usage: usage, message_id }));
     }
 
     /// Writes a round into the context — its message, usage and one tool message per result —

@@ -10,9 +10,7 @@ use std::rc::Rc;
 
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
-use serde_json::json;
-
-use crate::core::soul::wire::{ApprovalResponse, Wire};
+use crate::core::soul::wire::{ApprovalRequest, ApprovalResponse, Wire};
 use crate::core::toolset::{ToolOutput, ToolReturnValue};
 
 /// What an agent remembers between turns.
@@ -88,12 +86,14 @@ impl Approvals {
                 return Ok(futures::future::ready(true).boxed_local());
             }
         }
-        let id = (self.new_id)();
-        let payload = json!({
-            "id": id, "tool_call_id": call_id, "sender": self.sender, "action": action,
-            "description": description, "display": [],
+        let answer = self.wire.request_approval(ApprovalRequest {
+            id: (self.new_id)(),
+            tool_call_id: call_id.to_owned(),
+            sender: self.sender.clone(),
+            action: action.to_owned(),
+            description: description.to_owned(),
+            display: Vec::new(),
         });
-        let answer = self.wire.request_approval(id, payload);
         let this = self.clone();
         let (call_id, action) = (call_id.to_owned(), action.to_owned());
         Ok(async move {

@@ -1,14 +1,12 @@
 //! Repeated tool calls, as kimi-cli's toolset tracks them within a turn.
 //!
-//! A call's key is its tool name and its arguments in canonical form (parsed, keys sorted,
-//! compact). The *streak* is how many calls in a row, across steps, had the same key. A call
+//! A call's key is its tool name and its arguments in canonical form (`json::Arguments`: parsed
+//! once when the call completed, keys sorted, compact). The *streak* is how many calls in a row, across steps, had the same key. A call
 //! whose key an earlier step already made gets a `<system-reminder>` appended to its output
 //! from a streak of 3 (stronger at 5 and 8); at 12 the turn stops after that step. Two calls
 //! with the same key in one step run the tool once: the second gets the first one's result.
 
 use std::collections::HashSet;
-
-use serde_json::Value;
 
 use crate::core::message::ContentPart;
 use crate::core::toolset::{ToolOutput, ToolReturnValue};
@@ -43,20 +41,6 @@ parameters, or finish the task if enough evidence has been gathered.\n</system-r
 
 /// A call's identity for repeat detection: the tool's name and canonical arguments.
 pub type CallKey = (String, String);
-
-/// The arguments in canonical form: parsed, object keys sorted, compact (missing or empty
-/// arguments are `{}`). Text that is not JSON stays as it is.
-pub fn canonical_arguments(raw: Option<&str>) -> String {
-    let raw = match raw {
-        None | Some("") => "{}",
-        Some(a) => a,
-    };
-    // serde_json's map is ordered by key, so printing the parsed value sorts it.
-    match serde_json::from_str::<Value>(raw) {
-        Ok(v) => v.to_string(),
-        Err(_) => raw.to_owned(),
-    }
-}
 
 /// What the tracker says of a call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,18 +140,7 @@ mod tests {
     use super::*;
 
     fn key(args: &str) -> CallKey {
-        ("plus".into(), canonical_arguments(Some(args)))
-    }
-
-    #[test]
-    fn canonical_form() {
-        assert_eq!(
-            canonical_arguments(Some(r#"{ "b": 1, "a": {"y": [1, 2], "x": "é"} }"#)),
-            r#"{"a":{"x":"é","y":[1,2]},"b":1}"#
-        );
-        assert_eq!(canonical_arguments(None), "{}");
-        assert_eq!(canonical_arguments(Some("")), "{}");
-        assert_eq!(canonical_arguments(Some("{bad")), "{bad");
+        ("plus".into(), crate::core::json::Arguments::check(Some(args)).unwrap().canonical())
     }
 
     #[test]

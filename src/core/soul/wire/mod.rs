@@ -1,11 +1,11 @@
 //! The Wire: the channel between a soul and its UI for one run, as kimi-cli's `Wire` is.
 //!
-//! The soul side publishes [`WireMessage`]s. Each UI side is a queue of the messages
-//! published after it subscribed: a *raw* side sees every message as it was sent; a *merged*
-//! side sees consecutive text, think and tool-call fragments joined (the merge rules of
-//! [`StreamedMessagePart::merge_in_place`], the same ones `generate` assembles a message
-//! with), flushed by any other message and at shutdown. The recorder writes the merged
-//! messages as kimi-cli's `wire.jsonl`.
+//! The soul side publishes [`WireMessage`]s (`message.rs`). Each UI side (`side.rs`) is a queue
+//! of the messages published after it subscribed: a *raw* side sees every message as it was
+//! sent; a *merged* side sees consecutive text, think and tool-call fragments joined (the merge
+//! rules of [`StreamedMessagePart::merge_in_place`], the same ones `generate` assembles a
+//! message with), flushed by any other message and at shutdown. The recorder (`recorder.rs`)
+//! writes the merged messages as kimi-cli's `wire.jsonl` (`jsonl.rs`).
 //!
 //! Approval requests travel on the wire too: [`Wire::request_approval`] publishes an
 //! `ApprovalRequest` and waits; [`Wire::respond`] publishes the `ApprovalResponse` and wakes
@@ -14,154 +14,24 @@
 //! Nothing here calls out while a `RefCell` is borrowed: callbacks (the recorder's sink) run
 //! after the wire's state is released, so a sink may publish on the wire again.
 
+mod jsonl;
+mod message;
+mod recorder;
+mod side;
+
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context as TaskContext, Poll, Waker};
 
 use futures::channel::oneshot;
-use serde::ser::SerializeStruct;
-use serde::{Deserialize, Serialize, Serializer};
-use serde_json::{json, Value};
 
+#[allow(unused_imports)]
 use crate::core::message::StreamedMessagePart;
 
-/// kimi-cli's wire protocol version, written in the recording's first line.
-pub const WIRE_PROTOCOL_VERSION: &str = "1.10";
-
-/// One message on the wire: `{type, payload}`. The parts a merged side joins are typed; every
-/// other message keeps its payload as JSON.
-#[derive(Clone, Debug, PartialEq)]
-pub enum WireMessage {
-    /// `ContentPart`, `ToolCall` or `ToolCallPart`.
-    Part(StreamedMessagePart),
-    Event {
-        kind: String,
-        payload: Value,
-    },
-}
-
-impl WireMessage {
-    pub fn event(kind: &str, payload: Value) -> WireMessage {
-        WireMessage::Event { kind: kind.to_owned(), payload }
-    }
-
-    /// A message read from JSON (`{type, payload}`): parts whose payload has their shape are
-    /// typed (so they merge); anything else is kept as it came.
-    pub fn from_parts(kind: String, payload: Value) -> WireMessage {
-        // Read from the payload's text: the message model's readers are then compiled for
-        // one deserializer (text) instead of two (text and `Value`), which the .wasm feels.
-        fn typed<T: serde::de::DeserializeOwned>(payload: &Value) -> Option<T> {
-            serde_json::from_str(&payload.to_string()).ok()
-        }
-        let typed = match kind.as_str() {
-            "ContentPart" => typed(&payload).map(StreamedMessagePart::Content),
-            "ToolCall" => typed(&payload).map(StreamedMessagePart::ToolCall),
-            "ToolCallPart" => typed(&payload).map(StreamedMessagePart::ToolCallPart),
-            _ => None,
-        };
-        match typed {
-            Some(p) => WireMessage::Part(p),
-            None => WireMessage::Event { kind, payload },
-        }
-    }
-
-    pub fn kind(&self) -> &str {
-        match self {
-            WireMessage::Part(StreamedMessagePart::Content(_)) => "ContentPart",
-            WireMessage::Part(StreamedMessagePart::ToolCall(_)) => "ToolCall",
-            WireMessage::Part(StreamedMessagePart::ToolCallPart(_)) => "ToolCallPart",
-            WireMessage::Event { kind, .. } => kind,
-        }
-    }
-
-    /// Absorbs `next` when the merge rules join them.
-    fn merge(&mut self, next: &WireMessage) -> bool {
-        match (self, next) {
-            (WireMessage::Part(a), WireMessage::Part(b)) => a.merge_in_place(b),
-            _ => false,
-        }
-    }
-}
-
-impl Serialize for WireMessage {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("WireMessage", 2)?;
-        st.serialize_field("type", self.kind())?;
-        match self {
-            WireMessage::Part(p) => st.serialize_field("payload", p)?,
-            WireMessage::Event { payload, .. } => st.serialize_field("payload", payload)?,
-        }
-        st.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for WireMessage {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Raw {
-            #[serde(rename = "type")]
-            kind: String,
-            payload: Value,
-        }
-        let r = Raw::deserialize(d)?;
-        if !r.payload.is_object() {
-            return Err(serde::de::Error::custom("a wire message's payload must be an object"));
-        }
-        Ok(WireMessage::from_parts(r.kind, r.payload))
-    }
-}
-
-/// The first line of `wire.jsonl`.
-pub fn metadata_line() -> String {
-    format!("{{\"type\":\"metadata\",\"protocol_version\":\"{WIRE_PROTOCOL_VERSION}\"}}")
-}
-
-/// One record line of `wire.jsonl`: `{"timestamp": <seconds>, "message": …}`.
-pub fn record_line(timestamp_s: f64, message: &WireMessage) -> String {
-    #[derive(Serialize)]
-    struct Record<'a> {
-        timestamp: f64,
-        message: &'a WireMessage,
-    }
-    serde_json::to_string(&Record { timestamp: timestamp_s, message }).unwrap_or_default()
-}
-
-/// The `message` of a `wire.jsonl` line, as its raw JSON text, when the line is a record of a
-/// message (`{type: string, payload: object}`); `None` for the metadata line, blank lines and
-/// lines that are not records (a damaged line, a write cut short).
-pub fn record_message(line: &str) -> Option<&serde_json::value::RawValue> {
-    #[derive(Deserialize)]
-    struct Record<'a> {
-        #[serde(borrow)]
-        message: &'a serde_json::value::RawValue,
-    }
-    let r: Record<'_> = serde_json::from_str(line).ok()?;
-    // Checked through a `Value` (its reader is in the .wasm anyway), not a derived shape.
-    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(r.message.get()) else { return None };
-    (m.get("type").is_some_and(Value::is_string) && m.get("payload").is_some_and(Value::is_object)).then_some(r.message)
-}
-
-/// Reads `wire.jsonl` back into messages (the records [`record_message`] accepts).
-pub fn read_wire_record(jsonl: &str) -> Vec<WireMessage> {
-    jsonl.lines().filter_map(record_message).filter_map(|m| serde_json::from_str(m.get()).ok()).collect()
-}
-
-/// The same messages as the JSON text of an array, each exactly as it was recorded (for a
-/// reader with an exact number parser of its own: JavaScript's `JSON.parse`).
-pub fn wire_record_json(jsonl: &str) -> String {
-    let mut out = String::from("[");
-    for m in jsonl.lines().filter_map(record_message) {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(m.get());
-    }
-    out.push(']');
-    out
-}
+pub use jsonl::{metadata_line, read_wire_record, record_line, record_message, wire_record_json, WIRE_PROTOCOL_VERSION};
+pub use message::{ApprovalRequest, Status, StatusUpdate, StepRetry, WireMessage};
+pub use recorder::Recorder;
+pub use side::{Ready, UiSide};
 
 /// The user's answer to an approval request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,114 +76,6 @@ impl std::fmt::Display for WireError {
         match self {
             WireError::NoSuchRequest(id) => write!(f, "No approval request {id} is waiting on this wire"),
         }
-    }
-}
-
-#[derive(Default)]
-struct SideState {
-    items: VecDeque<WireMessage>,
-    closed: bool,
-    waker: Option<Waker>,
-}
-
-/// One subscriber's queue. Dropping every handle to it (or [`UiSide::detach`]) stops the
-/// wire from filling it.
-#[derive(Clone, Default)]
-pub struct UiSide(Rc<RefCell<SideState>>);
-
-impl UiSide {
-    fn push(&self, m: WireMessage) {
-        let waker = {
-            let mut st = self.0.borrow_mut();
-            if st.closed {
-                return;
-            }
-            st.items.push_back(m);
-            st.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    fn close(&self) {
-        let waker = {
-            let mut st = self.0.borrow_mut();
-            st.closed = true;
-            st.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    /// Every message that is ready, oldest first (empty when none is).
-    pub fn take_ready(&self) -> Vec<WireMessage> {
-        self.0.borrow_mut().items.drain(..).collect()
-    }
-
-    /// The wire has shut down and every message was taken.
-    pub fn is_finished(&self) -> bool {
-        let st = self.0.borrow();
-        st.closed && st.items.is_empty()
-    }
-
-    /// Resolves when a message is ready or the side is finished.
-    pub fn ready(&self) -> Ready {
-        Ready(self.clone())
-    }
-
-    /// The next message, or `None` once the wire has shut down and all were read.
-    pub async fn receive(&self) -> Option<WireMessage> {
-        self.ready().await;
-        self.0.borrow_mut().items.pop_front()
-    }
-
-    /// Stops receiving: the queue is emptied and closed.
-    pub fn detach(&self) {
-        let mut st = self.0.borrow_mut();
-        st.items.clear();
-        st.closed = true;
-    }
-}
-
-/// See [`UiSide::ready`].
-pub struct Ready(UiSide);
-
-impl Future for Ready {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
-        let mut st = self.0 .0.borrow_mut();
-        if !st.items.is_empty() || st.closed {
-            return Poll::Ready(());
-        }
-        st.waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-/// Writes the merged messages of a wire as `wire.jsonl` lines through a sink.
-pub struct Recorder {
-    sink: Box<dyn FnMut(String)>,
-    now_s: Box<dyn Fn() -> f64>,
-    wrote_header: bool,
-    count: u64,
-}
-
-impl Recorder {
-    /// `now_s` gives the timestamp of each record, in seconds.
-    pub fn new(sink: Box<dyn FnMut(String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
-        Recorder { sink, now_s, wrote_header: false, count: 0 }
-    }
-
-    fn write(&mut self, m: &WireMessage) {
-        if !self.wrote_header {
-            self.wrote_header = true;
-            (self.sink)(metadata_line());
-        }
-        let line = record_line((self.now_s)(), m);
-        (self.sink)(line);
-        self.count += 1;
     }
 }
 
@@ -447,19 +209,19 @@ impl Wire {
         }
     }
 
-    /// Publishes an `ApprovalRequest` (`payload` must carry its `id`) and resolves with the
-    /// answer; a rejection without feedback if the wire shuts down first.
-    pub fn request_approval(&self, id: String, payload: Value) -> impl Future<Output = ApprovalAnswer> {
+    /// Publishes an `ApprovalRequest` and resolves with the answer; a rejection without
+    /// feedback if the wire shuts down first.
+    pub fn request_approval(&self, request: ApprovalRequest) -> impl Future<Output = ApprovalAnswer> {
         let (tx, rx) = oneshot::channel();
         let shut = {
             let mut st = self.0.borrow_mut();
             if !st.shut {
-                st.pending.push((id, tx));
+                st.pending.push((request.id.clone(), tx));
             }
             st.shut
         };
         if !shut {
-            self.send(WireMessage::event("ApprovalRequest", payload));
+            self.send(WireMessage::ApprovalRequest(request));
         }
         async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
@@ -476,10 +238,11 @@ impl Wire {
                 .ok_or_else(|| WireError::NoSuchRequest(request_id.to_owned()))?;
             st.pending.remove(i).1
         };
-        self.send(WireMessage::event(
-            "ApprovalResponse",
-            json!({"request_id": request_id, "response": response.as_str(), "feedback": feedback}),
-        ));
+        self.send(WireMessage::ApprovalResponse {
+            request_id: request_id.to_owned(),
+            response,
+            feedback: feedback.to_owned(),
+        });
         let _ = tx.send(ApprovalAnswer { response, feedback: feedback.to_owned() });
         Ok(())
     }
@@ -526,6 +289,22 @@ impl Wire {
 mod tests {
     use super::*;
     use futures::executor::block_on;
+    use serde_json::{json, Value};
+
+    fn other(kind: &str) -> WireMessage {
+        WireMessage::Other { kind: kind.into(), payload: json!({}) }
+    }
+
+    fn ask(id: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            id: id.into(),
+            tool_call_id: "c".into(),
+            sender: "agent".into(),
+            action: "a".into(),
+            description: String::new(),
+            display: Vec::new(),
+        }
+    }
 
     fn part(kind: &str, payload: Value) -> WireMessage {
         WireMessage::from_parts(kind.into(), payload)
@@ -536,7 +315,7 @@ mod tests {
         let wire = Wire::new();
         let early = wire.ui_side(true);
         let raw = wire.ui_side(false);
-        wire.send(WireMessage::event("TurnBegin", json!({"user_input": "x"})));
+        wire.send(WireMessage::TurnBegin { user_input: crate::core::soul::agent::UserInput::Text("x".into()) });
         let late = wire.ui_side(true);
         let parts = [
             part("ContentPart", json!({"type": "think", "think": "a"})),
@@ -553,9 +332,9 @@ mod tests {
             assert!(matches!(p, WireMessage::Part(_)));
             wire.send(p.clone());
         }
-        wire.send(WireMessage::event("TurnEnd", json!({})));
+        wire.send(WireMessage::TurnEnd);
         wire.shutdown();
-        wire.send(WireMessage::event("TurnBegin", json!({})));
+        wire.send(other("TurnBegin"));
         assert_eq!(raw.take_ready().len(), 11);
         let l: Vec<String> = late.take_ready().iter().map(|m| m.kind().to_owned()).collect();
         assert_eq!(l, ["ContentPart", "ContentPart", "ContentPart", "ToolCall", "ToolCallPart", "TurnEnd"]);
@@ -590,7 +369,7 @@ mod tests {
     #[test]
     fn a_message_that_is_not_a_part_shape_is_kept_as_it_came() {
         let m = part("ContentPart", json!({"type": "text", "text": 5}));
-        assert!(matches!(&m, WireMessage::Event { kind, .. } if kind == "ContentPart"));
+        assert!(matches!(&m, WireMessage::Other { kind, .. } if kind == "ContentPart"));
         let wire = Wire::new();
         let side = wire.ui_side(true);
         wire.send(m.clone());
@@ -602,11 +381,11 @@ mod tests {
     fn approvals_are_answered_once_and_rejected_at_shutdown() {
         let wire = Wire::new();
         let side = wire.ui_side(true);
-        let a = wire.request_approval("r1".into(), json!({"id": "r1"}));
+        let a = wire.request_approval(ask("r1"));
         wire.respond("r1", ApprovalResponse::Reject, "no").unwrap();
         assert_eq!(block_on(a), ApprovalAnswer { response: ApprovalResponse::Reject, feedback: "no".into() });
         assert!(wire.respond("r1", ApprovalResponse::Approve, "").is_err());
-        let b = wire.request_approval("r2".into(), json!({"id": "r2"}));
+        let b = wire.request_approval(ask("r2"));
         wire.shutdown();
         assert_eq!(block_on(b).response, ApprovalResponse::Reject);
         let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
@@ -622,14 +401,14 @@ mod tests {
         wire.set_recorder(Recorder::new(
             Box::new(move |line| {
                 if line.contains("\"StepBegin\"") {
-                    w2.send(WireMessage::event("Note", json!({}))); // re-entrant publish
+                    w2.send(other("Note")); // re-entrant publish
                 }
                 l2.borrow_mut().push(line)
             }),
             Box::new(|| 12.5),
         ));
         let side = wire.ui_side(true);
-        wire.send(WireMessage::event("StepBegin", json!({"n": 1})));
+        wire.send(WireMessage::StepBegin { n: 1 });
         wire.send(part("ContentPart", json!({"type": "text", "text": "a"})));
         wire.send(part("ContentPart", json!({"type": "text", "text": "b"})));
         wire.shutdown();
@@ -637,9 +416,11 @@ mod tests {
         let text = lines.borrow().join("\n") + "\n{damaged\n";
         assert_eq!(lines.borrow()[0], r#"{"type":"metadata","protocol_version":"1.10"}"#);
         assert!(lines.borrow()[1].starts_with(r#"{"timestamp":12.5,"message":{"type":"StepBegin""#));
-        assert_eq!(read_wire_record(&text), merged);
+        // Read back, a message is the same JSON (parts typed again, the rest kept as it came).
+        let json_of = |ms: &[WireMessage]| serde_json::to_value(ms).unwrap();
+        assert_eq!(json_of(&read_wire_record(&text)), json_of(&merged));
         let as_json: Vec<WireMessage> = serde_json::from_str(&wire_record_json(&text)).unwrap();
-        assert_eq!(as_json, merged);
+        assert_eq!(json_of(&as_json), json_of(&merged));
         assert_eq!(wire_record_json("{\"message\":{\"type\":\"X\",\"payload\":[]}}\nnope\n"), "[]");
         assert_eq!(wire.recorded(), 3);
     }
