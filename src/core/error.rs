@@ -140,13 +140,16 @@ impl std::error::Error for ChatProviderError {}
 /// Parses `retry-after-ms` (milliseconds) or `Retry-After` (seconds; an HTTP date is not
 /// interpreted here because the core has no clock: the glue passes `now_ms` for that).
 pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>, now_ms: Option<f64>) -> Option<u64> {
-    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
+    // A number as JSON writes one, read by serde_json's parser (the .wasm has it anyway; core's
+    // `f64` parser would add its own).
+    let number = |v: &str| serde_json::from_str::<f64>(v).ok();
+    if let Some(ms) = retry_after_ms.and_then(|v| number(v.trim())) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(ms.round() as u64);
         }
     }
     let v = retry_after?.trim();
-    if let Ok(s) = v.parse::<f64>() {
+    if let Some(s) = number(v) {
         if s.is_finite() && s >= 0.0 {
             return Some((s * 1000.0).round() as u64);
         }

@@ -512,7 +512,8 @@ fn number_value(n: &str) -> Option<Value> {
     }
     // A valid number too large for a double (`1e400`) has no JSON value here: it previews as
     // `null`, the same whether it arrived whole or in pieces.
-    Some(n.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number))
+    // (Read by serde_json's number parser, which the .wasm has anyway, not core's `f64` parser.)
+    Some(serde_json::from_str::<f64>(n).ok().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number))
 }
 
 /// The slot at `path`, made when it is the next key or index of its container.
