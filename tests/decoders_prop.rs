@@ -248,7 +248,12 @@ mod partial_json_props {
             let (got, done, failed) = feed_split(&text, &cuts);
             prop_assert!(!failed);
             prop_assert!(done);
-            prop_assert_eq!(got, v);
+            // What the core reads the whole text as (serde_json's number reader: a non-integer
+            // with more than 15 significant digits may differ from `v` in its last bit, as it
+            // does for every JSON the core reads; a handler's arguments are parsed by
+            // JavaScript, exactly).
+            let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(got, whole);
         }
 
         #[test]
