@@ -27,32 +27,6 @@ function probability(v, name) {
   return v;
 }
 
-/** Chat Completions SSE text for a scripted answer. */
-function scriptToSSE({ parts, id, usage }) {
-  const base = { id: id ?? "chatcmpl-chaos", object: "chat.completion.chunk", model: "scripted_echo" };
-  const event = (obj) => `data: ${JSON.stringify(obj)}\n\n`;
-  const delta = (d) => event({ ...base, choices: [{ index: 0, delta: d, finish_reason: null }] });
-  const out = [];
-  let index = -1;
-  for (const p of parts) {
-    if (p.type === "text") out.push(delta({ content: p.text }));
-    else if (p.type === "think") out.push(delta({ reasoning_content: p.think }));
-    else if (p.type === "function") {
-      index += 1;
-      out.push(delta({ tool_calls: [{ index, id: p.id, type: "function", function: { name: p.function.name, arguments: p.function.arguments ?? "" } }] }));
-    } else if (p.type === "tool_call_part" && index >= 0 && p.arguments_part) {
-      out.push(delta({ tool_calls: [{ index, function: { arguments: p.arguments_part } }] }));
-    }
-  }
-  out.push(event({ ...base, choices: [{ index: 0, delta: {}, finish_reason: index >= 0 ? "tool_calls" : "stop" }] }));
-  if (usage) {
-    const prompt = usage.input_other + usage.input_cache_read + usage.input_cache_creation;
-    out.push(event({ ...base, choices: [], usage: { prompt_tokens: prompt, completion_tokens: usage.output, prompt_tokens_details: { cached_tokens: usage.input_cache_read } } }));
-  }
-  out.push("data: [DONE]\n\n");
-  return out.join("");
-}
-
 /** Removes the final `}` of one tool call's arguments in an SSE body; null when it has no call. */
 function corruptToolCall(sse, random) {
   const events = sse.split("\n\n");
@@ -135,7 +109,7 @@ class Faults {
     let headers;
     if (scripted) {
       // A transient fault: the retry sees the same answer.
-      text = this.replay ?? scriptToSSE(JSON.parse(callWasm(() => wasm.parseEchoScript(this.inner._core.takeScript()))));
+      text = this.replay ?? callWasm(() => wasm.echoScriptSse(this.inner._core.takeScript()));
       this.replay = plan.truncate ? text : null;
       headers = { "content-type": "text/event-stream" };
     } else {
@@ -253,7 +227,7 @@ export class ChaosProvider {
       const faults = this.#faults;
       const fetch = (url, init) => faults.fetch(url, init, scripted, innerFetch);
       this.#core = scripted
-        ? callWasm(() => new wasm.ProviderCore(JSON.stringify({ kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" }), fetch))
+        ? callWasm(() => new wasm.ProviderCore("ChaosProvider", JSON.stringify({ kind: "openai", model: "scripted_echo", baseUrl: "http://chaos.invalid/v1" }), fetch))
         : inner._core.withFetch(fetch);
     }
     return this.#core;

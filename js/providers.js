@@ -55,9 +55,6 @@ function checkProviderOptions(opts, who, known) {
   checkHttpOptions(opts, who);
   checkOptionNames(opts, who, known);
   if (opts.thinking !== undefined) checkEffort(opts.thinking);
-  if (opts.maxTokens !== undefined && !(Number.isInteger(opts.maxTokens) && opts.maxTokens > 0)) {
-    throw new TypeError(`${who}: \`maxTokens\` must be a positive integer`);
-  }
   if (opts.temperature !== undefined && typeof opts.temperature !== "number") {
     throw new TypeError(`${who}: \`temperature\` must be a number`);
   }
@@ -71,11 +68,6 @@ function checkProviderOptions(opts, who, known) {
   }
   for (const k of ["apiKey", "baseUrl", "reasoningKey", "reasoningEffort"]) {
     if (opts[k] !== undefined && typeof opts[k] !== "string") throw new TypeError(`${who}: \`${k}\` must be a string`);
-  }
-  if (opts.baseUrl !== undefined) {
-    // The core's rule (an http(s) URL, no `user:password@`); the message never repeats credentials.
-    const problem = callWasm(() => wasm.baseUrlProblem(opts.baseUrl));
-    if (problem) throw new TypeError(`${who}: ${problem}`);
   }
   if (opts.adaptiveThinking !== undefined && typeof opts.adaptiveThinking !== "boolean") {
     throw new TypeError(`${who}: \`adaptiveThinking\` must be a boolean`);
@@ -98,8 +90,11 @@ class HttpProvider {
     }
     checkProviderOptions(opts, who, [...COMMON_OPTIONS, ...options]);
     this.#opts = { ...opts };
+    // Read once by the core, now: its rules for the values (a positive `maxTokens`, an http(s)
+    // `baseUrl` without credentials, …) fail here, in the constructor.
+    this.#core = this.#read(who);
   }
-  #core = null;
+  #core;
   get modelName() {
     return this.#opts.model;
   }
@@ -111,30 +106,30 @@ class HttpProvider {
     return new this.constructor({ ...this.#opts, thinking: checkEffort(effort) });
   }
   /**
-   * @internal The provider read once by the core (when first used): its request builder, its
+   * @internal The provider read once by the core (when it was made): its request builder, its
    * decoder and the rule for its API key (from the options, else the environment when a request
    * is made, else an error before anything is sent).
    */
   get _core() {
-    if (this.#core === null) {
-      const o = this.#opts;
-      const spec = {
-        kind: this._kind,
-        model: o.model,
-        apiKey: o.apiKey,
-        baseUrl: o.baseUrl,
-        headers: o.headers,
-        maxTokens: o.maxTokens,
-        temperature: o.temperature,
-        reasoningKey: o.reasoningKey,
-        reasoningEffort: o.reasoningEffort,
-        adaptiveThinking: o.adaptiveThinking,
-        extraBody: o.extraBody,
-        thinkingEffort: o.thinking,
-      };
-      this.#core = callWasm(() => new wasm.ProviderCore(JSON.stringify(spec), o.fetch, o.timeoutMs));
-    }
     return this.#core;
+  }
+  #read(who) {
+    const o = this.#opts;
+    const spec = {
+      kind: this._kind,
+      model: o.model,
+      apiKey: o.apiKey,
+      baseUrl: o.baseUrl,
+      headers: o.headers,
+      maxTokens: o.maxTokens,
+      temperature: o.temperature,
+      reasoningKey: o.reasoningKey,
+      reasoningEffort: o.reasoningEffort,
+      adaptiveThinking: o.adaptiveThinking,
+      extraBody: o.extraBody,
+      thinkingEffort: o.thinking,
+    };
+    return callWasm(() => new wasm.ProviderCore(who, JSON.stringify(spec), o.fetch, o.timeoutMs));
   }
   /** @internal The `fetch` this provider was given (`ChaosProvider` sends through it). */
   get _fetch() {
@@ -213,12 +208,16 @@ export class GeminiProvider extends HttpProvider {
 /** kosong's scripted echo provider: each call streams the next script (echo DSL); no network. */
 export class ScriptedProvider {
   #scripts;
-  #core = null;
+  #core;
   constructor(scripts) {
     if (!Array.isArray(scripts) || scripts.some((s) => typeof s !== "string")) {
       throw new TypeError("ScriptedProvider: scripts must be an array of strings");
     }
-    this.#scripts = [...scripts];
+    const queue = [...scripts];
+    this.#scripts = queue;
+    // The function holds the queue, not this provider: the core holds the function, and a
+    // provider reachable from its own core would never be collected.
+    this.#core = callWasm(() => wasm.ProviderCore.scripted(() => queue.shift()));
   }
   get name() {
     return "scripted_echo";
@@ -239,12 +238,6 @@ export class ScriptedProvider {
    * made (the scripts stay in JavaScript) and says when none is left.
    */
   get _core() {
-    if (this.#core === null) {
-      // The function holds the array, not this provider: the core holds the function, and a
-      // provider reachable from its own core would never be collected.
-      const scripts = this.#scripts;
-      this.#core = callWasm(() => wasm.ProviderCore.scripted(() => scripts.shift()));
-    }
     return this.#core;
   }
 }

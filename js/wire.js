@@ -110,7 +110,8 @@ export class Wire {
   }
 }
 
-export const WIRE_PROTOCOL_VERSION = "1.10";
+// kimi-cli's wire protocol version: the core's, written in by the build.
+export const WIRE_PROTOCOL_VERSION = "@core:WIRE_PROTOCOL_VERSION@";
 
 /** Writes a run's merged messages in kimi-cli's `wire.jsonl` format through `sink(line)`. */
 export class WireRecorder {

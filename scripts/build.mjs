@@ -90,15 +90,29 @@ export function build({ testHooks = false } = {}) {
     names: process.env.KOSONG_WASM_NAMES === "1",
   });
   writeFileSync(join(out, "wasm", "providers.txt"), buildKind());
-  // Every module of the JS layer as it is; the entries under their runtime's name.
+  // Every module of the JS layer as it is, the entries under their runtime's name; the constants
+  // the core owns written in from its source (one place for each).
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
+  const constants = coreConstants();
   for (const file of readdirSync(join(root, "js")).filter((f) => f.endsWith(".js"))) {
-    copyFileSync(join(root, "js", file), join(out, entries[file] ?? file));
+    const text = readFileSync(join(root, "js", file), "utf8").replace(/"@core:([A-Z_]+)@"/g, (_, name) => {
+      if (!(name in constants)) throw new Error(`kosong-wasm build: js/${file} names a core constant \`${name}\` the build does not know`);
+      return JSON.stringify(constants[name]);
+    });
+    writeFileSync(join(out, entries[file] ?? file), text);
   }
   if (testHooks) copyFileSync(join(root, "tests", "js", "test-hooks.js"), join(out, "test-hooks.js"));
   else bundleNodeEntry(out);
   const size = statSync(join(out, "wasm", "kosong_wasm_bg.wasm")).size;
   console.error(`kosong-wasm: built ${testHooks ? "pkg-test" : "pkg"}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
+}
+
+/** The constants the JS layer takes from the core's source: `WIRE_PROTOCOL_VERSION`. */
+function coreConstants() {
+  const src = readFileSync(join(root, "src", "core", "soul", "wire", "jsonl.rs"), "utf8");
+  const m = /pub const WIRE_PROTOCOL_VERSION: &str = "([^"]+)";/.exec(src);
+  if (!m) throw new Error("kosong-wasm build: WIRE_PROTOCOL_VERSION not found in src/core/soul/wire/jsonl.rs");
+  return { WIRE_PROTOCOL_VERSION: m[1] };
 }
 
 /**

@@ -226,3 +226,23 @@ fn a_scripted_provider_is_used_up_once_and_says_so() {
     assert_eq!(second.message(), "ScriptedProvider exhausted at call 2.");
     assert_eq!(p.model_name(), "scripted_echo");
 }
+
+#[test]
+fn a_script_served_as_chat_completions_decodes_to_the_same_answer() {
+    use kosong_wasm::core::providers::echo::parse_echo_script;
+    let script = "id: chatcmpl-7\ntext: Hel\ntext: lo\nthink: hm\ntool_call: {\"id\": \"c1\", \"name\": \"plus\", \"arguments\": \"{\\\"a\\\":\"}\ntool_call_part: 1}\nusage: input_other=3 input_cache_read=4 output=5";
+    let sse = parse_echo_script(script).unwrap().to_chat_sse();
+    let p = provider("openai", json!({}));
+    let http = FakeHttp::new(vec![ok(resplit(&[sse], 5), End::Done), ok(answer("openai", "done"), End::Done)]);
+    let mut h = Harness::new();
+    support::plus(&h);
+    let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let m = &h.history()[1];
+    assert_eq!(m.extract_text(""), "Hello");
+    let calls = m.tool_calls.clone().unwrap();
+    assert_eq!((calls[0].id.as_str(), calls[0].function.arguments.as_deref()), ("c1", Some("{\"a\":1}")));
+    let status = &o.payloads("StatusUpdate")[0];
+    assert_eq!(status["message_id"], "chatcmpl-7");
+    assert_eq!(status["token_usage"], json!({"input_other": 3, "output": 5, "input_cache_read": 4, "input_cache_creation": 0}));
+}

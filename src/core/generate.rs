@@ -32,7 +32,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_event_bytes: 16 << 20,
+            max_event_bytes: crate::core::sse::DEFAULT_MAX_EVENT_BYTES,
             max_tool_arguments_bytes: 16 << 20,
             max_message_bytes: 64 << 20,
             max_tool_calls_per_step: 256,

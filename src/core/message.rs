@@ -353,6 +353,18 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// The role as kosong (and serde, above) names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// A message in a conversation. `content` serializes as a plain string when it is a lone
 /// text part, as kosong does, and accepts a string, `null` or a list of parts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -404,6 +416,13 @@ fn de_content<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentPart>, D::Er
     })
 }
 
+/// kimi-cli's wrapper for what the runtime says rather than the user or a tool (a tool's status,
+/// a compaction's preface, a system message where a provider has no system role):
+/// `<system>…</system>`.
+pub fn system_text(text: &str) -> String {
+    format!("<system>{text}</system>")
+}
+
 /// Token usage of one generation, split as kosong splits it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
@@ -415,6 +434,17 @@ pub struct TokenUsage {
     pub input_cache_read: u64,
     #[serde(default)]
     pub input_cache_creation: u64,
+}
+
+impl TokenUsage {
+    /// The input tokens, cached or not (what kimi-cli counts as the context's size).
+    pub fn input(&self) -> u64 {
+        self.input_other + self.input_cache_read + self.input_cache_creation
+    }
+
+    pub fn total(&self) -> u64 {
+        self.input() + self.output
+    }
 }
 
 #[cfg(test)]

@@ -38,8 +38,9 @@ impl std::fmt::Display for SseError {
     }
 }
 
-/// Default cap on one event's size: far beyond any real model event, well short of an OOM.
-pub const DEFAULT_MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// Default cap on one event's size (the `maxEventBytes` limit's default): far beyond any real
+/// model event, well short of an OOM.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
 
 #[derive(Debug)]
 pub struct SseDecoder {

@@ -131,13 +131,6 @@ pub fn test_trap(kind: u32) {
     }
 }
 
-/// Why a provider's `baseUrl` cannot be used (`null` when it can): the core's one rule, checked by
-/// the provider constructors so a bad URL fails up front, before any request.
-#[wasm_bindgen(js_name = baseUrlProblem)]
-pub fn base_url_problem(url: &str) -> Option<String> {
-    crate::core::providers::base_url_problem(url)
-}
-
 /// The instance-wide memory budget (see `core::budget`), in bytes.
 #[wasm_bindgen(js_name = setMemoryBudget)]
 pub fn set_memory_budget(bytes: f64) {

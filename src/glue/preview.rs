@@ -1,4 +1,4 @@
-//! Glue for `PartialJson` (argument previews) and for `ChaosProvider`'s script reading.
+//! Glue for `PartialJson` (argument previews) and for `ChaosProvider`'s scripts as streams.
 
 use wasm_bindgen::prelude::*;
 
@@ -63,10 +63,10 @@ impl Default for PartialJsonCore {
     }
 }
 
-/// An echo-DSL script as `{parts, id, usage}` (JSON), for `ChaosProvider` to stream it
-/// through a real fetch path. Errors are the DSL's own messages.
-#[wasm_bindgen(js_name = parseEchoScript)]
-pub fn parse_echo_script_json(script: &str) -> Result<String, JsValue> {
+/// An echo-DSL script as the OpenAI Chat Completions stream `ChaosProvider` serves it as (see
+/// `EchoScript::to_chat_sse`). Errors are the DSL's own messages.
+#[wasm_bindgen(js_name = echoScriptSse)]
+pub fn echo_script_sse(script: &str) -> Result<String, JsValue> {
     let s = crate::core::providers::echo::parse_echo_script(script).map_err(|e| js_sys::Error::new(e.message()))?;
-    Ok(serde_json::json!({ "parts": s.parts, "id": s.id, "usage": s.usage }).to_string())
+    Ok(s.to_chat_sse())
 }

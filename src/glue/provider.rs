@@ -20,11 +20,11 @@ pub struct ProviderCore {
 
 #[wasm_bindgen]
 impl ProviderCore {
-    /// `spec`: an HTTP provider's options as JSON (see `Provider::from_json`), checked by the JS
-    /// layer.
+    /// `spec`: an HTTP provider's options as JSON (see `Provider::from_json`; the core's rules for
+    /// their values fail here, as a `TypeError` naming `who`, the provider's class).
     #[wasm_bindgen(constructor)]
-    pub fn new(spec: &str, fetch: Option<Function>, timeout_ms: Option<f64>) -> Result<ProviderCore, JsValue> {
-        let provider = Provider::from_json(spec).map_err(|e| type_error(&format!("invalid provider: {e}")))?;
+    pub fn new(who: &str, spec: &str, fetch: Option<Function>, timeout_ms: Option<f64>) -> Result<ProviderCore, JsValue> {
+        let provider = Provider::from_json(spec).map_err(|e| type_error(&format!("{who}: {e}")))?;
         Ok(ProviderCore { provider: Rc::new(provider), fetch, timeout_ms: timeout_ms.filter(|t| *t > 0.0) })
     }
 

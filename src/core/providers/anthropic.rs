@@ -257,7 +257,7 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
         }
         let (role, blocks) = match m.role {
             Role::System => {
-                ("user", vec![json!({"type": "text", "text": format!("<system>{}</system>", m.extract_text("\n"))})])
+                ("user", vec![json!({"type": "text", "text": crate::core::message::system_text(&m.extract_text("\n"))})])
             }
             Role::User => ("user", content_blocks(&m.content, false)?),
             _ => {

@@ -42,6 +42,55 @@ impl EchoScript {
         }
         out
     }
+
+    /// The script as an OpenAI Chat Completions stream (SSE text): what `ChaosProvider` serves a
+    /// scripted answer as, so it goes through a real provider's fetch path and decoder. Text and
+    /// think parts, calls and their fragments; the other parts have no Chat Completions form.
+    pub fn to_chat_sse(&self) -> String {
+        let id = self.id.as_deref().unwrap_or("chatcmpl-chaos");
+        let mut out = String::new();
+        let mut event = |choices: Value, usage: Option<Value>| {
+            let mut chunk = serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": "scripted_echo", "choices": choices});
+            if let Some(u) = usage {
+                chunk["usage"] = u;
+            }
+            out.push_str("data: ");
+            out.push_str(&chunk.to_string());
+            out.push_str("\n\n");
+        };
+        let delta = |d: Value| serde_json::json!([{"index": 0, "delta": d, "finish_reason": null}]);
+        let mut index: i64 = -1;
+        for p in &self.parts {
+            match p {
+                StreamedMessagePart::Content(ContentPart::Text { text, .. }) => {
+                    event(delta(serde_json::json!({"content": text})), None)
+                }
+                StreamedMessagePart::Content(ContentPart::Think { think, .. }) => {
+                    event(delta(serde_json::json!({"reasoning_content": think})), None)
+                }
+                StreamedMessagePart::ToolCall(c) => {
+                    index += 1;
+                    let args = c.function.arguments.as_deref().unwrap_or("");
+                    let call = serde_json::json!({"index": index, "id": c.id, "type": "function",
+                        "function": {"name": c.function.name, "arguments": args}});
+                    event(delta(serde_json::json!({"tool_calls": [call]})), None)
+                }
+                StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), .. }) if index >= 0 && !a.is_empty() => {
+                    event(delta(serde_json::json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]})), None)
+                }
+                _ => {}
+            }
+        }
+        let finish = if index >= 0 { "tool_calls" } else { "stop" };
+        event(serde_json::json!([{"index": 0, "delta": {}, "finish_reason": finish}]), None);
+        if let Some(u) = &self.usage {
+            let usage = serde_json::json!({"prompt_tokens": u.input(), "completion_tokens": u.output,
+                "prompt_tokens_details": {"cached_tokens": u.input_cache_read}});
+            event(serde_json::json!([]), Some(usage));
+        }
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
 }
 
 /// A script ready to stream: parsed, and not empty.

@@ -175,7 +175,7 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
             Role::User | Role::System => {
                 let mut parts = parts_of(&m.content);
                 if m.role == Role::System {
-                    parts = vec![json!({"text": format!("<system>{}</system>", m.extract_text("\n"))})];
+                    parts = vec![json!({"text": crate::core::message::system_text(&m.extract_text("\n"))})];
                 }
                 if !parts.is_empty() {
                     out.push(json!({"role": "user", "parts": parts}));

@@ -141,7 +141,7 @@ impl HttpOptions {
                 None => None,
             },
             headers: spec.object("headers")?.unwrap_or_default(),
-            max_tokens: spec.get("maxTokens", "a non-negative integer", Value::as_u64)?,
+            max_tokens: spec.get("maxTokens", "a positive integer", |v| v.as_u64().filter(|n| *n > 0))?,
             temperature: spec.get("temperature", "a number", Value::as_f64)?,
             thinking_effort: spec.string("thinkingEffort")?,
             extra_body: spec.object("extraBody")?,

@@ -19,7 +19,7 @@ use super::fast_delta::Is;
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::close::{parses_as_container, JsonCloseTracker};
-use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -147,12 +147,7 @@ fn part_to_openai(part: &ContentPart) -> Option<Value> {
 /// One history message in Chat Completions form. Think parts are dropped unless a
 /// reasoning key is configured, in which case they travel joined under that key.
 pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
+    let role = m.role.as_str();
     let mut out = Map::new();
     out.insert("role".into(), json!(role));
     // Think parts travel under the reasoning key; another provider's server-tool blocks stay out.
@@ -679,6 +674,7 @@ impl StreamDecoder for OpenAIChatDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::message::Role;
     use crate::core::sse::SseDecoder;
 
     fn run(stream: &str) -> (Vec<StreamEvent>, Result<(), ChatProviderError>, OpenAIChatDecoder) {

@@ -179,14 +179,6 @@ pub fn aborted_result(call_id: &str) -> ToolResult {
     }
 }
 
-fn input_tokens(u: &TokenUsage) -> u64 {
-    u.input_other + u.input_cache_read + u.input_cache_creation
-}
-
-fn total_tokens(u: &TokenUsage) -> u64 {
-    input_tokens(u) + u.output
-}
-
 /// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).
 struct TurnState {
     repeats: RepeatTracker,
@@ -599,7 +591,7 @@ where
     /// kimi-cli: the context's count becomes the step's input tokens, then the status.
     fn status_update(&self, message_id: Option<String>, usage: Option<TokenUsage>) {
         if let Some(u) = &usage {
-            self.context.update_token_count(input_tokens(u));
+            self.context.update_token_count(u.input());
         }
         let status = Status::of(self.context.read(|c| c.token_count()), self.config.max_context_tokens);
         self.send(WireMessage::StatusUpdate(StatusUpdate { status, token_usage: usage, message_id }));
@@ -641,7 +633,7 @@ where
     fn grow_messages(&self, message: Message, usage: Option<TokenUsage>, tool_messages: Vec<Message>) {
         self.context.append(vec![message]);
         if let Some(u) = &usage {
-            self.context.update_token_count(total_tokens(u));
+            self.context.update_token_count(u.total());
         }
         self.context.append(tool_messages);
     }

@@ -28,7 +28,7 @@ pub fn should_compact(token_count: u64, max_context_tokens: u64) -> bool {
 }
 
 fn system(text: &str) -> ContentPart {
-    ContentPart::text(format!("<system>{text}</system>"))
+    ContentPart::text(crate::core::message::system_text(text))
 }
 
 /// Splits the history: the message asking the model for a summary of the older part, and
@@ -55,12 +55,7 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
     }
     let mut content = Vec::new();
     for (i, m) in older.iter().enumerate() {
-        let role = match m.role {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        };
+        let role = m.role.as_str();
         content.push(ContentPart::text(format!("## Message {}\nRole: {role}\nContent:\n", i + 1)));
         content.extend(
             m.content

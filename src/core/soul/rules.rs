@@ -3,11 +3,11 @@
 //! which message parts a model must be able to take.
 
 use crate::core::error::{ChatProviderError, FailureKind};
-use crate::core::message::{ContentPart, Message, Role};
+use crate::core::message::{system_text, ContentPart, Message, Role};
 use crate::core::toolset::{ToolOutput, ToolResult};
 
 fn system(text: &str) -> ContentPart {
-    ContentPart::text(format!("<system>{text}</system>"))
+    ContentPart::text(system_text(text))
 }
 
 fn output_parts(output: &ToolOutput) -> Vec<ContentPart> {
