@@ -76,7 +76,6 @@ export class Agent {
   #toolset;
   #context;
   #logger;
-  #limits;
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
@@ -108,9 +107,8 @@ export class Agent {
     this.#toolset = tools;
     this.#context = context ?? new Context();
     this.#logger = logger;
-    this.#limits = limits;
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
-      yolo: Boolean(yolo), retryBackoff }));
+      yolo: Boolean(yolo), retryBackoff, limits }));
     if (providerCore !== null) this.#core.setProvider(providerCore);
   }
 
@@ -131,8 +129,7 @@ export class Agent {
   async run(userInput, run) {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.run needs the run context runSoul gives it ({wire, signal, …})");
     const logger = this.#logger;
-    const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, limits: this.#limits,
-      simple: this.#toolset._simpleId };
+    const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, simple: this.#toolset._simpleId };
     try {
       await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
     } catch (e) {

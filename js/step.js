@@ -18,17 +18,6 @@ function checkLogger(logger) {
   }
 }
 
-const LIMIT_KEYS = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
-
-function checkLimits(limits) {
-  if (limits === undefined || limits === null) return;
-  if (typeof limits !== "object") throw new TypeError("options.limits must be an object");
-  for (const [key, v] of Object.entries(limits)) {
-    if (!LIMIT_KEYS.includes(key)) throw new TypeError(`options.limits: unknown limit \`${key}\` (known: ${LIMIT_KEYS.join(", ")})`);
-    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new TypeError(`options.limits.${key} must be a positive integer`);
-  }
-}
-
 function checkSignal(signal) {
   if (signal !== undefined && signal !== null && !(typeof signal === "object" && "aborted" in signal && typeof signal.addEventListener === "function")) {
     throw new TypeError("options.signal must be an AbortSignal");
@@ -86,7 +75,6 @@ function common(provider, systemPrompt, historyJson, options) {
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
   checkLogger(options.logger);
-  checkLimits(options.limits);
   const core = coreOf(provider);
   return {
     core,

@@ -40,6 +40,30 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits' names, as the JS options spell them.
+    pub const NAMES: [&'static str; 4] = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
+
+    /// Sets the limit `name` (`value`: a positive integer) — the one rule for the `limits` option;
+    /// the error says what is wrong, for `{what}.limits`.
+    pub fn set(&mut self, what: &str, name: &str, value: Option<f64>) -> Result<(), String> {
+        let slot = match name {
+            "maxEventBytes" => &mut self.max_event_bytes,
+            "maxToolArgumentsBytes" => &mut self.max_tool_arguments_bytes,
+            "maxMessageBytes" => &mut self.max_message_bytes,
+            "maxToolCallsPerStep" => &mut self.max_tool_calls_per_step,
+            _ => return Err(format!("{what}.limits: unknown limit `{name}` (known: {})", Self::NAMES.join(", "))),
+        };
+        match value {
+            Some(v) if v.is_finite() && v >= 1.0 && v.fract() == 0.0 => {
+                *slot = v as usize;
+                Ok(())
+            }
+            _ => Err(format!("{what}.limits.{name} must be a positive integer")),
+        }
+    }
+}
+
 /// A callback's answer: nothing to wait for, or a future to await before going on.
 pub type CallbackResult<E> = Result<Option<LocalBoxFuture<'static, Result<(), E>>>, E>;
 

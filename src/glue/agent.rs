@@ -21,6 +21,7 @@ use super::sys::{self, AbortSignal};
 use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
 use super::wire::WireCore;
 use super::{get, read_limits};
+use crate::core::generate::Limits;
 use crate::core::model::{Provider, ProviderModel};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
@@ -60,6 +61,7 @@ pub struct AgentCore {
     busy: Rc<std::cell::Cell<bool>>,
     /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
     provider: Option<(Rc<Provider>, FetchTransport)>,
+    limits: Limits,
 }
 
 /// Marks an agent busy until dropped (the turn's future ended, however it ended).
@@ -74,7 +76,8 @@ impl Drop for Busy {
 #[wasm_bindgen]
 impl AgentCore {
     /// `opts`: `{name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens,
-    /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}}`, checked by the JS layer.
+    /// capabilities, yolo, retryBackoff: {initialMs, maxMs, jitterMs}, limits}`, checked by the JS
+    /// layer (the limits by the core: [`Limits::set`]).
     #[wasm_bindgen(constructor)]
     pub fn new(opts: JsValue) -> Result<AgentCore, JsValue> {
         // Read field by field (the JS layer checked every one): no derived deserializer.
@@ -106,6 +109,7 @@ impl AgentCore {
             approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))),
             busy: Rc::default(),
             provider: None,
+            limits: read_limits(get(&opts, "limits"), "Agent")?,
         })
     }
 
@@ -120,7 +124,7 @@ impl AgentCore {
         to_js(&agent::status(&self.config, &context.ctx, self.approvals.borrow().yolo))
     }
 
-    /// Runs one turn. `hooks`: `{signal, warn, limits, simple}` (`simple`: the toolset's registry id
+    /// Runs one turn. `hooks`: `{signal, warn, simple}` (`simple`: the toolset's registry id
     /// when it is a `SimpleToolset`). Resolves when the turn ended well;
     /// rejects with the provider's error, the signal's reason when cancelled, or
     /// `{turnError, …fields}` for the runtime's own errors (made into classes by the JS layer).
@@ -143,7 +147,7 @@ impl AgentCore {
             read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
         let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
-        let limits = read_limits(get(&hooks, "limits"));
+        let limits = self.limits;
         let wire = wire.wire.clone();
         let approvals = Rc::new(Approvals::new(
             wire.clone(),

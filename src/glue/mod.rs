@@ -31,6 +31,7 @@ use std::cell::RefCell;
 
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 #[cfg(feature = "test-hooks")]
 use wasm_bindgen_futures::spawn_local;
 
@@ -75,25 +76,24 @@ pub(crate) fn get(o: &JsValue, k: &str) -> Option<JsValue> {
     Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
 }
 
-/// `{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes, maxToolCallsPerStep}`, each optional
-/// (checked by the JS layer).
-fn read_limits(v: Option<JsValue>) -> Limits {
+/// The `limits` option (`{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes,
+/// maxToolCallsPerStep}`, each optional) by the core's rule ([`Limits::set`]); `what` names the
+/// option's owner in the `TypeError` (`options`, `Agent`).
+fn read_limits(v: Option<JsValue>, what: &str) -> Result<Limits, JsValue> {
     let mut l = Limits::default();
-    let Some(v) = v else { return l };
-    let num = |k: &str| get(&v, k).and_then(|x| x.as_f64()).filter(|x| x.is_finite() && *x >= 1.0).map(|x| x as usize);
-    if let Some(n) = num("maxEventBytes") {
-        l.max_event_bytes = n;
+    let Some(v) = v else { return Ok(l) };
+    if !v.is_object() {
+        return Err(error::type_error(&format!("{what}.limits must be an object")));
     }
-    if let Some(n) = num("maxToolArgumentsBytes") {
-        l.max_tool_arguments_bytes = n;
+    for entry in js_sys::Object::entries(v.unchecked_ref()).iter() {
+        let pair: js_sys::Array = entry.unchecked_into();
+        let (name, value) = (pair.get(0).as_string().unwrap_or_default(), pair.get(1));
+        if value.is_undefined() {
+            continue;
+        }
+        l.set(what, &name, value.as_f64()).map_err(|e| error::type_error(&e))?;
     }
-    if let Some(n) = num("maxMessageBytes") {
-        l.max_message_bytes = n;
-    }
-    if let Some(n) = num("maxToolCallsPerStep") {
-        l.max_tool_calls_per_step = n;
-    }
-    l
+    Ok(l)
 }
 
 thread_local! {

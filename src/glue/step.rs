@@ -40,9 +40,10 @@ struct Hooks {
 }
 
 impl Hooks {
-    fn read(hooks: &JsValue) -> Hooks {
+    fn read(hooks: &JsValue) -> Result<Hooks, JsValue> {
         let func = |k: &str| get(hooks, k).and_then(|v| v.dyn_into::<Function>().ok());
-        Hooks {
+        let limits = read_limits(get(hooks, "limits"), "options")?;
+        Ok(Hooks {
             on_part: func("onPart"),
             on_tool_call: func("onToolCall"),
             on_tool_result: func("onToolResult"),
@@ -50,8 +51,8 @@ impl Hooks {
             toolset: get(hooks, "toolset").unwrap_or(JsValue::UNDEFINED),
             simple: get(hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32),
             warn: func("warn"),
-            limits: read_limits(get(hooks, "limits")),
-        }
+            limits,
+        })
     }
 }
 
@@ -110,7 +111,7 @@ impl Call {
         history: &str,
         hooks: JsValue,
     ) -> Result<(Call, Option<JsToolset>), JsValue> {
-        let hooks = Hooks::read(&hooks);
+        let hooks = Hooks::read(&hooks)?;
         if let Some(s) = hooks.signal.as_ref().filter(|s| s.aborted()) {
             return Err(s.reason());
         }

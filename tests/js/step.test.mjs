@@ -419,4 +419,8 @@ test("limits: an oversized event, tool arguments or message is a clear error, an
 
   await assert.rejects(k.generate(provider(), "", [], [user("x")], { limits: { maxBytes: 5 } }), /unknown limit `maxBytes`/);
   await assert.rejects(k.generate(provider(), "", [], [user("x")], { limits: { maxEventBytes: -1 } }), /positive integer/);
+  await assert.rejects(k.step(provider(), "", new k.SimpleToolset(), [user("x")], { limits: { maxToolCallsPerStep: 2.5 } }), (e) => e instanceof TypeError && /options\.limits\.maxToolCallsPerStep must be a positive integer/.test(e.message));
+  // The same rule for an Agent, at construction.
+  assert.throws(() => new k.Agent({ provider: provider(), limits: { maxEventByte: 1 } }), (e) => e instanceof TypeError && /Agent\.limits: unknown limit `maxEventByte`/.test(e.message));
+  assert.throws(() => new k.Agent({ provider: provider(), limits: "big" }), /Agent\.limits must be an object/);
 });
