@@ -1125,7 +1125,8 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     assert!(err(json!({"model": "m"})).contains("missing field `kind`"));
     assert!(err(json!({"kind": "nope", "model": "m"})).contains("unknown variant `nope`"));
     assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 1.5}))
-        .contains("`maxTokens` must be a non-negative integer"));
+        .contains("`maxTokens` must be a positive integer"));
+    assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 0})).contains("`maxTokens` must be a positive integer"));
     assert!(err(json!({"kind": "anthropic", "model": "m", "adaptiveThinking": "yes"}))
         .contains("`adaptiveThinking` must be a boolean"));
     assert!(err(json!({"kind": "gemini", "model": "m", "headers": []})).contains("`headers` must be an object"));
