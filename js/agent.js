@@ -7,59 +7,14 @@ import { coreOf } from "./step.js";
 import { Wire, WireRecorder, wireCore } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 
+export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError } from "./errors.js";
+
 export class RunCancelled extends Error {
   constructor(message = "The run was cancelled", options) {
     super(message, options);
     this.name = "RunCancelled";
   }
 }
-export class MaxStepsReached extends Error {
-  constructor(nSteps) {
-    super(`Max number of steps reached: ${nSteps}`);
-    this.name = "MaxStepsReached";
-    this.nSteps = nSteps;
-  }
-}
-export class LLMNotSet extends Error {
-  constructor() {
-    super("LLM not set");
-    this.name = "LLMNotSet";
-  }
-}
-export class LLMNotSupported extends Error {
-  constructor(modelName, capabilities) {
-    const noun = capabilities.length === 1 ? "capability" : "capabilities";
-    super(`LLM model '${modelName}' does not support required ${noun}: ${capabilities.join(", ")}.`);
-    this.name = "LLMNotSupported";
-    this.modelName = modelName;
-    this.capabilities = capabilities;
-  }
-}
-/** The model called the same tool with the same arguments too many times in a row. */
-export class RepeatedToolCallError extends Error {
-  constructor(toolName, count) {
-    super(`The model called \`${toolName}\` with the same arguments ${count} times in a row; the turn was stopped.`);
-    this.name = "RepeatedToolCallError";
-    this.toolName = toolName;
-    this.count = count;
-  }
-}
-/** The core's `{turnError, …}` as this module's error classes. */
-function turnError(e) {
-  switch (e !== null && typeof e === "object" ? e.turnError : undefined) {
-    case "LLMNotSet":
-      return new LLMNotSet();
-    case "LLMNotSupported":
-      return new LLMNotSupported(e.modelName, e.capabilities);
-    case "MaxStepsReached":
-      return new MaxStepsReached(e.nSteps);
-    case "RepeatedToolCallError":
-      return new RepeatedToolCallError(e.toolName, e.count);
-    default:
-      return e;
-  }
-}
-
 // ---- the agent ------------------------------------------------------------------------------
 
 const BACKOFF_KEYS = ["initialMs", "maxMs", "jitterMs"];
@@ -130,11 +85,7 @@ export class Agent {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.run needs the run context runSoul gives it ({wire, signal, …})");
     const logger = this.#logger;
     const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, simple: this.#toolset._simpleId };
-    try {
-      await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
-    } catch (e) {
-      throw turnError(e);
-    }
+    await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
   }
 }
 

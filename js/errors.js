@@ -37,10 +37,60 @@ export class APIStatusError extends ChatProviderError {
   }
 }
 
-const errorClasses = { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError };
+// The agent runtime's own errors: their messages are the core's (worded once, in Rust); `message`
+// is given by the engine, else asked for.
+let wording = null;
+/** Installed when the module loads: `(className, fields) => message`. */
+export function setRuntimeErrorWording(f) {
+  wording = f;
+}
+const worded = (className, fields, message) => message ?? wording?.(className, fields) ?? className;
 
-/** The engine's error factory: `fields` holds `kind`, `status`, `requestId`, `retryAfterMs`, `cause`. */
+export class MaxStepsReached extends Error {
+  constructor(nSteps, message) {
+    super(worded("MaxStepsReached", { nSteps }, message));
+    this.name = "MaxStepsReached";
+    this.nSteps = nSteps;
+  }
+}
+export class LLMNotSet extends Error {
+  constructor(message) {
+    super(worded("LLMNotSet", {}, message));
+    this.name = "LLMNotSet";
+  }
+}
+export class LLMNotSupported extends Error {
+  constructor(modelName, capabilities, message) {
+    super(worded("LLMNotSupported", { modelName, capabilities }, message));
+    this.name = "LLMNotSupported";
+    this.modelName = modelName;
+    this.capabilities = capabilities;
+  }
+}
+/** The model called the same tool with the same arguments too many times in a row. */
+export class RepeatedToolCallError extends Error {
+  constructor(toolName, count, message) {
+    super(worded("RepeatedToolCallError", { toolName, count }, message));
+    this.name = "RepeatedToolCallError";
+    this.toolName = toolName;
+    this.count = count;
+  }
+}
+
+const errorClasses = { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError };
+const runtimeErrors = {
+  MaxStepsReached: (m, f) => new MaxStepsReached(f.nSteps, m),
+  LLMNotSet: (m) => new LLMNotSet(m),
+  LLMNotSupported: (m, f) => new LLMNotSupported(f.modelName, f.capabilities, m),
+  RepeatedToolCallError: (m, f) => new RepeatedToolCallError(f.toolName, f.count, m),
+};
+
+/**
+ * The engine's error factory, the one place a class is chosen: a provider error's `fields` hold
+ * `kind`, `status`, `requestId`, `retryAfterMs`, `cause`; a runtime error's its class's fields.
+ */
 export function makeError(className, message, fields) {
+  if (className in runtimeErrors) return runtimeErrors[className](message, fields);
   const { kind, cause } = fields;
   const options = cause === undefined ? { kind } : { kind, cause };
   if (className === "APIStatusError") {

@@ -1,7 +1,7 @@
 // Loading the wasm instance and calling into it: not part of the public API (the entries
 // re-export `index.js` only). A trap in the instance is noted, and every later call says so.
 import wasmInit, * as wasm from "./wasm/kosong_wasm.js";
-import { makeError } from "./errors.js";
+import { makeError, setRuntimeErrorWording } from "./errors.js";
 import { invokeTool } from "./tools.js";
 
 export { wasm };
@@ -74,6 +74,7 @@ async function nextBatch(reader, st, max) {
 export function markReady(exports) {
   instance = exports;
   wasm.installHooks(makeError, readBatch, invokeTool);
+  setRuntimeErrorWording((className, fields) => callWasm(() => wasm.runtimeErrorMessage(className, fields)));
   wasm.installPanicReporter((message) => poison(new Error(message)));
   wasm.__kosongOnTrap?.((e) => poison(e));
   ready = true;

@@ -196,27 +196,58 @@ fn turn_error_to_js(
     signal: Option<&AbortSignal>,
     store_error: &RefCell<Option<JsValue>>,
 ) -> JsValue {
-    let fields = |kind: &str, more: serde_json::Value| {
-        let mut v = serde_json::json!({ "turnError": kind });
-        if let (Some(o), serde_json::Value::Object(m)) = (v.as_object_mut(), more) {
-            o.extend(m);
-        }
-        to_js(&v)
-    };
+    if let Some((class, message)) = e.runtime_error() {
+        return GlueError::Runtime { class, message, fields: runtime_fields(&e) }.into_js();
+    }
     match e {
         TurnError::Seam(e) => e.into_js(),
         TurnError::Cancelled => signal.map(|s| s.reason()).unwrap_or(JsValue::UNDEFINED),
         // What the store threw.
         TurnError::ContextStore => store_error.borrow_mut().take().unwrap_or(JsValue::UNDEFINED),
-        TurnError::LLMNotSet => fields("LLMNotSet", serde_json::json!({})),
-        TurnError::LLMNotSupported { model_name, capabilities } => {
-            fields("LLMNotSupported", serde_json::json!({"modelName": model_name, "capabilities": capabilities}))
-        }
-        TurnError::MaxStepsReached(n) => fields("MaxStepsReached", serde_json::json!({ "nSteps": n })),
-        TurnError::RepeatedToolCall { tool_name, count } => {
-            fields("RepeatedToolCallError", serde_json::json!({"toolName": tool_name, "count": count}))
-        }
+        _ => JsValue::UNDEFINED, // every other kind is a runtime error, above
     }
+}
+
+/// The fields a runtime error's JS class carries (`nSteps`, `modelName` and `capabilities`,
+/// `toolName` and `count`).
+fn runtime_fields<E>(e: &TurnError<E>) -> js_sys::Object {
+    let o = js_sys::Object::new();
+    let set = |k: &str, v: JsValue| {
+        let _ = js_sys::Reflect::set(&o, &JsValue::from_str(k), &v);
+    };
+    match e {
+        TurnError::LLMNotSupported { model_name, capabilities } => {
+            set("modelName", JsValue::from_str(model_name));
+            set("capabilities", capabilities.iter().map(|c| JsValue::from_str(c)).collect::<js_sys::Array>().into());
+        }
+        TurnError::MaxStepsReached(n) => set("nSteps", JsValue::from(*n)),
+        TurnError::RepeatedToolCall { tool_name, count } => {
+            set("toolName", JsValue::from_str(tool_name));
+            set("count", JsValue::from(*count));
+        }
+        _ => {}
+    }
+    o
+}
+
+/// The message of a runtime error's JS class made by the caller (`new MaxStepsReached(5)`): the
+/// core words every one ([`TurnError::runtime_error`]). `fields` as [`runtime_fields`] gives them.
+#[wasm_bindgen(js_name = runtimeErrorMessage)]
+pub fn runtime_error_message(class: &str, fields: JsValue) -> String {
+    let text = |k: &str| get(&fields, k).and_then(|v| v.as_string()).unwrap_or_default();
+    let number = |k: &str| get(&fields, k).and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0).unwrap_or(0.0) as u32;
+    let e: TurnError<()> = match class {
+        "LLMNotSupported" => TurnError::LLMNotSupported {
+            model_name: text("modelName"),
+            capabilities: get(&fields, "capabilities")
+                .map(|v| js_sys::Array::from(&v).iter().map(|c| c.as_string().unwrap_or_else(|| String::from(js_sys::JsString::from(c)))).collect())
+                .unwrap_or_default(),
+        },
+        "MaxStepsReached" => TurnError::MaxStepsReached(number("nSteps")),
+        "RepeatedToolCallError" => TurnError::RepeatedToolCall { tool_name: text("toolName"), count: number("count") },
+        _ => TurnError::LLMNotSet,
+    };
+    e.runtime_error().map(|(_, m)| m).unwrap_or_default()
 }
 
 /// The functions a run's tools get in their context, as closures over the run.

@@ -13,6 +13,9 @@ use crate::core::model::ModelError;
 pub enum GlueError {
     Provider(ChatProviderError),
     Caused(ChatProviderError, JsValue),
+    /// The runtime's own error (a turn's `MaxStepsReached`, …): its class, the core's message
+    /// and the class's fields.
+    Runtime { class: &'static str, message: String, fields: Object },
     Js(JsValue),
 }
 
@@ -32,7 +35,7 @@ impl ModelError for GlueError {
     fn provider_error(&self) -> Option<&ChatProviderError> {
         match self {
             GlueError::Provider(e) | GlueError::Caused(e, _) => Some(e),
-            GlueError::Js(_) => None,
+            GlueError::Runtime { .. } | GlueError::Js(_) => None,
         }
     }
     fn redact(self, secret: Option<&str>) -> Self {
@@ -54,6 +57,7 @@ impl GlueError {
         match self {
             GlueError::Provider(e) => provider_error_to_js(&e, None),
             GlueError::Caused(e, cause) => provider_error_to_js(&e, Some(&cause)),
+            GlueError::Runtime { class, message, fields } => make(class, &message, &fields),
             GlueError::Js(v) => v,
         }
     }
@@ -77,9 +81,14 @@ fn provider_error_to_js(e: &ChatProviderError, cause: Option<&JsValue>) -> JsVal
     if let Some(c) = cause {
         set("cause", c);
     }
+    make(e.class_name(), e.message(), &fields)
+}
+
+/// This package's error class `class` (the JS layer's factory, installed when the module is
+/// loaded, before anything can fail), with `message` and `fields`.
+fn make(class: &str, message: &str, fields: &Object) -> JsValue {
     let factory: Option<Function> = super::hook(|h| &h.error_factory);
-    // The factory is installed when the module is loaded, before anything can fail.
     factory
-        .and_then(|f| f.call3(&JsValue::UNDEFINED, &e.class_name().into(), &e.message().into(), &fields).ok())
-        .unwrap_or_else(|| js_sys::Error::new(e.message()).into())
+        .and_then(|f| f.call3(&JsValue::UNDEFINED, &class.into(), &message.into(), fields).ok())
+        .unwrap_or_else(|| js_sys::Error::new(message).into())
 }

@@ -441,3 +441,13 @@ test("a refusal is not retried: the turn ends with an error of kind `refused` th
   assert.equal(server.requests.length - before, 1, "asked once");
   assert.ok(!r.types.includes("StepRetry"));
 });
+
+test("the runtime's errors made by a caller carry the core's wording, the same as the turn's", () => {
+  assert.equal(new k.MaxStepsReached(5).message, "Max number of steps reached: 5");
+  assert.equal(new k.LLMNotSet().message, "LLM not set");
+  assert.equal(new k.LLMNotSupported("m", ["image_in"]).message, "LLM model 'm' does not support required capability: image_in.");
+  assert.equal(new k.LLMNotSupported("m", ["a", "b"]).message, "LLM model 'm' does not support required capabilities: a, b.");
+  const e = new k.RepeatedToolCallError("t", 12);
+  assert.equal(e.message, "The model called `t` with the same arguments 12 times in a row; the turn was stopped.");
+  assert.ok(e instanceof Error && e.name === "RepeatedToolCallError" && e.toolName === "t" && e.count === 12);
+});
