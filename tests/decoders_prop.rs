@@ -225,7 +225,7 @@ mod partial_json_props {
         /// and accepts what it was made for: serde_json's own output without exponents.
         #[test]
         fn accepts_json_agrees_with_serde_json(v in json_value(), cut in any::<u16>(), mutate in any::<u8>(), pretty in any::<bool>()) {
-            use kosong_wasm::core::providers::fast_delta::accepts_json;
+            use kosong_wasm::core::json::scan::accepts_json;
             let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
             let broken = super::sometimes_broken(text.clone(), cut, mutate);
             if accepts_json(&broken) {

@@ -325,14 +325,8 @@ impl<D: kosong_wasm::core::providers::StreamDecoder> kosong_wasm::core::provider
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         self.0.finish(out)
     }
-    fn id(&self) -> Option<&str> {
-        self.0.id()
-    }
-    fn usage(&self) -> Option<kosong_wasm::core::message::TokenUsage> {
-        self.0.usage()
-    }
-    fn finish_reason(&self) -> Option<&str> {
-        self.0.finish_reason()
+    fn state(&self) -> &kosong_wasm::core::providers::StreamState {
+        self.0.state()
     }
 }
 

@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     agree!(ResponsesDecoder::default(), text);
     agree!(GeminiDecoder::default(), text);
     // The scanner's check of a call's arguments accepts only what serde_json reads.
-    if kosong_wasm::core::providers::fast_delta::accepts_json(text) {
+    if kosong_wasm::core::json::scan::accepts_json(text) {
         assert!(serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok());
     }
 });

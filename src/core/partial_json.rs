@@ -15,7 +15,7 @@
 //! strings, many keys, long numbers, in pieces of any size. The structure is still followed
 //! at any depth, so what comes after a deep part is previewed again.
 
-use crate::core::providers::fast_delta::stop_byte;
+use crate::core::json::scan::stop_byte;
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

@@ -11,6 +11,8 @@
 //! `input_json_delta`), `message_delta` (stop reason, usage), `message_stop`, `ping`, and
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
+use super::{truncated, StreamState};
+use crate::core::json::scan::{Is, Scan};
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
@@ -289,6 +291,106 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
 
 // ---- stream decoding -------------------------------------------------------------------
 
+// ---- the fast path ------------------------------------------------------------------------------
+//
+// The commonest event of this stream, read by one strict scan ([`crate::core::json::scan`]) instead
+// of serde's derived visitors (most of the decode time); anything else is `None` and takes the
+// general path. The property tests and the `fast_delta` fuzz target check that both paths leave
+// the decoder in the same state.
+/// The two frequent `content_block_delta` events of Anthropic's stream.
+#[derive(Debug, PartialEq)]
+pub enum AnthropicDelta {
+    Text(String),
+    /// A fragment of a `tool_use` (or server tool) block's input.
+    Json {
+        index: Option<u64>,
+        partial_json: String,
+    },
+}
+
+/// An Anthropic `content_block_delta` carrying a `text_delta` or an `input_json_delta`, or
+/// `None` for the general path.
+pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let (mut seen_type, mut seen_delta) = (false, false);
+    let mut index = None;
+    let (mut dtype, mut text, mut json) = (None, None, None);
+    s.object(|s, key| match () {
+        _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
+            s.plain_str()?.is("content_block_delta").then_some(())
+        }
+        _ if key.is("index") && index.is_none() => {
+            index = Some(s.uint_value()?);
+            Some(())
+        }
+        _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => s.object(|s, key| match () {
+            _ if key.is("type") && dtype.is_none() => {
+                dtype = Some(s.plain_str()?);
+                Some(())
+            }
+            _ if key.is("text") && text.is_none() => {
+                text = Some(s.content()?);
+                Some(())
+            }
+            _ if key.is("partial_json") && json.is_none() => {
+                json = Some(s.content()?);
+                Some(())
+            }
+            _ => None,
+        }),
+        _ => None,
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_type || !seen_delta {
+        return None;
+    }
+    match (dtype?, text, json) {
+        ("text_delta", Some(t), None) => Some(AnthropicDelta::Text(t)),
+        ("input_json_delta", None, Some(partial_json)) => Some(AnthropicDelta::Json { index, partial_json }),
+        _ => None,
+    }
+}
+
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+
+    #[test]
+    fn anthropic_text_deltas() {
+        let e = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" the \"fox\""}}"#;
+        assert_eq!(anthropic_delta(e), Some(AnthropicDelta::Text(" the \"fox\"".into())));
+        for e in [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a","text":"b"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"type":"x"}"#,
+        ] {
+            assert!(!matches!(anthropic_delta(e), Some(AnthropicDelta::Text(_))), "{e}");
+        }
+    }
+
+    #[test]
+    fn anthropic_input_json_deltas() {
+        let e = r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Pa"}}"#;
+        assert_eq!(
+            anthropic_delta(e),
+            Some(AnthropicDelta::Json { index: Some(2), partial_json: "{\"city\": \"Pa".into() })
+        );
+        for e in [
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"a","text":"b"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta"}}"#,
+            r#"{"type":"content_block_delta","index":2,"index":3,"delta":{"type":"input_json_delta","partial_json":"a"}}"#,
+            r#"{"type":"content_block_delta","index":-2,"delta":{"type":"input_json_delta","partial_json":"a"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":1}}"#,
+        ] {
+            assert_eq!(anthropic_delta(e), None, "{e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -409,9 +511,8 @@ enum Block {
 pub struct AnthropicDecoder {
     /// Text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
-    id: Option<String>,
-    usage: Option<TokenUsage>,
-    stop_reason: Option<String>,
+    /// The answer\'s id, usage and finish reason.
+    state: StreamState,
     stopped: bool,
     /// A `message_start` was read.
     started: bool,
@@ -427,9 +528,7 @@ impl Default for AnthropicDecoder {
     fn default() -> Self {
         AnthropicDecoder {
             fast: true,
-            id: None,
-            usage: None,
-            stop_reason: None,
+            state: StreamState::default(),
             stopped: false,
             started: false,
             blocks: Vec::new(),
@@ -446,7 +545,7 @@ fn text_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 
 impl AnthropicDecoder {
     fn update_usage(&mut self, u: Usage) {
-        let cur = self.usage.get_or_insert_with(TokenUsage::default);
+        let cur = self.state.usage.get_or_insert_with(TokenUsage::default);
         if let Some(n) = u.input_tokens {
             cur.input_other = n;
         }
@@ -614,14 +713,14 @@ impl StreamDecoder for AnthropicDecoder {
             return Ok(());
         }
         if self.fast {
-            match super::fast_delta::anthropic_delta(data) {
-                Some(super::fast_delta::AnthropicDelta::Text(text)) => {
+            match anthropic_delta(data) {
+                Some(AnthropicDelta::Text(text)) => {
                     if !text.is_empty() {
                         out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
                     }
                     return Ok(());
                 }
-                Some(super::fast_delta::AnthropicDelta::Json { index, partial_json }) => {
+                Some(AnthropicDelta::Json { index, partial_json }) => {
                     self.on_input_json(index, partial_json, out);
                     return Ok(());
                 }
@@ -636,7 +735,7 @@ impl StreamDecoder for AnthropicDecoder {
                     // (vercel/ai#18331): that one is ignored; another message's start, or one
                     // after content, means the stream mixes two messages.
                     let id = ev.message.as_ref().and_then(|m| m.id.as_deref()).filter(|s| !s.is_empty());
-                    let repeated = id.is_some() && id == self.id.as_deref() && self.blocks.is_empty();
+                    let repeated = id.is_some() && id == self.state.id.as_deref() && self.blocks.is_empty();
                     if repeated && ev.message.as_ref().is_some_and(|m| m.content.is_empty()) {
                         return Ok(());
                     }
@@ -647,7 +746,7 @@ impl StreamDecoder for AnthropicDecoder {
                 }
                 self.started = true;
                 if let Some(m) = ev.message {
-                    self.id = m.id.filter(|s| !s.is_empty());
+                    self.state.id = m.id.filter(|s| !s.is_empty());
                     if let Some(u) = m.usage {
                         self.update_usage(u);
                     }
@@ -672,7 +771,7 @@ impl StreamDecoder for AnthropicDecoder {
             "content_block_stop" => self.on_block_stop(ev.index, out)?,
             "message_delta" => {
                 if let Some(r) = ev.delta.as_ref().and_then(|d| text_of(d, "stop_reason")) {
-                    self.stop_reason = Some(r.to_owned());
+                    self.state.finish_reason = Some(r.to_owned());
                 }
                 if let Some(u) = ev.usage {
                     self.update_usage(u);
@@ -696,25 +795,16 @@ impl StreamDecoder for AnthropicDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.stopped {
-            return Err(ChatProviderError::failed(
-                FailureKind::Truncated,
-                "the stream ended before the model finished its answer (no message_stop)",
-            ));
+            return Err(truncated("no message_stop"));
         }
-        if self.stop_reason.as_deref() == Some("refusal") {
+        if self.state.finish_reason.as_deref() == Some("refusal") {
             return Err(super::refusal(""));
         }
         self.complete_all(out);
         Ok(())
     }
 
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn usage(&self) -> Option<TokenUsage> {
-        self.usage
-    }
-    fn finish_reason(&self) -> Option<&str> {
-        self.stop_reason.as_deref()
+    fn state(&self) -> &StreamState {
+        &self.state
     }
 }

@@ -14,9 +14,10 @@
 //! from `usageMetadata` (cached tokens split out, thinking tokens counted as output); the
 //! answer ends with a `finishReason`.
 
+use super::{truncated, StreamState};
 use serde_json::{json, Map, Value};
 
-use super::fast_delta::Is;
+use crate::core::json::scan::{Is, Scan};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
@@ -308,9 +309,8 @@ impl Chunk {
 pub struct GeminiDecoder {
     /// Plain text chunks take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
-    id: Option<String>,
-    usage: Option<TokenUsage>,
-    finish_reason: Option<String>,
+    /// The answer\'s id, usage and finish reason.
+    state: StreamState,
     ids: CallIds,
     /// A call whose arguments stream in pieces (Vertex's `streamFunctionCallArguments`), until
     /// a part without `willContinue` closes it.
@@ -324,9 +324,7 @@ impl Default for GeminiDecoder {
     fn default() -> Self {
         GeminiDecoder {
             fast: true,
-            id: None,
-            usage: None,
-            finish_reason: None,
+            state: StreamState::default(),
             ids: CallIds::default(),
             pending: None,
             usage_text: String::new(),
@@ -426,7 +424,7 @@ impl GeminiDecoder {
     /// The id for a call: Gemini rarely sends one, so ours carry the response id and stay
     /// distinct across the turns of a conversation.
     fn call_id(&mut self, given: Option<&str>) -> String {
-        let prefix = match &self.id {
+        let prefix = match &self.state.id {
             Some(r) => format!("call_{}_", r.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>()),
             None => "call_".to_owned(),
         };
@@ -537,18 +535,18 @@ impl StreamDecoder for GeminiDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(g) = super::fast_delta::gemini_text_chunk(data) {
+            if let Some(g) = gemini_text_chunk(data) {
                 if let Some(id) = g.response_id.filter(|s| !s.is_empty()) {
-                    if !self.id.as_deref().is_some_and(|have| have.is(id)) {
-                        self.id = Some(id.to_owned());
+                    if !self.state.id.as_deref().is_some_and(|have| have.is(id)) {
+                        self.state.id = Some(id.to_owned());
                     }
                 }
                 if let Some(raw) = g.usage {
-                    if !(self.usage.is_some() && self.usage_text.is(raw)) {
+                    if !(self.state.usage.is_some() && self.usage_text.is(raw)) {
                         let u: Value = serde_json::from_str(raw).map_err(|e| {
                             ChatProviderError::failed(FailureKind::Malformed, format!("malformed usageMetadata: {e}"))
                         })?;
-                        self.usage = Some(usage_of(&u));
+                        self.state.usage = Some(usage_of(&u));
                         raw.clone_into(&mut self.usage_text);
                     }
                 }
@@ -556,7 +554,7 @@ impl StreamDecoder for GeminiDecoder {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(g.text))));
                 }
                 if let Some(r) = g.finish_reason.filter(|r| !r.is_empty()) {
-                    self.finish_reason = Some(r.to_owned());
+                    self.state.finish_reason = Some(r.to_owned());
                 }
                 return Ok(());
             }
@@ -571,22 +569,22 @@ impl StreamDecoder for GeminiDecoder {
             return Err(super::mid_stream_error(kind, status, msg));
         }
         if let Some(id) = chunk.response_id.filter(|s| !s.is_empty()) {
-            self.id = Some(id);
+            self.state.id = Some(id);
         }
         if let Some(u) = chunk.usage_metadata.filter(Value::is_object) {
-            self.usage = Some(usage_of(&u));
+            self.state.usage = Some(usage_of(&u));
             self.usage_text.clear();
         }
         if let Some(reason) = chunk.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
         {
-            self.finish_reason = Some(reason.to_owned());
+            self.state.finish_reason = Some(reason.to_owned());
         }
         let Some((parts, finish_reason)) = chunk.candidate else { return Ok(()) };
         for part in parts {
             self.on_part(&part, out)?;
         }
         if let Some(r) = finish_reason.filter(|r| !r.is_empty()) {
-            self.finish_reason = Some(r);
+            self.state.finish_reason = Some(r);
         }
         Ok(())
     }
@@ -598,22 +596,120 @@ impl StreamDecoder for GeminiDecoder {
                 "the stream ended inside a function call whose arguments were still streaming (willContinue)",
             ));
         }
-        if self.finish_reason.is_none() {
-            return Err(ChatProviderError::failed(
-                FailureKind::Truncated,
-                "the stream ended before the model finished its answer (no finishReason)",
-            ));
+        if self.state.finish_reason.is_none() {
+            return Err(truncated("no finishReason"));
         }
         Ok(())
     }
 
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+    fn state(&self) -> &StreamState {
+        &self.state
     }
-    fn usage(&self) -> Option<TokenUsage> {
-        self.usage
+}
+
+// ---- the fast path ------------------------------------------------------------------------------
+//
+// The commonest event of this stream, read by one strict scan ([`crate::core::json::scan`]) instead
+// of serde's derived visitors (most of the decode time); anything else is `None` and takes the
+// general path. The property tests and the `fast_delta` fuzz target check that both paths leave
+// the decoder in the same state.
+/// A Gemini chunk that carries one candidate with one plain text part: what the decoder takes
+/// from it. `usage` is the `usageMetadata` object's own text (read by the decoder).
+#[derive(Debug, PartialEq)]
+pub struct GeminiText<'a> {
+    pub text: String,
+    pub usage: Option<&'a str>,
+    pub response_id: Option<&'a str>,
+    pub finish_reason: Option<&'a str>,
+}
+
+/// A Gemini `streamGenerateContent` chunk of plain text, or `None` for the general path: one
+/// candidate whose content has exactly one part `{"text": …}`; `usageMetadata` an object,
+/// `responseId` and `finishReason` plain strings; `error` or `promptFeedback` → general path.
+pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let (mut seen_candidates, mut seen_usage, mut seen_id) = (false, false, false);
+    let mut out = GeminiText { text: String::new(), usage: None, response_id: None, finish_reason: None };
+    let mut text = None;
+    s.object(|s, key| match () {
+        _ if key.is("candidates") && !std::mem::replace(&mut seen_candidates, true) => {
+            s.eat(b'[')?;
+            let (mut seen_content, mut seen_finish) = (false, false);
+            s.object(|s, key| match () {
+                _ if key.is("content") && !std::mem::replace(&mut seen_content, true) => {
+                    let mut seen_parts = false;
+                    s.object(|s, key| match () {
+                        _ if key.is("parts") && !std::mem::replace(&mut seen_parts, true) => {
+                            s.eat(b'[')?;
+                            text = Some(s.sole_string("text")?);
+                            s.eat(b']')
+                        }
+                        _ if key.is("parts") => None,
+                        _ => s.skip(0),
+                    })?;
+                    seen_parts.then_some(())
+                }
+                _ if key.is("finishReason") && !std::mem::replace(&mut seen_finish, true) => {
+                    out.finish_reason = Some(s.plain_str()?);
+                    Some(())
+                }
+                _ if key.is_any(&["content", "finishReason"]) => None,
+                _ => s.skip(0),
+            })?;
+            s.eat(b']')
+        }
+        _ if key.is("usageMetadata") && !std::mem::replace(&mut seen_usage, true) => {
+            if s.peek()? != b'{' {
+                return None;
+            }
+            let start = s.i;
+            s.skip(0)?;
+            out.usage = Some(s.s.get(start..s.i)?);
+            Some(())
+        }
+        _ if key.is("responseId") && !std::mem::replace(&mut seen_id, true) => {
+            out.response_id = Some(s.plain_str()?);
+            Some(())
+        }
+        _ if key.is_any(&["candidates", "usageMetadata", "responseId", "error", "promptFeedback"]) => None,
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() {
+        return None;
     }
-    fn finish_reason(&self) -> Option<&str> {
-        self.finish_reason.as_deref()
+    out.text = text?;
+    Some(out)
+}
+
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+
+    #[test]
+    fn gemini_text_chunks() {
+        let c = r#"{"candidates":[{"content":{"parts":[{"text":" the \"fox\""}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":12,"totalTokenCount":12},"modelVersion":"gemini-2.5-flash","responseId":"r1"}"#;
+        let g = gemini_text_chunk(c).unwrap();
+        assert_eq!(g.text, " the \"fox\"");
+        assert_eq!(g.usage, Some(r#"{"promptTokenCount":12,"totalTokenCount":12}"#));
+        assert_eq!((g.response_id, g.finish_reason), (Some("r1"), None));
+        let c = r#"{"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP"}]}"#;
+        assert_eq!(gemini_text_chunk(c).unwrap().finish_reason, Some("STOP"));
+        for c in [
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[]}}]}"#,
+            r#"{"candidates":[{"content":{}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}},{"content":{}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":null}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"responseId":null}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"error":{"code":429}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":1}]}"#,
+            r#"{"candidates":[],"usageMetadata":{}}"#,
+        ] {
+            assert_eq!(gemini_text_chunk(c), None, "{c}");
+        }
     }
 }

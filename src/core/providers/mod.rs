@@ -7,7 +7,6 @@
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
 pub mod echo;
-pub mod fast_delta;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "openai")]
@@ -20,6 +19,8 @@ pub mod openai_responses;
 use std::collections::HashSet;
 
 use serde_json::Value;
+
+pub(crate) use crate::core::json::fields::{Fields, Spec};
 
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{Message, StreamedMessagePart, TokenUsage};
@@ -36,14 +37,38 @@ pub enum StreamEvent {
     Boundary,
 }
 
+/// What every decoder keeps of an answer besides its parts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamState {
+    pub id: Option<String>,
+    pub usage: Option<TokenUsage>,
+    pub finish_reason: Option<String>,
+}
+
+/// The error for a stream that ended before the model said it was done; `missing` names what
+/// the format would have sent (`no message_stop`).
+pub fn truncated(missing: &str) -> ChatProviderError {
+    ChatProviderError::failed(
+        FailureKind::Truncated,
+        format!("the stream ended before the model finished its answer ({missing})"),
+    )
+}
+
 /// Decodes one provider's event stream.
 pub trait StreamDecoder {
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
     /// The byte stream ended. An answer that never said it was finished is an error.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
-    fn id(&self) -> Option<&str>;
-    fn usage(&self) -> Option<TokenUsage>;
-    fn finish_reason(&self) -> Option<&str>;
+    fn state(&self) -> &StreamState;
+    fn id(&self) -> Option<&str> {
+        self.state().id.as_deref()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.state().usage
+    }
+    fn finish_reason(&self) -> Option<&str> {
+        self.state().finish_reason.as_deref()
+    }
 }
 
 impl StreamDecoder for Box<dyn StreamDecoder> {
@@ -52,6 +77,9 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).finish(out)
+    }
+    fn state(&self) -> &StreamState {
+        (**self).state()
     }
     fn id(&self) -> Option<&str> {
         (**self).id()
@@ -149,89 +177,7 @@ impl HttpOptions {
     }
 }
 
-/// A JSON object read field by field, strictly: a field that is there (and not `null`) must
-/// have its type. What the providers read this way (a provider spec, the rarer stream chunks)
-/// costs the .wasm one small reader instead of a derived deserializer per struct.
-#[derive(Clone, Copy)]
-pub(crate) struct Fields<'a>(pub(crate) &'a serde_json::Map<String, Value>);
-
-// A build with fewer wire formats (cargo features) uses fewer of these.
-#[allow(dead_code)]
-impl<'a> Fields<'a> {
-    /// `v` as an object, or an error saying what it is.
-    pub(crate) fn of(v: &'a Value, what: &str) -> Result<Fields<'a>, String> {
-        v.as_object().map(Fields).ok_or_else(|| format!("{what} must be a JSON object"))
-    }
-
-    /// The field `key` read by `read`, or an error naming the field and what it must be.
-    pub(crate) fn get<T>(
-        &self,
-        key: &str,
-        what: &str,
-        read: impl Fn(&'a Value) -> Option<T>,
-    ) -> Result<Option<T>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => read(v).map(Some).ok_or_else(|| format!("`{key}` must be {what}")),
-        }
-    }
-
-    pub(crate) fn str(&self, key: &str) -> Result<Option<&'a str>, String> {
-        self.get(key, "a string", Value::as_str)
-    }
-
-    /// [`Fields::str`], copied.
-    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
-        self.get(key, "a string", |v| v.as_str().map(str::to_owned))
-    }
-
-    pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, String> {
-        self.get(key, "a non-negative integer", Value::as_u64)
-    }
-
-    pub(crate) fn object(&self, key: &str) -> Result<Option<Fields<'a>>, String> {
-        self.get(key, "an object", |v| v.as_object().map(Fields))
-    }
-
-    pub(crate) fn list(&self, key: &str) -> Result<Option<&'a Vec<Value>>, String> {
-        self.get(key, "a list", Value::as_array)
-    }
-
-    /// The field whatever its type (`None` when absent or `null`).
-    pub(crate) fn any(&self, key: &str) -> Option<&'a Value> {
-        self.0.get(key).filter(|v| !v.is_null())
-    }
-}
-
-/// A provider spec: the constructor's options as the JS layer sends them (`null` is the same
-/// as absent).
-pub(crate) struct Spec(serde_json::Map<String, Value>);
-
 impl Spec {
-    pub(crate) fn parse(text: &str) -> Result<Spec, serde_json::Error> {
-        match serde_json::from_str::<Value>(text)? {
-            Value::Object(fields) => Ok(Spec(fields)),
-            _ => Err(serde::de::Error::custom("a provider spec must be a JSON object")),
-        }
-    }
-
-    pub(crate) fn get<T>(
-        &self,
-        key: &str,
-        what: &str,
-        read: impl Fn(&Value) -> Option<T>,
-    ) -> Result<Option<T>, serde_json::Error> {
-        Fields(&self.0).get(key, what, read).map_err(serde::de::Error::custom)
-    }
-
-    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, serde_json::Error> {
-        Fields(&self.0).string(key).map_err(serde::de::Error::custom)
-    }
-
-    pub(crate) fn object(&self, key: &str) -> Result<Option<serde_json::Map<String, Value>>, serde_json::Error> {
-        self.get(key, "an object", |v| v.as_object().cloned())
-    }
-
     /// The options every HTTP provider takes.
     pub(crate) fn http(&self) -> Result<HttpOptions, serde_json::Error> {
         HttpOptions::from_spec(self)

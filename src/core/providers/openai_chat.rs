@@ -13,9 +13,10 @@
 //! the stream, or once a later index has begun *and* its arguments parse as a JSON object or
 //! array. The parse runs only when its brackets balance ([`JsonCloseTracker`]).
 
+use super::{truncated, StreamState};
 use serde_json::{json, Map, Value};
 
-use super::fast_delta::Is;
+use crate::core::json::scan::{Is, Scan};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::close::{parses_as_container, JsonCloseTracker};
@@ -378,9 +379,8 @@ pub struct OpenAIChatDecoder {
     /// Plain text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
     ids: super::CallIds,
-    id: Option<String>,
-    usage: Option<TokenUsage>,
-    finish_reason: Option<String>,
+    /// The answer\'s id, usage and finish reason.
+    state: StreamState,
     done: bool,
     /// The refusal streamed so far (`delta.refusal`).
     refusal: String,
@@ -404,9 +404,7 @@ impl OpenAIChatDecoder {
             empty_think: false,
             fast: true,
             ids: super::CallIds::default(),
-            id: None,
-            usage: None,
-            finish_reason: None,
+            state: StreamState::default(),
             done: false,
             refusal: String::new(),
             sources: None,
@@ -440,8 +438,8 @@ impl OpenAIChatDecoder {
 
     /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
     fn note_id(&mut self, id: &str) {
-        if !id.is_empty() && !self.id.as_deref().is_some_and(|have| have.is(id)) {
-            self.id = Some(id.to_owned());
+        if !id.is_empty() && !self.state.id.as_deref().is_some_and(|have| have.is(id)) {
+            self.state.id = Some(id.to_owned());
         }
     }
 
@@ -540,7 +538,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(delta) = super::fast_delta::chat_text_delta(data) {
+            if let Some(delta) = chat_text_delta(data) {
                 if let Some(id) = delta.id {
                     self.note_id(id);
                 }
@@ -568,7 +566,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             self.note_id(id);
         }
         if let Some(u) = chunk.usage {
-            self.usage = Some(u.to_token_usage());
+            self.state.usage = Some(u.to_token_usage());
         }
         for (key, list) in [("citations", chunk.citations), ("search_results", chunk.search_results)] {
             if let Some(list) = list.filter(|l| !l.is_empty()) {
@@ -581,7 +579,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Ok(());
         };
         if let Some(u) = choice.usage {
-            self.usage = Some(u.to_token_usage());
+            self.state.usage = Some(u.to_token_usage());
         }
         if let Some(delta) = choice.delta {
             let think = match self.reasoning_key.as_str() {
@@ -634,18 +632,15 @@ impl StreamDecoder for OpenAIChatDecoder {
             }
         }
         if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-            self.finish_reason = Some(reason);
+            self.state.finish_reason = Some(reason);
             self.complete_all(out);
         }
         Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
-        if !self.done && self.finish_reason.is_none() {
-            return Err(ChatProviderError::failed(
-                FailureKind::Truncated,
-                "the stream ended before the model finished its answer (no finish_reason and no [DONE])",
-            ));
+        if !self.done && self.state.finish_reason.is_none() {
+            return Err(truncated("no finish_reason and no [DONE]"));
         }
         if !self.refusal.is_empty() {
             return Err(super::refusal(&self.refusal));
@@ -660,14 +655,159 @@ impl StreamDecoder for OpenAIChatDecoder {
         Ok(())
     }
 
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+    fn state(&self) -> &StreamState {
+        &self.state
     }
-    fn usage(&self) -> Option<TokenUsage> {
-        self.usage
+}
+
+// ---- the fast path ------------------------------------------------------------------------------
+//
+// The commonest event of this stream, read by one strict scan ([`crate::core::json::scan`]) instead
+// of serde's derived visitors (most of the decode time); anything else is `None` and takes the
+// general path. The property tests and the `fast_delta` fuzz target check that both paths leave
+// the decoder in the same state.
+/// A text delta: the chunk's id and the delta's content (`None` when null or absent).
+#[derive(Debug, PartialEq)]
+pub struct TextDelta<'a> {
+    pub id: Option<&'a str>,
+    pub content: Option<String>,
+    /// A fragment of a call's arguments: `tool_calls: [{index, function: {arguments}}]`.
+    pub fragment: Option<(u64, String)>,
+}
+
+/// The Chat Completions chunk as a plain text delta, or `None` for the general path.
+pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let mut id = None;
+    let mut seen_id = false;
+    let mut content = None;
+    let mut fragment = None;
+    let mut seen_choices = false;
+    let mut seen_usage = false;
+    s.object(|s, key| match () {
+        _ if key.is("id") => {
+            if std::mem::replace(&mut seen_id, true) {
+                return None;
+            }
+            if s.peek()? == b'n' {
+                return s.literal(b"null");
+            }
+            id = Some(s.plain_str()?);
+            Some(())
+        }
+        _ if key.is("choices") => {
+            if std::mem::replace(&mut seen_choices, true) {
+                return None;
+            }
+            s.eat(b'[')?;
+            let (mut seen_index, mut seen_delta, mut seen_finish, mut seen_logprobs) = (false, false, false, false);
+            s.object(|s, key| match () {
+                // Only the first choice is assembled (`n > 1` streams the others beside it): a
+                // chunk of another choice takes the general path, which skips it.
+                _ if key.is("index") && !std::mem::replace(&mut seen_index, true) => s.literal(b"0"),
+                _ if key.is("logprobs") && !std::mem::replace(&mut seen_logprobs, true) => s.literal(b"null"),
+                _ if key.is("finish_reason") && !std::mem::replace(&mut seen_finish, true) => s.literal(b"null"),
+                _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => {
+                    let (mut seen_content, mut seen_role, mut seen_refusal, mut seen_calls) =
+                        (false, false, false, false);
+                    s.object(|s, key| match () {
+                        // One fragment of one call's arguments (the frequent tool-call chunk).
+                        _ if key.is("tool_calls") && !std::mem::replace(&mut seen_calls, true) => {
+                            s.eat(b'[')?;
+                            let (mut index, mut arguments) = (None, None);
+                            s.object(|s, key| match () {
+                                _ if key.is("index") && index.is_none() => {
+                                    index = Some(s.uint_value()?);
+                                    Some(())
+                                }
+                                _ if key.is("function") && arguments.is_none() => {
+                                    arguments = Some(s.sole_string("arguments")?);
+                                    Some(())
+                                }
+                                _ => None,
+                            })?;
+                            fragment = Some((index?, arguments?));
+                            s.eat(b']')
+                        }
+                        _ if key.is("content") && !std::mem::replace(&mut seen_content, true) => {
+                            if s.peek()? == b'n' {
+                                return s.literal(b"null");
+                            }
+                            content = Some(s.content()?);
+                            Some(())
+                        }
+                        _ if key.is("role") && !std::mem::replace(&mut seen_role, true) => s.plain_str().map(|_| ()),
+                        _ if key.is("refusal") && !std::mem::replace(&mut seen_refusal, true) => s.literal(b"null"),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            })?;
+            s.eat(b']')
+        }
+        _ if key.is("usage") => {
+            if std::mem::replace(&mut seen_usage, true) {
+                return None;
+            }
+            s.literal(b"null")
+        }
+        // Fields the general path reads: never skipped here.
+        _ if key.is_any(&["error", "citations", "search_results"]) => None,
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_choices {
+        return None;
     }
-    fn finish_reason(&self) -> Option<&str> {
-        self.finish_reason.as_deref()
+    Some(TextDelta { id, content, fragment })
+}
+
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+
+    #[test]
+    fn the_common_chunk_is_read() {
+        let c = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"delta":{"content":" the fox"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
+        assert_eq!(
+            chat_text_delta(c),
+            Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()), fragment: None })
+        );
+        let c = r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"function":{"arguments":"{\"a\":"}}]},"finish_reason":null}]}"#;
+        assert_eq!(chat_text_delta(c).unwrap().fragment, Some((3, "{\"a\":".into())));
+        let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
+        assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    #[test]
+    fn anything_else_takes_the_general_path() {
+        for c in [
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"x"}},{"index":1,"function":{"arguments":"y"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":null}}]}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[{"delta":{}},{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}"#,
+            r#"{"error":{"message":"x"},"choices":[{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x","content":"y"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}]} trailing"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"n":01}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"n":nullx}"#,
+            "{\"choices\":[{\"delta\":{\"content\":\"a\u{1}\"}}]}",
+            r#"{"model":"a\"b","choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"id":"a","choices":[{"delta":{"content":"x"}}],"id":"b"}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}],"big":12345678901234567890}"#,
+            "[1]",
+            "",
+        ] {
+            assert_eq!(chat_text_delta(c), None, "{c}");
+        }
     }
 }
 

@@ -10,10 +10,12 @@
 //! `response.reasoning_summary_text.delta`, `response.completed` / `response.incomplete`
 //! (usage), `response.failed` and `error`. A call is complete at its `output_item.done`.
 
+use super::{truncated, StreamState};
+use crate::core::json::scan::{Is, Scan};
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
-use crate::core::error::{ChatProviderError, FailureKind};
+use crate::core::error::ChatProviderError;
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::sse::SseEvent;
 
@@ -303,9 +305,8 @@ const CLIENT_ITEMS: &[&str] =
 pub struct ResponsesDecoder {
     /// Text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
-    id: Option<String>,
-    usage: Option<TokenUsage>,
-    finish_reason: Option<String>,
+    /// The answer\'s id, usage and finish reason.
+    state: StreamState,
     ended: bool,
     items: Vec<Item>,
     /// Each item id's and output index's latest item: O(1) lookups however many items come.
@@ -329,9 +330,7 @@ impl Default for ResponsesDecoder {
     fn default() -> Self {
         ResponsesDecoder {
             fast: true,
-            id: None,
-            usage: None,
-            finish_reason: None,
+            state: StreamState::default(),
             ended: false,
             items: Vec::new(),
             by_item_id: Default::default(),
@@ -506,7 +505,7 @@ impl StreamDecoder for ResponsesDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(d) = super::fast_delta::responses_text_delta(data) {
+            if let Some(d) = responses_text_delta(data) {
                 if !d.is_empty() {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
                 }
@@ -517,7 +516,7 @@ impl StreamDecoder for ResponsesDecoder {
         match ev.kind.as_str() {
             "response.created" | "response.in_progress" => {
                 if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
-                    self.id = Some(id.to_owned());
+                    self.state.id = Some(id.to_owned());
                 }
             }
             "response.output_item.added" => self.on_item_added(&ev, out),
@@ -577,10 +576,10 @@ impl StreamDecoder for ResponsesDecoder {
             "response.completed" | "response.incomplete" => {
                 let r = ev.response.unwrap_or(Value::Null);
                 if let Some(id) = r.get("id").and_then(Value::as_str) {
-                    self.id = Some(id.to_owned());
+                    self.state.id = Some(id.to_owned());
                 }
                 if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
-                    self.usage = Some(usage_of(u));
+                    self.state.usage = Some(usage_of(u));
                 }
                 let reason = if ev.kind == "response.incomplete" {
                     r.pointer("/incomplete_details/reason").and_then(Value::as_str).unwrap_or("incomplete").to_owned()
@@ -589,7 +588,7 @@ impl StreamDecoder for ResponsesDecoder {
                 } else {
                     "stop".to_owned()
                 };
-                self.finish_reason = Some(reason);
+                self.state.finish_reason = Some(reason);
                 self.ended = true;
                 self.complete_all(out);
             }
@@ -611,10 +610,7 @@ impl StreamDecoder for ResponsesDecoder {
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if !self.ended {
-            return Err(ChatProviderError::failed(
-                FailureKind::Truncated,
-                "the stream ended before the model finished its answer (no response.completed)",
-            ));
+            return Err(truncated("no response.completed"));
         }
         if self.refused {
             return Err(super::refusal(&self.refusal));
@@ -623,13 +619,84 @@ impl StreamDecoder for ResponsesDecoder {
         Ok(())
     }
 
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+    fn state(&self) -> &StreamState {
+        &self.state
     }
-    fn usage(&self) -> Option<TokenUsage> {
-        self.usage
+}
+
+// ---- the fast path ------------------------------------------------------------------------------
+//
+// The commonest event of this stream, read by one strict scan ([`crate::core::json::scan`]) instead
+// of serde's derived visitors (most of the decode time); anything else is `None` and takes the
+// general path. The property tests and the `fast_delta` fuzz target check that both paths leave
+// the decoder in the same state.
+/// A Responses `response.output_text.delta` event: its text, or `None` for the general path.
+/// The fields the general path types (`item_id`, `output_index`, `delta`) must have its
+/// types; a field it reads for other events (`summary_index`, `arguments`, `item`, …) sends the
+/// event to it; others (`sequence_number`, `content_index`, `logprobs`, `obfuscation`) are
+/// skipped, as serde ignores them.
+pub fn responses_text_delta(data: &str) -> Option<String> {
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let (mut seen_type, mut seen_item, mut seen_index, mut seen_delta) = (false, false, false, false);
+    let mut text = None;
+    s.object(|s, key| match () {
+        _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
+            s.plain_str()?.is("response.output_text.delta").then_some(())
+        }
+        _ if key.is("item_id") && !std::mem::replace(&mut seen_item, true) => s.plain_str().map(|_| ()),
+        _ if key.is("output_index") && !std::mem::replace(&mut seen_index, true) => s.uint(),
+        _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => {
+            text = Some(s.content()?);
+            Some(())
+        }
+        _ if key.is_any(&[
+            "summary_index",
+            "arguments",
+            "item",
+            "annotation",
+            "response",
+            "code",
+            "message",
+            "error",
+            "type",
+            "item_id",
+            "output_index",
+            "delta",
+        ]) =>
+        {
+            None
+        }
+        _ => s.skip(0),
+    })?;
+    s.ws();
+    if s.i != s.b.len() || !seen_type {
+        return None;
     }
-    fn finish_reason(&self) -> Option<&str> {
-        self.finish_reason.as_deref()
+    text
+}
+
+
+#[cfg(test)]
+mod fast_tests {
+    use super::*;
+
+    #[test]
+    fn responses_text_deltas() {
+        let e = r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" the \"fox\"","logprobs":[],"obfuscation":"a1"}"#;
+        assert_eq!(responses_text_delta(e).as_deref(), Some(" the \"fox\""));
+        for e in [
+            r#"{"type":"response.reasoning_text.delta","item_id":"r","delta":"x"}"#,
+            r#"{"type":"response.output_text.delta","item_id":"m"}"#,
+            r#"{"type":"response.output_text.delta","delta":{"x":1}}"#,
+            r#"{"type":"response.output_text.delta","delta":"a","delta":"b"}"#,
+            r#"{"type":"response.output_text.delta","item_id":1,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","output_index":-1,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","output_index":12345678901234567890,"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","delta":"a","message":3}"#,
+            r#"{"delta":"a"}"#,
+            r#"{"type":"response.output_text.delta","delta":"a"} x"#,
+        ] {
+            assert_eq!(responses_text_delta(e), None, "{e}");
+        }
     }
 }
