@@ -1,0 +1,111 @@
+//! The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated calls
+//! get kimi-cli's reminders, a call replayed under the same id gets the result it has, and what a
+//! turn keeps across its steps for the cleanup after a cancel.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use futures::future::{LocalBoxFuture, Shared};
+use futures::FutureExt;
+
+use crate::core::json::Arguments;
+use crate::core::message::{Message, TokenUsage, ToolCall};
+use crate::core::soul::repeat::{append_reminder, RepeatTracker, Verdict};
+use crate::core::step::ToolDispatch;
+use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+/// The result a call gets when the run was cancelled before it finished.
+pub fn aborted_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool call was aborted: the user cancelled the run before it finished.",
+            "Aborted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+/// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).
+pub(super) struct TurnState {
+    pub(super) repeats: RepeatTracker,
+    /// A step whose message is complete but not yet in the context.
+    pub(super) in_flight: Option<(Message, Option<TokenUsage>)>,
+    /// Results by call id, across the attempts and steps of the turn.
+    pub(super) finished: HashMap<String, ToolResult>,
+    /// Calls by id, across attempts and steps: one that streams the very same call again
+    /// gets the result it already has instead of running the tool again.
+    pub(super) calls: HashMap<String, ToolCall>,
+    /// Results published on the wire in this step.
+    pub(super) published: HashSet<String>,
+    /// This attempt's running calls by key, for duplicates within the step.
+    pub(super) by_key: HashMap<(String, String), Shared<LocalBoxFuture<'static, ToolResult>>>,
+    /// The attempt whose stream broke last, when the steps since have all broken: the next
+    /// step's first attempt is the one after it, so a provider that keeps breaking uses up the
+    /// retry budget across salvaged steps too (0 after a step that streamed whole).
+    pub(super) broken_attempts: u32,
+}
+
+/// The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated
+/// calls get their reminders, results already had in an earlier attempt are reused.
+pub(super) struct TurnDispatch<'a, T> {
+    pub(super) inner: &'a T,
+    pub(super) state: Rc<RefCell<TurnState>>,
+}
+
+impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
+    fn is_eager(&self, name: &str) -> bool {
+        self.inner.is_eager(name)
+    }
+
+    fn on_malformed_arguments(&self, call: &ToolCall) {
+        self.inner.on_malformed_arguments(call)
+    }
+
+    fn on_cut_off(&self, call: &ToolCall, chars: usize) {
+        self.inner.on_cut_off(call, chars)
+    }
+
+    fn dispatch(&self, call: &ToolCall, args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+        let mut st = self.state.borrow_mut();
+        let key = (call.function.name.clone(), args.canonical());
+        let verdict = st.repeats.on_call(&key);
+        if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
+            if before.function == call.function {
+                return futures::future::ready(done.clone()).boxed_local();
+            }
+        }
+        st.calls.insert(call.id.clone(), call.clone());
+        match verdict {
+            Verdict::SameStep => {
+                let original = st.by_key.get(&key).cloned();
+                let id = call.id.clone();
+                match original {
+                    Some(f) => {
+                        async move { ToolResult { tool_call_id: id, return_value: f.await.return_value } }.boxed_local()
+                    }
+                    None => {
+                        drop(st);
+                        self.inner.dispatch(call, args)
+                    }
+                }
+            }
+            Verdict::Run { reminder } => {
+                drop(st);
+                let fut = self.inner.dispatch(call, args);
+                let shared = async move {
+                    let mut r = fut.await;
+                    if let Some(text) = reminder {
+                        append_reminder(&mut r.return_value, &text);
+                    }
+                    r
+                }
+                .boxed_local()
+                .shared();
+                self.state.borrow_mut().by_key.insert(key, shared.clone());
+                shared.boxed_local()
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The turn's seams besides the model (`core::model`): the tools as a turn sees them, and the
+//! environment (timers, randomness, tasks). `cargo test` fills them with fakes; the glue with
+//! the JS toolset and `setTimeout`, `Math.random`, the microtask queue.
+
+use futures::future::LocalBoxFuture;
+
+use crate::core::providers::ToolDefinition;
+use crate::core::step::ToolDispatch;
+
+/// The tools as a turn sees them: kosong's toolset plus the definitions sent to the model
+/// (read again at every step, so a toolset may change between steps).
+pub trait TurnTools: ToolDispatch {
+    fn definitions(&self) -> Vec<ToolDefinition>;
+}
+
+/// Time, randomness and tasks.
+pub trait Env {
+    /// Resolves after `ms` milliseconds (dropping it cancels the timer).
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()>;
+    /// Uniform in [0, 1): the backoff's jitter.
+    fn random(&self) -> f64;
+    /// Runs a task beside the turn (a tool's driver).
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>);
+}
