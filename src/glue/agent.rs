@@ -18,7 +18,8 @@ use super::provider::ProviderCore;
 use super::transport::FetchTransport;
 use super::signals::AbortWatch;
 use super::sys::{self, AbortSignal};
-use super::tools::{read_js, to_js, JsToolset, RunFunctions, ToolSignals};
+use super::convert::{read_js, to_js};
+use super::tools::{JsToolset, RunFunctions, ToolSignals};
 use super::wire::WireCore;
 use super::{get, read_limits};
 use crate::core::generate::Limits;
@@ -175,7 +176,7 @@ impl AgentCore {
                     None => futures::future::pending::<()>().await,
                 }
             };
-            let model = provider.as_ref().map(|(p, t)| ProviderModel::new(&**p, t.clone(), limits));
+            let model = provider.as_ref().map(|(p, t)| ProviderModel::new(p, t.clone(), limits));
             let turn = Turn {
                 config: &config,
                 context: &context,

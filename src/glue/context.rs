@@ -8,7 +8,7 @@ use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::error::type_error;
-use super::tools::{read_js, to_js};
+use super::convert::{read_js, to_js};
 use crate::core::message::Message;
 use crate::core::soul::context::{Context, ContextWrite, SharedContext};
 

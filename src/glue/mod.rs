@@ -11,16 +11,19 @@
 //! | `parts.rs` | the part hook's batches, JSON callbacks |
 //! | `agent.rs` | `AgentCore` (one turn), `WebEnv` |
 //! | `wire.rs`, `context.rs` | `WireCore`/`WireSideCore`/`runSoul`, `ContextCore` |
-//! | `tools.rs`, `preview.rs` | the JS toolset as the core's `ToolDispatch`; `PartialJson` |
+//! | `tools.rs`, `simple_toolset.rs` | the JS toolset as the core's `ToolDispatch`; `SimpleToolsetCore` |
+//! | `preview.rs`, `convert.rs` | `PartialJson`, `ChaosProvider`'s scripts; plain data as JSON text |
 //! | `transport.rs`, `signals.rs`, `sys.rs` | fetch and bodies; abort signals and promises; web-sys |
 
 mod agent;
 mod context;
+mod convert;
 mod error;
 mod parts;
 mod preview;
 mod provider;
 mod signals;
+mod simple_toolset;
 mod step;
 mod sys;
 mod tools;

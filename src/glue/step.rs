@@ -83,7 +83,7 @@ pub fn result_object(out: &GenerateOutput) -> Object {
     };
     set("id", out.id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
     set("message", JsValue::from_str(&serde_json::to_string(&out.message).unwrap_or_default()));
-    set("usage", out.usage.map(|u| tools::to_js(&u)).unwrap_or(JsValue::NULL));
+    set("usage", out.usage.map(|u| super::convert::to_js(&u)).unwrap_or(JsValue::NULL));
     set("finishReason", out.finish_reason.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
     o
 }

@@ -1,64 +1,24 @@
-//! JavaScript tools: any object with kosong's `Toolset` shape (`tools`, `handle(call, ctx)`),
-//! and the core of `SimpleToolset`. Sync results and Promises become one kind of future;
-//! a `handle` that throws or rejects becomes an error result, never a failed step.
+//! JavaScript tools as the core's `ToolDispatch`: any object with kosong's `Toolset` shape
+//! (`tools`, `handle(call, ctx)`), and a `SimpleToolset` run from its core's registry. Sync
+//! results and Promises become one kind of future; a `handle` that throws or rejects becomes an
+//! error result, never a failed step. A call dropped unfinished aborts its signal.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::rc::{Rc, Weak};
+use std::cell::RefCell;
 
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
-use js_sys::{Array, Function, Object, Reflect, JSON};
+use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
 
+use super::convert::{error_text, from_js};
 use super::signals::AbortOnDrop;
+use super::simple_toolset::{normalize_return, registry, Registry};
 use super::sys::{self, AbortSignal};
 use crate::core::json::Arguments;
-use crate::core::message::{ContentPart, ToolCall};
+use crate::core::message::ToolCall;
 use crate::core::providers::ToolDefinition;
 use crate::core::step::ToolDispatch;
-use crate::core::toolset::{
-    default_parameters, settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue,
-    ToolsetError,
-};
-
-/// Plain data to a JS value, through JSON text: one `JSON.parse`. (JSON text is the one way
-/// plain data crosses: serde-wasm-bindgen cost about 15 crossings a message field by field and
-/// about 40 KB of .wasm, measured with bench/crossings.mjs and twiggy.)
-pub fn to_js<T: serde::Serialize + ?Sized>(v: &T) -> JsValue {
-    match serde_json::to_string(v) {
-        Ok(s) => JSON::parse(&s).unwrap_or(JsValue::NULL),
-        Err(_) => JsValue::NULL,
-    }
-}
-
-/// A JS value to plain data, through one `JSON.stringify`; the error says what did not fit.
-pub fn read_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Result<T, String> {
-    let text = JSON::stringify(v).ok().and_then(|s| s.as_string()).ok_or("a value JSON cannot hold")?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
-}
-
-pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {
-    read_js(v).ok()
-}
-
-/// `error.message` for an `Error`, with its class when it is a subclass (`TypeError: x is
-/// undefined`); `String(value)` for anything else.
-pub fn error_text(e: &JsValue) -> String {
-    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
-        let (name, message) = (String::from(err.name()), String::from(err.message()));
-        return if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
-    }
-    if let Some(s) = e.as_string() {
-        return s;
-    }
-    Reflect::get(e, &"message".into())
-        .ok()
-        .and_then(|m| m.as_string())
-        .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
-        .unwrap_or_else(|| "unknown error".into())
-}
+use crate::core::toolset::{default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue};
 
 fn is_thenable(v: &JsValue) -> bool {
     v.is_object() && Reflect::get(v, &"then".into()).map(|t| t.is_function()).unwrap_or(false)
@@ -84,9 +44,6 @@ pub enum ToolSignals {
     /// run; the run's signal gives the reason).
     PerCall(Option<AbortSignal>),
 }
-
-/// The registry of a `SimpleToolset` (its handlers stay in JavaScript).
-pub type Registry = Rc<RefCell<SimpleToolset<()>>>;
 
 /// Any JS object with the `Toolset` shape. A `SimpleToolset` (not subclassed) is run by its
 /// core's registry: definitions, lookup and results are read here, and a call crosses out once
@@ -276,163 +233,4 @@ fn call_head_json(call: &ToolCall) -> String {
     }
     out.push('}');
     out
-}
-
-/// What a handler returned, as kosong reads it: a string or parts are a success with that
-/// output, `undefined` an empty success, a `ToolReturnValue` is kept, the rest is an error.
-fn normalize_return(v: &JsValue) -> Result<ToolReturnValue, ToolFailure> {
-    if let Some(s) = v.as_string() {
-        return Ok(ToolReturnValue::ok(ToolOutput::Text(s), "", ""));
-    }
-    if v.is_undefined() || v.is_null() {
-        return Ok(ToolReturnValue::ok(ToolOutput::Text(String::new()), "", ""));
-    }
-    let invalid = |what: &str| {
-        Ok(ToolReturnValue::error(
-            &format!(
-                "Invalid return type: {what}; a tool returns a string, an array of content parts or a ToolReturnValue (toolOk/toolError)"
-            ),
-            "Invalid return type",
-            ToolOutput::Text(String::new()),
-        ))
-    };
-    if Array::is_array(v) {
-        return match from_js::<Vec<ContentPart>>(v) {
-            Some(parts) => Ok(ToolReturnValue::ok(ToolOutput::Parts(parts), "", "")),
-            None => invalid("an array that is not content parts"),
-        };
-    }
-    if v.is_object() && Reflect::get(v, &"is_error".into()).map(|b| b.as_bool().is_some()).unwrap_or(false) {
-        return match from_js::<ToolReturnValue>(v) {
-            Some(r) => Ok(r),
-            None => invalid("a malformed ToolReturnValue"),
-        };
-    }
-    invalid(&v.js_typeof().as_string().unwrap_or_default())
-}
-
-thread_local! {
-    /// The registries of the live `SimpleToolsetCore`s, by id: how the engine finds the one a
-    /// call's toolset owns without holding the JS object.
-    static REGISTRIES: RefCell<HashMap<u32, Weak<RefCell<SimpleToolset<()>>>>> = RefCell::default();
-    static NEXT_ID: Cell<u32> = const { Cell::new(1) };
-}
-
-fn registry(id: u32) -> Option<Registry> {
-    REGISTRIES.with(|r| r.borrow().get(&id).and_then(Weak::upgrade))
-}
-
-fn toolset_error(e: ToolsetError) -> JsValue {
-    match e {
-        ToolsetError::Invalid(m) => js_sys::TypeError::new(&m).into(),
-        e => js_sys::Error::new(e.message()).into(),
-    }
-}
-
-/// The core of the JS `SimpleToolset`: its registry (names, definitions, which tools are eager)
-/// and kosong's rules and results. The handlers stay on the JS side: holding JS functions here
-/// would keep the toolset alive through the instance, beyond the garbage collector's sight.
-#[wasm_bindgen]
-pub struct SimpleToolsetCore {
-    id: u32,
-    inner: Registry,
-}
-
-#[wasm_bindgen]
-impl SimpleToolsetCore {
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> SimpleToolsetCore {
-        let id = NEXT_ID.with(|n| {
-            let id = n.get();
-            n.set(id.wrapping_add(1).max(1));
-            id
-        });
-        let inner: Registry = Rc::default();
-        REGISTRIES.with(|r| r.borrow_mut().insert(id, Rc::downgrade(&inner)));
-        SimpleToolsetCore { id, inner }
-    }
-
-    /// What the engine is told to find this registry by.
-    #[wasm_bindgen(getter)]
-    pub fn id(&self) -> u32 {
-        self.id
-    }
-
-    /// Adds a tool (`parameters`: its schema as JSON text, or none); throws kosong-wasm's
-    /// `TypeError` for a name the providers refuse, a name taken, or parameters that are not an
-    /// object schema.
-    pub fn add(&self, name: &str, description: String, parameters: Option<String>, eager: bool) -> Result<(), JsValue> {
-        let parameters = match parameters {
-            Some(text) => Some(serde_json::from_str(&text).map_err(|e| js_sys::TypeError::new(&e.to_string()))?),
-            None => None,
-        };
-        self.inner.borrow_mut().add(name, description, parameters, eager, ()).map_err(toolset_error)
-    }
-
-    pub fn remove(&self, name: &str) -> Result<(), JsValue> {
-        self.inner.borrow_mut().remove(name).map_err(toolset_error)
-    }
-
-    /// The tools as `SimpleToolset.tools` gives them: `{name, description, parameters}`, plus
-    /// `eager: false` for the tools that wait for a whole answer.
-    pub fn tools(&self) -> JsValue {
-        let list: Vec<serde_json::Value> = self
-            .inner
-            .borrow()
-            .specs()
-            .map(|t| {
-                let mut v = serde_json::json!({"name": t.definition.name, "description": t.definition.description,
-                    "parameters": t.definition.parameters});
-                if !t.eager {
-                    v["eager"] = serde_json::Value::Bool(false);
-                }
-                v
-            })
-            .collect();
-        to_js(&list)
-    }
-
-    /// kosong's checks on a call given to `handle`: a `ToolResult` when they answer it already
-    /// (unknown tool, arguments that are not JSON), or the arguments' JSON text to run the
-    /// handler with.
-    pub fn prepare(&self, call: JsValue) -> JsValue {
-        let Some(call) = from_js::<ToolCall>(&call) else {
-            return js_sys::TypeError::new("handle(call): call is not a ToolCall").into();
-        };
-        match self.inner.borrow().prepare(&call) {
-            Prepared::Done(r) => to_js(&r),
-            Prepared::Run((), _) => JsValue::from_str(call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}")),
-        }
-    }
-
-    /// The result for what a handler returned (kosong's reading of strings, parts,
-    /// `ToolReturnValue`s and anything else).
-    pub fn settle(&self, id: String, value: JsValue) -> JsValue {
-        to_js(&settle(id, normalize_return(&value)))
-    }
-
-    /// The result for a handler that threw or rejected.
-    #[wasm_bindgen(js_name = settleThrown)]
-    pub fn settle_thrown(&self, id: String, error: JsValue) -> JsValue {
-        to_js(&settle(id, Err(ToolFailure::Runtime(error_text(&error)))))
-    }
-}
-
-impl Drop for SimpleToolsetCore {
-    fn drop(&mut self) {
-        REGISTRIES.with(|r| r.borrow_mut().remove(&self.id));
-    }
-}
-
-impl Default for SimpleToolsetCore {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// kosong's result for arguments the `validate` hook refused (`message` says why): a
-/// `ToolReturnValue` a handler's place returns.
-#[wasm_bindgen(js_name = validationFailed)]
-pub fn validation_failed(message: &str) -> JsValue {
-    to_js(&ToolReturnValue::validate_error(message))
 }

@@ -10,7 +10,7 @@ use super::error::type_error;
 use super::get;
 use super::signals::{AbortWatch, Awaited};
 use super::sys::{self, AbortSignal};
-use super::tools::read_js;
+use super::convert::read_js;
 use crate::core::soul::run::{self, RunOutcome};
 use crate::core::soul::wire::{self, ApprovalRequest, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 

@@ -1,0 +1,42 @@
+//! Plain data across the boundary: as JSON text, one `JSON.parse` or `JSON.stringify` a value.
+
+use js_sys::{Reflect, JSON};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// Plain data to a JS value, through JSON text: one `JSON.parse`. (JSON text is the one way
+/// plain data crosses: serde-wasm-bindgen cost about 15 crossings a message field by field and
+/// about 40 KB of .wasm, measured with bench/crossings.mjs and twiggy.)
+pub fn to_js<T: serde::Serialize + ?Sized>(v: &T) -> JsValue {
+    match serde_json::to_string(v) {
+        Ok(s) => JSON::parse(&s).unwrap_or(JsValue::NULL),
+        Err(_) => JsValue::NULL,
+    }
+}
+
+/// A JS value to plain data, through one `JSON.stringify`; the error says what did not fit.
+pub fn read_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Result<T, String> {
+    let text = JSON::stringify(v).ok().and_then(|s| s.as_string()).ok_or("a value JSON cannot hold")?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {
+    read_js(v).ok()
+}
+
+/// `error.message` for an `Error`, with its class when it is a subclass (`TypeError: x is
+/// undefined`); `String(value)` for anything else.
+pub fn error_text(e: &JsValue) -> String {
+    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
+        let (name, message) = (String::from(err.name()), String::from(err.message()));
+        return if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
+    }
+    if let Some(s) = e.as_string() {
+        return s;
+    }
+    Reflect::get(e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
+        .unwrap_or_else(|| "unknown error".into())
+}
