@@ -545,6 +545,12 @@ export class WireRecorder {
 }
 /** Reads wire.jsonl back (a damaged line is skipped). */
 export function readWireRecord(jsonl: string): WireMessage[];
+/**
+ * The messages that close a turn whose runtime died before it ended (an evicted isolate, a closed
+ * tab), from the messages recorded for it: an aborted `ToolResult` for each call without a result,
+ * then `TurnEnd` — what a cancelled turn publishes itself.
+ */
+export function closeInterruptedTurn(messages: WireMessage[]): WireMessage[];
 
 export class Context {
   /**

@@ -6,6 +6,6 @@ export { PartialJson } from "./preview.js";
 export { OpenAIChatProvider, KimiProvider, AnthropicProvider, OpenAIResponsesProvider, GeminiProvider, ScriptedProvider } from "./providers.js";
 export { ChaosProvider } from "./chaos.js";
 export { generate, step, StepResult } from "./step.js";
-export { Wire, WireRecorder, readWireRecord, WIRE_PROTOCOL_VERSION, QueueShutDown } from "./wire.js";
+export { Wire, WireRecorder, readWireRecord, closeInterruptedTurn, WIRE_PROTOCOL_VERSION, QueueShutDown } from "./wire.js";
 export { Context } from "./context.js";
 export { Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError } from "./agent.js";

@@ -165,3 +165,13 @@ export function readWireRecord(jsonl) {
   if (typeof jsonl !== "string") throw new TypeError("readWireRecord takes the text of a wire.jsonl file");
   return JSON.parse(callWasm(() => wasm.readWireRecord(jsonl)));
 }
+
+/**
+ * The messages that close a turn whose runtime died before it ended (an evicted isolate, a
+ * closed tab), from the messages recorded for it: an aborted `ToolResult` for every call without
+ * a result, then `TurnEnd` — what a cancelled turn publishes itself.
+ */
+export function closeInterruptedTurn(messages) {
+  if (!Array.isArray(messages)) throw new TypeError("closeInterruptedTurn takes the turn's recorded messages (an array)");
+  return JSON.parse(callWasm(() => wasm.closeInterruptedTurn(JSON.stringify(messages))));
+}

@@ -434,7 +434,9 @@ async function timedTurn(eager, t0, signal) {
       const p = m.payload ?? {};
       const step = steps.at(-1);
       if (m.type === "StepBegin") steps.push({ start: t, end: t });
-      else if (m.type === "ContentPart" || m.type === "ToolCallPart" || m.type === "StatusUpdate") step && (step.end = t);
+      // The stream's end is its last part: the StatusUpdate comes after the step's stream is done,
+      // and after the tools that wait for a whole answer have started.
+      else if (m.type === "ContentPart" || m.type === "ToolCallPart") step && (step.end = t);
       else if (m.type === "ToolCall") {
         if (step) step.end = t;
         calls.set(p.id, { name: p.function.name, start: null, end: null });

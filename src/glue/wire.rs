@@ -154,6 +154,15 @@ pub fn read_wire_record(jsonl: &str) -> String {
     wire::wire_record_json(jsonl)
 }
 
+/// What closes a turn whose runtime died mid-way, from its recorded messages (JSON text of an
+/// array): the messages to publish (JSON text), as the core closes a cancelled turn.
+#[wasm_bindgen(js_name = closeInterruptedTurn)]
+pub fn close_interrupted_turn(messages: &str) -> Result<String, JsValue> {
+    let list: Vec<WireMessage> =
+        serde_json::from_str(messages).map_err(|e| type_error(&format!("closeInterruptedTurn: {e}")))?;
+    Ok(serde_json::to_string(&crate::core::soul::agent::close_interrupted_turn(&list)).unwrap_or_else(|_| "[]".into()))
+}
+
 /// Runs a soul beside its UI loop (the core's `run_soul`): `soul` and `ui` are their promises,
 /// `recorded()` the promise that every recorded line is written. Resolves `true` when `signal`
 /// cancelled the run, `false` when the soul finished; rejects with the soul's own error.

@@ -127,18 +127,6 @@ function joinPieces(rows, more) {
   return rows.map((r) => (rest.has(r.key) ? { ...r, value: r.value + rest.get(r.key).join("") } : r));
 }
 
-/** The result kimi-cli gives a call that never finished. */
-const abortedResult = (id) => ({
-  tool_call_id: id,
-  return_value: {
-    is_error: true,
-    output: "",
-    message: "The tool call was aborted: the run ended before it finished.",
-    display: [{ type: "brief", text: "Aborted" }],
-    extras: null,
-  },
-});
-
 export class ChatSession extends DurableObject {
   /** Stream controllers of the clients listening to the running turn. */
   listeners = new Set();
@@ -293,20 +281,14 @@ export class ChatSession extends DurableObject {
 
   /**
    * A turn the storage says is running while this object runs none: its isolate died. It is
-   * closed as kimi-cli closes a cancelled turn: every call without a result gets an aborted one,
-   * then `TurnEnd`, then the end event (outcome `interrupted`).
+   * closed as the package closes a cancelled turn (`closeInterruptedTurn`: every call without a
+   * result gets an aborted one, then `TurnEnd`), then the end event (outcome `interrupted`).
    */
   closeInterruptedTurn() {
     const turn = this.meta("turn");
     if (!turn?.running || this.running) return;
-    const calls = new Set();
-    for (const { data } of this.recorded(turn.firstId - 1)) {
-      const m = JSON.parse(data);
-      if (m.type === "ToolCall") calls.add(m.payload.id);
-      if (m.type === "ToolResult") calls.delete(m.payload.tool_call_id);
-    }
-    for (const id of calls) this.publish("wire", { type: "ToolResult", payload: abortedResult(id) });
-    this.publish("wire", { type: "TurnEnd", payload: {} });
+    const recorded = this.recorded(turn.firstId - 1).filter((r) => r.event === "wire").map((r) => JSON.parse(r.data));
+    for (const m of kosong.closeInterruptedTurn(recorded)) this.publish("wire", m);
     this.publish("end", { outcome: "interrupted" });
     this.setMeta("turn", { running: false, firstId: turn.firstId });
   }

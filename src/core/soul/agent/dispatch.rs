@@ -12,6 +12,7 @@ use futures::FutureExt;
 use crate::core::json::Arguments;
 use crate::core::message::{Message, TokenUsage, ToolCall};
 use crate::core::soul::repeat::{append_reminder, RepeatTracker, Verdict};
+use crate::core::soul::wire::WireMessage;
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
@@ -25,6 +26,28 @@ pub fn aborted_result(call_id: &str) -> ToolResult {
             ToolOutput::Text(String::new()),
         ),
     }
+}
+
+/// How a turn whose runtime died mid-way (an isolate evicted, a tab closed) is closed from its
+/// recording, as a cancelled turn closes itself: an aborted result for every call the wire showed
+/// without a result, then `TurnEnd`. `messages`: the turn's recorded messages, in order.
+pub fn close_interrupted_turn(messages: &[WireMessage]) -> Vec<WireMessage> {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        match m {
+            WireMessage::Part(crate::core::message::StreamedMessagePart::ToolCall(c)) => open.push(c.id.clone()),
+            WireMessage::ToolResult(r) => open.retain(|id| *id != r.tool_call_id),
+            WireMessage::Other { kind, payload } if kind == "ToolResult" => {
+                if let Some(id) = payload.get("tool_call_id").and_then(|v| v.as_str()) {
+                    open.retain(|o| o != id);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<WireMessage> = open.iter().map(|id| WireMessage::ToolResult(aborted_result(id))).collect();
+    out.push(WireMessage::TurnEnd);
+    out
 }
 
 /// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).

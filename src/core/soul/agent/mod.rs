@@ -41,7 +41,7 @@ mod seams;
 mod turn;
 
 pub use config::{status, AgentConfig, StatusSnapshot, UserInput};
-pub use dispatch::aborted_result;
+pub use dispatch::{aborted_result, close_interrupted_turn};
 pub use error::TurnError;
 pub use seams::{Env, TurnTools};
 pub use turn::Turn;
