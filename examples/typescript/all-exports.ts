@@ -6,7 +6,7 @@ import {
   OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
-  readWireRecord, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
+  readWireRecord, closeInterruptedTurn, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
@@ -85,6 +85,7 @@ export async function main(): Promise<string> {
     }
   }, new AbortController().signal, { recorder: new WireRecorder((l: string) => void lines.push(l)) });
   const replayed: WireMessage[] = readWireRecord(lines.join("\n"));
+  const closing: WireMessage[] = closeInterruptedTurn(replayed);
 
   const errors: Error[] = [
     new ChatProviderError("x"), new APIConnectionError("x"), new APITimeoutError("x"), new APIEmptyResponseError("x"),
@@ -96,5 +97,5 @@ export async function main(): Promise<string> {
   const isMax = (e: unknown): number | null => (e instanceof MaxStepsReached ? e.nSteps : null);
   const isUnsupported = (e: unknown): string[] => (e instanceof LLMNotSupported ? e.capabilities : []);
   void [streamed, thinking, usage, value, status, errors, isStatus, isMax, isUnsupported, kosong.WIRE_PROTOCOL_VERSION, more];
-  return `${value.output} ${replayed.length} ${agent.context.history.length} ${copy.tokenCount} ${copy.nCheckpoints}`;
+  return `${value.output} ${replayed.length} ${closing.length} ${agent.context.history.length} ${copy.tokenCount} ${copy.nCheckpoints}`;
 }

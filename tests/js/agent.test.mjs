@@ -451,3 +451,16 @@ test("the runtime's errors made by a caller carry the core's wording, the same a
   assert.equal(e.message, "The model called `t` with the same arguments 12 times in a row; the turn was stopped.");
   assert.ok(e instanceof Error && e.name === "RepeatedToolCallError" && e.toolName === "t" && e.count === 12);
 });
+
+test("closeInterruptedTurn: an aborted result for each call the recording shows without one, then TurnEnd — the words a cancelled turn uses", () => {
+  const call = (id) => ({ type: "ToolCall", payload: { type: "function", id, function: { name: "f", arguments: "{}" } } });
+  const recorded = [{ type: "TurnBegin", payload: { user_input: "x" } }, call("c1"), call("c2"),
+    { type: "ToolResult", payload: { tool_call_id: "c1", return_value: { is_error: false, output: "ok", message: "", display: [] } } }, call("c3")];
+  const out = k.closeInterruptedTurn(recorded);
+  assert.deepEqual(out.map((m) => m.type), ["ToolResult", "ToolResult", "TurnEnd"]);
+  assert.deepEqual(out.slice(0, 2).map((m) => m.payload.tool_call_id), ["c2", "c3"]);
+  assert.equal(out[0].payload.return_value.is_error, true);
+  assert.match(out[0].payload.return_value.message, /^The tool call was aborted/);
+  assert.deepEqual(k.closeInterruptedTurn([]), [{ type: "TurnEnd", payload: {} }]);
+  assert.throws(() => k.closeInterruptedTurn("nope"), TypeError);
+});
