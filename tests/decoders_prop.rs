@@ -249,9 +249,8 @@ mod partial_json_props {
             prop_assert!(!failed);
             prop_assert!(done);
             // What the core reads the whole text as (serde_json's number reader: a non-integer
-            // with more than 15 significant digits may differ from `v` in its last bit, as it
-            // does for every JSON the core reads; a handler's arguments are parsed by
-            // JavaScript, exactly).
+            // with more than 15 significant digits may differ from `v` in its last bit; the edits
+            // carry such a number's own text, which JavaScript reads exactly: api.test.mjs).
             let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
             prop_assert_eq!(got, whole);
         }

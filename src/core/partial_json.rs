@@ -25,11 +25,37 @@ pub enum PathSeg {
     Index(usize),
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Edit {
-    Set { path: Vec<PathSeg>, value: Value },
+    /// `number`: a non-integer number's own text, which the edit's JSON carries as it was written
+    /// (a reader with an exact number parser, JavaScript's `JSON.parse`, gets it exactly; `value`
+    /// is serde_json's reading of it).
+    Set { path: Vec<PathSeg>, value: Value, number: Option<String> },
     Append { path: Vec<PathSeg>, text: String },
+}
+
+/// `{"op": "set", "path", "value"}` or `{"op": "append", "path", "text"}`.
+impl serde::Serialize for Edit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        match self {
+            Edit::Set { path, value, number } => {
+                m.serialize_entry("op", "set")?;
+                m.serialize_entry("path", path)?;
+                match number.as_deref().and_then(|n| serde_json::value::RawValue::from_string(n.to_owned()).ok()) {
+                    Some(raw) => m.serialize_entry("value", &raw)?,
+                    None => m.serialize_entry("value", value)?,
+                }
+            }
+            Edit::Append { path, text } => {
+                m.serialize_entry("op", "append")?;
+                m.serialize_entry("path", path)?;
+                m.serialize_entry("text", text)?;
+            }
+        }
+        m.end()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +166,15 @@ impl PartialJson {
 
     fn set(&mut self, out: &mut Vec<Edit>, value: Value) {
         if let Some(path) = self.edit_path() {
-            out.push(Edit::Set { path, value });
+            out.push(Edit::Set { path, value, number: None });
+        }
+    }
+
+    /// Sets the number `text` (valid JSON) as its value; a non-integer keeps its text too.
+    fn set_number(&mut self, out: &mut Vec<Edit>, text: &str, value: Value) {
+        let exact = matches!(&value, Value::Number(n) if n.is_f64()).then(|| text.to_owned());
+        if let Some(path) = self.edit_path() {
+            out.push(Edit::Set { path, value, number: exact });
         }
     }
 
@@ -197,8 +231,9 @@ impl PartialJson {
             // a bounded head keeps a huge number fed in tiny pieces linear.
             let head = &n[..n.len().min(NUMBER_PREVIEW_MAX)];
             self.work += head.len() as u64;
-            if let Some(v) = number_value(&head[..json_number_prefix_len(head)]) {
-                self.set(&mut out, v);
+            let text = head[..json_number_prefix_len(head)].to_owned();
+            if let Some(v) = number_value(&text) {
+                self.set_number(&mut out, &text, v);
             }
         }
         out
@@ -225,13 +260,13 @@ impl PartialJson {
                 let text = std::mem::take(n);
                 self.token = Token::None;
                 match number_value(&text) {
-                    Some(v) => self.set(out, v),
+                    Some(v) => self.set_number(out, &text, v),
                     None => {
                         // Show the number as far as it was one, as a preview at any earlier
                         // piece boundary could have: the outcome must not depend on the split.
                         let valid = json_number_prefix_len(&text);
                         if let Some(v) = number_value(&text[..valid]) {
-                            self.set(out, v);
+                            self.set_number(out, &text[..valid], v);
                         }
                         return false;
                     }
@@ -541,7 +576,7 @@ fn slot<'a>(v: &'a mut Value, path: &[PathSeg]) -> Option<&'a mut Value> {
 pub fn apply(root: &mut Value, edits: &[Edit]) {
     for e in edits {
         match e {
-            Edit::Set { path, value } => {
+            Edit::Set { path, value, .. } => {
                 if let Some(s) = slot(root, path) {
                     *s = value.clone();
                 }
@@ -596,7 +631,7 @@ mod tests {
         assert!(p.failed(), "a second close is not JSON");
         assert_eq!(
             e,
-            vec![Edit::Set { path: vec![PathSeg::Key("a".into())], value: json!(1) }],
+            vec![Edit::Set { path: vec![PathSeg::Key("a".into())], value: json!(1), number: None }],
             "what came before it counts"
         );
         assert!(p.feed("more").is_empty());

@@ -234,3 +234,15 @@ test("SimpleToolset refuses what the providers would: duplicate names, invalid n
   const n = ts.handle({ type: "function", id: "c2", function: { name: "num", arguments: "{}" } });
   assert.match(n.return_value.message, /^Invalid return type: number; a tool returns a string, an array of content parts or a ToolReturnValue/);
 });
+
+test("PartialJson previews a number exactly as JSON.parse reads it, however the text is cut", () => {
+  const text = '{"a": 973347.3247970713, "b": [0.1, -0, 1e-7, 12345678901234567890, 2.5e300]}';
+  for (let cut = 1; cut < text.length; cut++) {
+    const p = new k.PartialJson();
+    p.feed(text.slice(0, cut));
+    p.feed(text.slice(cut));
+    assert.ok(p.done, `cut ${cut}`);
+    assert.deepEqual(p.value, JSON.parse(text), `cut ${cut}`);
+    assert.ok(Object.is(p.value.b[1], -0));
+  }
+});
