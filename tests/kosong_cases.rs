@@ -137,7 +137,7 @@ fn handle(ts: &SimpleToolset<FnTool>, call: &ToolCall) -> LocalBoxFuture<'static
         Prepared::Done(r) => async move { r }.boxed_local(),
         Prepared::Run(FnTool(f), args) => {
             let (f, id) = (f.clone(), call.id.clone());
-            let args: Value = args.value().clone();
+            let args: Value = serde_json::from_str(args.text()).unwrap_or(Value::Null);
             async move { settle(id, f(args)) }.boxed_local()
         }
     }
@@ -167,7 +167,7 @@ impl ToolDispatch for Dispatch {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         handle(&self.0, call)
     }
 }

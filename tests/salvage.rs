@@ -71,7 +71,7 @@ impl ToolDispatch for Mail {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let args = call.function.arguments.clone().unwrap_or_default();
         self.started.borrow_mut().push(args.clone());
         let (sent, hold, delay, id) = (self.sent.clone(), self.hold.get(), self.delay.get(), call.id.clone());

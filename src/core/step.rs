@@ -34,7 +34,7 @@ pub trait ToolDispatch {
     fn is_eager(&self, name: &str) -> bool;
     /// Starts the call, whose arguments the engine has checked (once, as the call completed);
     /// the future yields its result (tool failures are results, not errors).
-    fn dispatch(&self, call: &ToolCall, args: &Arguments) -> LocalBoxFuture<'static, ToolResult>;
+    fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult>;
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.
     fn on_malformed_arguments(&self, _call: &ToolCall) {}

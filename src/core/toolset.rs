@@ -157,7 +157,7 @@ impl<H> Default for SimpleToolset<H> {
 /// What `SimpleToolset::prepare` decides for a call.
 pub enum Prepared<'a, H> {
     /// Run this handler with these (checked) arguments.
-    Run(&'a H, Arguments),
+    Run(&'a H, Arguments<'a>),
     /// The call is answered already (unknown tool, arguments not JSON).
     Done(ToolResult),
 }
@@ -217,7 +217,7 @@ impl<H> SimpleToolset<H> {
 
     /// What a call needs before its handler runs: the tool (else "not found") and its arguments
     /// checked ([`Arguments::check`]; else a parse error result).
-    pub fn prepare<'a>(&'a self, call: &ToolCall) -> Prepared<'a, H> {
+    pub fn prepare<'a>(&'a self, call: &'a ToolCall) -> Prepared<'a, H> {
         let Some(handler) = self.get(&call.function.name) else {
             return Prepared::Done(ToolResult {
                 tool_call_id: call.id.clone(),

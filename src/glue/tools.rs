@@ -164,7 +164,7 @@ impl ToolDispatch for JsToolset {
         );
     }
 
-    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
         let simple = self.simple.is_some();
         if let Some(reg) = &self.simple {

@@ -125,7 +125,7 @@ impl ToolDispatch for Tools {
     fn is_eager(&self, _name: &str) -> bool {
         true
     }
-    fn dispatch(&self, call: &ToolCall, _args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         self.runs.borrow_mut().push(call.function.name.clone());
         let id = call.id.clone();
         let h = self.handlers.borrow().get(&call.function.name).cloned();

@@ -1,33 +1,40 @@
 //! A completed tool call's arguments, checked once: the one rule for them (missing or empty
 //! arguments mean `{}`; anything else must be JSON — whitespace alone is not), applied when the
-//! call completes. The malformed-arguments result, repeat detection (the canonical form) and the
-//! handler's arguments all come from this one parse.
+//! call completes, by one scan (`scan::accepts_json`; serde_json only decides what the scanner
+//! cannot). The malformed-arguments result and the handler's arguments come from that check; the
+//! canonical form repeat detection keys on is made once, when a turn asks for it.
 
 use serde_json::Value;
 
-/// Arguments that are JSON.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Arguments {
-    value: Value,
+use super::scan::accepts_json;
+
+/// Arguments that are JSON: the call's own text (`{}` for none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arguments<'a> {
+    text: &'a str,
 }
 
-impl Arguments {
-    /// Parses `raw` once; the error is the parser's own message.
-    pub fn check(raw: Option<&str>) -> Result<Arguments, String> {
-        match raw {
-            None | Some("") => Ok(Arguments { value: Value::Object(Default::default()) }),
-            Some(text) => serde_json::from_str(text).map(|value| Arguments { value }).map_err(|e| e.to_string()),
+impl<'a> Arguments<'a> {
+    /// Checks `raw`; the error is serde_json's own message.
+    pub fn check(raw: Option<&'a str>) -> Result<Arguments<'a>, String> {
+        let text = match raw {
+            None | Some("") => "{}",
+            Some(t) => t,
+        };
+        if !accepts_json(text) {
+            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| e.to_string())?;
         }
+        Ok(Arguments { text })
+    }
+
+    pub fn text(&self) -> &'a str {
+        self.text
     }
 
     /// The canonical form: object keys sorted, compact (serde_json's map is ordered by key, so
-    /// printing the parsed value sorts it). Printed, not parsed again.
+    /// printing the parsed value sorts it).
     pub fn canonical(&self) -> String {
-        self.value.to_string()
-    }
-
-    pub fn value(&self) -> &Value {
-        &self.value
+        serde_json::from_str::<Value>(self.text).map_or_else(|_| self.text.to_owned(), |v| v.to_string())
     }
 }
 

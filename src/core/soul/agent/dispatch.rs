@@ -90,7 +90,7 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         self.inner.on_cut_off(call, chars)
     }
 
-    fn dispatch(&self, call: &ToolCall, args: &Arguments) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let mut st = self.state.borrow_mut();
         let key = (call.function.name.clone(), args.canonical());
         let verdict = st.repeats.on_call(&key);
