@@ -44,3 +44,32 @@ test("a session file with damaged lines reads the same here and in kimi-cli", { 
   assert.deepEqual(ours.history.map((m) => [m.role, m.content]), theirs.history.map((m) => [m.role, typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("")]));
   assert.equal(ours.systemPrompt, "be kind");
 });
+
+const READ_WIRE = `
+import json, sys
+from kimi_cli.wire.serde import deserialize_wire_message
+kinds = []
+for line in open(sys.argv[1]):
+    rec = json.loads(line)
+    if rec.get("type") == "metadata":
+        continue
+    kinds.append(type(deserialize_wire_message(rec["message"])).__name__)
+print(json.dumps(kinds))
+`;
+
+test("kimi-cli reads every message of a recording this runtime wrote (a tool call, a retry, the status)", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const lines = [];
+  const record = () => ({ recorder: new k.WireRecorder((l) => void lines.push(l)) });
+  const drain = async (w) => { for await (const _ of w.uiSide({ merge: true })); };
+  const toolset = new k.SimpleToolset([{ name: "plus", description: "", parameters: {}, handler: ({ a, b }) => String(a + b) }]);
+  const script = 'text: adding\ntool_call: {"id":"c1","name":"plus","arguments":"{\\"a\\":1,\\"b\\":2}"}\nusage: input_other=5 output=3';
+  await k.runSoul(new k.Agent({ provider: new k.ScriptedProvider([script, "text: 3"]), toolset }), "add", drain, new AbortController().signal, record());
+  const retrying = new k.Agent({ provider: new k.ScriptedProvider(["error: 429 slow", "text: ok"]), retryBackoff: { initialMs: 0, maxMs: 0, jitterMs: 0 } });
+  await k.runSoul(retrying, "x", drain, new AbortController().signal, record());
+  const file = join(mkdtempSync(join(tmpdir(), "kimi-wire-")), "wire.jsonl");
+  writeFileSync(file, lines.join("\n") + "\n");
+  const theirs = JSON.parse(execFileSync(python, ["-c", READ_WIRE, file], { encoding: "utf8" }));
+  const ours = k.readWireRecord(lines.join("\n")).map((m) => m.type);
+  assert.equal(theirs.length, ours.length);
+  for (const kind of ["TurnBegin", "StepBegin", "ToolResult", "StatusUpdate", "StepRetry", "TurnEnd"]) assert.ok(theirs.includes(kind), `${kind} in ${theirs}`);
+});
