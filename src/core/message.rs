@@ -423,6 +423,13 @@ pub fn system_text(text: &str) -> String {
     format!("<system>{text}</system>")
 }
 
+impl ContentPart {
+    /// A text part of what the runtime says: [`system_text`].
+    pub fn system(text: &str) -> ContentPart {
+        ContentPart::text(system_text(text))
+    }
+}
+
 /// Token usage of one generation, split as kosong splits it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {

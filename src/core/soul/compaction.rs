@@ -27,9 +27,6 @@ pub fn should_compact(token_count: u64, max_context_tokens: u64) -> bool {
             || token_count.saturating_add(RESERVED_TOKENS) >= max_context_tokens)
 }
 
-fn system(text: &str) -> ContentPart {
-    ContentPart::text(crate::core::message::system_text(text))
-}
 
 /// Splits the history: the message asking the model for a summary of the older part, and
 /// the messages kept as they are. `None` when there is nothing to compact.
@@ -81,7 +78,7 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
 /// The compacted context: the summary (think parts dropped) as a user message, then the
 /// kept messages.
 pub fn build(summary: &Message, kept: Vec<Message>) -> Vec<Message> {
-    let mut content = vec![system(COMPACTION_OUTPUT_PREFIX)];
+    let mut content = vec![ContentPart::system(COMPACTION_OUTPUT_PREFIX)];
     content.extend(summary.content.iter().filter(|p| !matches!(p, ContentPart::Think { .. })).cloned());
     let mut out = vec![Message::new(Role::User, content)];
     out.extend(kept);

@@ -3,12 +3,9 @@
 //! which message parts a model must be able to take.
 
 use crate::core::error::{ChatProviderError, FailureKind};
-use crate::core::message::{system_text, ContentPart, Message, Role};
+use crate::core::message::{ContentPart, Message, Role};
 use crate::core::toolset::{ToolOutput, ToolResult};
 
-fn system(text: &str) -> ContentPart {
-    ContentPart::text(system_text(text))
-}
 
 fn output_parts(output: &ToolOutput) -> Vec<ContentPart> {
     match output {
@@ -32,15 +29,15 @@ pub fn tool_result_to_message(result: &ToolResult) -> Message {
         if rv.brief() == "Tool runtime error" {
             message.push_str("\nThis is an unexpected error and the tool is probably not working.");
         }
-        content.push(system(&format!("ERROR: {message}")));
+        content.push(ContentPart::system(&format!("ERROR: {message}")));
         content.extend(output_parts(&rv.output));
     } else {
         if !rv.message.is_empty() {
-            content.push(system(&rv.message));
+            content.push(ContentPart::system(&rv.message));
         }
         content.extend(output_parts(&rv.output));
         if content.is_empty() {
-            content.push(system("Tool output is empty."));
+            content.push(ContentPart::system("Tool output is empty."));
         }
     }
     let mut m = Message::new(Role::Tool, content);
