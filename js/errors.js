@@ -1,12 +1,14 @@
 // The provider errors: `Error` subclasses exported by name, each with a machine-readable
 // `kind` ("connection", "timeout", "empty", "status", "malformed", "truncated", "limit",
-// "server", "invalid_request", "other") and the `cause` that led to it when there is one.
+// "server", "invalid_request", "refused", "malformed_output", "other") and the `cause` that led
+// to it when there is one. A `malformed_output` error keeps the answer's text as `text`.
 
 export class ChatProviderError extends Error {
   constructor(message, options) {
     super(message, options);
     this.name = "ChatProviderError";
     this.kind = options?.kind ?? "other";
+    if (options?.text !== undefined) this.text = options.text;
   }
 }
 export class APIConnectionError extends ChatProviderError {
@@ -91,8 +93,9 @@ const runtimeErrors = {
  */
 export function makeError(className, message, fields) {
   if (className in runtimeErrors) return runtimeErrors[className](message, fields);
-  const { kind, cause } = fields;
+  const { kind, cause, text } = fields;
   const options = cause === undefined ? { kind } : { kind, cause };
+  if (text !== undefined) options.text = text;
   if (className === "APIStatusError") {
     return new APIStatusError(message, { status: fields.status, requestId: fields.requestId, retryAfterMs: fields.retryAfterMs, cause });
   }

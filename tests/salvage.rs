@@ -405,7 +405,7 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
         let seen2 = seen.clone();
         let outcome = pool.run_until(async {
             let m = model.model();
-            let req = m.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])]).unwrap();
+            let req = m.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])], None).unwrap();
             let mut source = m.open(req).await.unwrap();
             let spawn = |f: LocalBoxFuture<'static, ()>| spawner.spawn_local(f).unwrap();
             let cb: kosong_wasm::core::step::ToolResultCallback =

@@ -17,6 +17,9 @@ pub enum ChatProviderError {
     Status { status: u16, message: String, request_id: Option<String>, retry_after_ms: Option<u64> },
     /// A failure of the kind named: a malformed or truncated stream, a limit, an error event…
     Failed { kind: FailureKind, message: String },
+    /// The answer is not the structured output asked for (`output`): not JSON, or refused by the
+    /// caller's validator. `text` is the answer's text. Kind `malformed_output`; never retried.
+    MalformedOutput { message: String, text: String },
     /// Anything else (a bad script, a missing `fetch`).
     Other(String),
 }
@@ -60,7 +63,9 @@ impl ChatProviderError {
             ChatProviderError::Timeout(_) => "APITimeoutError",
             ChatProviderError::EmptyResponse(_) => "APIEmptyResponseError",
             ChatProviderError::Status { .. } => "APIStatusError",
-            ChatProviderError::Failed { .. } | ChatProviderError::Other(_) => "ChatProviderError",
+            ChatProviderError::Failed { .. } | ChatProviderError::MalformedOutput { .. } | ChatProviderError::Other(_) => {
+                "ChatProviderError"
+            }
         }
     }
 
@@ -83,6 +88,7 @@ impl ChatProviderError {
             ChatProviderError::EmptyResponse(_) => "empty",
             ChatProviderError::Status { .. } => "status",
             ChatProviderError::Failed { kind, .. } => kind.as_str(),
+            ChatProviderError::MalformedOutput { .. } => "malformed_output",
             ChatProviderError::Other(_) => "other",
         }
     }
@@ -108,6 +114,9 @@ impl ChatProviderError {
             ChatProviderError::EmptyResponse(m) => ChatProviderError::EmptyResponse(clean(m)),
             ChatProviderError::Other(m) => ChatProviderError::Other(clean(m)),
             ChatProviderError::Failed { kind, message } => ChatProviderError::Failed { kind, message: clean(message) },
+            ChatProviderError::MalformedOutput { message, text } => {
+                ChatProviderError::MalformedOutput { message: clean(message), text: clean(text) }
+            }
             ChatProviderError::Status { status, message, request_id, retry_after_ms } => ChatProviderError::Status {
                 status,
                 message: clean(message),
@@ -124,7 +133,9 @@ impl ChatProviderError {
             | ChatProviderError::Timeout(m)
             | ChatProviderError::EmptyResponse(m)
             | ChatProviderError::Other(m) => m,
-            ChatProviderError::Status { message, .. } | ChatProviderError::Failed { message, .. } => message,
+            ChatProviderError::Status { message, .. }
+            | ChatProviderError::Failed { message, .. }
+            | ChatProviderError::MalformedOutput { message, .. } => message,
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod json;
 pub mod message;
 pub mod model;
+pub mod output;
 pub mod partial_json;
 pub mod providers;
 pub mod soul;

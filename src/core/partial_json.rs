@@ -58,6 +58,19 @@ impl serde::Serialize for Edit {
     }
 }
 
+/// Appends `next` to `edits`, an append to the path the last edit appended to joining it: the
+/// edits of consecutive pieces as one list, applied to the same effect.
+pub fn join_edits(edits: &mut Vec<Edit>, next: &[Edit]) {
+    let mut rest = next;
+    if let (Some(Edit::Append { path, text }), Some(Edit::Append { path: p2, text: t2 })) = (edits.last_mut(), next.first()) {
+        if path == p2 {
+            text.push_str(t2);
+            rest = &next[1..];
+        }
+    }
+    edits.extend_from_slice(rest);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ObjState {
     KeyOrEnd,

@@ -21,6 +21,7 @@ use super::sys::{self, AbortSignal};
 use super::convert::{read_js, to_js};
 use super::tools::{JsToolset, RunFunctions, ToolSignals};
 use super::wire::WireCore;
+use super::output::{OutputOption, Problem};
 use super::{get, read_limits};
 use crate::core::generate::Limits;
 use crate::core::model::{Provider, ProviderModel};
@@ -51,6 +52,39 @@ impl Env for WebEnv {
     }
 }
 
+/// An agent's environment: the web's, and its structured output's check (the value kept for
+/// `AgentCore.output`).
+struct AgentEnv {
+    output: Option<Rc<OutputOption>>,
+    last: Rc<RefCell<JsValue>>,
+}
+
+impl Env for AgentEnv {
+    fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()> {
+        WebEnv.sleep(ms)
+    }
+    fn random(&self) -> f64 {
+        WebEnv.random()
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        WebEnv.spawn(task)
+    }
+    fn accept_output(&self, json: &str) -> Result<(), String> {
+        let Some(o) = &self.output else { return Ok(()) };
+        match o.check(json) {
+            Ok(v) => {
+                self.last.replace(v);
+                Ok(())
+            }
+            Err(Problem::Why(why)) => Err(why),
+            Err(Problem::Thrown(e)) => {
+                let said = get(&e, "message").and_then(|m| m.as_string()).or_else(|| e.as_string());
+                Err(format!("the validator threw: {}", said.unwrap_or_else(|| "a value that is not an Error".into())))
+            }
+        }
+    }
+}
+
 // ---- the agent ------------------------------------------------------------------------------
 
 /// The state behind the JS `Agent`: its configuration and what it remembers between turns.
@@ -63,6 +97,10 @@ pub struct AgentCore {
     /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
     provider: Option<(Rc<Provider>, FetchTransport)>,
     limits: Limits,
+    /// The structured output every turn asks for, with the caller's validator.
+    output: Option<Rc<OutputOption>>,
+    /// The last turn's structured output (`undefined` until a turn gave one).
+    last_output: Rc<RefCell<JsValue>>,
 }
 
 /// Marks an agent busy until dropped (the turn's future ended, however it ended).
@@ -103,9 +141,14 @@ impl AgentCore {
                 max_ms: non_negative(number(&backoff, "maxMs")).unwrap_or(b.max_ms),
                 jitter_ms: non_negative(number(&backoff, "jitterMs")).unwrap_or(b.jitter_ms),
             },
+            output: None,
         };
         let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
+        let output = OutputOption::read(&opts, "Agent")?.map(Rc::new);
+        let config = AgentConfig { output: output.as_ref().map(|o| o.format.clone()), ..config };
         Ok(AgentCore {
+            output,
+            last_output: Rc::new(RefCell::new(JsValue::UNDEFINED)),
             config: Rc::new(config),
             approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))),
             busy: Rc::default(),
@@ -118,6 +161,12 @@ impl AgentCore {
     #[wasm_bindgen(js_name = setProvider)]
     pub fn set_provider(&mut self, provider: &ProviderCore) {
         self.provider = Some((provider.provider(), provider.transport()));
+    }
+
+    /// The last turn's structured output (`undefined` when that turn gave none or failed).
+    #[wasm_bindgen(getter)]
+    pub fn output(&self) -> JsValue {
+        self.last_output.borrow().clone()
     }
 
     /// kimi-cli's status snapshot for this agent on `context`.
@@ -162,6 +211,8 @@ impl AgentCore {
             JsToolset::new(toolset, simple, ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
         let provider = self.provider.clone();
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
+        self.last_output.replace(JsValue::UNDEFINED);
+        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone() };
         self.busy.set(true);
         let busy = Busy(self.busy.clone());
         Ok(future_to_promise(async move {
@@ -184,7 +235,7 @@ impl AgentCore {
                 tools: &tools,
                 wire: &wire,
                 approvals: &approvals,
-                env: &WebEnv,
+                env: &env,
             };
             let outcome = turn.run(input, cancel).await;
             outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), &store_error))

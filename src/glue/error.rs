@@ -78,6 +78,9 @@ fn provider_error_to_js(e: &ChatProviderError, cause: Option<&JsValue>) -> JsVal
         set("requestId", &request_id.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
         set("retryAfterMs", &retry_after_ms.map(|ms| JsValue::from(ms as f64)).unwrap_or(JsValue::NULL));
     }
+    if let ChatProviderError::MalformedOutput { text, .. } = e {
+        set("text", &JsValue::from_str(text));
+    }
     if let Some(c) = cause {
         set("cause", c);
     }

@@ -9,6 +9,7 @@
 //! | `provider.rs` | `ProviderCore`: a JS provider read once into the core's `Provider` |
 //! | `step.rs` | `runGenerate`, `runStep` |
 //! | `parts.rs` | the part hook's batches, JSON callbacks |
+//! | `output.rs` | the `output` option, and the check of a structured answer |
 //! | `agent.rs` | `AgentCore` (one turn), `WebEnv` |
 //! | `wire.rs`, `context.rs` | `WireCore`/`WireSideCore`/`runSoul`, `ContextCore` |
 //! | `tools.rs`, `simple_toolset.rs` | the JS toolset as the core's `ToolDispatch`; `SimpleToolsetCore` |
@@ -19,6 +20,7 @@ mod agent;
 mod context;
 mod convert;
 mod error;
+mod output;
 mod parts;
 mod preview;
 mod provider;

@@ -18,10 +18,12 @@ use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{self, JsToolset};
 use super::transport::{BodySource, FetchTransport};
+use super::output::OutputOption;
 use super::{get, read_limits};
 use crate::core::generate::{generate, GenerateOutput, Limits};
 use crate::core::message::{Message, ToolCall};
 use crate::core::model::{Model, ModelSource, Provider, ProviderModel};
+use crate::core::output::answer_json;
 use crate::core::providers::ToolDefinition;
 use crate::core::step::{collect_results, step, StepFailure, ToolResultCallback};
 use crate::core::toolset::ToolResult;
@@ -37,6 +39,7 @@ struct Hooks {
     simple: Option<u32>,
     warn: Option<Function>,
     limits: Limits,
+    output: Option<OutputOption>,
 }
 
 impl Hooks {
@@ -52,6 +55,7 @@ impl Hooks {
             simple: get(hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32),
             warn: func("warn"),
             limits,
+            output: OutputOption::read(hooks, "options")?,
         })
     }
 }
@@ -74,6 +78,25 @@ async fn guarded<T>(
         tools_ctrl.abort_with_reason(reason);
     }
     outcome
+}
+
+/// `result_object`, with `output` (the answer's structured output, checked) when one was asked
+/// for and the answer carries it; a broken one is the `malformed_output` error.
+fn result_with_output(out: &GenerateOutput, output: Option<&OutputOption>) -> Result<Object, GlueError> {
+    let o = result_object(out);
+    let Some(opt) = output else { return Ok(o) };
+    let checked = answer_json(&out.message).map_err(GlueError::from).and_then(|json| json.map(|j| opt.accept(j)).transpose());
+    match checked {
+        Ok(Some(value)) => {
+            let _ = Reflect::set(&o, &JsValue::from_str("output"), &value);
+        }
+        Ok(None) => {}
+        // An answer that calls tools is not the final one: its text need not be the output
+        // (and its tools have started).
+        Err(_) if out.message.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(o)
 }
 
 pub fn result_object(out: &GenerateOutput) -> Object {
@@ -148,7 +171,8 @@ impl Call {
     /// Prepares the request and opens its stream.
     async fn open(&self) -> Result<ModelSource<BodySource>, GlueError> {
         let model = ProviderModel::new(&self.provider, self.transport.clone(), self.hooks.limits);
-        let request = model.prepare(&self.system_prompt, &self.tools, &self.history)?;
+        let output = self.hooks.output.as_ref().map(|o| &o.format);
+        let request = model.prepare(&self.system_prompt, &self.tools, &self.history, output)?;
         model.open(request).await
     }
 
@@ -192,7 +216,7 @@ pub fn run_generate(
                 .await
         };
         let out = call.guard(work.boxed_local()).await?;
-        Ok(result_object(&out).into())
+        Ok(result_with_output(&out, hooks.output.as_ref()).map_err(GlueError::into_js)?.into())
     }))
 }
 
@@ -225,7 +249,7 @@ pub fn run_step(provider: &ProviderCore, system_prompt: String, history: String,
                 return Err(step_failure_to_js(f));
             }
         };
-        let obj = result_object(&out.generated);
+        let obj = result_with_output(&out.generated, hooks.output.as_ref()).map_err(GlueError::into_js)?;
         let results = out.results;
         let drivers = out.drivers;
         let results_promise = future_to_promise(async move {

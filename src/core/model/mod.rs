@@ -18,6 +18,7 @@ use futures::future::LocalBoxFuture;
 use crate::core::error::ChatProviderError;
 use crate::core::generate::EventSource;
 use crate::core::message::Message;
+use crate::core::output::OutputFormat;
 use crate::core::providers::ToolDefinition;
 
 pub use provider::{Prepared, Provider, ProviderModel};
@@ -56,6 +57,7 @@ pub trait Model {
         system_prompt: &str,
         tools: &[ToolDefinition],
         history: &[Message],
+        output: Option<&OutputFormat>,
     ) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
     fn open(
         &self,

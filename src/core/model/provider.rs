@@ -17,6 +17,7 @@ use super::{Model, ModelError};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{Limits, SseEventSource, VecEventSource};
 use crate::core::message::Message;
+use crate::core::output::OutputFormat;
 use crate::core::providers::echo::{script_for_stream, EchoScript};
 use crate::core::providers::{HttpProvider, HttpRequest, Spec, StreamDecoder, ToolDefinition};
 
@@ -70,13 +71,15 @@ impl Provider {
     }
 
     /// The request for this context: its body built (nothing is sent yet). `env` reads an
-    /// environment variable (an API key may come from one).
+    /// environment variable (an API key may come from one); `output` asks for structured output
+    /// (a scripted provider's script is its answer, whatever was asked).
     pub fn prepare<E: ModelError>(
         &self,
         env: impl Fn(&str) -> Option<String>,
         system_prompt: &str,
         tools: &[ToolDefinition],
         history: &[Message],
+        output: Option<&OutputFormat>,
     ) -> Result<Prepared, E> {
         match self {
             Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
@@ -85,7 +88,7 @@ impl Provider {
                 let p = keyed.as_ref().unwrap_or(p);
                 let secret = p.http().api_key.clone();
                 let request =
-                    p.build_request(system_prompt, tools, history).map_err(|e| E::from(e).redact(secret.as_deref()))?;
+                    p.build(system_prompt, tools, history, output).map_err(|e| E::from(e).redact(secret.as_deref()))?;
                 Ok(Prepared::Http { request, decoder: p.decoder(), secret })
             }
         }
@@ -124,8 +127,14 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
         self.provider.model_name()
     }
 
-    fn prepare(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> Result<Prepared, T::Error> {
-        self.provider.prepare(|n| self.transport.env_var(n), system_prompt, tools, history)
+    fn prepare(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+        output: Option<&OutputFormat>,
+    ) -> Result<Prepared, T::Error> {
+        self.provider.prepare(|n| self.transport.env_var(n), system_prompt, tools, history, output)
     }
 
     fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<ModelSource<T::Body>, T::Error>> {

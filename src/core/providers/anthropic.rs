@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -116,6 +117,7 @@ impl AnthropicConfig {
         system_prompt: &str,
         tools: &[ToolDefinition],
         history: &[Message],
+        output: Option<&OutputFormat>,
     ) -> Result<HttpRequest, ChatProviderError> {
         let mut messages = messages_to_anthropic(history)?;
         if let Some(last) = messages.last_mut().and_then(|m| m.get_mut("content")).and_then(Value::as_array_mut) {
@@ -152,6 +154,15 @@ impl AnthropicConfig {
         if let Some(t) = thinking {
             body.insert("thinking".into(), t);
         }
+        // Structured output: `output_config.format` (beside the effort, when there is one).
+        let output_config = match (output_config, output) {
+            (config, None) => config,
+            (config, Some(o)) => {
+                let mut config = config.unwrap_or_else(|| json!({}));
+                config["format"] = json!({"type": "json_schema", "schema": o.schema});
+                Some(config)
+            }
+        };
         if let Some(o) = output_config {
             body.insert("output_config".into(), o);
         }

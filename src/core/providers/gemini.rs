@@ -21,6 +21,7 @@ use crate::core::json::scan::{Is, Scan};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -76,6 +77,7 @@ impl GeminiConfig {
         system_prompt: &str,
         tools: &[ToolDefinition],
         history: &[Message],
+        output: Option<&OutputFormat>,
     ) -> Result<HttpRequest, ChatProviderError> {
         let mut body = Map::new();
         body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.http.model))?));
@@ -98,6 +100,10 @@ impl GeminiConfig {
         }
         if let Some(t) = self.thinking_config() {
             gen.insert("thinkingConfig".into(), t);
+        }
+        if let Some(o) = output {
+            gen.insert("responseMimeType".into(), json!("application/json"));
+            gen.insert("responseJsonSchema".into(), o.schema.clone());
         }
         if !gen.is_empty() {
             body.insert("generationConfig".into(), Value::Object(gen));

@@ -6,12 +6,15 @@
 //! changed); thinking is switched with `thinking: {type: enabled | disabled}`; the token
 //! limit is sent as `max_completion_tokens`. As in kosong 0.56's `Kimi` provider, the only
 //! default is the base URL: no token limit and no temperature are sent unless given (the
-//! server's own defaults apply).
+//! server's own defaults apply). Structured output goes as Moonshot's JSON mode (see
+//! [`json_mode`]).
 
 use serde_json::{json, Value};
 
 use super::openai_chat::{Dialect, OpenAIChatConfig, DEFAULT_REASONING_KEY};
 use super::ToolDefinition;
+use crate::core::error::{ChatProviderError, FailureKind};
+use crate::core::output::OutputFormat;
 
 pub const KIMI_BASE_URL: &str = "https://api.moonshot.ai/v1";
 
@@ -30,6 +33,32 @@ pub fn tool(t: &ToolDefinition) -> Value {
     }
     json!({"type": "function", "function": {
         "name": t.name, "description": t.description, "parameters": with_schema_types(&t.parameters)}})
+}
+
+/// Structured output in Moonshot's form: the Kimi API documents JSON mode,
+/// `response_format: {type: "json_object"}`, not a schema field, and asks that the prompt describe
+/// the document. So the schema is told in the system prompt (after the caller's), and the answer
+/// is one JSON object; a schema whose top level is not an object is refused before anything is
+/// sent (JSON mode answers with objects only). Gives the `response_format` and the system prompt.
+pub fn json_mode(output: &OutputFormat, system_prompt: &str) -> Result<(Value, String), ChatProviderError> {
+    if let Some(t) = output.top_type().filter(|t| *t != "object") {
+        return Err(ChatProviderError::failed(
+            FailureKind::InvalidRequest,
+            format!(
+                "KimiProvider: the Kimi API's JSON mode answers with a JSON object, and this output schema's top level is `{t}`; wrap it in an object (`{{\"type\": \"object\", \"properties\": {{\"items\": …}}}}`)"
+            ),
+        ));
+    }
+    let mut prompt = String::with_capacity(system_prompt.len() + 160);
+    if !system_prompt.is_empty() {
+        prompt.push_str(system_prompt);
+        prompt.push_str("\n\n");
+    }
+    prompt.push_str("Answer with one JSON object and nothing else. It must match this JSON Schema (");
+    prompt.push_str(output.name());
+    prompt.push_str("):\n");
+    prompt.push_str(&output.schema.to_string());
+    Ok((json!({"type": "json_object"}), prompt))
 }
 
 /// `thinking: {type}` for an effort (`off` disables it).

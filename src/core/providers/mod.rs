@@ -24,6 +24,7 @@ pub(crate) use crate::core::json::fields::{Fields, Spec};
 
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{Message, StreamedMessagePart, TokenUsage};
+use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 /// What a provider's stream yields, in order.
@@ -241,23 +242,34 @@ impl HttpProvider {
         })
     }
 
+    /// The request for this context, without structured output.
     pub fn build_request(
         &self,
         system_prompt: &str,
         tools: &[ToolDefinition],
         history: &[Message],
     ) -> Result<HttpRequest, ChatProviderError> {
+        self.build(system_prompt, tools, history, None)
+    }
+
+    /// The request for this context; `output` asks for structured output in the provider's
+    /// native form (see each provider's `build_request`).
+    pub fn build(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+        output: Option<&OutputFormat>,
+    ) -> Result<HttpRequest, ChatProviderError> {
         match self {
             #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) => Ok(c.build_request(system_prompt, tools, history)),
-            #[cfg(feature = "openai")]
-            HttpProvider::Kimi(c) => Ok(c.build_request(system_prompt, tools, history)),
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.build_request(system_prompt, tools, history, output),
             #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history),
+            HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history, output),
             #[cfg(feature = "responses")]
-            HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history)),
+            HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history, output)),
             #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history),
+            HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history, output),
         }
     }
 

@@ -21,6 +21,7 @@ use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDe
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::close::{parses_as_container, JsonCloseTracker};
 use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -76,8 +77,27 @@ impl OpenAIChatConfig {
         }
     }
 
-    pub fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> HttpRequest {
+    /// The request; `output` asks for structured output: `response_format` with the schema
+    /// (`json_schema`), or in Moonshot's dialect its JSON mode (see [`super::kimi::json_mode`]).
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+        output: Option<&OutputFormat>,
+    ) -> Result<HttpRequest, ChatProviderError> {
         let mut messages = Vec::with_capacity(history.len() + 1);
+        let (response_format, system_prompt) = match (output, self.dialect) {
+            (None, _) => (None, std::borrow::Cow::Borrowed(system_prompt)),
+            (Some(o), Dialect::Kimi) => {
+                let (format, prompt) = super::kimi::json_mode(o, system_prompt)?;
+                (Some(format), std::borrow::Cow::Owned(prompt))
+            }
+            (Some(o), Dialect::OpenAI) => (
+                Some(json!({"type": "json_schema", "json_schema": Value::Object(o.openai_fields())})),
+                std::borrow::Cow::Borrowed(system_prompt),
+            ),
+        };
         if !system_prompt.is_empty() {
             messages.push(json!({"role": "system", "content": system_prompt}));
         }
@@ -106,6 +126,9 @@ impl OpenAIChatConfig {
         if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
         }
+        if let Some(f) = response_format {
+            body.insert("response_format".into(), f);
+        }
         match self.dialect {
             Dialect::Kimi => {
                 if let Some(thinking) = super::kimi::thinking(self.http.thinking_effort.as_deref()) {
@@ -123,7 +146,7 @@ impl OpenAIChatConfig {
         let auth =
             self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
-        HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() }
+        Ok(HttpRequest { url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() })
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {
@@ -992,7 +1015,7 @@ mod tests {
         let history = vec![Message::new(Role::User, vec![ContentPart::text("hi")]), assistant, tool];
         let tools =
             vec![ToolDefinition { name: "f".into(), description: "d".into(), parameters: json!({"type":"object"}) }];
-        let req = cfg.build_request("be brief", &tools, &history);
+        let req = cfg.build_request("be brief", &tools, &history, None).unwrap();
         assert_eq!(req.url, "http://127.0.0.1:9/v1/chat/completions");
         assert!(req.headers.contains(&("authorization".into(), "Bearer sk-test".into())));
         let body: Value = serde_json::from_str(&req.body).unwrap();

@@ -17,6 +17,7 @@ use serde_json::{json, Map, Value};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::ChatProviderError;
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -61,7 +62,14 @@ impl ResponsesConfig {
         )
     }
 
-    pub fn build_request(&self, system_prompt: &str, tools: &[ToolDefinition], history: &[Message]) -> HttpRequest {
+    /// The request; `output` goes as `text.format` (`json_schema`, with its name and schema).
+    pub fn build_request(
+        &self,
+        system_prompt: &str,
+        tools: &[ToolDefinition],
+        history: &[Message],
+        output: Option<&OutputFormat>,
+    ) -> HttpRequest {
         let openai = is_openai_model(&self.http.model);
         let mut input = Vec::with_capacity(history.len() + 1);
         if !system_prompt.is_empty() {
@@ -101,6 +109,11 @@ impl ResponsesConfig {
         }
         if let Some(t) = self.http.temperature {
             body.insert("temperature".into(), json!(t));
+        }
+        if let Some(o) = output {
+            let mut format = o.openai_fields();
+            format.insert("type".into(), json!("json_schema"));
+            body.insert("text".into(), json!({ "format": format }));
         }
         super::merge_extra_body(&mut body, &self.http.extra_body);
         let base = self.http.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim_end_matches('/');

@@ -54,7 +54,7 @@ pub fn is_retryable(e: &ChatProviderError) -> bool {
         ChatProviderError::Connection(_) | ChatProviderError::Timeout(_) | ChatProviderError::EmptyResponse(_) => true,
         ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
         ChatProviderError::Failed { kind, .. } => matches!(kind, FailureKind::Truncated | FailureKind::Malformed),
-        ChatProviderError::Redirect(_) | ChatProviderError::Other(_) => false,
+        ChatProviderError::Redirect(_) | ChatProviderError::MalformedOutput { .. } | ChatProviderError::Other(_) => false,
     }
 }
 

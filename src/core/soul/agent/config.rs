@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::core::message::{ContentPart, Message, Role, TextOrParts};
+use crate::core::output::OutputFormat;
 use crate::core::soul::context::SharedContext;
 use crate::core::soul::rules::Backoff;
 use crate::core::soul::wire::Status;
@@ -20,6 +21,8 @@ pub struct AgentConfig {
     /// When given, input the model cannot take is refused.
     pub capabilities: Option<Vec<String>>,
     pub backoff: Backoff,
+    /// Every step asks for this structured output; the turn's is its final answer's.
+    pub output: Option<OutputFormat>,
 }
 
 impl Default for AgentConfig {
@@ -32,6 +35,7 @@ impl Default for AgentConfig {
             max_context_tokens: 0,
             capabilities: None,
             backoff: Backoff::default(),
+            output: None,
         }
     }
 }

@@ -13,7 +13,7 @@ pub trait TurnTools: ToolDispatch {
     fn definitions(&self) -> Vec<ToolDefinition>;
 }
 
-/// Time, randomness and tasks.
+/// Time, randomness, tasks, and the caller's check of a structured answer.
 pub trait Env {
     /// Resolves after `ms` milliseconds (dropping it cancels the timer).
     fn sleep(&self, ms: f64) -> LocalBoxFuture<'static, ()>;
@@ -21,4 +21,9 @@ pub trait Env {
     fn random(&self) -> f64;
     /// Runs a task beside the turn (a tool's driver).
     fn spawn(&self, task: LocalBoxFuture<'static, ()>);
+    /// The turn's structured output (`json`: the final answer's text, one JSON value) passed the
+    /// caller's validator, or what is wrong with it. Without a validator every value passes.
+    fn accept_output(&self, _json: &str) -> Result<(), String> {
+        Ok(())
+    }
 }

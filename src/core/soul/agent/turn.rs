@@ -14,7 +14,9 @@ use super::error::TurnError;
 use super::seams::{Env, TurnTools};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
-use crate::core::message::{Message, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::output::{answer_json, malformed};
+use crate::core::partial_json::PartialJson;
 use crate::core::model::{Model, ModelError};
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
@@ -210,7 +212,7 @@ where
             let ask = [ask];
             let (summary, _) = self
                 .with_retries(None, 1, || async {
-                    let req = model.prepare(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask)?;
+                    let req = model.prepare(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask, None)?;
                     let mut source = model.open(req).await?;
                     Ok(generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await?)
                 })
@@ -278,15 +280,23 @@ where
                     st.by_key.clear();
                 }
                 let defs = self.tools.definitions();
-                let prepared = self.context.read(|c| model.prepare(&self.config.system_prompt, &defs, c.history()));
+                let prepared = self.context.read(|c| model.prepare(&self.config.system_prompt, &defs, c.history(), self.config.output.as_ref()));
                 let dispatch = &dispatch;
                 let on_tool_result = on_tool_result.clone();
                 let spawn = &spawn;
                 let round = &**round;
                 async move {
                     let mut source = model.open(prepared?).await?;
+                    // With structured output, the text's preview goes on the wire after the part.
+                    let mut preview = self.config.output.as_ref().map(|_| PartialJson::new());
                     let on_part = |p: &StreamedMessagePart| {
                         self.wire.send(WireMessage::Part(p.clone()));
+                        if let (Some(pj), StreamedMessagePart::Content(ContentPart::Text { text, .. })) = (&mut preview, p) {
+                            let edits = pj.feed(text);
+                            if !edits.is_empty() {
+                                self.wire.send(WireMessage::PartialOutput(edits));
+                            }
+                        }
                         Ok(None)
                     };
                     let out = step_in(&mut source, round, dispatch, spawn, on_part, Some(on_tool_result)).await;
@@ -315,6 +325,8 @@ where
         // as it is (it is in the context now) and the model goes on in the next step, within
         // `max_steps_per_turn`.
         let paused = finish_reason.as_deref() == Some("pause_turn");
+        // The turn's structured output is its final answer's.
+        let output = (self.config.output.is_some() && !has_calls && !paused).then(|| answer_json(&message));
         // Kept here (not copied) while the tools run, so a cancel can still write it down.
         state.borrow_mut().in_flight = Some((message, usage));
         self.status_update(message_id, usage);
@@ -324,6 +336,16 @@ where
         // Only a cancel takes the message out, and a cancelled step never gets here.
         let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
         let over = self.close_round(message, usage, &results, state)?;
+        // A broken answer stays in the context (it was said), and the turn fails with it.
+        match output {
+            Some(Err(e)) => return Err(TurnError::Seam(e.into())),
+            Some(Ok(Some(json))) => {
+                if let Err(why) = self.env.accept_output(&json) {
+                    return Err(TurnError::Seam(malformed(&why, json).into()));
+                }
+            }
+            Some(Ok(None)) | None => {}
+        }
         Ok(over || (!has_calls && !paused))
     }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::core::message::{StreamedMessagePart, TokenUsage};
+use crate::core::partial_json::Edit;
 use crate::core::soul::agent::UserInput;
 use crate::core::toolset::ToolResult;
 
@@ -31,6 +32,11 @@ pub enum WireMessage {
     ToolResult(ToolResult),
     ApprovalRequest(ApprovalRequest),
     ApprovalResponse { request_id: String, response: ApprovalResponse, feedback: String },
+    /// This runtime's own (not kimi-cli's): the edits the step's text made to the structured
+    /// output's preview (`{edits}`, [`crate::core::partial_json`]'s edits), sent after the parts
+    /// that made them when the agent asks for structured output. Derived from the parts, so a
+    /// recording leaves it out; a merged side joins consecutive ones.
+    PartialOutput(Vec<Edit>),
     /// Any other message, or one read from outside that is not a part: type and payload as
     /// they came.
     Other { kind: String, payload: Value },
@@ -102,6 +108,7 @@ impl WireMessage {
             WireMessage::ToolResult(_) => "ToolResult",
             WireMessage::ApprovalRequest(_) => "ApprovalRequest",
             WireMessage::ApprovalResponse { .. } => "ApprovalResponse",
+            WireMessage::PartialOutput(_) => "PartialOutput",
             WireMessage::Other { kind, .. } => kind,
         }
     }
@@ -130,6 +137,10 @@ impl WireMessage {
     pub(super) fn merge(&mut self, next: &WireMessage) -> bool {
         match (self, next) {
             (WireMessage::Part(a), WireMessage::Part(b)) => a.merge_in_place(b),
+            (WireMessage::PartialOutput(a), WireMessage::PartialOutput(b)) => {
+                crate::core::partial_json::join_edits(a, b);
+                true
+            }
             _ => false,
         }
     }
@@ -156,6 +167,10 @@ impl Serialize for WireMessage {
             n: u32,
         }
         #[derive(Serialize)]
+        struct PartialOutput<'a> {
+            edits: &'a [Edit],
+        }
+        #[derive(Serialize)]
         struct ApprovalResponse<'a> {
             request_id: &'a str,
             response: &'a str,
@@ -179,6 +194,7 @@ impl Serialize for WireMessage {
                 "payload",
                 &ApprovalResponse { request_id, response: response.as_str(), feedback },
             )?,
+            WireMessage::PartialOutput(edits) => m.serialize_entry("payload", &PartialOutput { edits })?,
             WireMessage::Other { payload, .. } => m.serialize_entry("payload", payload)?,
         }
         m.end()

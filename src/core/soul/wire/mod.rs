@@ -84,6 +84,8 @@ struct WireState {
     raw: Vec<UiSide>,
     merged: Vec<UiSide>,
     buffer: Option<WireMessage>,
+    /// Preview edits (`PartialOutput`) of the part in `buffer`, published after it.
+    partial: Option<WireMessage>,
     shut: bool,
     pending: Vec<(String, oneshot::Sender<ApprovalAnswer>)>,
     recorder: Option<Recorder>,
@@ -100,7 +102,8 @@ impl WireState {
         for s in &self.merged {
             s.push(m.clone());
         }
-        if self.recording {
+        // A preview is derived from the parts: a recording keeps kimi-cli's messages only.
+        if self.recording && !matches!(m, WireMessage::PartialOutput(_)) {
             self.to_record.push(m);
         }
     }
@@ -108,6 +111,9 @@ impl WireState {
     fn flush(&mut self) {
         if let Some(b) = self.buffer.take() {
             self.publish_merged(b);
+        }
+        if let Some(p) = self.partial.take() {
+            self.publish_merged(p);
         }
     }
 }
@@ -163,8 +169,9 @@ impl Wire {
             for s in &st.raw {
                 s.push(m.clone());
             }
-            let mergeable = matches!(m, WireMessage::Part(_));
-            if mergeable {
+            if let WireMessage::Part(_) = m {
+                // A part joins the part before it even when that part's preview edits came
+                // between: those stay after it (one list) and go out with it.
                 if let Some(b) = st.buffer.as_mut() {
                     if b.merge(&m) {
                         return;
@@ -172,6 +179,13 @@ impl Wire {
                 }
                 st.flush();
                 st.buffer = Some(m);
+            } else if let (WireMessage::PartialOutput(_), true) = (&m, st.buffer.is_some()) {
+                if let Some(p) = st.partial.as_mut() {
+                    p.merge(&m);
+                } else {
+                    st.partial = Some(m);
+                }
+                return;
             } else {
                 st.flush();
                 st.publish_merged(m);
