@@ -3,7 +3,7 @@
 // (src/core/soul/); this module checks the options' types (the runtime's errors are errors.js's).
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
-import { coreOf } from "./step.js";
+import { coreOf, outputOption } from "./step.js";
 import { Wire, WireRecorder, wireCore } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 
@@ -35,7 +35,7 @@ export class Agent {
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn = 100, maxRetriesPerStep = 3,
-      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {} } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output } = opts;
     if (typeof name !== "string") throw new TypeError("Agent: name must be a string");
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     if (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
@@ -62,8 +62,9 @@ export class Agent {
     this.#toolset = tools;
     this.#context = context ?? new Context();
     this.#logger = logger;
+    const outputSpec = outputOption(output, "Agent", tools._validate);
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
-      yolo: Boolean(yolo), retryBackoff, limits }));
+      yolo: Boolean(yolo), retryBackoff, limits, output: outputSpec }));
     if (providerCore !== null) this.#core.setProvider(providerCore);
   }
 
@@ -78,6 +79,10 @@ export class Agent {
   }
   get status() {
     return callWasm(() => this.#core.status(contextCore(this.#context)));
+  }
+  /** With `output`: the last turn's structured output, parsed (`undefined` before one, or when it failed). */
+  get output() {
+    return this.#core.output;
   }
 
   /** Runs one turn. `run` comes from `runSoul`: `{wire, signal, send, requestApproval}`. */

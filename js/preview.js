@@ -12,6 +12,19 @@ import { callWasm, wasm } from "./internal.js";
 /** What a piece must not hold to be appended without the core: it could end or escape the string. */
 const STOPS = /["\\\u0000-\u001f]/;
 
+/** One edit applied to `root`; the root it leaves. */
+function applyEdit(root, e) {
+  const { path } = e;
+  if (path.length === 0) return e.op === "set" ? e.value : root + e.text;
+  let parent = root;
+  for (let i = 0; i < path.length - 1; i++) parent = parent?.[path[i]];
+  if (parent === null || typeof parent !== "object") return root;
+  const key = path[path.length - 1];
+  if (e.op === "set") parent[key] = e.value;
+  else parent[key] += e.text;
+  return root;
+}
+
 export class PartialJson {
   #core;
   #value = undefined;
@@ -72,17 +85,17 @@ export class PartialJson {
   }
 
   #apply(e) {
-    const { path } = e;
-    if (path.length === 0) {
-      this.#value = e.op === "set" ? e.value : this.#value + e.text;
-      return;
-    }
-    let parent = this.#value;
-    for (let i = 0; i < path.length - 1; i++) parent = parent?.[path[i]];
-    if (parent === null || typeof parent !== "object") return;
-    const key = path[path.length - 1];
-    if (e.op === "set") parent[key] = e.value;
-    else parent[key] += e.text;
+    this.#value = applyEdit(this.#value, e);
+  }
+
+  /**
+   * Applies edits (as `feed` gives them, or a wire's `PartialOutput` carries them) to `value`, in
+   * place where it can: returns the value they make (a new one when an edit sets the root).
+   */
+  static applyEdits(value, edits) {
+    if (!Array.isArray(edits)) throw new TypeError("PartialJson.applyEdits takes an array of edits");
+    for (const e of edits) value = applyEdit(value, e);
+    return value;
   }
 
   /** The value so far (`undefined` before anything could be formed). */

@@ -1,6 +1,7 @@
 // kosong's generate and step: options checked and converted, the work done by the engine.
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
+import { PartialJson } from "./preview.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -64,23 +65,84 @@ function partHook(cb) {
   };
 }
 
+/**
+ * The `output` option as the engine takes it (`who` names it in errors): the spec as JSON (the
+ * core reads and checks it), the schema, and the validator — the caller's, else `fallback` (a
+ * `SimpleToolset`'s hook).
+ */
+export function outputOption(output, who, fallback) {
+  if (output === undefined || output === null) return undefined;
+  if (typeof output !== "object" || Array.isArray(output)) throw new TypeError(`${who}.output must be an object {schema, name?, strict?, validate?}`);
+  const { schema, name, strict, validate, ...rest } = output;
+  if (validate !== undefined && typeof validate !== "function") throw new TypeError(`${who}.output.validate must be a function (schema, value) => problem`);
+  let json;
+  try {
+    json = JSON.stringify({ schema, name, strict, ...rest });
+  } catch (e) {
+    throw new TypeError(`${who}.output.schema must be JSON: ${e.message}`);
+  }
+  return { json, schema, validate: validate ?? (typeof fallback === "function" ? fallback : undefined) };
+}
+
+/**
+ * `onPartialOutput` and `onOutputElement` over the answer's text parts: one PartialJson, whose
+ * value grows in place (the callback gets the same object each time: its work stays linear in
+ * the text); for an array, each item once the next one begins, the rest when the answer ends.
+ */
+function outputWatch(options) {
+  const { onPartialOutput: onPartial, onOutputElement: onElement } = options;
+  for (const [k, f] of [["onPartialOutput", onPartial], ["onOutputElement", onElement]]) {
+    if (f !== undefined && typeof f !== "function") throw new TypeError(`options.${k} must be a function`);
+  }
+  if (!onPartial && !onElement) return undefined;
+  if (!options.output) throw new TypeError("options.onPartialOutput and onOutputElement need options.output");
+  let preview = new PartialJson();
+  let given = 0;
+  return {
+    part(p) {
+      if (p.type !== "text" || preview === null) return;
+      if (preview.feed(p.text).length === 0) return;
+      const v = preview.value;
+      if (onElement && Array.isArray(v)) while (given < v.length - 1) onElement(v[given++]);
+      if (onPartial) onPartial(v);
+    },
+    end(output) {
+      preview = null;
+      if (onElement && Array.isArray(output)) while (given < output.length) onElement(output[given++]);
+    },
+  };
+}
+
+/** The part callback: the caller's, after the output's watch saw the part. */
+function withWatch(cb, watch) {
+  if (!watch) return cb;
+  if (typeof cb !== "function") return (p) => watch.part(p);
+  return (p) => {
+    watch.part(p);
+    return cb(p);
+  };
+}
+
 function historyJson(history) {
   if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
   return JSON.stringify(history);
 }
 
 /** Checks everything first, so a bad argument never uses up a scripted answer. */
-function common(provider, systemPrompt, historyJson, options) {
+function common(provider, systemPrompt, historyJson, options, validateFallback) {
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
   checkLogger(options.logger);
   const core = coreOf(provider);
+  const watch = outputWatch(options);
   return {
     core,
     history: historyJson,
+    watch,
     hooks: {
-      onPart: partHook(options.onMessagePart),
+      output: outputOption(options.output, "options", validateFallback),
+      onPart: partHook(withWatch(options.onMessagePart, watch)),
       signal: options.signal ?? undefined,
       warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
       limits: options.limits ?? undefined,
@@ -91,10 +153,13 @@ function common(provider, systemPrompt, historyJson, options) {
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
-  const { core, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options);
   hooks.onToolCall = jsonHook(options.onToolCall);
   const raw = await callWasm(() => wasm.runGenerate(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
-  return { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+  watch?.end(raw.output);
+  const out = { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+  if (hooks.output) out.output = raw.output;
+  return out;
 }
 
 /** The outcome of `step`: the message, and its tools' results in call order. */
@@ -106,6 +171,7 @@ export class StepResult {
     this.usage = raw.usage;
     this.finishReason = raw.finishReason;
     this.toolCalls = this.message.tool_calls ?? [];
+    if ("output" in raw) this.output = raw.output;
     this.#results = results;
     Object.freeze(this);
   }
@@ -120,7 +186,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
-  const { core, history: h, hooks } = common(provider, systemPrompt, historyJson(history), options);
+  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options, toolset._validate);
   hooks.toolset = toolset;
   hooks.simple = toolset._simpleId;
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
@@ -130,6 +196,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   } catch (e) {
     throw withSalvaged(e);
   }
+  watch?.end(raw.output);
   const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
   return new StepResult(raw, results);

@@ -97,6 +97,11 @@ export class SimpleToolset {
     for (const t of tools ?? []) this.add(t);
   }
 
+  /** The validation hook, for structured output checked the same way (internal). */
+  get _validate() {
+    return this.#validate;
+  }
+
   get tools() {
     return callWasm(() => this.#core.tools());
   }

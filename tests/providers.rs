@@ -1272,3 +1272,138 @@ fn urls_keep_their_shape_and_their_secrets() {
     };
     assert_eq!(e.redact(Some(key)).message(), "bad key [redacted] and [redacted]");
 }
+
+// ---- structured output ----------------------------------------------------------------------
+// Each provider's streamed structured answer (`tests/fixtures/structured/*.sse`, the same answer
+// `answer.json`, cut mid-key, mid-number, mid-escape and between the escapes of a surrogate pair)
+// and its request with `output` (`tests/fixtures/*.output.request.json`).
+
+fn output_format() -> kosong_wasm::core::output::OutputFormat {
+    kosong_wasm::core::output::OutputFormat::from_json(
+        &json!({"schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                "name": "forecast", "strict": true})
+        .to_string(),
+        "options",
+    )
+    .unwrap()
+}
+
+#[test]
+fn structured_answers_decode_at_every_split() {
+    use kosong_wasm::core::output::answer_json;
+    use kosong_wasm::core::partial_json::PartialJson;
+    let answer = String::from_utf8(fixture("structured/answer.json")).unwrap().trim_end().to_owned();
+    let expected: Value = serde_json::from_str(&answer).unwrap();
+    for (kind, model, file) in [
+        ("openai", "gpt-5.1-mini", "openai"),
+        ("kimi", "kimi-k2.6", "kimi"),
+        ("anthropic", "claude-sonnet-4-6", "anthropic"),
+        ("openai_responses", "gpt-5.1-mini", "responses"),
+        ("gemini", "gemini-2.5-flash", "gemini"),
+    ] {
+        let p = provider(json!({"kind": kind, "model": model}));
+        let o = decode_every_split(&p, &fixture(&format!("structured/{file}.sse")));
+        assert_eq!(o.end, Ok(()), "{file}");
+        assert_eq!(answer_json(&o.message), Ok(Some(answer.clone())), "{file}");
+        let parsed: Value = serde_json::from_str(&answer_json(&o.message).unwrap().unwrap()).unwrap();
+        assert_eq!(parsed, expected, "{file}");
+        // The preview over the streamed text parts ends at the parsed value.
+        let mut pj = PartialJson::new();
+        let mut preview = Value::Null;
+        for e in &o.events {
+            if let StreamEvent::Part(kosong_wasm::core::message::StreamedMessagePart::Content(ContentPart::Text {
+                text,
+                ..
+            })) = e
+            {
+                for edit in pj.feed(text) {
+                    apply(&mut preview, edit);
+                }
+            }
+        }
+        assert!(pj.done(), "{file}");
+        assert_eq!(preview, expected, "{file}");
+        assert_eq!(o.usage.map(|u| u.output), Some(58), "{file}");
+    }
+}
+
+/// Applies a preview edit to `v` (the JS layer's `applyEdits`, for the test).
+fn apply(v: &mut Value, e: kosong_wasm::core::partial_json::Edit) {
+    use kosong_wasm::core::partial_json::{Edit, PathSeg};
+    let (path, op) = match e {
+        Edit::Set { path, value, .. } => (path, Ok(value)),
+        Edit::Append { path, text } => (path, Err(text)),
+    };
+    let mut at = v;
+    for seg in &path {
+        at = match seg {
+            PathSeg::Key(k) => &mut at[k.as_str()],
+            PathSeg::Index(i) => {
+                let items = at.as_array_mut().unwrap();
+                if *i == items.len() {
+                    items.push(Value::Null);
+                }
+                &mut items[*i]
+            }
+        };
+    }
+    match op {
+        Ok(value) => *at = value,
+        Err(text) => {
+            let s = at.as_str().unwrap_or("").to_owned() + &text;
+            *at = Value::String(s);
+        }
+    }
+}
+
+#[test]
+fn structured_output_requests() {
+    let output = output_format();
+    let body = |spec: Value| -> Value {
+        let req = provider(spec).build("You are terse.", &tools(), &history(), Some(&output)).unwrap();
+        serde_json::from_str(&req.body).unwrap()
+    };
+    let schema = output.schema.clone();
+    let chat = body(json!({"kind": "openai", "model": "gpt-5.1-mini"}));
+    assert_eq!(chat["response_format"], json!({"type": "json_schema", "json_schema": {"name": "forecast", "schema": schema, "strict": true}}));
+    snapshot("openai.output", &chat);
+    let responses = body(json!({"kind": "openai_responses", "model": "gpt-5.1-mini"}));
+    assert_eq!(responses["text"], json!({"format": {"type": "json_schema", "name": "forecast", "schema": schema, "strict": true}}));
+    snapshot("responses.output", &responses);
+    let anthropic = body(json!({"kind": "anthropic", "model": "claude-sonnet-4-6", "thinkingEffort": "high"}));
+    // Beside the effort the adaptive thinking puts there.
+    assert_eq!(anthropic["output_config"], json!({"effort": "high", "format": {"type": "json_schema", "schema": schema}}));
+    snapshot("anthropic.output", &anthropic);
+    let plain = body(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
+    assert_eq!(plain["output_config"], json!({"format": {"type": "json_schema", "schema": schema}}));
+    let gemini = body(json!({"kind": "gemini", "model": "gemini-2.5-flash"}));
+    assert_eq!(gemini["generationConfig"]["responseMimeType"], "application/json");
+    assert_eq!(gemini["generationConfig"]["responseJsonSchema"], schema);
+    snapshot("gemini.output", &gemini);
+    // Kimi: JSON mode, the schema told in the system prompt after the caller's.
+    let kimi = body(json!({"kind": "kimi", "model": "kimi-k2.6"}));
+    assert_eq!(kimi["response_format"], json!({"type": "json_object"}));
+    let prompt = kimi["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.starts_with("You are terse.\n\n"), "{prompt}");
+    assert!(prompt.ends_with(&schema.to_string()), "{prompt}");
+    snapshot("kimi.output", &kimi);
+    // Without a system prompt the schema is the whole of it.
+    let req = provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&output)).unwrap();
+    let b: Value = serde_json::from_str(&req.body).unwrap();
+    assert!(b["messages"][0]["content"].as_str().unwrap().starts_with("Answer with one JSON object"));
+    // JSON mode answers objects only: an array schema is refused before anything is sent.
+    let array = kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
+    let e = provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&array)).unwrap_err();
+    assert_eq!(e.kind(), "invalid_request");
+    assert!(e.message().contains("wrap it in an object"), "{e}");
+    // No output, no trace of it.
+    for kind in ["openai", "kimi", "anthropic", "openai_responses", "gemini"] {
+        let b: Value = serde_json::from_str(
+            &provider(json!({"kind": kind, "model": "m"})).build("", &[], &history(), None).unwrap().body,
+        )
+        .unwrap();
+        for key in ["response_format", "text", "output_config"] {
+            assert!(b.get(key).is_none(), "{kind}: {key}");
+        }
+    }
+}

@@ -458,7 +458,7 @@ mod run_soul {
     };
 
     fn env(pool: &LocalPool) -> FakeEnv {
-        FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) }
+        FakeEnv::new(pool.spawner())
     }
 
     #[test]
@@ -583,4 +583,136 @@ fn user_input_is_text_or_content_parts_and_nothing_else() {
     for bad in ["null", "3", "{}", r#"[{"type":"nope"}]"#, r#"[1]"#] {
         assert!(read(bad).is_err(), "{bad}");
     }
+}
+
+// ---- structured output ----------------------------------------------------------------------
+
+fn output_config(h: &mut Harness) {
+    h.config.output = Some(
+        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"}}"#, "Agent").unwrap(),
+    );
+}
+
+/// The preview a UI builds from the wire's `PartialOutput` edits, from one `StepBegin` on.
+fn previews(msgs: &[WireMessage]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for m in msgs {
+        match m {
+            WireMessage::StepBegin { .. } => out.push(Value::Null),
+            WireMessage::PartialOutput(edits) => {
+                for e in edits.clone() {
+                    let (path, op) = match e {
+                        kosong_wasm::core::partial_json::Edit::Set { path, value, .. } => (path, Ok(value)),
+                        kosong_wasm::core::partial_json::Edit::Append { path, text } => (path, Err(text)),
+                    };
+                    let mut at = out.last_mut().unwrap();
+                    for seg in &path {
+                        at = match seg {
+                            kosong_wasm::core::partial_json::PathSeg::Key(k) => &mut at[k.as_str()],
+                            kosong_wasm::core::partial_json::PathSeg::Index(i) => {
+                                let a = at.as_array_mut().unwrap();
+                                if *i == a.len() {
+                                    a.push(Value::Null);
+                                }
+                                &mut a[*i]
+                            }
+                        };
+                    }
+                    match op {
+                        Ok(v) => *at = v,
+                        Err(t) => *at = Value::String(at.as_str().unwrap_or("").to_owned() + &t),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_structured_turn_calls_tools_then_answers_and_the_wire_carries_the_preview() {
+    let mut h = Harness::new();
+    plus(&h);
+    output_config(&mut h);
+    let model = Echo::new([
+        call("c1", "plus", json!({"a": 1, "b": 2})),
+        "text: {\"sum\": 3, \"wor\ntext: ds\": [\"th\ntext: ree\"]}".into(),
+    ]);
+    let o = h.turn(Some(&model), "1+2?", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result.err());
+    assert_eq!(*h.env.outputs.borrow(), [r#"{"sum": 3, "words": ["three"]}"#]);
+    // A merged side: the step's text as one part, then its preview edits as one message.
+    assert_eq!(
+        o.kinds(),
+        ["TurnBegin", "StepBegin", "ToolCall", "ToolResult", "StatusUpdate", "StepBegin", "ContentPart", "PartialOutput", "StatusUpdate", "TurnEnd"]
+    );
+    let preview = previews(&o.merged);
+    assert_eq!(preview.last().unwrap(), &json!({"sum": 3, "words": ["three"]}));
+    // A raw side: each part, then the edits it made.
+    let raw_kinds: Vec<&str> = o.raw.iter().map(|m| m.kind()).collect();
+    assert_eq!(raw_kinds.iter().filter(|k| **k == "PartialOutput").count(), 3, "{raw_kinds:?}");
+    assert_eq!(previews(&o.raw).last(), preview.last());
+    // The context keeps the answer as text (kimi-cli reads it as any answer).
+    let last = serde_json::to_value(h.history().last().unwrap()).unwrap();
+    assert_eq!(last["content"], r#"{"sum": 3, "words": ["three"]}"#);
+    // The model was asked for the output at every step.
+    assert_eq!(model.seen.borrow().len(), 2);
+}
+
+#[test]
+fn a_structured_turn_fails_on_a_broken_or_refused_answer_and_keeps_it_in_the_context() {
+    for (answer, refuse, says) in [
+        ("text: Sure! Here it is.", None, "not JSON"),
+        ("text: {\"sum\": ", None, "not JSON"),
+        ("text: {\"sum\": \"three\"}", Some("sum must be a number"), "sum must be a number"),
+    ] {
+        let mut h = Harness::new();
+        output_config(&mut h);
+        *h.env.refuse_output.borrow_mut() = refuse.map(str::to_owned);
+        let model = Echo::new([answer.to_owned()]);
+        let o = h.turn(Some(&model), "1+2?", never(), |_, _| {});
+        let Err(TurnError::Seam(e)) = &o.result else { panic!("{answer}: {:?}", o.result.is_ok()) };
+        assert_eq!(e.kind(), "malformed_output", "{answer}");
+        assert!(e.message().contains(says), "{answer}: {e}");
+        let text = answer.trim_start_matches("text: ").trim_end();
+        assert!(matches!(e, kosong_wasm::core::error::ChatProviderError::MalformedOutput { text: t, .. } if t == text), "{e:?}");
+        assert!(o.kinds().ends_with(&["StepInterrupted".to_owned(), "TurnEnd".to_owned()]), "{:?}", o.kinds());
+        assert_eq!(serde_json::to_value(h.history().last().unwrap()).unwrap()["content"], text);
+        // Not worth a retry: the model was asked once.
+        assert_eq!(model.seen.borrow().len(), 1, "{answer}");
+    }
+}
+
+#[test]
+fn preview_edits_join_on_a_merged_side_and_stay_out_of_a_recording() {
+    use kosong_wasm::core::message::{ContentPart, StreamedMessagePart};
+    use kosong_wasm::core::partial_json::PartialJson;
+    use kosong_wasm::core::soul::wire::Recorder;
+    let wire = Wire::new();
+    let merged = wire.ui_side(true);
+    let lines: Rc<RefCell<Vec<String>>> = Rc::default();
+    let l2 = lines.clone();
+    wire.set_recorder(Recorder::new(Box::new(move |l| l2.borrow_mut().push(l)), Box::new(|| 0.0)));
+    let mut pj = PartialJson::new();
+    let pieces = ["{\"a\": \"x", "yz", "\", \"b\": [1", ", 2]}"];
+    for p in pieces {
+        wire.send(WireMessage::Part(StreamedMessagePart::Content(ContentPart::text(p))));
+        let edits = pj.feed(p);
+        if !edits.is_empty() {
+            wire.send(WireMessage::PartialOutput(edits));
+        }
+    }
+    wire.send(WireMessage::TurnEnd);
+    let got = merged.take_ready();
+    let kinds: Vec<&str> = got.iter().map(|m| m.kind()).collect();
+    assert_eq!(kinds, ["ContentPart", "PartialOutput", "TurnEnd"]);
+    // The appends to "a" were joined into one edit.
+    let WireMessage::PartialOutput(edits) = &got[1] else { unreachable!() };
+    let appends = edits.iter().filter(|e| matches!(e, kosong_wasm::core::partial_json::Edit::Append { .. })).count();
+    assert_eq!(appends, 1, "{edits:?}");
+    assert_eq!(previews(&[WireMessage::StepBegin { n: 1 }, got[1].clone()])[0], json!({"a": "xyz", "b": [1, 2]}));
+    let recorded = lines.borrow();
+    assert!(recorded.iter().all(|l| !l.contains("PartialOutput")), "{recorded:?}");
+    assert!(recorded.iter().any(|l| l.contains("ContentPart")));
 }

@@ -169,6 +169,21 @@ pub struct FakeEnv {
     pub spawner: LocalSpawner,
     pub sleeps: RefCell<Vec<f64>>,
     pub hold: Cell<bool>,
+    /// The structured outputs the turn handed to the validator, and what it answers (`Some`: refused).
+    pub outputs: RefCell<Vec<String>>,
+    pub refuse_output: RefCell<Option<String>>,
+}
+
+impl FakeEnv {
+    pub fn new(spawner: LocalSpawner) -> FakeEnv {
+        FakeEnv {
+            spawner,
+            sleeps: RefCell::default(),
+            hold: Cell::new(false),
+            outputs: RefCell::default(),
+            refuse_output: RefCell::default(),
+        }
+    }
 }
 
 impl Env for FakeEnv {
@@ -185,6 +200,10 @@ impl Env for FakeEnv {
     }
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         self.spawner.spawn_local(task).unwrap();
+    }
+    fn accept_output(&self, json: &str) -> Result<(), String> {
+        self.outputs.borrow_mut().push(json.to_owned());
+        self.refuse_output.borrow().clone().map_or(Ok(()), Err)
     }
 }
 
@@ -221,7 +240,7 @@ impl Harness {
     pub fn new() -> Harness {
         let pool = LocalPool::new();
         let env =
-            Rc::new(FakeEnv { spawner: pool.spawner(), sleeps: RefCell::new(Vec::new()), hold: Cell::new(false) });
+            Rc::new(FakeEnv::new(pool.spawner()));
         let context = SharedContext::default();
         let lines = Rc::new(RefCell::new(Vec::new()));
         let l2 = lines.clone();
