@@ -150,6 +150,11 @@ export type PartialJsonEdit =
  */
 export class PartialJson {
   constructor();
+  /**
+   * Applies edits (as `feed` gives them, or a wire's `PartialOutput` message carries them in
+   * `payload.edits`) to `value`, in place where it can; returns the value they make.
+   */
+  static applyEdits(value: unknown, edits: PartialJsonEdit[]): unknown;
   /** The edits this piece made to `value`. */
   feed(piece: string): PartialJsonEdit[];
   readonly value: unknown;
@@ -317,10 +322,14 @@ export type ProviderErrorKind =
   | "invalid_request"
   /** The model refused to answer; the message carries its words. The agent does not retry it. */
   | "refused"
+  /** The answer is not the structured output asked for (not JSON, or refused by the validator); `text` keeps it. Not retried. */
+  | "malformed_output"
   | "other";
 export class ChatProviderError extends Error {
-  constructor(message?: string, options?: { cause?: unknown; kind?: ProviderErrorKind });
+  constructor(message?: string, options?: { cause?: unknown; kind?: ProviderErrorKind; text?: string });
   readonly kind: ProviderErrorKind;
+  /** For `malformed_output`: the answer's text. */
+  readonly text?: string;
   /**
    * Set when `step()` failed after a tool call was handed on: the round as it ended. The started
    * tools ran to their end; calls that never started (input cut off) have an error result and never ran.
@@ -349,6 +358,72 @@ export class APIStatusError extends ChatProviderError {
   retryAfterMs: number | null;
 }
 
+// ---- structured output ----------------------------------------------------------------------
+
+/** A JSON Schema (an object). Written `as const` (or inline), its type is what `output` is typed from. */
+export type JsonSchema = { readonly [key: string]: unknown };
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+type Flatten<T> = { [K in keyof T]: T[K] };
+type RequiredOf<S> = S extends { required: readonly (infer R)[] } ? R : never;
+type SchemaObject<P, R> = Mutable<
+  { [K in keyof P as K extends R ? K : never]: InferSchema<P[K]> } & { [K in keyof P as K extends R ? never : K]?: InferSchema<P[K]> }
+>;
+/** The TypeScript type of the values a JSON Schema describes (`const`, `enum`, `type` with `properties`/`required`/`items`); `unknown` beyond that. */
+export type InferSchema<S> = S extends { const: infer C }
+  ? C
+  : S extends { enum: readonly (infer E)[] }
+    ? E
+    : S extends { type: "string" }
+      ? string
+      : S extends { type: "number" | "integer" }
+        ? number
+        : S extends { type: "boolean" }
+          ? boolean
+          : S extends { type: "null" }
+            ? null
+            : S extends { type: "array"; items: infer I }
+              ? InferSchema<I>[]
+              : S extends { type: "array" }
+                ? unknown[]
+                : S extends { type: "object"; properties: infer P }
+                  ? Flatten<SchemaObject<P, RequiredOf<S>>>
+                  : S extends { type: "object" }
+                    ? Record<string, unknown>
+                    : unknown;
+/** A value still streaming: any part of it may be missing yet. */
+export type DeepPartial<T> = T extends (infer I)[] ? DeepPartial<I>[] : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
+/** The output's type: the caller's `T` when given, else the schema's. */
+type OutputOf<T, S> = [T] extends [never] ? InferSchema<S> : T;
+
+/**
+ * Structured output: the answer asked for as JSON that matches `schema`, in each provider's native
+ * form (Chat Completions `response_format` json_schema, Responses `text.format`, Anthropic
+ * `output_config.format`, Gemini `responseJsonSchema`, Kimi's JSON mode with the schema in the
+ * system prompt: see the README's provider table).
+ */
+export interface OutputOption<S extends JsonSchema = JsonSchema> {
+  schema: S;
+  /** Where the provider wants one (OpenAI): 1 to 64 letters, digits, `_` or `-`. Default "output". */
+  name?: string;
+  /** Sent only when given (the provider's default applies otherwise). */
+  strict?: boolean;
+  /**
+   * Checks the parsed value: a string says what is wrong (a `malformed_output` error). The package
+   * ships no validator; `step` and `Agent` fall back to the `SimpleToolset`'s `validate` hook.
+   */
+  validate?(schema: S, value: unknown): string | null | undefined;
+}
+/** The streaming callbacks of structured output. */
+export interface OutputCallbacks<T> {
+  /**
+   * The output so far, whenever the answer's text changed it. The same object each time, updated in
+   * place (the work stays linear in the answer's bytes); copy it (`structuredClone`) to keep a snapshot.
+   */
+  onPartialOutput?(value: DeepPartial<T>): void;
+  /** For a top-level array: each item once the next one begins (it is complete), the rest when the answer ends. */
+  onOutputElement?(item: T extends readonly (infer I)[] ? I : never): void;
+}
+
 // ---- one generation, one step ---------------------------------------------------------------
 
 export interface GenerateResult {
@@ -357,44 +432,68 @@ export interface GenerateResult {
   usage: TokenUsage | null;
   finishReason: string | null;
 }
+export interface GenerateOptions {
+  onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+  onToolCall?(c: ToolCall): void | Promise<void>;
+  signal?: AbortSignal;
+  limits?: Limits;
+}
+/**
+ * With `output`: `result.output` is the parsed answer (`undefined` when the answer calls tools and its
+ * text is not the output). Text that is not JSON, or that the validator refuses, is a
+ * `ChatProviderError` of kind `malformed_output` keeping the text; a refusal stays `refused`.
+ * The output's type comes from a `const` schema, or is given: `generate<Forecast>(…)`.
+ */
+export function generate<T = never, const S extends JsonSchema = JsonSchema>(
+  provider: ChatProvider,
+  systemPrompt: string,
+  tools: ToolDefinition[],
+  history: Message[],
+  options: GenerateOptions & OutputCallbacks<OutputOf<T, S>> & { output: OutputOption<S> },
+): Promise<GenerateResult & { output?: OutputOf<T, S> }>;
 export function generate(
   provider: ChatProvider,
   systemPrompt: string,
   tools: ToolDefinition[],
   history: Message[],
-  options?: {
-    onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
-    onToolCall?(c: ToolCall): void | Promise<void>;
-    signal?: AbortSignal;
-    limits?: Limits;
-  },
+  options?: GenerateOptions,
 ): Promise<GenerateResult>;
 
-export class StepResult {
+export class StepResult<T = unknown> {
   readonly id: string | null;
   readonly message: Message;
   readonly usage: TokenUsage | null;
   readonly finishReason: string | null;
   readonly toolCalls: ToolCall[];
+  /** With `output`: the parsed answer, as `generate` gives it. */
+  readonly output?: T;
   /** In call order, whatever order they finished in. Rejects with the signal's reason if it aborts first. */
   toolResults(): Promise<ToolResult[]>;
 }
+export interface StepOptions {
+  onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+  onToolResult?(r: ToolResult): void;
+  signal?: AbortSignal;
+  /**
+   * Told (name, id, size — never contents) when a call's arguments were not JSON, or the stream broke
+   * before a call could start (`{tool, id, bytes, chars}`), and the engine asked the model to resend it.
+   */
+  logger?: Logger;
+  limits?: Limits;
+}
+export function step<T = never, const S extends JsonSchema = JsonSchema>(
+  provider: ChatProvider,
+  systemPrompt: string,
+  toolset: Toolset,
+  history: Message[],
+  options: StepOptions & OutputCallbacks<OutputOf<T, S>> & { output: OutputOption<S> },
+): Promise<StepResult<OutputOf<T, S>>>;
 export function step(
   provider: ChatProvider,
   systemPrompt: string,
   toolset: Toolset,
   history: Message[],
-  options?: {
-    onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
-    onToolResult?(r: ToolResult): void;
-    signal?: AbortSignal;
-    /**
-     * Told (name, id, size — never contents) when a call's arguments were not JSON, or the stream broke
-     * before a call could start (`{tool, id, bytes, chars}`), and the engine asked the model to resend it.
-     */
-    logger?: Logger;
-    limits?: Limits;
-  },
+  options?: StepOptions,
 ): Promise<StepResult>;
 
 /** Caps that keep a broken or hostile stream from exhausting memory; going past one is a ChatProviderError naming it. */
@@ -467,11 +566,21 @@ export class Agent implements Soul {
     limits?: Limits;
     /** The retry backoff; default kimi-cli's: 300 ms doubling to at most 5,000 ms, plus up to 500 ms of jitter. */
     retryBackoff?: { initialMs?: number; maxMs?: number; jitterMs?: number };
+    /**
+     * Structured output: every step asks for it, and a turn's output is its final answer's (tools
+     * work in between). The wire carries the preview as `{type: "PartialOutput", payload: {edits}}`
+     * after the parts that made it (apply with `PartialJson.applyEdits`, from each `StepBegin`;
+     * left out of recordings); a broken final answer ends the turn with `malformed_output`, the
+     * answer kept in the context as text.
+     */
+    output?: OutputOption;
   });
   readonly name: string;
   readonly modelName: string;
   readonly status: StatusSnapshot;
   readonly context: Context;
+  /** With `output`: the last turn's parsed output (`undefined` before one, or when the turn failed). */
+  readonly output: unknown;
   /** One turn at a time: while a turn runs, another is refused at once with an Error. */
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
 }

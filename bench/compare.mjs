@@ -3,11 +3,12 @@
 // Prints one JSON object on stdout. Comparisons: text-openai, text-anthropic, text-openai-http,
 // tools-openai-sequential, tools-openai-interleaved, tools-anthropic-sequential, bigarg, memory.
 import * as kosong from "kosong-wasm";
-import { streamText, tool as aiTool, jsonSchema, stepCountIs } from "ai";
+import { streamText, tool as aiTool, jsonSchema, stepCountIs, Output } from "ai";
+import { createParser } from "eventsource-parser";
 import OpenAI from "openai";
 import { Agent as OAAgent, run as oaRun, tool as oaTool, OpenAIChatCompletionsModel, setTracingDisabled } from "@openai/agents";
 import { createOpenAI } from "@ai-sdk/openai";
-import { oa, sequenceFetch, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
+import { oa, sequenceFetch, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, structuredFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
 import { textContenders, toolContenders, bareToolStream } from "./contenders.mjs";
 
 const [which, runsArg] = process.argv.slice(2);
@@ -20,8 +21,8 @@ const WARMUP = 3;
  * Times `runs` runs of `fn(setup())` after three warm-up runs (V8 tiers hot code up, JS and
  * WebAssembly alike, over the first runs); setup is not timed.
  */
-async function measure(setup, fn, runs = RUNS) {
-  for (let i = 0; i < WARMUP; i++) await fn(setup());
+async function measure(setup, fn, runs = RUNS, warmup = WARMUP) {
+  for (let i = 0; i < warmup; i++) await fn(setup());
   const ms = [];
   for (let i = 0; i < runs; i++) {
     const io = setup();
@@ -192,6 +193,61 @@ async function bigArgComparison() {
 }
 
 /**
+ * A structured answer (64 KB to 1 MB of JSON in 40-character text deltas), read as structured
+ * output: eventsource-parser + JSON.parse of the whole text at the end (the floor, no partial
+ * values); kosong-wasm `generate` with `output`, partial objects off and on (`onPartialOutput`);
+ * the AI SDK's `streamText` with `Output.object`, its `partialOutputStream` read. Every contender's
+ * final value is checked.
+ */
+async function structuredComparison() {
+  const rows = [];
+  let aiTooSlow = false;
+  const schema = { type: "object", properties: { title: { type: "string" }, items: { type: "array" } }, required: ["title", "items"] };
+  for (const size of [64, 256, 1024].map((k) => k * 1024)) {
+    const fixture = structuredFixture(size);
+    const setup = () => fixtureFetch(fixture, []).fetch;
+    const check = (v, who) => {
+      if (v?.items?.length !== fixture.items) throw new Error(`${who}: ${v?.items?.length} of ${fixture.items} items`);
+    };
+    const kosongRun = (partials) => async (fetch) => {
+      const provider = new kosong.OpenAIChatProvider({ model: "m", apiKey: "k", baseUrl: "http://bench.invalid/v1", fetch });
+      let seen = 0;
+      const r = await kosong.generate(provider, "", [], [{ role: "user", content: "go" }], {
+        output: { schema, name: "report" },
+        onPartialOutput: partials ? (v) => (seen = v.items?.length ?? 0) : undefined,
+      });
+      check(r.output, "kosong-wasm");
+      if (partials && seen !== fixture.items) throw new Error(`kosong-wasm: the last preview had ${seen} items`);
+    };
+    const bare = stats(await measure(setup, async (fetch) => {
+      const res = await fetch("http://bench.invalid/v1/chat/completions", { method: "POST", body: "{}" });
+      let text = "";
+      const parser = createParser({ onEvent(ev) { if (ev.data !== "[DONE]") text += JSON.parse(ev.data).choices?.[0]?.delta?.content ?? ""; } });
+      const dec = new TextDecoder();
+      for await (const chunk of res.body) parser.feed(dec.decode(chunk, { stream: true }));
+      check(JSON.parse(text), "eventsource-parser");
+    }, 5));
+    const row = { size, events: fixture.events.length, bare, kosongOff: stats(await measure(setup, kosongRun(false), 5)), kosongOn: stats(await measure(setup, kosongRun(true), 5)) };
+    // The AI SDK parses the whole text so far at every delta (its time grows with the square of
+    // the size): after a size that took over 2 s the next is run once, without warm-ups; after
+    // one that took over 10 s the larger ones are not run.
+    if (!aiTooSlow) {
+      const slow = rows.at(-1)?.aiSdk?.median > 2000;
+      row.aiSdk = stats(await measure(setup, async (fetch) => {
+        const model = createOpenAI({ apiKey: "k", baseURL: "http://bench.invalid/v1", fetch }).chat("m");
+        const r = streamText({ model, messages: [{ role: "user", content: "go" }], output: Output.object({ schema: jsonSchema(schema) }), maxRetries: 0 });
+        let last;
+        for await (const p of r.partialOutputStream) last = p;
+        check(last, "AI SDK");
+      }, slow ? 1 : 3, slow ? 0 : WARMUP));
+      aiTooSlow = row.aiSdk.median > 10_000;
+    }
+    rows.push(row);
+  }
+  return { comparison: "structured", rows };
+}
+
+/**
  * An agent turn of 10 steps: 9 that call a tool (a short text, then one call with small
  * arguments) and a final answer, through each runtime's own loop. kosong-wasm: `runSoul` with
  * the UI reading a merged side; the AI SDK: `streamText` with `stopWhen: stepCountIs(10)`; the
@@ -281,6 +337,7 @@ const jobs = {
   "tools-anthropic-sequential": () => toolsComparison("anthropic", false),
   bigarg: bigArgComparison,
   "bigarg-nested": nestedArgComparison,
+  structured: structuredComparison,
   memory: memoryComparison,
 };
 if (!jobs[which]) {

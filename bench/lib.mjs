@@ -129,6 +129,24 @@ export function bigArgFixture(bytes) {
   return { name: `openai-arg-${bytes}`, events, calls: [c] };
 }
 
+/**
+ * A structured answer of about `bytes` (an object with a list of records) as Chat Completions
+ * text deltas of `piece` characters: what a model streams under `response_format` json_schema.
+ */
+export function structuredFixture(bytes, piece = 40) {
+  const items = [];
+  let i = 0;
+  while (JSON.stringify({ title: "report", items }).length < bytes) {
+    items.push({ id: i, name: delta(i).trim(), note: `line ${i}: ${delta(i * 3).trim()} "quoted"`, score: (i % 97) / 8, tags: ["a", "b"].slice(0, 1 + (i % 2)) });
+    i++;
+  }
+  const answer = JSON.stringify({ title: "report", items });
+  const events = [oa({ role: "assistant", content: "" })];
+  for (const p of pieces(answer, piece)) events.push(oa({ content: p }));
+  events.push(oa({}, "stop"), oaUsage(), "data: [DONE]\n\n");
+  return { name: `openai-structured-${bytes}`, events, answer, items: items.length };
+}
+
 /** A short final answer, for a contender's follow-up request (an agent loop's second step). */
 export function followUp(format) {
   if (format === "responses" || format === "gemini") return [];

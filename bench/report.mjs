@@ -74,6 +74,20 @@ export function report(r) {
     }
     out.push("");
   }
+  if (c.structured) {
+    out.push("**A structured answer (`output` with a JSON Schema) in 40-character text deltas**, partial objects off and on (kosong-wasm's `onPartialOutput`; the AI SDK's `partialOutputStream` with `Output.object`)");
+    out.push("");
+    out.push("| answer | eventsource-parser + JSON.parse at the end | kosong-wasm off | on | on / off | AI SDK partialOutputStream | AI SDK / kosong-wasm on |");
+    out.push("|---:|---:|---:|---:|---:|---:|---:|");
+    let lastAi = null;
+    for (const x of c.structured.rows) {
+      const projected = lastAi ? ` — about ${Math.round((lastAi.aiSdk.median * (x.size / lastAi.size) ** 2) / 1000)} s by the square of the size` : "";
+      const ai = x.aiSdk ? `${ms(x.aiSdk.median)} ms | ${ratio(x.aiSdk.median, x.kosongOn.median)}` : `not run (${kb(lastAi?.size ?? 0)} took ${ms(lastAi?.aiSdk.median ?? 0)} ms${projected}) | —`;
+      if (x.aiSdk) lastAi = x;
+      out.push(`| ${kb(x.size)} | ${ms(x.bare.median)} ms | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${ai} |`);
+    }
+    out.push("");
+  }
   if (c.size) {
     out.push("**Size: minified bundle for streaming with one provider (esbuild, browser), gzip -9**");
     out.push("");

@@ -4,7 +4,7 @@
 // writes bench/results.json, bench/results.md and the README's table.
 //   npm run bench -- --runs 7 --only text-openai,size
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync, readdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync, readdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,7 +38,7 @@ function compare(name) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1));
 }
 
-for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "memory"]) {
+for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "structured", "memory"]) {
   if (want(c)) results.comparisons[c] = compare(c);
 }
 
@@ -112,13 +112,18 @@ if (want("coldstart")) {
   results.comparisons.coldstart = { comparison: "coldstart", rows };
 }
 
+// `--only a,b` measures those comparisons again and keeps the others of the last full run.
+if (ONLY && existsSync(join(here, "results.json"))) {
+  const previous = JSON.parse(readFileSync(join(here, "results.json"), "utf8"));
+  results.comparisons = { ...previous.comparisons, ...results.comparisons };
+}
 writeFileSync(join(here, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
 const md = (await import("./report.mjs")).report(results);
 writeFileSync(join(here, "results.md"), md);
 const readme = readFileSync(join(root, "README.md"), "utf8");
 const start = "<!-- bench:start -->";
 const end = "<!-- bench:end -->";
-if (!ONLY && readme.includes(start)) {
+if (readme.includes(start)) {
   writeFileSync(join(root, "README.md"), readme.slice(0, readme.indexOf(start) + start.length) + "\n" + md + readme.slice(readme.indexOf(end)));
 }
 console.log(md);

@@ -12,6 +12,7 @@ import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
   Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
   ToolContext, Tool, Toolset, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
+  PartialJsonEdit, JsonSchema, InferSchema, OutputOption,
 } from "kosong-wasm";
 
 export async function main(): Promise<string> {
@@ -67,6 +68,32 @@ export async function main(): Promise<string> {
     onToolResult: (r: ToolResult) => void r,
   });
   const results: ToolResult[] = await result.toolResults();
+
+  // Structured output: the type comes from a const schema, or is given.
+  const forecast = await generate(new ScriptedProvider(['text: {"city": "Paris", "days": [{"high": 21}]}']), "", [], [], {
+    output: {
+      schema: { type: "object", properties: { city: { type: "string" }, days: { type: "array", items: { type: "object", properties: { high: { type: "number" } }, required: ["high"] } }, note: { type: "string" } }, required: ["city", "days"] },
+      name: "forecast",
+      strict: true,
+      validate: (_schema, v) => (typeof v === "object" ? null : "not an object"),
+    },
+    onPartialOutput: (v) => void v.days?.[0]?.high,
+  });
+  if (forecast.output) {
+    const city: string = forecast.output.city;
+    const high: number = forecast.output.days[0].high;
+    const note: string | undefined = forecast.output.note;
+    void [city, high, note];
+  }
+  interface Item { n: number }
+  const listed = await step<Item[]>(new ScriptedProvider(['text: [{"n": 1}]']), "", new SimpleToolset(), [], {
+    output: { schema: { type: "array" } },
+    onOutputElement: (item: Item) => void item.n,
+  });
+  const items: Item[] | undefined = listed.output;
+  const edits: PartialJsonEdit[] = new PartialJson().feed("{}");
+  const previewed: unknown = PartialJson.applyEdits(undefined, edits);
+  void [items, previewed];
   const value: ToolReturnValue = results[0].return_value;
 
   const context = new Context({ systemPrompt: "sys", sink: (line: string) => void line });
