@@ -9,3 +9,4 @@ export { generate, step, StepResult } from "./step.js";
 export { Wire, WireRecorder, readWireRecord, closeInterruptedTurn, WIRE_PROTOCOL_VERSION, QueueShutDown } from "./wire.js";
 export { Context } from "./context.js";
 export { Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError } from "./agent.js";
+export { UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS } from "./ui-stream.js";

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
+import { DefaultChatTransport, readUIMessageStream } from "ai";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep } from "./mock-openai.mjs";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -526,6 +527,102 @@ test("worker: a write the storage refuses ends the turn with storage: …, and t
   } finally {
     await restartWorker();
   }
+});
+
+// ---- the AI SDK UI message stream (`useChat`'s protocol) -------------------------------------
+
+/** `useChat`'s transport against the Worker, for the session the token names. */
+function transportFor(token) {
+  return new DefaultChatTransport({ api: `${W}/api/chat`, headers: { authorization: `Bearer ${token}` }, fetch: (url, init) => mf.dispatchFetch(url, init) });
+}
+const sessionOf = (token) => token.split(".")[1];
+const userMessage = (text, id = `u-${Math.random().toString(36).slice(2)}`) => ({ id, role: "user", parts: [{ type: "text", text }] });
+/** The assistant message a chunk stream builds (as `useChat` builds it), continuing `last` when given. */
+async function assistantOf(stream, last) {
+  let m = last;
+  for await (const x of readUIMessageStream({ stream, message: last })) m = x;
+  return m;
+}
+const send = (token, messages) => transportFor(token).sendMessages({ trigger: "submit-message", chatId: sessionOf(token), messageId: undefined, messages, abortSignal: undefined });
+
+test("worker: POST /api/chat speaks useChat's protocol: text, a tool's input and output, steps; the history is the session's", async () => {
+  const token = await newSession();
+  queueAddConversation();
+  const msg = await assistantOf(await send(token, [userMessage("add 1, 2 and 3")]));
+  assert.equal(msg.role, "assistant");
+  assert.deepEqual(msg.parts.map((p) => p.type), ["step-start", "text", "tool-add", "step-start", "text"]);
+  assert.equal(msg.parts[1].text, "Let me add those.");
+  assert.deepEqual(msg.parts[2].input, { numbers: [1, 2, 3] });
+  assert.equal(msg.parts[2].state, "output-available");
+  assert.equal(msg.parts[2].output, "6");
+  assert.equal(msg.parts[4].text, "The sum is 6.");
+  const h = await history(token);
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  // Nothing runs: a resume has nothing to give (204, which the transport reads as null).
+  assert.equal(await transportFor(token).reconnectToStream({ chatId: sessionOf(token) }), null);
+  // The response's headers are the protocol's.
+  llm.respond({ steps: [text("Hello."), finish("stop"), done()] });
+  const raw = await call("/api/chat", { token, method: "POST", body: { id: sessionOf(token), messages: [userMessage("hi")] } });
+  assert.equal(raw.headers.get("x-vercel-ai-ui-message-stream"), "v1");
+  const body = await raw.text();
+  assert.match(body, /"type":"text-delta","id":"b\d+","delta":"Hello."/);
+  assert.match(body, /data: \{"type":"finish","finishReason":"stop"\}\n\ndata: \[DONE\]\n\n$/);
+});
+
+test("worker: an approval round-trips through useChat: the stream finishes at the request, the next POST answers it and streams the rest", async () => {
+  for (const approved of [true, false]) {
+    const token = await newSession();
+    llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
+    const asked = await assistantOf(await send(token, [userMessage("mail Ada")]));
+    const part = asked.parts.find((p) => p.type === "tool-send_email");
+    assert.equal(part.state, "approval-requested", JSON.stringify(asked.parts));
+    assert.deepEqual(part.input, { to: "ada@example.com", subject: "Hi" });
+    // The turn waits (its model was asked once); the client answers as addToolApprovalResponse does.
+    const answered = { ...asked, parts: asked.parts.map((p) => (p === part ? { ...p, state: "approval-responded", approval: { ...p.approval, approved, reason: approved ? undefined : "not now" } } : p)) };
+    llm.respond({ steps: [text(approved ? "Sent." : "Not sent."), finish("stop"), done()] });
+    const rest = await assistantOf(await send(token, [userMessage("mail Ada", "u0"), answered]), answered);
+    const done_ = rest.parts.find((p) => p.type === "tool-send_email");
+    assert.equal(done_.state, approved ? "output-available" : "output-denied", JSON.stringify(rest.parts));
+    if (approved) assert.equal(done_.output, "sent to ada@example.com");
+    assert.equal(rest.parts.at(-1).text, approved ? "Sent." : "Not sent.");
+    const h = await history(token);
+    assert.equal(h.at(-1).role, "assistant");
+    const tool = h.find((m) => m.role === "tool");
+    assert.match(JSON.stringify(tool.content), approved ? /sent to ada@example.com/ : /rejected/i);
+    // A second answer to the same request finds nothing waiting.
+    const again = await call("/api/chat", { token, method: "POST", body: { id: sessionOf(token), messages: [answered] } });
+    assert.equal(again.status, 400, "no turn runs: the last message must be the user's");
+  }
+});
+
+test("worker: GET /api/chat/{id}/stream replays the running turn's message from its start, then the live rest; /cancel ends it with abort", async () => {
+  const token = await newSession();
+  const hold = gate();
+  queueAddConversation({ holdAfterCall: hold });
+  const stream = await send(token, [userMessage("add 1, 2 and 3")]);
+  const reader = stream.getReader();
+  const firstChunks = [];
+  while (firstChunks.length < 4) firstChunks.push((await reader.read()).value);
+  await reader.cancel(); // the page went away mid-turn
+  const resumed = await transportFor(token).reconnectToStream({ chatId: sessionOf(token) });
+  assert.ok(resumed, "a running turn resumes");
+  hold.open();
+  const msg = await assistantOf(resumed);
+  assert.equal(msg.parts.at(-1).text, "The sum is 6.");
+  assert.equal(msg.parts.find((p) => p.type === "tool-add").output, "6");
+  // Another chat's id with this token is refused.
+  const other = await call(`/api/chat/${"0".repeat(32)}/stream`, { token });
+  assert.equal(other.status, 403);
+  // Cancel: the stream ends with an abort chunk.
+  llm.respond({ steps: [text("Thinking"), { hang: true }] });
+  const chunks = [];
+  const reading = (async () => {
+    for await (const c of await send(token, [userMessage("take your time")])) chunks.push(c);
+  })();
+  for (let i = 0; i < 200 && !chunks.some((c) => c.type === "text-delta"); i++) await sleep(10);
+  assert.deepEqual(await (await call("/cancel", { token, method: "POST" })).json(), { cancelled: true });
+  await reading;
+  assert.equal(chunks.at(-1).type, "abort");
 });
 
 test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {

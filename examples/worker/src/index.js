@@ -8,9 +8,25 @@
 //   POST /chat    {message}            starts a turn; the response streams the turn's wire
 //                                      messages as Server-Sent Events, each with an `id:`
 //   GET  /chat    (Last-Event-ID: n)   resumes: the messages after n, then the live rest
+//   POST /approve {requestId, response, feedback?}
+//                                      answers a tool's approval request ("approve",
+//                                      "approve_for_session" or "reject")
 //   POST /cancel                       stops the running turn (the page's Stop)
 //   GET  /history                      the session's messages and token count
 //   GET  /                             a small page that chats through all of the above
+//
+// The same sessions speak the AI SDK's UI message stream, so a page built on `useChat` talks to
+// them unchanged (`useChat({id: session, transport: new DefaultChatTransport({headers:
+// {authorization: "Bearer " + token}})})`; `api` defaults to `/api/chat`):
+//
+//   POST /api/chat {id, messages, trigger}
+//                                      the chat `id` is the session: its last user message
+//                                      starts a turn, streamed as UI message chunks; while a
+//                                      turn waits for an approval, the stream finishes there,
+//                                      and the next POST carries the answer (a tool part in
+//                                      state `approval-responded`) and streams the rest
+//   GET  /api/chat/{id}/stream         resumes: the running turn's message from its start
+//                                      (204 when no turn runs)
 //
 // Every route but `/` and `POST /session` takes `Authorization: Bearer <token>`. Turns keep
 // running while no client listens: every message is recorded before it is sent, and the
@@ -66,6 +82,15 @@ const tools = () =>
       description: "Adds numbers.",
       parameters: { type: "object", properties: { numbers: { type: "array", items: { type: "number" } } }, required: ["numbers"] },
       handler: ({ numbers }) => String(numbers.reduce((a, b) => a + b, 0)),
+    },
+    {
+      name: "send_email",
+      description: "Sends an email (the user approves each one first).",
+      parameters: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } }, required: ["to", "subject"] },
+      handler: async ({ to, subject }, ctx) => {
+        if (!(await ctx.requestApproval({ action: "send email", description: `Send "${subject}" to ${to}` }))) return ctx.rejection();
+        return `sent to ${to}`;
+      },
     },
   ]);
 
@@ -127,9 +152,18 @@ function joinPieces(rows, more) {
   return rows.map((r) => (rest.has(r.key) ? { ...r, value: r.value + rest.get(r.key).join("") } : r));
 }
 
+/** What a UI message stream ends with, from the turn's `end` event. */
+const outcomeOf = (end) =>
+  end.outcome === "done" ? {} : end.outcome === "cancelled" ? { cancelled: true } : { error: end.error ?? `the turn was ${end.outcome}` };
+/** The text of a UI message (`useChat`'s `{role, parts}`): its text parts, joined. */
+const uiText = (m) => (Array.isArray(m?.parts) ? m.parts.filter((p) => p?.type === "text" && typeof p.text === "string").map((p) => p.text).join("") : "");
+
 export class ChatSession extends DurableObject {
-  /** Stream controllers of the clients listening to the running turn. */
+  /** The clients listening to the running turn: each is called with every event published. */
   listeners = new Set();
+  /** The running turn's wire, and the approval requests it waits on (their ids). */
+  wire = null;
+  pending = new Set();
   running = null;
   controller = null;
   /** The last event id, once read from storage (see `lastEventId`). */
@@ -167,18 +201,46 @@ export class ChatSession extends DurableObject {
       case "POST /chat": {
         const { message } = await request.json();
         if (this.running) return json(409, { error: "a turn is already running in this session; resume it with GET /chat" });
-        const turns = this.meta("turns") ?? 0;
-        if (turns >= limit(this.env, "MAX_TURNS_PER_SESSION")) return json(429, { error: `this session has had its ${turns} turns; start a new one` });
-        const size = this.contextBytes() + encoder.encode(message).byteLength;
-        const max = limit(this.env, "MAX_SESSION_BYTES");
-        if (size > max) return json(413, { error: `the session would exceed ${max} bytes; start a new one`, limit: max });
+        const refused = this.refuseTurn(message);
+        if (refused) return refused;
         const first = this.startTurn(message);
-        this.setMeta("turns", turns + 1);
         return this.stream(first - 1);
       }
       case "GET /chat": {
         const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
         return this.stream(Number.isFinite(last) ? last : 0);
+      }
+      case "POST /api/chat": {
+        const { messages } = await request.json();
+        const last = messages.at(-1);
+        if (this.running) {
+          // The answers to the approvals the turn waits on, in the tool parts of the last message.
+          const answers = (last?.parts ?? []).filter((p) => p?.state === "approval-responded" && this.pending.has(p.approval?.id));
+          if (!answers.length) return json(409, { error: "a turn is already running in this session; resume it with GET /api/chat/{id}/stream" });
+          const after = this.lastEventId();
+          for (const p of answers) this.wire.respond(p.approval.id, p.approval.approved ? "approve" : "reject", p.approval.reason ?? "");
+          return this.uiStream(after);
+        }
+        const message = uiText(last);
+        if (last?.role !== "user" || !message) return json(400, { error: "the last message must be the user's, with text" });
+        const refused = this.refuseTurn(message);
+        if (refused) return refused;
+        const first = this.startTurn(message);
+        return this.uiStream(first - 1);
+      }
+      case "GET /api/chat/stream": {
+        if (!this.running) return new Response(null, { status: 204 });
+        return this.uiStream(this.meta("turn").firstId - 1);
+      }
+      case "POST /approve": {
+        const { requestId, response, feedback = "" } = await request.json();
+        if (!this.running || !this.pending.has(requestId)) return json(404, { error: "no approval request of that id is waiting" });
+        try {
+          this.wire.respond(requestId, response, feedback);
+        } catch (e) {
+          return json(400, { error: e.message });
+        }
+        return json(200, { answered: true });
       }
       case "POST /cancel": {
         if (!this.running) return json(200, { cancelled: false });
@@ -192,6 +254,17 @@ export class ChatSession extends DurableObject {
       }
     }
     return json(404, { error: "not found" });
+  }
+
+  /** Why a new turn on `message` is refused (a response), or null; counts the turn when it is not. */
+  refuseTurn(message) {
+    const turns = this.meta("turns") ?? 0;
+    if (turns >= limit(this.env, "MAX_TURNS_PER_SESSION")) return json(429, { error: `this session has had its ${turns} turns; start a new one` });
+    const size = this.contextBytes() + encoder.encode(message).byteLength;
+    const max = limit(this.env, "MAX_SESSION_BYTES");
+    if (size > max) return json(413, { error: `the session would exceed ${max} bytes; start a new one`, limit: max });
+    this.setMeta("turns", turns + 1);
+    return null;
   }
 
   contextBytes() {
@@ -259,21 +332,25 @@ export class ChatSession extends DurableObject {
       this.setMeta("lastEventId", id);
     });
     this.lastId = id;
-    const bytes = encoder.encode(frame(e));
-    for (const c of this.listeners) {
-      try {
-        c.enqueue(bytes);
-      } catch {
-        this.listeners.delete(c); // that client went away; the turn goes on
-      }
-    }
+    this.tell(e);
     return id;
   }
 
-  closeListeners() {
-    for (const c of this.listeners) {
+  /** Hands an event to every listener (one whose client went away leaves; the turn goes on). */
+  tell(e) {
+    for (const l of this.listeners) {
       try {
-        c.close();
+        l.event(e);
+      } catch {
+        this.listeners.delete(l);
+      }
+    }
+  }
+
+  closeListeners() {
+    for (const l of this.listeners) {
+      try {
+        l.close();
       } catch {}
     }
     this.listeners.clear();
@@ -306,7 +383,7 @@ export class ChatSession extends DurableObject {
     this.sql.exec("DELETE FROM events");
     this.sql.exec("DELETE FROM event_pieces");
     const firstId = this.lastEventId() + 1;
-    this.setMeta("turn", { running: true, firstId });
+    this.setMeta("turn", { running: true, firstId, messageId: `msg-${crypto.randomUUID()}` });
     let storageError = null;
     this.controller = new AbortController();
     const signal = this.controller.signal;
@@ -318,6 +395,8 @@ export class ChatSession extends DurableObject {
     const rows = this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
     const agent = new kosong.Agent({ name: "worker", provider: makeProvider(this.env), systemPrompt: SYSTEM_PROMPT, toolset: tools(), context });
     const send = (event, data) => {
+      if (data?.type === "ApprovalRequest") this.pending.add(data.payload.id);
+      if (data?.type === "ApprovalResponse") this.pending.delete(data.payload.request_id);
       try {
         this.publish(event, data);
       } catch (e) {
@@ -329,6 +408,7 @@ export class ChatSession extends DurableObject {
     // The merged side joins text, thinking and a call's argument fragments; flushing the wire
     // every FLUSH_MS hands clients what the model wrote so far without an event per token.
     const ui = async (wire) => {
+      this.wire = wire;
       const timer = setInterval(() => wire.flush(), FLUSH_MS);
       try {
         for await (const m of wire.uiSide({ merge: true })) send("wire", m);
@@ -356,13 +436,10 @@ export class ChatSession extends DurableObject {
         this.publish("end", end);
       } catch {
         // Even the end could not be stored: the listeners still hear it.
-        const bytes = encoder.encode(frame({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) }));
-        for (const c of this.listeners) {
-          try {
-            c.enqueue(bytes);
-          } catch {}
-        }
+        this.tell({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) });
       }
+      this.wire = null;
+      this.pending.clear();
       this.setMeta("turn", { running: false, firstId });
       this.closeListeners();
       this.running = null;
@@ -378,9 +455,9 @@ export class ChatSession extends DurableObject {
     let self;
     const body = new ReadableStream({
       start: (controller) => {
-        self = controller;
-        for (const e of this.recorded(lastId)) controller.enqueue(encoder.encode(frame(e)));
-        if (this.running) this.listeners.add(controller);
+        self = { event: (e) => controller.enqueue(encoder.encode(frame(e))), close: () => controller.close() };
+        for (const e of this.recorded(lastId)) self.event(e);
+        if (this.running) this.listeners.add(self);
         else controller.close();
       },
       cancel: () => {
@@ -388,6 +465,56 @@ export class ChatSession extends DurableObject {
       },
     });
     return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+  }
+
+  /**
+   * The running (or last) turn's assistant message as the AI SDK's UI message stream: every event
+   * of the turn goes through one chunker (so block ids and open calls are the same on every
+   * replay); what comes after `after` is sent, live while the turn runs. The stream finishes at
+   * an approval request the turn waits on (the client answers in its next POST) or at the end.
+   */
+  uiStream(after) {
+    const turn = this.meta("turn");
+    const chunker = new kosong.UIMessageChunker({ messageId: turn?.messageId });
+    let self;
+    const body = new ReadableStream({
+      start: (controller) => {
+        let done = false;
+        const send = (chunks) => {
+          for (const c of chunks) controller.enqueue(encoder.encode(`data: ${JSON.stringify(c)}\n\n`));
+        };
+        const finish = (chunks) => {
+          send(chunks);
+          controller.enqueue(encoder.encode("data: [DONE]\n\n"));
+          controller.close();
+          done = true;
+          this.listeners.delete(self);
+        };
+        self = {
+          event: (e) => {
+            if (done) return;
+            const data = JSON.parse(e.data);
+            if (e.event === "end") return finish(chunker.end(outcomeOf(data)));
+            const chunks = chunker.push(data);
+            if (e.id <= after) return; // already sent: it only moves the chunker on
+            send(chunks);
+            if (data.type === "ApprovalRequest" && this.pending.has(data.payload.id)) finish(chunker.end({ pause: true }));
+          },
+          close: () => {
+            if (!done) finish([]);
+          },
+        };
+        send(chunker.start());
+        for (const e of this.recorded((turn?.firstId ?? 1) - 1)) self.event(e);
+        if (done) return;
+        if (this.running) this.listeners.add(self);
+        else finish([]);
+      },
+      cancel: () => {
+        this.listeners.delete(self);
+      },
+    });
+    return new Response(body, { headers: kosong.UI_MESSAGE_STREAM_HEADERS });
   }
 }
 
@@ -459,7 +586,23 @@ async function verifyToken(env, request, client) {
 const limits = (env, key) => env.LIMITS.get(env.LIMITS.idFromName(key));
 const tooMany = (what, retryAfter) => json(429, { error: `too many ${what}; try again in ${retryAfter} s` }, { "retry-after": String(retryAfter) });
 
-const ROUTES = { "/session": ["POST"], "/chat": ["GET", "POST"], "/cancel": ["POST"], "/history": ["GET"] };
+const ROUTES = { "/session": ["POST"], "/chat": ["GET", "POST"], "/approve": ["POST"], "/cancel": ["POST"], "/history": ["GET"], "/api/chat": ["POST"], "/api/chat/stream": ["GET"] };
+/** `/api/chat/{id}/stream` (the AI SDK's resume route) names its chat in the path. */
+const RESUME = /^\/api\/chat\/([0-9a-f]{32})\/stream$/;
+
+/** Reads a JSON object body of at most `max` bytes: `{body}`, or `{error}` (a response). */
+async function jsonBody(request, max, what) {
+  const text = await readCapped(request, max);
+  if (text === null) return { error: json(413, { error: `the request body is over ${max} bytes`, limit: max }) };
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { error: json(400, { error: `the body must be JSON: ${what}` }) };
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return { error: json(400, { error: `the body must be a JSON object: ${what}` }) };
+  return { body };
+}
 
 export default {
   async fetch(request, env) {
@@ -468,7 +611,9 @@ export default {
       if (request.method !== "GET" && request.method !== "HEAD") return json(405, { error: "use GET" }, { allow: "GET, HEAD" });
       return new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
     }
-    const allowed = ROUTES[url.pathname];
+    const resumed = RESUME.exec(url.pathname);
+    const path = resumed ? "/api/chat/stream" : url.pathname;
+    const allowed = ROUTES[path];
     if (!allowed) return json(404, { error: "not found" });
     if (!allowed.includes(request.method)) return json(405, { error: `use ${allowed.join(" or ")}` }, { allow: allowed.join(", ") });
     if (!env.SESSION_SECRET || env.SESSION_SECRET.length < 32) {
@@ -495,6 +640,41 @@ export default {
     if (!session) return json(401, { error: "a valid session token is required: Authorization: Bearer <token from POST /session>" });
     const stub = env.SESSIONS.get(env.SESSIONS.idFromName(session));
     const headers = new Headers({ "last-event-id": request.headers.get("last-event-id") ?? "" });
+    const toSession = (route, method, body) =>
+      stub.fetch(new Request(new URL(route, url), { method, headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) }));
+    if (resumed) {
+      if (resumed[1] !== session) return json(403, { error: "the token is for another chat" });
+      return toSession("/api/chat/stream", "GET");
+    }
+    if (path === "/api/chat") {
+      // `useChat` sends the whole conversation each time; the session keeps its own, so only the
+      // last message is read (a user message starts a turn, an assistant one answers approvals).
+      const max = limit(env, "MAX_MESSAGE_BYTES");
+      const { body, error } = await jsonBody(request, limit(env, "MAX_SESSION_BYTES") + max, "{id, messages}");
+      if (error) return error;
+      if (body.id !== session) return json(403, { error: "the chat id must be the session the token names (useChat({id: session}))" });
+      if (body.trigger !== undefined && body.trigger !== "submit-message") return json(400, { error: `trigger \`${body.trigger}\` is not supported: send a new message` });
+      const last = Array.isArray(body.messages) ? body.messages.at(-1) : undefined;
+      if (!last || typeof last !== "object" || !Array.isArray(last.parts)) return json(400, { error: "`messages` must end with a UI message {role, parts}" });
+      if (last.role === "user") {
+        const text = uiText(last);
+        if (!text) return json(400, { error: "the last message has no text" });
+        if (encoder.encode(text).byteLength > max) return json(413, { error: `a message is at most ${max} bytes`, limit: max });
+        const taken = local ? { ok: true } : await limits(env, limitKey).take("turn", limit(env, "MAX_TURNS_PER_CLIENT_PER_HOUR"));
+        if (!taken.ok) return tooMany("turns", taken.retryAfter);
+      }
+      return toSession("/api/chat", "POST", { messages: [last] });
+    }
+    if (path === "/approve") {
+      const { body, error } = await jsonBody(request, 64 << 10, "{requestId, response, feedback?}");
+      if (error) return error;
+      const { requestId, response, feedback } = body;
+      if (typeof requestId !== "string" || !["approve", "approve_for_session", "reject"].includes(response)) {
+        return json(400, { error: '`requestId` must be a string and `response` one of "approve", "approve_for_session", "reject"' });
+      }
+      if (feedback !== undefined && typeof feedback !== "string") return json(400, { error: "`feedback` must be a string" });
+      return toSession("/approve", "POST", { requestId, response, feedback });
+    }
     if (url.pathname === "/chat" && request.method === "POST") {
       const max = limit(env, "MAX_MESSAGE_BYTES");
       const text = await readCapped(request, max + 1024);
