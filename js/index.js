@@ -10,3 +10,4 @@ export { Wire, WireRecorder, readWireRecord, closeInterruptedTurn, WIRE_PROTOCOL
 export { Context } from "./context.js";
 export { Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError } from "./agent.js";
 export { UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS } from "./ui-stream.js";
+export { McpToolset } from "./mcp.js";
