@@ -687,3 +687,62 @@ export class Context {
    */
   static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void; logger?: Logger }): Context;
 }
+
+// ---- tools from MCP servers -----------------------------------------------------------------
+
+/** What McpToolset uses of an MCP client: `@modelcontextprotocol/sdk`'s `Client`, connected, has it. */
+export interface McpClientLike {
+  listTools(params?: { cursor?: string }): Promise<{ tools: Array<{ name: string; title?: string; description?: string; inputSchema?: object }>; nextCursor?: string }>;
+  callTool(params: { name: string; arguments?: Record<string, unknown> }, resultSchema?: unknown, options?: { signal?: AbortSignal; timeout?: number }): Promise<unknown>;
+  setNotificationHandler?(schema: any, handler: (notification: any) => void | Promise<void>): void;
+}
+/**
+ * The Toolset protocol over a connected MCP client. A call goes to `client.callTool` with the
+ * call's signal (an abort is MCP cancellation) and `timeoutMs`; text, images and audio (data URLs)
+ * and resources (as text) become kosong parts; `isError` is an error result. Names get `prefix`,
+ * and characters providers refuse become `_`. The list is fetched again on
+ * `notifications/tools/list_changed` (a step that begins before it arrived sees the old one).
+ * In Cloudflare Workers give the client `jsonSchemaValidator: new CfWorkerJsonSchemaValidator()`
+ * (the default compiles with `new Function`, which Workers refuse).
+ */
+export class McpToolset implements Toolset {
+  static fromClient(client: McpClientLike, options?: { prefix?: string; timeoutMs?: number; onToolsChanged?(tools: ToolDefinition[]): void }): Promise<McpToolset>;
+  readonly tools: ToolDefinition[];
+  handle(call: ToolCall, ctx: ToolContext): Promise<ToolResult>;
+  /** Lists the server's tools again. */
+  refresh(): Promise<ToolDefinition[]>;
+}
+
+// ---- the AI SDK's UI message stream (useChat) ------------------------------------------------
+
+/** One chunk of the AI SDK's UI message stream (`start`, `text-delta`, `tool-input-available`, `finish`, …). */
+export type UIMessageChunk = { type: string; [field: string]: unknown };
+/** `content-type: text/event-stream`, `x-vercel-ai-ui-message-stream: v1`, … */
+export const UI_MESSAGE_STREAM_HEADERS: Readonly<Record<string, string>>;
+/**
+ * Turns wire messages into UI message chunks: text and thinking as `text-*`/`reasoning-*` blocks,
+ * calls as `tool-input-start`/`-delta`/`-available`, results as `tool-output-available`/`-error`/
+ * `-denied`, approvals as `tool-approval-request`/`-response`, steps as `start-step`/`finish-step`
+ * (a retried step's void attempt as `reset-step`). The same messages give the same chunks, so a
+ * recording replays as the live stream did.
+ */
+export class UIMessageChunker {
+  constructor(opts?: { messageId?: string });
+  /** `start` (once). */
+  start(): UIMessageChunk[];
+  push(message: WireMessage): UIMessageChunk[];
+  /** `finish`; `abort` when cancelled; `error` with the error's words; `pause`: an approval the client answers next (`finish`). */
+  end(outcome?: { error?: unknown; cancelled?: boolean; reason?: string; pause?: boolean }): UIMessageChunk[];
+}
+/**
+ * Runs `soul` (through `runSoul`) and yields its wire as UI message chunks, then `finish`, `abort`
+ * (cancelled through `signal`) or `error`. With `uiMessageStreamResponse` a server serves `useChat`.
+ */
+export function uiMessageStream(
+  soul: Soul,
+  userInput: string | ContentPart[],
+  signal: AbortSignal,
+  options?: { messageId?: string; merge?: boolean; recorder?: WireRecorder; onWire?(wire: Wire): void },
+): AsyncIterable<UIMessageChunk>;
+/** A `Response` serving `chunks` as the UI message stream (SSE, one chunk a `data:` line, then `[DONE]`). */
+export function uiMessageStreamResponse(chunks: AsyncIterable<UIMessageChunk>, init?: { status?: number; headers?: Record<string, string> }): Response;

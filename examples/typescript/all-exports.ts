@@ -7,12 +7,13 @@ import {
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
   readWireRecord, closeInterruptedTurn, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
+  McpToolset, UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
   Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
   ToolContext, Tool, Toolset, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
-  PartialJsonEdit, JsonSchema, InferSchema, OutputOption,
+  PartialJsonEdit, JsonSchema, InferSchema, OutputOption, McpClientLike, UIMessageChunk,
 } from "kosong-wasm";
 
 export async function main(): Promise<string> {
@@ -94,6 +95,19 @@ export async function main(): Promise<string> {
   const edits: PartialJsonEdit[] = new PartialJson().feed("{}");
   const previewed: unknown = PartialJson.applyEdits(undefined, edits);
   void [items, previewed];
+
+  // MCP tools, and the UI message stream a useChat page reads.
+  const mcpClient: McpClientLike = {
+    listTools: async () => ({ tools: [{ name: "echo", description: "Echoes", inputSchema: { type: "object" } }] }),
+    callTool: async () => ({ content: [{ type: "text", text: "hi" }] }),
+  };
+  const mcp: Toolset = await McpToolset.fromClient(mcpClient, { prefix: "srv_", timeoutMs: 5000, onToolsChanged: (t) => void t.length });
+  const chunker = new UIMessageChunker({ messageId: "m1" });
+  const chunks: UIMessageChunk[] = [...chunker.start(), ...chunker.push({ type: "TurnBegin", payload: {} }), ...chunker.end({ cancelled: true })];
+  const uiAgent = new Agent({ provider: new ScriptedProvider(["text: hi"]), systemPrompt: "", toolset: mcp });
+  const response: Response = uiMessageStreamResponse(uiMessageStream(uiAgent, "hi", new AbortController().signal, { messageId: "m2" }), { headers: UI_MESSAGE_STREAM_HEADERS });
+  await response.text();
+  void chunks;
   const value: ToolReturnValue = results[0].return_value;
 
   const context = new Context({ systemPrompt: "sys", sink: (line: string) => void line });
