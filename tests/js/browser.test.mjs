@@ -2,7 +2,7 @@
 // server and its embedded mock model. Under CI a missing browser is a failure, never a skip.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { createDemoServer } from "../../scripts/demo.mjs";
@@ -113,6 +113,14 @@ test("a scripted run completes: tool cards filled, tools start while the model s
   assert.ok(lines.slice(1).every((l) => typeof JSON.parse(l).timestamp === "number"));
   await page.click("#clear");
   assert.equal(await page.innerText("#chat"), "");
+  // A file that holds no wire record says so, and changes nothing else.
+  const notWire = join(ARTIFACTS, "notes.txt");
+  writeFileSync(notWire, "shopping list\nmilk\n");
+  await page.setInputFiles("#load", notWire);
+  await page.waitForSelector("#chat .load-error");
+  assert.match(await page.innerText("#chat .load-error"), /^notes\.txt holds no wire record/);
+  assert.notEqual(await page.evaluate(() => document.body.dataset.state), "replayed");
+  await page.click("#clear");
   await page.setInputFiles("#load", file);
   await page.waitForSelector("body[data-state=replayed]");
   assert.equal(await chatText(), liveChat);
@@ -151,6 +159,9 @@ test("a tool that asks for approval waits for the user; approving runs it", opts
   await ask(page, "Save a note: buy croissants");
   await page.waitForSelector(".approval button.approve:not([disabled])", { timeout: 30_000 });
   assert.equal(await page.$$eval("#notes li", (l) => l.length), 0, "nothing saved before the answer");
+  // The question sits on the card that asks it, and the card says it waits for the answer.
+  assert.equal(await page.$$eval(".card .approval", (l) => l.length), 1, "the approval is inside its call's card");
+  assert.equal((await cards(page))[0].status, "waiting for approval");
   await page.click(".approval button.approve");
   await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
   assert.deepEqual(await page.$$eval("#notes li", (l) => l.map((x) => x.textContent)), ["buy croissants"]);
@@ -241,6 +252,9 @@ test("the page says what happened: the retry notice, a rejected approval, settin
   await page.click(".approval button.reject");
   await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
   assert.equal((await cards(page)).at(-1).status, "rejected");
+  // A refusal reads as a person says it; the model's words stay in the wire log.
+  assert.equal((await cards(page)).at(-1).result, "You said no, so it did not run.");
+  assert.match(await page.innerText("#wirelog"), /rejected/i);
 
   await ask(page, "Save a note: pain au chocolat");
   await page.waitForSelector(".approval button.approve:not([disabled])", { timeout: 30_000 });

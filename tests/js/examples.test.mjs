@@ -13,3 +13,9 @@ test("examples/agent-turn.mjs runs a two-step turn with a tool and prints the wi
   assert.match(out[4], /"output":"42"/);
   assert.match(out[7], /2 \+ 40 = 42\./);
 });
+
+test("examples/mcp-tools.mjs lists an MCP server's tools and calls one in an agent turn", () => {
+  const script = fileURLToPath(new URL("../../examples/mcp-tools.mjs", import.meta.url));
+  const out = execFileSync(process.execPath, [script], { encoding: "utf8" }).trim().split("\n");
+  assert.deepEqual(out, ["tools: weather_forecast", "result: Paris: sunny, 24°C", "answer: Tomorrow in Paris: sunny, 24°C."]);
+});
