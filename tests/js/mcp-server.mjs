@@ -23,6 +23,12 @@ function makeServer(state) {
       { type: "resource_link", uri: "file:///LICENSE", name: "LICENSE", mimeType: "text/plain" },
     ],
   }));
+  // With an output schema: the client validates the structured result (Ajv by default, which
+  // compiles with `new Function`; in workerd the cfworker validator).
+  server.registerTool("measure", { description: "A temperature, structured.", inputSchema: { city: z.string() }, outputSchema: { city: z.string(), celsius: z.number() } }, async ({ city }) => ({
+    content: [{ type: "text", text: `${city}: 21.5 °C` }],
+    structuredContent: { city, celsius: 21.5 },
+  }));
   server.registerTool("fail", { description: "Always fails." }, async () => ({ isError: true, content: [{ type: "text", text: "the disk is full" }] }));
   server.registerTool("slow", { description: "Waits until cancelled, or ms." , inputSchema: { ms: z.number() } }, async ({ ms }, extra) => {
     state.slowStarted++;

@@ -33,7 +33,7 @@ const runStep = async (toolset, script, options) => {
 test("McpToolset lists the server's tools, prefixed, with their schemas; names providers refuse are made valid", async () => {
   const tools = await k.McpToolset.fromClient(await connect(), { prefix: "srv_" });
   const names = tools.tools.map((t) => t.name);
-  assert.deepEqual(names.sort(), ["srv_add_tool", "srv_dotted_name_v2", "srv_echo", "srv_fail", "srv_picture", "srv_readme", "srv_slow"]);
+  assert.deepEqual(names.sort(), ["srv_add_tool", "srv_dotted_name_v2", "srv_echo", "srv_fail", "srv_measure", "srv_picture", "srv_readme", "srv_slow"]);
   const echo = tools.tools.find((t) => t.name === "srv_echo");
   assert.equal(echo.description, "Echoes the text.");
   assert.equal(echo.parameters.properties.text.type, "string");
@@ -46,8 +46,9 @@ test("McpToolset lists the server's tools, prefixed, with their schemas; names p
 
 test("McpToolset: results become kosong parts; isError is an error result; a renamed tool calls its server name", async () => {
   const tools = await k.McpToolset.fromClient(await connect());
-  const script = [call("c1", "echo", { text: "hi" }), call("c2", "picture"), call("c3", "readme"), call("c4", "fail"), call("c5", "dotted_name_v2"), call("c6", "nope")].join("\n");
-  const [echo, picture, readme, fail, dotted, nope] = await runStep(tools, script);
+  const script = [call("c1", "echo", { text: "hi" }), call("c2", "picture"), call("c3", "readme"), call("c4", "fail"), call("c5", "dotted_name_v2"), call("c6", "nope"), call("c7", "measure", { city: "Oslo" })].join("\n");
+  const [echo, picture, readme, fail, dotted, nope, measure] = await runStep(tools, script);
+  assert.equal(measure.return_value.output, "Oslo: 21.5 °C", "a structured result validated by the client, its text kept");
   assert.equal(echo.return_value.output, "echo: hi");
   assert.equal(echo.return_value.is_error, false);
   assert.equal(picture.return_value.output[0].text, "a red dot");

@@ -5,15 +5,16 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createHmac } from "node:crypto";
 import { tmpdir } from "node:os";
-import { extname, join } from "node:path";
+import { dirname, extname, join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep } from "./mock-openai.mjs";
+import { startMcpServer } from "./mcp-server.mjs";
 
 const root = join(import.meta.dirname, "..", "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
@@ -96,6 +97,55 @@ test("a Vite build of a small page bundles it, and the built page runs a step in
   } finally {
     await browser.close();
     server.close();
+  }
+});
+
+/**
+ * Makes the repo's copy of `name` (a devDependency) resolvable from the consumer project: a link in
+ * its node_modules, so a bundler follows it to the real files (and their own dependencies).
+ */
+function linkDevDependency(name) {
+  const to = join(dir, "node_modules", name);
+  if (existsSync(to)) return;
+  mkdirSync(dirname(to), { recursive: true });
+  symlinkSync(join(root, "node_modules", name), to, "dir");
+}
+
+test("McpToolset in workerd: the SDK's client with the cfworker validator, against a real MCP server over loopback HTTP", async () => {
+  const mcp = await startMcpServer();
+  for (const name of ["@modelcontextprotocol/sdk", "@cfworker/json-schema"]) linkDevDependency(name);
+  const app = join(dir, "mcp-worker");
+  mkdirSync(join(app, "src"), { recursive: true });
+  cpSync(join(root, "tests", "js", "mcp-worker", "index.js"), join(app, "src", "index.js"));
+  writeFileSync(join(app, "wrangler.toml"), 'name = "mcp-worker"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\ncompatibility_flags = ["nodejs_compat"]\n');
+  sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
+  const worker = new Miniflare({
+    scriptPath: join(app, "dist", "index.js"),
+    modulesRoot: join(app, "dist"),
+    modules: true,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2026-04-01",
+    compatibilityFlags: ["nodejs_compat"],
+  });
+  try {
+    const res = await worker.dispatchFetch(`http://worker.local/?mcp=${encodeURIComponent(mcp.url)}`);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.ok(body.tools.includes("srv_echo") && body.tools.includes("srv_measure"), body.tools.join(", "));
+    const [echo, measure, fail] = body.results;
+    assert.equal(echo.output, "echo: from workerd");
+    assert.equal(measure.output, "Oslo: 21.5 °C", "the structured result passed the cfworker validator");
+    assert.equal(fail.is_error, true);
+    assert.equal(fail.message, "the disk is full");
+    // Without it, the SDK's default validator cannot compile a schema in workerd: what the README warns of.
+    const plain = await (await worker.dispatchFetch(`http://worker.local/?validator=default&mcp=${encodeURIComponent(mcp.url)}`)).json();
+    assert.match(JSON.stringify(plain), /Code generation from strings disallowed|EvalError|not allowed/i);
+  } finally {
+    await worker.dispose();
+    await mcp.close();
   }
 });
 
