@@ -675,6 +675,107 @@ test("worker: GET /api/chat/{id}/stream replays the running turn's message from 
   assert.equal(chunks.at(-1).type, "abort");
 });
 
+/** A Vite build of `tests/js/<name>` in the consumer project; its `dist` folder. */
+function viteBuild(name, links) {
+  for (const l of links) linkDevDependency(l);
+  const app = join(dir, name);
+  cpSync(join(root, "tests", "js", name), app, { recursive: true });
+  sh(process.execPath, [join(root, "node_modules", "vite", "bin", "vite.js"), "build", "--logLevel", "warn"], app);
+  return join(app, "dist");
+}
+
+/** Serves `dist`; paths `forward` names go to `handler(req, res)` instead. */
+async function serveDist(dist, forward, handler) {
+  const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".css": "text/css" };
+  const server = createServer((req, res) => {
+    if (forward?.(req.url)) return handler(req, res);
+    const path = join(dist, req.url === "/" || req.url.startsWith("/?") ? "index.html" : req.url.split("?")[0]);
+    if (!path.startsWith(dist) || !existsSync(path)) return res.writeHead(404).end();
+    res.writeHead(200, { "content-type": types[extname(path)] ?? "application/octet-stream" }).end(readFileSync(path));
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return server;
+}
+
+async function withChromium(t, fn) {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
+    t.skip(`no Chromium at ${CHROMIUM}`);
+    return;
+  }
+  const { chromium } = await import("playwright-core");
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  try {
+    await fn(browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+test("McpToolset in Chromium: a Vite-built page reaches an MCP server on another origin (CORS) and runs its tools", async (t) => {
+  const dist = viteBuild("vite-mcp", ["@modelcontextprotocol/sdk"]);
+  const mcp = await startMcpServer();
+  const server = await serveDist(dist);
+  try {
+    await withChromium(t, async (browser) => {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${server.address().port}/?mcp=${encodeURIComponent(mcp.url)}`);
+      await page.waitForFunction(() => document.title.startsWith("result:") || document.title.startsWith("error:"), null, { timeout: 20_000 });
+      assert.equal(await page.title(), "result: echo: from the page | data:image/png;base64,");
+    });
+  } finally {
+    server.close();
+    await mcp.close();
+  }
+});
+
+test("worker: a React page on @ai-sdk/react's useChat (built with Vite) chats with the Worker in Chromium: tools, an approval, the answer", async (t) => {
+  const dist = viteBuild("vite-chat", ["react", "react-dom", "@ai-sdk/react", "ai"]);
+  // One origin for the page and the Worker, as when the page is the Worker's assets.
+  const server = await serveDist(dist, (url) => /^\/(session|api\/|cancel)/.test(url), async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = chunks.length ? Buffer.concat(chunks) : undefined;
+    const r = await mf.dispatchFetch(`${W}${req.url}`, { method: req.method, headers: req.headers, body });
+    res.writeHead(r.status, Object.fromEntries(r.headers));
+    if (!r.body) return res.end();
+    const reader = r.body.getReader();
+    for (;;) {
+      const { value, done: end } = await reader.read();
+      if (end) return res.end();
+      res.write(value);
+    }
+  });
+  try {
+    await withChromium(t, async (browser) => {
+      const page = await browser.newPage();
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e));
+      await page.goto(`http://127.0.0.1:${server.address().port}/`);
+      await page.waitForSelector("body[data-ready=true]");
+      queueAddConversation();
+      await page.fill("#q", "add 1, 2 and 3");
+      await page.click("#send");
+      await page.waitForFunction(() => document.querySelector("#messages li.assistant")?.textContent.includes("The sum is 6.") && document.querySelector("#status").textContent === "ready", null, { timeout: 20_000 });
+      assert.equal(await page.textContent('.tool[data-name="add"] .output'), "6");
+      assert.equal(await page.getAttribute('.tool[data-name="add"]', "data-state"), "output-available");
+
+      // An approval: the question on the page, the answer through addToolApprovalResponse.
+      llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
+      llm.respond({ steps: [text("Sent it."), finish("stop"), done()] });
+      await page.fill("#q", "mail Ada");
+      await page.click("#send");
+      await page.waitForSelector('.tool[data-name="send_email"][data-state="approval-requested"] button.approve', { timeout: 20_000 });
+      await page.click('.tool[data-name="send_email"] button.approve');
+      await page.waitForFunction(() => [...document.querySelectorAll("#messages li.assistant")].at(-1)?.textContent.includes("Sent it.") && document.querySelector("#status").textContent === "ready", null, { timeout: 20_000 });
+      assert.equal(await page.textContent('.tool[data-name="send_email"] .output'), "sent to ada@example.com");
+      assert.deepEqual(errors, []);
+    });
+  } finally {
+    server.close();
+  }
+});
+
 test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {
   if (!existsSync(CHROMIUM)) {
     if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
