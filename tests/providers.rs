@@ -1317,42 +1317,13 @@ fn structured_answers_decode_at_every_split() {
             })) = e
             {
                 for edit in pj.feed(text) {
-                    apply(&mut preview, edit);
+                    kosong_wasm::core::partial_json::apply_edit(&mut preview, edit);
                 }
             }
         }
         assert!(pj.done(), "{file}");
         assert_eq!(preview, expected, "{file}");
         assert_eq!(o.usage.map(|u| u.output), Some(58), "{file}");
-    }
-}
-
-/// Applies a preview edit to `v` (the JS layer's `applyEdits`, for the test).
-fn apply(v: &mut Value, e: kosong_wasm::core::partial_json::Edit) {
-    use kosong_wasm::core::partial_json::{Edit, PathSeg};
-    let (path, op) = match e {
-        Edit::Set { path, value, .. } => (path, Ok(value)),
-        Edit::Append { path, text } => (path, Err(text)),
-    };
-    let mut at = v;
-    for seg in &path {
-        at = match seg {
-            PathSeg::Key(k) => &mut at[k.as_str()],
-            PathSeg::Index(i) => {
-                let items = at.as_array_mut().unwrap();
-                if *i == items.len() {
-                    items.push(Value::Null);
-                }
-                &mut items[*i]
-            }
-        };
-    }
-    match op {
-        Ok(value) => *at = value,
-        Err(text) => {
-            let s = at.as_str().unwrap_or("").to_owned() + &text;
-            *at = Value::String(s);
-        }
     }
 }
 

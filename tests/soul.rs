@@ -600,27 +600,9 @@ fn previews(msgs: &[WireMessage]) -> Vec<Value> {
         match m {
             WireMessage::StepBegin { .. } => out.push(Value::Null),
             WireMessage::PartialOutput(edits) => {
-                for e in edits.clone() {
-                    let (path, op) = match e {
-                        kosong_wasm::core::partial_json::Edit::Set { path, value, .. } => (path, Ok(value)),
-                        kosong_wasm::core::partial_json::Edit::Append { path, text } => (path, Err(text)),
-                    };
-                    let mut at = out.last_mut().unwrap();
-                    for seg in &path {
-                        at = match seg {
-                            kosong_wasm::core::partial_json::PathSeg::Key(k) => &mut at[k.as_str()],
-                            kosong_wasm::core::partial_json::PathSeg::Index(i) => {
-                                let a = at.as_array_mut().unwrap();
-                                if *i == a.len() {
-                                    a.push(Value::Null);
-                                }
-                                &mut a[*i]
-                            }
-                        };
-                    }
-                    match op {
-                        Ok(v) => *at = v,
-                        Err(t) => *at = Value::String(at.as_str().unwrap_or("").to_owned() + &t),
+                if let Some(v) = out.last_mut() {
+                    for e in edits.clone() {
+                        kosong_wasm::core::partial_json::apply_edit(v, e);
                     }
                 }
             }

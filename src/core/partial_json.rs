@@ -71,6 +71,39 @@ pub fn join_edits(edits: &mut Vec<Edit>, next: &[Edit]) {
     edits.extend_from_slice(rest);
 }
 
+/// Applies one edit to `value` (what `PartialJson.applyEdits` does in JavaScript): a path into
+/// a value it does not reach is ignored, an index one past an array's end appends.
+pub fn apply_edit(value: &mut Value, edit: Edit) {
+    let (path, set) = match edit {
+        Edit::Set { path, value, .. } => (path, Ok(value)),
+        Edit::Append { path, text } => (path, Err(text)),
+    };
+    let mut at = value;
+    for seg in &path {
+        at = match (seg, at) {
+            (PathSeg::Key(k), Value::Object(m)) => m.entry(k.clone()).or_insert(Value::Null),
+            (PathSeg::Index(i), Value::Array(a)) => {
+                if *i == a.len() {
+                    a.push(Value::Null);
+                }
+                match a.get_mut(*i) {
+                    Some(v) => v,
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+    }
+    match set {
+        Ok(v) => *at = v,
+        Err(text) => {
+            if let Value::String(s) = at {
+                s.push_str(&text);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ObjState {
     KeyOrEnd,
