@@ -19,3 +19,14 @@ test("examples/mcp-tools.mjs lists an MCP server's tools and calls one in an age
   const out = execFileSync(process.execPath, [script], { encoding: "utf8" }).trim().split("\n");
   assert.deepEqual(out, ["tools: weather_forecast", "result: Paris: sunny, 24°C", "answer: Tomorrow in Paris: sunny, 24°C."]);
 });
+
+test("examples/structured-output.mjs prints a partial object filling in, then the parsed output", () => {
+  const script = fileURLToPath(new URL("../../examples/structured-output.mjs", import.meta.url));
+  const out = execFileSync(process.execPath, [script], { encoding: "utf8" }).trim().split("\n");
+  const partials = out.filter((l) => l.startsWith("partial: ")).map((l) => JSON.parse(l.slice(9)));
+  assert.ok(partials.length >= 4, out.join("\n"));
+  assert.deepEqual(partials[0], { city: "Pa" });
+  const final = { city: "Paris", days: [{ day: "Mon", high: 21 }, { day: "Tue", high: 18 }], summary: "Mild, then cooler." };
+  assert.deepEqual(partials.at(-1), final);
+  assert.deepEqual(JSON.parse(out.at(-1).replace(/^output: /, "")), final);
+});
