@@ -663,6 +663,7 @@ test("worker: GET /api/chat/{id}/stream replays the running turn's message from 
   // Another chat's id with this token is refused.
   const other = await call(`/api/chat/${"0".repeat(32)}/stream`, { token });
   assert.equal(other.status, 403);
+  assert.equal((await call("/api/chat/stream", { token })).status, 404, "the resume route names its chat");
   // Cancel: the stream ends with an abort chunk.
   llm.respond({ steps: [text("Thinking"), { hang: true }] });
   const chunks = [];

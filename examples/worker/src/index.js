@@ -586,7 +586,7 @@ async function verifyToken(env, request, client) {
 const limits = (env, key) => env.LIMITS.get(env.LIMITS.idFromName(key));
 const tooMany = (what, retryAfter) => json(429, { error: `too many ${what}; try again in ${retryAfter} s` }, { "retry-after": String(retryAfter) });
 
-const ROUTES = { "/session": ["POST"], "/chat": ["GET", "POST"], "/approve": ["POST"], "/cancel": ["POST"], "/history": ["GET"], "/api/chat": ["POST"], "/api/chat/stream": ["GET"] };
+const ROUTES = { "/session": ["POST"], "/chat": ["GET", "POST"], "/approve": ["POST"], "/cancel": ["POST"], "/history": ["GET"], "/api/chat": ["POST"] };
 /** `/api/chat/{id}/stream` (the AI SDK's resume route) names its chat in the path. */
 const RESUME = /^\/api\/chat\/([0-9a-f]{32})\/stream$/;
 
@@ -612,8 +612,8 @@ export default {
       return new Response(PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
     }
     const resumed = RESUME.exec(url.pathname);
-    const path = resumed ? "/api/chat/stream" : url.pathname;
-    const allowed = ROUTES[path];
+    const path = url.pathname;
+    const allowed = resumed ? ["GET"] : ROUTES[path];
     if (!allowed) return json(404, { error: "not found" });
     if (!allowed.includes(request.method)) return json(405, { error: `use ${allowed.join(" or ")}` }, { allow: allowed.join(", ") });
     if (!env.SESSION_SECRET || env.SESSION_SECRET.length < 32) {
