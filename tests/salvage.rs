@@ -494,3 +494,87 @@ fn calls_past_the_per_step_cap_are_answered_not_run() {
     ran.assert_every_call_closed();
     ran.assert_history_consistent();
 }
+
+// ---- structured output under faults --------------------------------------------------------------------
+
+fn structured() -> AgentConfig {
+    let output = kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"},"name":"receipt"}"#, "Agent");
+    AgentConfig { output: Some(output.unwrap()), ..AgentConfig::default() }
+}
+
+/// The preview a UI keeps from the wire: edits applied from each `StepBegin`, dropped at a `StepRetry`.
+fn preview_of(wire: &[WireMessage]) -> Value {
+    let mut v = Value::Null;
+    for m in wire {
+        match m {
+            WireMessage::StepBegin { .. } | WireMessage::StepRetry(_) => v = Value::Null,
+            WireMessage::PartialOutput(edits) => {
+                for e in edits.clone() {
+                    kosong_wasm::core::partial_json::apply_edit(&mut v, e);
+                }
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+/// `answer(kind, text)` cut off after its text: no end marker.
+fn cut_answer(kind: &str, text: &str) -> Vec<String> {
+    if kind == "gemini" {
+        return vec![data(json!({"responseId": "g2", "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]}))];
+    }
+    answer(kind, text).into_iter().take(if kind == "openai" { 1 } else { 3 }).collect()
+}
+
+#[test]
+fn a_structured_turn_through_a_broken_stream_a_cut_answer_and_a_retry_keeps_wire_history_and_tools_in_agreement() {
+    for kind in KINDS {
+        let model = SseModel::new(
+            kind,
+            vec![
+                resp(broken_after_a_call(kind, "call"), End::Drop),
+                resp(cut_answer(kind, r#"{"sent": true, "to": "a@"#), End::Drop),
+                resp(answer(kind, r#"{"sent": true, "to": "a@b.c"}"#), End::Done),
+            ],
+        );
+        let tools = Mail::default();
+        let ran = run_turn(&model, &tools, structured(), futures::future::pending());
+        assert!(ran.result.is_ok(), "{kind}: {:?}", ran.result);
+        // The tool ran once; every call the wire showed has its result; the history agrees.
+        assert_eq!(*tools.sent.borrow(), vec![r#"{"to":"a@b.c"}"#], "{kind}");
+        ran.assert_every_call_closed();
+        ran.assert_history_consistent();
+        // The void attempt's preview went out, then the StepRetry; what a UI keeps is the answer.
+        let kinds = ran.kinds();
+        let retry = kinds.iter().position(|k| k == "StepRetry").unwrap_or_else(|| panic!("{kind}: {kinds:?}"));
+        let last_begin = kinds.iter().rposition(|k| k == "StepBegin").unwrap();
+        assert!(kinds[last_begin..retry].contains(&"PartialOutput".to_owned()), "{kind}: {kinds:?}");
+        assert_eq!(preview_of(&ran.wire), json!({"sent": true, "to": "a@b.c"}), "{kind}");
+        // The context keeps the final answer as text, once.
+        assert_eq!(text_of(ran.history.last().unwrap()), r#"{"sent": true, "to": "a@b.c"}"#, "{kind}");
+        assert!(ran.history.iter().all(|m| !text_of(m).ends_with(r#""to": "a@"#)), "{kind}: the cut attempt is not kept");
+        assert_eq!(model.bodies().len(), 3, "{kind}: the cut answer was retried");
+        // Every request asked for the output in the provider's form.
+        for body in model.bodies() {
+            let b = body.to_string();
+            assert!(b.contains("receipt") || b.contains("responseJsonSchema") || b.contains("output_config"), "{kind}: {b}");
+        }
+    }
+}
+
+#[test]
+fn a_structured_turn_whose_final_answer_is_not_json_fails_after_the_salvaged_round_and_keeps_it() {
+    for kind in KINDS {
+        let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Drop), resp(answer(kind, "All sent!"), End::Done)]);
+        let tools = Mail::default();
+        let ran = run_turn(&model, &tools, structured(), futures::future::pending());
+        let Err(TurnError::Seam(e)) = &ran.result else { panic!("{kind}: {:?}", ran.result.is_ok()) };
+        assert_eq!(e.kind(), "malformed_output", "{kind}");
+        assert_eq!(*tools.sent.borrow(), vec![r#"{"to":"a@b.c"}"#], "{kind}: the tool's work is kept, not redone");
+        ran.assert_every_call_closed();
+        ran.assert_history_consistent();
+        assert_eq!(text_of(ran.history.last().unwrap()), "All sent!", "{kind}");
+        assert_eq!(model.bodies().len(), 2, "{kind}: not retried");
+    }
+}
