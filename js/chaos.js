@@ -7,8 +7,8 @@ import { callWasm, wasm } from "./internal.js";
 import { sleep } from "./util.js";
 import { ScriptedProvider } from "./providers.js";
 
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function mulberry32(seed) {
+/** mulberry32: small, fast, and the same sequence for the same seed everywhere (the soak test's too). */
+export function mulberry32(seed) {
   let s = seed >>> 0;
   return () => {
     s = (s + 0x6d2b79f5) >>> 0;

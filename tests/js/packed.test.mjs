@@ -100,6 +100,19 @@ test("a Vite build of a small page bundles it, and the built page runs a step in
   }
 });
 
+/** Miniflare's options for a Worker bundled by `wrangler deploy --dry-run` into `app/dist` (its .wasm as a module). */
+const bundledWorker = (app, extra = {}) => ({
+  scriptPath: join(app, "dist", "index.js"),
+  modulesRoot: join(app, "dist"),
+  modules: true,
+  modulesRules: [
+    { type: "ESModule", include: ["**/*.js"] },
+    { type: "CompiledWasm", include: ["**/*.wasm"] },
+  ],
+  compatibilityDate: "2026-04-01",
+  ...extra,
+});
+
 /**
  * Makes the repo's copy of `name` (a devDependency) resolvable from the consumer project: a link in
  * its node_modules, so a bundler follows it to the real files (and their own dependencies).
@@ -119,17 +132,7 @@ test("McpToolset in workerd: the SDK's client with the cfworker validator, again
   cpSync(join(root, "tests", "js", "mcp-worker", "index.js"), join(app, "src", "index.js"));
   writeFileSync(join(app, "wrangler.toml"), 'name = "mcp-worker"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\ncompatibility_flags = ["nodejs_compat"]\n');
   sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
-  const worker = new Miniflare({
-    scriptPath: join(app, "dist", "index.js"),
-    modulesRoot: join(app, "dist"),
-    modules: true,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
-    compatibilityDate: "2026-04-01",
-    compatibilityFlags: ["nodejs_compat"],
-  });
+  const worker = new Miniflare(bundledWorker(app, { compatibilityFlags: ["nodejs_compat"] }));
   try {
     const res = await worker.dispatchFetch(`http://worker.local/?mcp=${encodeURIComponent(mcp.url)}`);
     const body = await res.json();
@@ -161,15 +164,7 @@ async function startWorker() {
   sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
   const script = join(app, "dist", "index.js");
   assert.match(readFileSync(script, "utf8"), /\.wasm"/, "the .wasm is bundled as a module");
-  workerOptions = {
-    scriptPath: script,
-    modulesRoot: join(app, "dist"),
-    modules: true,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
-    compatibilityDate: "2026-04-01",
+  workerOptions = bundledWorker(app, {
     durableObjects: { SESSIONS: { className: "ChatSession", useSQLite: true }, LIMITS: { className: "ClientLimits", useSQLite: true } },
     bindings: {
       LLM_KIND: "openai", LLM_MODEL: "mock-model", LLM_BASE_URL: llm.baseUrl, LLM_API_KEY: "sk-worker-secret",
@@ -177,7 +172,7 @@ async function startWorker() {
     },
     // Durable Object storage on disk, so a restarted runtime finds it again.
     durableObjectsPersist: join(app, "do-storage"),
-  };
+  });
   mf = new Miniflare(workerOptions);
   await mf.ready;
 }

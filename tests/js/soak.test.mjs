@@ -6,22 +6,14 @@ import { getEventListeners } from "node:events";
 import { execFileSync } from "node:child_process";
 import * as k from "kosong-wasm";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, sse, sleep } from "./mock-openai.mjs";
+import { mulberry32 } from "../../pkg/chaos.js";
 
 let server;
 before(async () => (server = await startMockServer()));
 after(async () => server.close());
 
-/** A small deterministic PRNG, so a failure can be replayed. */
-function rng(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small deterministic PRNG, so a failure can be replayed: the package's own (`ChaosProvider`'s). */
+const rng = mulberry32;
 
 async function within(promise, ms) {
   let timer;
