@@ -130,6 +130,60 @@ fn an_error_not_worth_retrying_ends_the_turn_at_once_cleaned_of_the_key() {
     }
 }
 
+/// Clean, then cut: a key echoed at the end of a long plain-text body, cut in half at the error
+/// body's cap, echoed base64-encoded (as a `Bearer`/`Basic` echo looks), or given only as a header
+/// or the baseUrl's `?key=`, leaves no 8 characters of itself in the error.
+#[test]
+fn a_key_echoed_in_any_form_or_place_never_survives_in_the_error() {
+    use base64_check::encode as b64;
+    let key = "sk-live-0123456789abcdefghijklmnop";
+    for kind in KINDS {
+        let bodies = [
+            format!("{}{key}", "x".repeat(471)),
+            format!("<html><pre>{}authorization: Bearer {key}</pre></html>", "y".repeat(600)),
+            format!("echo {}", b64(&format!("Bearer {key}"))),
+            format!("echo {}", b64(&format!("user:{key}"))),
+            format!("{}{key}", "z".repeat((64 << 10) - 10)), // the key cut at the body's cap
+        ];
+        let options = [
+            json!({"apiKey": key}),
+            json!({"apiKey": "unused-other", "headers": {"x-api-key": key, "authorization": format!("Bearer {key}")}}),
+            json!({"baseUrl": format!("http://127.0.0.1:9/v1?key={key}")}),
+        ];
+        for (i, body) in bodies.iter().enumerate() {
+            for opts in &options {
+                let p = provider(kind, opts.clone());
+                let http = FakeHttp::new(vec![status(400, body, &[("content-type", "text/plain")])]);
+                let mut h = Harness::new();
+                let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
+                let Err(TurnError::Seam(e)) = &o.result else { panic!("{kind}: {:?}", o.result) };
+                let text = format!("{e:?} {}", serde_json::to_string(&o.raw).unwrap());
+                for w in key.as_bytes().windows(8) {
+                    let w = std::str::from_utf8(w).unwrap();
+                    assert!(!text.contains(w), "{kind} {opts}: {w:?} of the key survives in {}", &text[text.len().saturating_sub(300)..]);
+                }
+                if body.len() < 500 {
+                    assert!(e.message().contains("[redacted]"), "{kind} {opts} body {i}: {}", e.message());
+                }
+            }
+        }
+    }
+}
+
+mod base64_check {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    pub fn encode(s: &str) -> String {
+        let mut out = String::new();
+        for c in s.as_bytes().chunks(3) {
+            let v = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                out.push(if i <= c.len() { A[(v >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+            }
+        }
+        out
+    }
+}
+
 #[test]
 fn an_abort_mid_stream_keeps_the_text_so_far_and_closes_the_call_it_showed() {
     for kind in KINDS {

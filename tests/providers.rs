@@ -1270,7 +1270,7 @@ fn urls_keep_their_shape_and_their_secrets() {
         request_id: None,
         retry_after_ms: None,
     };
-    assert_eq!(e.redact(Some(key)).message(), "bad key [redacted] and [redacted]");
+    assert_eq!(e.redact(&kosong_wasm::core::secrets::Secrets::of_key(key)).message(), "bad key [redacted] and [redacted]");
 }
 
 // ---- structured output ----------------------------------------------------------------------

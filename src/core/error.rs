@@ -93,20 +93,13 @@ impl ChatProviderError {
         }
     }
 
-    /// The same error with every occurrence of `secret` (an API key) replaced, in the message
-    /// and the request id: servers do echo keys back in their error bodies.
-    pub fn redact(self, secret: Option<&str>) -> Self {
-        let Some(secret) = secret.filter(|s| s.len() >= 4) else { return self };
-        // Servers echo keys as they are and URL-encoded (in a query string, a redirect target).
-        let encoded = crate::core::providers::percent_encode(secret);
-        let clean = |s: String| {
-            let s = if s.contains(secret) { s.replace(secret, "[redacted]") } else { s };
-            if encoded != secret && s.contains(&encoded) {
-                s.replace(&encoded, "[redacted]")
-            } else {
-                s
-            }
-        };
+    /// The same error with every form of every secret (an API key, a credential header) replaced,
+    /// in the message and the request id: servers do echo keys back in their error bodies.
+    pub fn redact(self, secrets: &crate::core::secrets::Secrets) -> Self {
+        if secrets.is_empty() {
+            return self;
+        }
+        let clean = |s: String| secrets.clean(s);
         match self {
             ChatProviderError::Connection(m) => ChatProviderError::Connection(clean(m)),
             ChatProviderError::Redirect(m) => ChatProviderError::Redirect(clean(m)),
@@ -212,6 +205,7 @@ fn parse_http_date_ms(v: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::secrets::Secrets;
 
     #[test]
     fn redaction() {
@@ -222,7 +216,7 @@ mod tests {
             retry_after_ms: None,
         };
         assert_eq!(
-            e.redact(Some("sk-abc123")),
+            e.redact(&Secrets::of_key("sk-abc123")),
             ChatProviderError::Status {
                 status: 401,
                 message: "bad key [redacted] ([redacted])".into(),
@@ -231,8 +225,8 @@ mod tests {
             }
         );
         let e = ChatProviderError::Other("x".into());
-        assert_eq!(e.clone().redact(Some("")), e, "an empty key redacts nothing");
-        assert_eq!(e.clone().redact(None), e);
+        assert_eq!(e.clone().redact(&Secrets::of_key("")), e, "an empty key redacts nothing");
+        assert_eq!(e.clone().redact(&Secrets::default()), e);
     }
 
     #[test]

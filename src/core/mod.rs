@@ -10,6 +10,7 @@ pub mod model;
 pub mod output;
 pub mod partial_json;
 pub mod providers;
+pub mod secrets;
 pub mod soul;
 pub mod sse;
 pub mod step;

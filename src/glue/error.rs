@@ -38,10 +38,10 @@ impl ModelError for GlueError {
             GlueError::Runtime { .. } | GlueError::Js(_) => None,
         }
     }
-    fn redact(self, secret: Option<&str>) -> Self {
+    fn redact(self, secrets: &crate::core::secrets::Secrets) -> Self {
         match self {
-            GlueError::Provider(e) => GlueError::Provider(e.redact(secret)),
-            GlueError::Caused(e, cause) => GlueError::Caused(e.redact(secret), cause),
+            GlueError::Provider(e) => GlueError::Provider(e.redact(secrets)),
+            GlueError::Caused(e, cause) => GlueError::Caused(e.redact(secrets), cause),
             other => other,
         }
     }

@@ -29,8 +29,8 @@ pub use transport::{HttpResponse, Offline, Transport};
 /// own (a JS value, in the glue). The turn asks it whether it is a provider error, to retry it.
 pub trait ModelError: From<ChatProviderError> {
     fn provider_error(&self) -> Option<&ChatProviderError>;
-    /// The same error, with `secret` (an API key) cleaned out of every text it carries.
-    fn redact(self, secret: Option<&str>) -> Self;
+    /// The same error, with the request's secrets cleaned out of every text it carries.
+    fn redact(self, secrets: &crate::core::secrets::Secrets) -> Self;
     /// The caller's mistake (a `TypeError` in JavaScript): a provider with no API key, say.
     fn usage(message: String) -> Self;
 }
@@ -39,8 +39,8 @@ impl ModelError for ChatProviderError {
     fn provider_error(&self) -> Option<&ChatProviderError> {
         Some(self)
     }
-    fn redact(self, secret: Option<&str>) -> Self {
-        ChatProviderError::redact(self, secret)
+    fn redact(self, secrets: &crate::core::secrets::Secrets) -> Self {
+        ChatProviderError::redact(self, secrets)
     }
     fn usage(message: String) -> Self {
         ChatProviderError::Other(message)

@@ -13,6 +13,7 @@ use futures::FutureExt;
 
 use super::source::ModelSource;
 use super::transport::{self, Transport};
+use crate::core::secrets::Secrets;
 use super::{Model, ModelError};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{Limits, SseEventSource, VecEventSource};
@@ -86,10 +87,15 @@ impl Provider {
             Provider::Http(p) => {
                 let keyed = p.key_for_request(env).map_err(E::usage)?;
                 let p = keyed.as_ref().unwrap_or(p);
-                let secret = p.http().api_key.clone();
-                let request =
-                    p.build(system_prompt, tools, history, output).map_err(|e| E::from(e).redact(secret.as_deref()))?;
-                Ok(Prepared::Http { request, decoder: p.decoder(), secret })
+                let key = p.http().api_key.as_deref();
+                let request = p
+                    .build(system_prompt, tools, history, output)
+                    .map_err(|e| E::from(e).redact(&key.map(Secrets::of_key).unwrap_or_default()))?;
+                let mut secrets = Secrets::of_request(key, &request);
+                if let Some(base) = &p.http().base_url {
+                    secrets.add_url_params(base);
+                }
+                Ok(Prepared::Http { request, decoder: p.decoder(), secrets })
             }
         }
     }
@@ -100,8 +106,8 @@ pub enum Prepared {
     Http {
         request: HttpRequest,
         decoder: Box<dyn StreamDecoder>,
-        /// The API key the request carries, cleaned out of every error.
-        secret: Option<String>,
+        /// The API key and credentials the request carries, cleaned out of every error.
+        secrets: Secrets,
     },
     Scripted(EchoScript),
 }
@@ -141,13 +147,13 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
         async move {
             match request {
                 Prepared::Scripted(s) => Ok(ModelSource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
-                Prepared::Http { request, decoder, secret } => {
-                    let body = match transport::send(&self.transport, &request).await {
+                Prepared::Http { request, decoder, secrets } => {
+                    let body = match transport::send(&self.transport, &request, &secrets).await {
                         Ok(body) => body,
-                        Err(e) => return Err(e.redact(secret.as_deref())),
+                        Err(e) => return Err(e.redact(&secrets)),
                     };
                     let source = SseEventSource::new(body, decoder).with_limits(self.limits);
-                    Ok(ModelSource::Sse { source: Box::new(source), secret })
+                    Ok(ModelSource::Sse { source: Box::new(source), secrets })
                 }
             }
         }

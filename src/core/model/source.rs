@@ -1,14 +1,15 @@
 //! The events of one opened request: a response body decoded by its provider's decoder, or a
-//! script streamed as it is. Errors leave cleaned of the request's API key.
+//! script streamed as it is. Errors leave cleaned of the request's secrets.
 
 use crate::core::generate::{ByteSource, EventSource, Limits, SseEventSource, VecEventSource};
 use crate::core::message::TokenUsage;
 use crate::core::providers::{StreamDecoder, StreamEvent};
+use crate::core::secrets::Secrets;
 
 use super::ModelError;
 
 pub enum ModelSource<B: ByteSource> {
-    Sse { source: Box<SseEventSource<B, Box<dyn StreamDecoder>>>, secret: Option<String> },
+    Sse { source: Box<SseEventSource<B, Box<dyn StreamDecoder>>>, secrets: Secrets },
     Scripted(VecEventSource<B::Error>),
 }
 
@@ -20,7 +21,7 @@ where
 
     async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, B::Error> {
         match self {
-            ModelSource::Sse { source, secret } => source.next_batch(out).await.map_err(|e| e.redact(secret.as_deref())),
+            ModelSource::Sse { source, secrets } => source.next_batch(out).await.map_err(|e| e.redact(secrets)),
             ModelSource::Scripted(s) => s.next_batch(out).await,
         }
     }

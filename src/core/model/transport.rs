@@ -16,6 +16,7 @@ use super::ModelError;
 use crate::core::error::{parse_retry_after, ChatProviderError};
 use crate::core::generate::ByteSource;
 use crate::core::providers::{error_message_from_body, origin_of, same_origin_redirect, HttpRequest, MAX_REDIRECTS};
+use crate::core::secrets::Secrets;
 
 /// A response whose headers have arrived.
 pub trait HttpResponse {
@@ -57,7 +58,7 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// Sends `request` through `transport` with this package's rules (see the module's text): the
 /// body of the 2xx answer, or the error.
-pub async fn send<T: Transport>(transport: &T, request: &HttpRequest) -> Result<T::Body, T::Error> {
+pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &Secrets) -> Result<T::Body, T::Error> {
     let mut url = request.url.clone();
     let mut hops = 0;
     let response = loop {
@@ -89,13 +90,16 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest) -> Result<
         response.header("retry-after").as_deref(),
         transport.now_ms(),
     );
-    let body = read_error_body(response.into_body()).await;
-    let detail = error_message_from_body(&body).unwrap_or_else(|| "no error message".into());
+    // Clean, then cut: the body is cleaned of the request's secrets before a message is picked out
+    // of it and shortened (and the message once more, for a key escaped inside a JSON string).
+    let body = read_error_body(response.into_body(), secrets).await;
+    let detail = error_message_from_body(&body).map(|m| secrets.clean(m)).unwrap_or_else(|| "no error message".into());
     Err(ChatProviderError::status(status, detail, request_id, retry_after_ms).into())
 }
 
-/// The start of an error answer's body as text ("" when it cannot be read).
-async fn read_error_body<B: ByteSource>(mut body: B) -> String {
+/// The start of an error answer's body as text ("" when it cannot be read), cleaned of `secrets`
+/// (a secret cut at the cap included).
+async fn read_error_body<B: ByteSource>(mut body: B, secrets: &Secrets) -> String {
     let (mut text, mut chunk) = (Vec::new(), Vec::new());
     while text.len() < MAX_ERROR_BODY {
         match body.read_into(&mut chunk).await {
@@ -103,8 +107,14 @@ async fn read_error_body<B: ByteSource>(mut body: B) -> String {
             Ok(false) | Err(_) => break,
         }
     }
+    let cut = text.len() >= MAX_ERROR_BODY;
     text.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&text).into_owned()
+    let text = String::from_utf8_lossy(&text).into_owned();
+    if cut {
+        secrets.clean_cut(text)
+    } else {
+        secrets.clean(text)
+    }
 }
 
 /// No transport: every request fails with a connection error. For a model that only ever
