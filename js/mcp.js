@@ -2,6 +2,7 @@
 // `Client`, or any object with its `listTools`/`callTool`/`setNotificationHandler` shape). The
 // package depends on no MCP code: the caller brings the client and its transport.
 import { toolError, toolOk } from "./tools.js";
+import { describeThrown } from "./util.js";
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 /**
@@ -51,7 +52,7 @@ function returnValueOf(result, name) {
 }
 
 /** What a thrown error from `callTool` says. */
-const said = (e) => (e instanceof Error ? e.message : String(e));
+const said = describeThrown;
 
 export class McpToolset {
   #client;

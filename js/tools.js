@@ -1,6 +1,7 @@
 // Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
 // in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
+import { stackOf } from "./util.js";
 
 
 function briefDisplay(brief) {
@@ -174,7 +175,7 @@ export class SimpleToolset {
   }
 
   #thrown(call, e) {
-    this.#logger?.warn(`kosong-wasm: tool \`${call.function.name}\` threw`, { tool: call.function.name, id: call.id, error: e, stack: e?.stack });
+    this.#logger?.warn(`kosong-wasm: tool \`${call.function.name}\` threw`, { tool: call.function.name, id: call.id, error: e, stack: stackOf(e) });
   }
 
   /** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */

@@ -15,3 +15,29 @@ export function sleep(ms, signal) {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * What a thrown value says, whatever it is: an Error's message (a getter that throws, a revoked
+ * Proxy, a Symbol, an object with no string form are described, never rethrown).
+ */
+export function describeThrown(e) {
+  try {
+    if (typeof e === "string") return e;
+    if (typeof e === "symbol") return "a symbol";
+    const message = e?.message;
+    if (typeof message === "string") return message;
+    return String(e);
+  } catch {
+    return "a thrown value that could not be read";
+  }
+}
+
+/** `e.stack` when it can be read, else undefined. */
+export function stackOf(e) {
+  try {
+    const s = e?.stack;
+    return typeof s === "string" ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -32,6 +32,11 @@ use crate::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 pub trait ToolDispatch {
     /// May the tool start mid-stream? (`eager: false` tools wait for the stream's end.)
     fn is_eager(&self, name: &str) -> bool;
+    /// May the tool run again for a call it may already have run (its runtime died while it ran)?
+    /// A tool says so when running it twice with the same call id does what running it once does.
+    fn is_idempotent(&self, _name: &str) -> bool {
+        false
+    }
     /// Starts the call, whose arguments the engine has checked (once, as the call completed);
     /// the future yields its result (tool failures are results, not errors).
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult>;

@@ -25,18 +25,23 @@ pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {
 }
 
 /// `error.message` for an `Error`, with its class when it is a subclass (`TypeError: x is
-/// undefined`); `String(value)` for anything else.
+/// undefined`); `String(value)` for anything else. Never throws, whatever was thrown: every
+/// property is read through `Reflect.get` (a getter that throws, a revoked Proxy, a value JSON
+/// cannot hold), so a hostile error is described, not rethrown through wasm.
 pub fn error_text(e: &JsValue) -> String {
-    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
-        let (name, message) = (String::from(err.name()), String::from(err.message()));
-        return if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
-    }
+    let prop = |k: &str| Reflect::get(e, &JsValue::from_str(k)).ok().and_then(|v| v.as_string());
     if let Some(s) = e.as_string() {
         return s;
     }
-    Reflect::get(e, &"message".into())
-        .ok()
-        .and_then(|m| m.as_string())
-        .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
+    if e.is_instance_of::<js_sys::Error>() {
+        let name = prop("name").unwrap_or_default();
+        let message = prop("message").unwrap_or_else(|| "an error whose message could not be read".into());
+        return if name.is_empty() || name == "Error" { message } else { format!("{name}: {message}") };
+    }
+    if e.is_symbol() {
+        return "a symbol".into();
+    }
+    prop("message")
+        .or_else(|| JSON::stringify(e).ok().and_then(|s| s.as_string()))
         .unwrap_or_else(|| "unknown error".into())
 }

@@ -8,9 +8,10 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use futures::future::LocalBoxFuture;
+use futures::future::{LocalBoxFuture, Shared};
 use futures::FutureExt;
-use crate::core::soul::wire::{ApprovalRequest, ApprovalResponse, Wire};
+use crate::core::soul::recovery::RecordedApproval;
+use crate::core::soul::wire::{ApprovalAnswer, ApprovalRequest, ApprovalResponse, Wire};
 use crate::core::toolset::{ToolOutput, ToolReturnValue};
 
 /// What an agent remembers between turns.
@@ -63,11 +64,28 @@ pub struct Approvals {
     new_id: Box<dyn Fn() -> String>,
     /// Calls the user refused in this run, with the feedback given.
     refused: RefCell<HashMap<String, String>>,
+    /// A recovered turn's approvals by call id: the request its tool asked before the runtime
+    /// died, still waiting (or answered, when the answer was recorded). The tool, run again,
+    /// gets it instead of asking anew.
+    resumed: RefCell<HashMap<String, Shared<LocalBoxFuture<'static, ApprovalAnswer>>>>,
 }
 
 impl Approvals {
     pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Box<dyn Fn() -> String>) -> Self {
-        Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()) }
+        Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()), resumed: RefCell::default() }
+    }
+
+    /// A recovered turn's approval: from now on the request waits under its recorded id (a
+    /// client may answer it before the tool asks again); when the tool of `a.tool_call_id` asks,
+    /// it gets this request's answer. An answer that was recorded is the answer.
+    pub fn resume(&self, a: &RecordedApproval) {
+        let answer = match &a.answer {
+            Some((response, feedback)) => {
+                futures::future::ready(ApprovalAnswer { response: *response, feedback: feedback.clone() }).boxed_local()
+            }
+            None => self.wire.await_approval(&a.request_id).boxed_local(),
+        };
+        self.resumed.borrow_mut().insert(a.tool_call_id.clone(), answer.shared());
     }
 
     /// Asks the user about `action` for the tool call `call_id`; true when approved.
@@ -86,14 +104,21 @@ impl Approvals {
                 return Ok(futures::future::ready(true).boxed_local());
             }
         }
-        let answer = self.wire.request_approval(ApprovalRequest {
-            id: (self.new_id)(),
-            tool_call_id: call_id.to_owned(),
-            sender: self.sender.clone(),
-            action: action.to_owned(),
-            description: description.to_owned(),
-            display: Vec::new(),
-        });
+        let resumed = self.resumed.borrow_mut().remove(call_id);
+        let answer = match resumed {
+            Some(answer) => answer.boxed_local(),
+            None => self
+                .wire
+                .request_approval(ApprovalRequest {
+                    id: (self.new_id)(),
+                    tool_call_id: call_id.to_owned(),
+                    sender: self.sender.clone(),
+                    action: action.to_owned(),
+                    description: description.to_owned(),
+                    display: Vec::new(),
+                })
+                .boxed_local(),
+        };
         let this = self.clone();
         let (call_id, action) = (call_id.to_owned(), action.to_owned());
         Ok(async move {

@@ -106,6 +106,19 @@ impl Context {
         self.next_checkpoint
     }
 
+    /// The messages written since the last checkpoint (all of them when there is none): in a
+    /// turn, what the running step has written of its round.
+    pub fn since_last_checkpoint(&self) -> Vec<&Message> {
+        let start = self.records.iter().rposition(|r| matches!(r, Record::Checkpoint(_))).map_or(0, |i| i + 1);
+        self.records[start..]
+            .iter()
+            .filter_map(|r| match r {
+                Record::Message(m) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn push(&mut self, r: Record) -> String {
         self.apply(&r);
         let line = r.to_line();

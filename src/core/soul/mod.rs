@@ -6,6 +6,7 @@ pub mod agent;
 pub mod approval;
 pub mod compaction;
 pub mod context;
+pub mod recovery;
 pub mod repeat;
 pub mod rules;
 pub mod run;

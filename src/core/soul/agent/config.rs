@@ -61,7 +61,7 @@ impl<'de> Deserialize<'de> for UserInput {
 }
 
 impl UserInput {
-    pub(super) fn message(&self) -> Message {
+    pub fn message(&self) -> Message {
         let content = match self {
             UserInput::Text(t) => vec![ContentPart::text(t.clone())],
             UserInput::Parts(p) => p.clone(),

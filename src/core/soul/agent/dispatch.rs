@@ -28,9 +28,24 @@ pub fn aborted_result(call_id: &str) -> ToolResult {
     }
 }
 
+/// The result a call gets when the runtime running it stopped (a deploy, an eviction, a crash)
+/// before its result was recorded: it may have run to the end, part of the way, or not at all.
+pub fn interrupted_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool call was interrupted: the runtime running it stopped before its result was recorded. \
+             It may have taken effect; check before calling it again.",
+            "Interrupted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
 /// How a turn whose runtime died mid-way (an isolate evicted, a tab closed) is closed from its
-/// recording, as a cancelled turn closes itself: an aborted result for every call the wire showed
-/// without a result, then `TurnEnd`. `messages`: the turn's recorded messages, in order.
+/// recording without going on: an interrupted result ([`interrupted_result`]) for every call the
+/// wire showed without a result, then `TurnEnd`. (To go on with the turn instead, see
+/// `soul::recovery`.) `messages`: the turn's recorded messages, in order.
 pub fn close_interrupted_turn(messages: &[WireMessage]) -> Vec<WireMessage> {
     let mut open: Vec<String> = Vec::new();
     for m in messages {
@@ -45,7 +60,7 @@ pub fn close_interrupted_turn(messages: &[WireMessage]) -> Vec<WireMessage> {
             _ => {}
         }
     }
-    let mut out: Vec<WireMessage> = open.iter().map(|id| WireMessage::ToolResult(aborted_result(id))).collect();
+    let mut out: Vec<WireMessage> = open.iter().map(|id| WireMessage::ToolResult(interrupted_result(id))).collect();
     out.push(WireMessage::TurnEnd);
     out
 }
@@ -70,16 +85,37 @@ pub(super) struct TurnState {
     pub(super) broken_attempts: u32,
 }
 
+impl TurnState {
+    pub(super) fn new() -> TurnState {
+        TurnState {
+            repeats: RepeatTracker::default(),
+            in_flight: None,
+            finished: HashMap::new(),
+            calls: HashMap::new(),
+            published: HashSet::new(),
+            by_key: HashMap::new(),
+            broken_attempts: 0,
+        }
+    }
+}
+
 /// The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated
 /// calls get their reminders, results already had in an earlier attempt are reused.
 pub(super) struct TurnDispatch<'a, T> {
     pub(super) inner: &'a T,
     pub(super) state: Rc<RefCell<TurnState>>,
+    /// The turn's wire: flushed before a call is handed to its tool, so the call (with its whole
+    /// input) is recorded before the tool can do anything — what a recovery reads back.
+    pub(super) wire: crate::core::soul::wire::Wire,
 }
 
 impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
     fn is_eager(&self, name: &str) -> bool {
         self.inner.is_eager(name)
+    }
+
+    fn is_idempotent(&self, name: &str) -> bool {
+        self.inner.is_idempotent(name)
     }
 
     fn on_malformed_arguments(&self, call: &ToolCall) {
@@ -91,6 +127,7 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
     }
 
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+        self.wire.flush();
         let mut st = self.state.borrow_mut();
         let key = (call.function.name.clone(), args.canonical());
         let verdict = st.repeats.on_call(&key);

@@ -20,6 +20,9 @@ pub enum TurnError<E> {
     },
     /// The context's store refused a write: the turn stops rather than go on unrecorded.
     ContextStore,
+    /// A recovered turn was given up (why): its resumes made no progress, or it was already
+    /// failing when its runtime stopped.
+    NotRecovered(String),
     Cancelled,
 }
 
@@ -47,6 +50,7 @@ impl<E> TurnError<E> {
                     "The model called `{tool_name}` with the same arguments {count} times in a row; the turn was stopped."
                 ),
             ),
+            TurnError::NotRecovered(why) => ("TurnNotRecovered", format!("The turn could not go on after its runtime stopped: {why}.")),
             TurnError::Seam(_) | TurnError::ContextStore | TurnError::Cancelled => return None,
         })
     }

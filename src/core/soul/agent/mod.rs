@@ -37,11 +37,12 @@
 mod config;
 mod dispatch;
 mod error;
+mod resume;
 mod seams;
 mod turn;
 
 pub use config::{status, AgentConfig, StatusSnapshot, UserInput};
-pub use dispatch::{aborted_result, close_interrupted_turn};
+pub use dispatch::{aborted_result, close_interrupted_turn, interrupted_result};
 pub use error::TurnError;
 pub use seams::{Env, TurnTools};
 pub use turn::Turn;

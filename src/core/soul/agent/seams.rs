@@ -21,6 +21,10 @@ pub trait Env {
     fn random(&self) -> f64;
     /// Runs a task beside the turn (a tool's driver).
     fn spawn(&self, task: LocalBoxFuture<'static, ()>);
+    /// The time, in seconds since the epoch (a notice's `created_at`); 0 where no clock is given.
+    fn now_s(&self) -> f64 {
+        0.0
+    }
     /// The turn's structured output (`json`: the final answer's text, one JSON value) passed the
     /// caller's validator, or what is wrong with it. Without a validator every value passes.
     fn accept_output(&self, _json: &str) -> Result<(), String> {

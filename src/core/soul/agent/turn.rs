@@ -2,7 +2,6 @@
 //! rules).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -21,7 +20,6 @@ use crate::core::model::{Model, ModelError};
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
 use crate::core::soul::context::SharedContext;
-use crate::core::soul::repeat::RepeatTracker;
 use crate::core::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message};
 use crate::core::soul::wire::{Status, StatusUpdate, StepRetry, Wire, WireMessage};
 use crate::core::step::{collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolResultCallback};
@@ -39,7 +37,7 @@ pub struct Turn<'a, M, T> {
     pub env: &'a dyn Env,
 }
 
-type ErrOf<M> = <<M as Model>::Source as EventSource>::Error;
+pub(super) type ErrOf<M> = <<M as Model>::Source as EventSource>::Error;
 
 impl<'a, M, T> Turn<'a, M, T>
 where
@@ -47,22 +45,14 @@ where
     ErrOf<M>: ModelError,
     T: TurnTools,
 {
-    fn send(&self, m: WireMessage) {
+    pub(super) fn send(&self, m: WireMessage) {
         self.wire.send(m);
     }
 
     /// Runs the turn until it ends or `cancel` resolves.
     pub async fn run(&self, input: UserInput, cancel: impl Future<Output = ()>) -> Result<(), TurnError<ErrOf<M>>> {
         self.send(WireMessage::TurnBegin { user_input: input.clone() });
-        let state = Rc::new(RefCell::new(TurnState {
-            repeats: RepeatTracker::default(),
-            in_flight: None,
-            finished: HashMap::new(),
-            calls: HashMap::new(),
-            published: HashSet::new(),
-            by_key: HashMap::new(),
-            broken_attempts: 0,
-        }));
+        let state = Rc::new(RefCell::new(TurnState::new()));
         let round = Rc::new(RefCell::new(MessageAssembler::new()));
         let body = self.body(input, state.clone(), round.clone());
         let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
@@ -81,7 +71,7 @@ where
     /// finished, an aborted one (also published) if not. The same wherever the cancel lands:
     /// mid-stream, mid-tool, mid-salvage, mid-approval; while waiting to retry, the failed
     /// attempt was already void and nothing of it is kept.
-    fn after_cancel(&self, state: &Rc<RefCell<TurnState>>, round: &RefCell<MessageAssembler>) {
+    pub(super) fn after_cancel(&self, state: &Rc<RefCell<TurnState>>, round: &RefCell<MessageAssembler>) {
         self.wire.reject_pending();
         let (in_flight, finished) = {
             let mut st = state.borrow_mut();
@@ -113,14 +103,14 @@ where
         self.grow(message, usage, &results);
     }
 
-    fn check_store(&self) -> Result<(), TurnError<ErrOf<M>>> {
+    pub(super) fn check_store(&self) -> Result<(), TurnError<ErrOf<M>>> {
         if self.context.take_store_failure() {
             return Err(TurnError::ContextStore);
         }
         Ok(())
     }
 
-    fn check_capabilities(&self, m: &Message) -> Result<(), TurnError<ErrOf<M>>> {
+    pub(super) fn check_capabilities(&self, m: &Message) -> Result<(), TurnError<ErrOf<M>>> {
         let Some(caps) = &self.config.capabilities else { return Ok(()) };
         let missing = missing_capabilities(m, caps);
         if missing.is_empty() {
@@ -142,12 +132,23 @@ where
         self.context.checkpoint();
         self.context.append(vec![user]);
         self.check_store()?;
-        for n in 1.. {
+        self.steps_from(model, 1, &state, &round).await
+    }
+
+    /// The turn's steps from step `first` on, until one ends the turn.
+    pub(super) async fn steps_from(
+        &self,
+        model: &M,
+        first: u32,
+        state: &Rc<RefCell<TurnState>>,
+        round: &Rc<RefCell<MessageAssembler>>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
+        for n in first.. {
             if n > self.config.max_steps_per_turn {
                 return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
             }
             self.send(WireMessage::StepBegin { n });
-            match self.step(model, n, &state, &round).await.and_then(|done| self.check_store().map(|()| done)) {
+            match self.step(model, n, state, round).await.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {
@@ -238,7 +239,7 @@ where
     }
 
     /// One step; `Ok(true)` when the turn is over.
-    async fn step(
+    pub(super) async fn step(
         &self,
         model: &M,
         n: u32,
@@ -258,7 +259,7 @@ where
             st.published.clear();
             st.broken_attempts + 1
         };
-        let dispatch = TurnDispatch { inner: self.tools, state: state.clone() };
+        let dispatch = TurnDispatch { inner: self.tools, state: state.clone(), wire: self.wire.clone() };
         let wire = self.wire.clone();
         let on_result_state = state.clone();
         let on_tool_result: ToolResultCallback = Rc::new(move |r: &ToolResult| {
@@ -374,7 +375,7 @@ where
     }
 
     /// kimi-cli: the context's count becomes the step's input tokens, then the status.
-    fn status_update(&self, message_id: Option<String>, usage: Option<TokenUsage>) {
+    pub(super) fn status_update(&self, message_id: Option<String>, usage: Option<TokenUsage>) {
         if let Some(u) = &usage {
             self.context.update_token_count(u.input());
         }
@@ -385,7 +386,7 @@ where
     /// Writes a round into the context — its message, usage and one tool message per result —
     /// and applies the rules that may end the turn; `Ok(true)` when the user refused a call
     /// without feedback (the turn goes back to the user).
-    fn close_round(
+    pub(super) fn close_round(
         &self,
         message: Message,
         usage: Option<TokenUsage>,
@@ -410,12 +411,12 @@ where
         Ok(false)
     }
 
-    fn grow(&self, message: Message, usage: Option<TokenUsage>, results: &[ToolResult]) {
+    pub(super) fn grow(&self, message: Message, usage: Option<TokenUsage>, results: &[ToolResult]) {
         self.grow_messages(message, usage, results.iter().map(tool_result_to_message).collect());
     }
 
     /// Appends a step's message, its usage and its tool messages.
-    fn grow_messages(&self, message: Message, usage: Option<TokenUsage>, tool_messages: Vec<Message>) {
+    pub(super) fn grow_messages(&self, message: Message, usage: Option<TokenUsage>, tool_messages: Vec<Message>) {
         self.context.append(vec![message]);
         if let Some(u) = &usage {
             self.context.update_token_count(u.total());

@@ -240,6 +240,25 @@ impl Wire {
         async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
 
+    /// Waits again for a request that was published before (a recovered turn's): the request
+    /// is waiting under `request_id` and is answered by [`Wire::respond`] as any other, but nothing
+    /// is published now (a client was sent the request already).
+    pub fn await_approval(&self, request_id: &str) -> impl Future<Output = ApprovalAnswer> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.0.borrow_mut();
+            if !st.shut {
+                st.pending.push((request_id.to_owned(), tx));
+            }
+        }
+        async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
+    }
+
+    /// The ids of the approval requests waiting on this wire.
+    pub fn pending_requests(&self) -> Vec<String> {
+        self.0.borrow().pending.iter().map(|(id, _)| id.clone()).collect()
+    }
+
     /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
     /// tool that asked.
     pub fn respond(&self, request_id: &str, response: ApprovalResponse, feedback: &str) -> Result<(), WireError> {

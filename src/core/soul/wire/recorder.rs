@@ -17,6 +17,12 @@ impl Recorder {
         Recorder { sink, now_s, wrote_header: false, count: 0 }
     }
 
+    /// A recorder that goes on with a recording already begun (its metadata line is written):
+    /// a recovered turn's.
+    pub fn appending(sink: Box<dyn FnMut(String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
+        Recorder { sink, now_s, wrote_header: true, count: 0 }
+    }
+
     pub(super) fn write(&mut self, m: &WireMessage) {
         if !self.wrote_header {
             self.wrote_header = true;

@@ -1,0 +1,227 @@
+//! A turn that goes on after the runtime that ran it died: its recorded round closed by the
+//! broken-round rule (see `soul::recovery`), then the next step, on the same code path as
+//! any turn.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::future::{join_all, select, Either, LocalBoxFuture};
+use futures::FutureExt;
+
+use super::dispatch::{interrupted_result, TurnDispatch, TurnState};
+use super::error::TurnError;
+use super::seams::TurnTools;
+use super::turn::{ErrOf, Turn};
+use crate::core::generate::MessageAssembler;
+use crate::core::json::Arguments;
+use crate::core::message::{Message, Role};
+use crate::core::model::{Model, ModelError};
+use crate::core::soul::recovery::{RecordedTurn, RecoveryBudget};
+use crate::core::soul::wire::WireMessage;
+use crate::core::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
+use crate::core::toolset::ToolResult;
+
+/// What becomes of one call of the recorded round.
+enum Close {
+    Have(ToolResult),
+    /// The engine answers it now (it never ran, or it may have: interrupted).
+    Answer(ToolResult),
+    /// Its tool runs (again): it is idempotent, or it was waiting for its approval.
+    Rerun,
+}
+
+impl<'a, M, T> Turn<'a, M, T>
+where
+    M: Model,
+    ErrOf<M>: ModelError,
+    T: TurnTools,
+{
+    /// Goes on with a turn whose runtime died, from what its recording shows (`recorded`, read
+    /// from the recording, checked against this turn's context by the caller). Publishes a
+    /// `Notification` that the turn was resumed, closes the recorded round, then runs the next
+    /// steps until the turn ends, within `max_steps_per_turn` and `budget`. `TurnBegin` is not
+    /// sent again; `TurnEnd` ends it as any turn. A cancel is handled as in [`Turn::run`].
+    pub async fn resume(
+        &self,
+        recorded: RecordedTurn,
+        budget: RecoveryBudget,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
+        self.send(recorded.resumed_notice(&self.config.name, self.env.now_s()));
+        let state = Rc::new(RefCell::new(TurnState::new()));
+        let round = Rc::new(RefCell::new(MessageAssembler::new()));
+        let body = self.resume_body(recorded, budget, state.clone(), round.clone());
+        let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
+            Either::Left((r, _)) => r,
+            Either::Right(((), _)) => {
+                self.after_cancel(&state, &round);
+                Err(TurnError::Cancelled)
+            }
+        };
+        self.send(WireMessage::TurnEnd);
+        outcome
+    }
+
+    async fn resume_body(
+        &self,
+        recorded: RecordedTurn,
+        budget: RecoveryBudget,
+        state: Rc<RefCell<TurnState>>,
+        round: Rc<RefCell<MessageAssembler>>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
+        let model = self.model.ok_or(TurnError::LLMNotSet)?;
+        // Results the turn recorded are had: a call the model sends again under the same id gets
+        // the result it has.
+        state.borrow_mut().finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let give_up = if recorded.failing {
+            Some("it was ending with an error when its runtime stopped".to_owned())
+        } else if recorded.resumes_without_progress >= budget.max_resumes && !recorded.waiting_on_person() {
+            Some(format!("it was resumed {} times in a row without progress", recorded.resumes_without_progress))
+        } else {
+            None
+        };
+        if recorded.step == 0 {
+            if give_up.is_none() && !self.context.read(|c| recorded.user_message_written(c.history())) {
+                let user = recorded.user_input.message();
+                self.check_capabilities(&user)?;
+                self.context.checkpoint();
+                self.context.append(vec![user]);
+                self.check_store()?;
+            }
+        } else {
+            let over = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
+            self.check_store()?;
+            if over && give_up.is_none() {
+                return Ok(());
+            }
+        }
+        if let Some(why) = give_up {
+            self.send(WireMessage::StepInterrupted);
+            return Err(TurnError::NotRecovered(why));
+        }
+        self.steps_from(model, recorded.step + 1, &state, &round).await
+    }
+
+    /// The recorded round written into the context with one result per call (see the module
+    /// `soul::recovery` for which); `Ok(true)` when its results end the turn. `no_reruns`: the
+    /// turn is given up, so nothing runs again (an unfinished call is interrupted).
+    async fn close_recorded_round(
+        &self,
+        recorded: &RecordedTurn,
+        no_reruns: bool,
+        state: &Rc<RefCell<TurnState>>,
+    ) -> Result<bool, TurnError<ErrOf<M>>> {
+        // What the context holds of the round already (the runtime died after writing it, or
+        // part of it): its message, and the results written after it.
+        let (written, written_results) = self.context.read(|c| {
+            let tail = c.since_last_checkpoint();
+            let message = tail.iter().find(|m| m.role == Role::Assistant).map(|m| (*m).clone());
+            let results: Vec<String> = tail.iter().filter_map(|m| m.tool_call_id.clone()).collect();
+            (message, results)
+        });
+        let recorded_ids: Vec<&str> = recorded.round.calls().iter().map(|c| c.id.as_str()).collect();
+        let written = written.filter(|m| {
+            let ids: Vec<&str> = m.tool_calls.iter().flatten().map(|c| c.id.as_str()).collect();
+            ids == recorded_ids || !recorded.round.has_substance()
+        });
+        let message: Message = match &written {
+            Some(m) => m.clone(),
+            None if recorded.round.has_substance() => recorded.round.message_so_far(),
+            // The step began and nothing of it arrived: nothing to close.
+            None => return Ok(false),
+        };
+        let calls = message.tool_calls.clone().unwrap_or_default();
+        for a in &recorded.approvals {
+            if !no_reruns {
+                self.approvals.resume(a);
+            }
+        }
+        let plan: Vec<Close> = calls
+            .iter()
+            .map(|c| {
+                if let Some(r) = recorded.results.get(&c.id) {
+                    return Close::Have(r.clone());
+                }
+                let args = match Arguments::check(c.function.arguments.as_deref()) {
+                    Ok(a) => a,
+                    Err(e) if recorded.stream_ended => return Close::Answer(malformed_arguments_result(c, &e)),
+                    Err(_) => {
+                        let chars = c.function.arguments.as_deref().map_or(0, |a| a.chars().count());
+                        self.tools.on_cut_off(c, chars);
+                        return Close::Answer(cut_off_result(c, false));
+                    }
+                };
+                let _ = args;
+                let waiting = recorded.approvals.iter().any(|a| a.tool_call_id == c.id);
+                if !recorded.stream_ended && !self.tools.is_eager(&c.function.name) {
+                    Close::Answer(cut_off_result(c, true))
+                } else if !no_reruns && (waiting || self.tools.is_idempotent(&c.function.name)) {
+                    Close::Rerun
+                } else {
+                    Close::Answer(interrupted_result(&c.id))
+                }
+            })
+            .collect();
+        // While the reruns run, the round is in flight: a cancel writes it with aborted results.
+        state.borrow_mut().in_flight = Some((message.clone(), recorded.usage));
+        for (c, p) in calls.iter().zip(&plan) {
+            match p {
+                Close::Have(r) => {
+                    state.borrow_mut().finished.insert(c.id.clone(), r.clone());
+                }
+                Close::Answer(r) => self.publish_result(state, r),
+                Close::Rerun => {}
+            }
+        }
+        let dispatch = TurnDispatch { inner: self.tools, state: state.clone(), wire: self.wire.clone() };
+        let runs: Vec<LocalBoxFuture<'_, ToolResult>> = calls
+            .iter()
+            .zip(plan)
+            .map(|(c, p)| match p {
+                Close::Have(r) | Close::Answer(r) => futures::future::ready(r).boxed_local(),
+                Close::Rerun => {
+                    let fut = match Arguments::check(c.function.arguments.as_deref()) {
+                        Ok(args) => {
+                            state.borrow_mut().finished.remove(&c.id);
+                            dispatch.dispatch(c, &args)
+                        }
+                        Err(e) => futures::future::ready(malformed_arguments_result(c, &e)).boxed_local(),
+                    };
+                    async move {
+                        let r = fut.await;
+                        self.publish_result(state, &r);
+                        r
+                    }
+                    .boxed_local()
+                }
+            })
+            .collect();
+        let results = join_all(runs).await;
+        let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
+        if written.is_some() {
+            // The message is in the context: only the results it lacks are written.
+            let missing: Vec<Message> = results
+                .iter()
+                .filter(|r| !written_results.contains(&r.tool_call_id))
+                .map(crate::core::soul::rules::tool_result_to_message)
+                .collect();
+            self.context.append(missing);
+            state.borrow_mut().repeats.end_step();
+            return Ok(false);
+        }
+        self.close_round(message, usage, &results, state)
+    }
+
+    /// A result of the recovered round, on the wire (once) and kept for a cancel.
+    fn publish_result(&self, state: &Rc<RefCell<TurnState>>, r: &ToolResult) {
+        let fresh = {
+            let mut st = state.borrow_mut();
+            st.finished.insert(r.tool_call_id.clone(), r.clone());
+            st.published.insert(r.tool_call_id.clone())
+        };
+        if fresh {
+            self.send(WireMessage::ToolResult(r.clone()));
+        }
+    }
+}

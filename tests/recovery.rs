@@ -1,0 +1,536 @@
+//! Durable turns: a turn whose runtime died goes on from its recording and its context.
+//!
+//! Each "life" of a runtime here is what an isolate or a process is: a fresh executor, wire,
+//! context and approvals, built from what the previous life left in its stores (the recording's
+//! `wire.jsonl` lines and the context's `context.jsonl` lines). A life is killed by dropping its
+//! turn mid-way: no cleanup runs, nothing more is written — what a deploy, an eviction or a
+//! SIGKILL does. The next life resumes the turn. Afterwards the recording, the history and what
+//! the tools did must agree: one result per call, no tool run twice unless it is idempotent, the
+//! model asked again with the round so far.
+
+mod support;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use futures::executor::{LocalPool, LocalSpawner};
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::task::LocalSpawnExt;
+use futures::FutureExt;
+use serde_json::{json, Value};
+
+use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::generate::EventSource;
+use kosong_wasm::core::json::Arguments;
+use kosong_wasm::core::message::{Message, Role, ToolCall};
+use kosong_wasm::core::model::Model;
+use kosong_wasm::core::providers::ToolDefinition;
+use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::core::soul::context::{Context, ContextWrite, SharedContext};
+use kosong_wasm::core::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryError};
+use kosong_wasm::core::soul::wire::{read_wire_record, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
+use kosong_wasm::core::step::ToolDispatch;
+use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+use support::http::{ok, End, FakeHttp};
+use support::streams::{answer, broken_after_a_call, one_call, shows_open_calls, KINDS};
+use support::{call, Echo};
+
+// ---- the tools ------------------------------------------------------------------------------
+
+/// `send_email` (not idempotent; asks for approval when `ask` is set) and `lookup` (idempotent).
+/// `hold` makes a run wait forever (the runtime dies under it). Every start is logged.
+#[derive(Clone, Default)]
+struct Desk {
+    started: Rc<RefCell<Vec<(String, String)>>>,
+    finished: Rc<RefCell<Vec<(String, String)>>>,
+    hold: Rc<Cell<bool>>,
+    ask: Rc<Cell<bool>>,
+    approvals: Rc<RefCell<Option<Rc<Approvals>>>>,
+}
+
+impl Desk {
+    fn starts(&self, name: &str) -> Vec<String> {
+        self.started.borrow().iter().filter(|(n, _)| n == name).map(|(_, id)| id.clone()).collect()
+    }
+    fn finishes(&self, name: &str) -> Vec<String> {
+        self.finished.borrow().iter().filter(|(n, _)| n == name).map(|(_, id)| id.clone()).collect()
+    }
+}
+
+impl ToolDispatch for Desk {
+    fn is_eager(&self, _name: &str) -> bool {
+        true
+    }
+    fn is_idempotent(&self, name: &str) -> bool {
+        name == "lookup"
+    }
+    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+        let (name, id) = (call.function.name.clone(), call.id.clone());
+        self.started.borrow_mut().push((name.clone(), id.clone()));
+        let (hold, ask, finished) = (self.hold.get(), self.ask.get() && name == "send_email", self.finished.clone());
+        let approvals = self.approvals.borrow().clone();
+        async move {
+            if ask {
+                let approvals = approvals.expect("approvals");
+                let yes = approvals.request(&id, "send email", "to a@b.c").expect("action").await;
+                if !yes {
+                    return ToolResult { tool_call_id: id.clone(), return_value: approvals.rejection(&id) };
+                }
+            }
+            if hold {
+                futures::future::pending::<()>().await;
+            }
+            finished.borrow_mut().push((name.clone(), id.clone()));
+            ToolResult { tool_call_id: id, return_value: ToolReturnValue::ok(ToolOutput::Text(format!("{name} done")), "", "") }
+        }
+        .boxed_local()
+    }
+}
+
+impl TurnTools for Desk {
+    fn definitions(&self) -> Vec<ToolDefinition> {
+        ["send_email", "lookup"]
+            .iter()
+            .map(|n| ToolDefinition { name: (*n).into(), description: String::new(), parameters: json!({"type": "object"}) })
+            .collect()
+    }
+}
+
+struct FakeEnv(LocalSpawner);
+
+impl Env for FakeEnv {
+    fn sleep(&self, _ms: f64) -> LocalBoxFuture<'static, ()> {
+        futures::future::ready(()).boxed_local()
+    }
+    fn random(&self) -> f64 {
+        0.0
+    }
+    fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        self.0.spawn_local(task).unwrap();
+    }
+}
+
+// ---- the stores and the lives of a runtime ---------------------------------------------------
+
+/// What outlives a runtime: the recording's lines and the context's lines.
+#[derive(Clone, Default)]
+struct Store {
+    wire: Rc<RefCell<Vec<String>>>,
+    context: Rc<RefCell<Vec<String>>>,
+    lives: Rc<Cell<u32>>,
+    /// Flush the wire's merge buffer just before a kill, as a live runtime's flush timer would
+    /// have (the Worker flushes every 50 ms).
+    flush_on_kill: Rc<Cell<bool>>,
+}
+
+impl Store {
+    fn recording(&self) -> Vec<WireMessage> {
+        read_wire_record(&self.wire.borrow().join("\n"))
+    }
+    fn history(&self) -> Vec<Message> {
+        Context::from_jsonl(&self.context.borrow().join("\n")).0.history().to_vec()
+    }
+    fn kinds(&self) -> Vec<String> {
+        self.recording().iter().map(|m| m.kind().to_owned()).collect()
+    }
+    fn results_for(&self, id: &str) -> Vec<Value> {
+        self.recording()
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .filter(|v| v["type"] == "ToolResult" && v["payload"]["tool_call_id"] == id)
+            .map(|v| v["payload"]["return_value"].clone())
+            .collect()
+    }
+}
+
+enum Start<'a> {
+    New(&'a str),
+    Resume,
+}
+
+/// How a life ended: the turn's result, or killed (`None`).
+type Ended = Option<Result<(), TurnError<ChatProviderError>>>;
+
+/// One life of the runtime over `store`: a new turn or the resumed one, killed as soon as `kill`
+/// says so of the messages published in this life (checked between polls). `ui` sees each merged
+/// message and may answer on the wire.
+fn life<M>(
+    store: &Store,
+    model: &M,
+    desk: &Desk,
+    start: Start<'_>,
+    kill: impl Fn(&[WireMessage]) -> bool,
+    ui: impl Fn(&WireMessage, &Wire) + 'static,
+) -> Result<Ended, RecoveryError>
+where
+    M: Model,
+    M::Source: EventSource<Error = ChatProviderError>,
+{
+    let n = store.lives.get() + 1;
+    store.lives.set(n);
+    let mut pool = LocalPool::new();
+    let env = FakeEnv(pool.spawner());
+    let (ctx, _) = Context::from_jsonl(&store.context.borrow().join("\n"));
+    let context = SharedContext::new(ctx);
+    let lines = store.context.clone();
+    context.set_sink(Some(Box::new(move |w| {
+        match w {
+            ContextWrite::Line(l) => lines.borrow_mut().push(l.to_owned()),
+            ContextWrite::Rewrite(all) => *lines.borrow_mut() = all.lines().map(str::to_owned).collect(),
+        }
+        true
+    })));
+    let wire = Wire::new();
+    let sink = store.wire.clone();
+    let write: Box<dyn FnMut(String)> = Box::new(move |l| sink.borrow_mut().push(l));
+    let clock: Box<dyn Fn() -> f64> = Box::new(|| 1.0);
+    wire.set_recorder(if store.wire.borrow().is_empty() { Recorder::new(write, clock) } else { Recorder::appending(write, clock) });
+    let raw = wire.ui_side(false);
+    let merged = wire.ui_side(true);
+    let ids = Cell::new(0);
+    let approvals = Rc::new(Approvals::new(
+        wire.clone(),
+        Rc::new(RefCell::new(ApprovalState::new(false))),
+        "agent".into(),
+        Box::new(move || {
+            ids.set(ids.get() + 1);
+            format!("life{n}-req-{}", ids.get())
+        }),
+    ));
+    *desk.approvals.borrow_mut() = Some(approvals.clone());
+    {
+        let (merged, wire) = (merged.clone(), wire.clone());
+        pool.spawner()
+            .spawn_local(async move {
+                while let Some(m) = UiSide::receive(&merged).await {
+                    ui(&m, &wire);
+                }
+            })
+            .unwrap();
+    }
+    let config = AgentConfig::default();
+    let turn = Turn { config: &config, context: &context, model: Some(model), tools: desk, wire: &wire, approvals: &approvals, env: &env };
+    let fut: LocalBoxFuture<'_, Result<(), TurnError<ChatProviderError>>> = match start {
+        Start::New(input) => turn.run(UserInput::Text(input.into()), futures::future::pending()).boxed_local(),
+        Start::Resume => {
+            let recorded = RecordedTurn::read(&store.recording())?;
+            context.read(|c| recorded.check_context(c.history()))?;
+            turn.resume(recorded, RecoveryBudget::default(), futures::future::pending()).boxed_local()
+        }
+    };
+    let seen: RefCell<Vec<WireMessage>> = RefCell::default();
+    let polls = Cell::new(0u32);
+    let killer = futures::future::poll_fn(|cx| {
+        seen.borrow_mut().extend(raw.take_ready());
+        if kill(&seen.borrow()) {
+            return std::task::Poll::Ready(());
+        }
+        polls.set(polls.get() + 1);
+        assert!(polls.get() < 100_000, "the kill point never came; the life saw {:?}", kinds(&seen.borrow()));
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    });
+    let ended = pool.run_until(async {
+        match select(fut, Box::pin(killer)).await {
+            Either::Left((r, _)) => {
+                wire.shutdown();
+                Some(r)
+            }
+            Either::Right(((), fut)) => {
+                if store.flush_on_kill.get() {
+                    wire.flush();
+                }
+                drop(fut); // the runtime dies: nothing of it runs or writes again
+                None
+            }
+        }
+    });
+    if ended.is_some() {
+        pool.run_until_stalled();
+    }
+    Ok(ended)
+}
+
+fn kinds(ms: &[WireMessage]) -> Vec<String> {
+    ms.iter().map(|m| m.kind().to_owned()).collect()
+}
+
+fn never_kill(_: &[WireMessage]) -> bool {
+    false
+}
+
+fn no_ui(_: &WireMessage, _: &Wire) {}
+
+fn has(ms: &[WireMessage], kind: &str) -> bool {
+    ms.iter().any(|m| m.kind() == kind)
+}
+
+fn text_of(m: &Message) -> String {
+    serde_json::to_value(&m.content)
+        .ok()
+        .map(|v| match v {
+            Value::String(s) => s,
+            Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+            _ => String::new(),
+        })
+        .unwrap_or_default()
+}
+
+fn roles(h: &[Message]) -> Vec<&'static str> {
+    h.iter().map(|m| m.role.as_str()).collect()
+}
+
+/// Every call in the history has exactly one tool message, and every call the recording shows has
+/// exactly one result there; no event is there twice (the recording's events are its lines).
+fn assert_consistent(store: &Store) {
+    let history = store.history();
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for m in &history {
+        if m.role == Role::Tool {
+            *results.entry(m.tool_call_id.clone().unwrap()).or_default() += 1;
+        }
+    }
+    for m in &history {
+        for c in m.tool_calls.iter().flatten() {
+            assert_eq!(results.get(&c.id), Some(&1), "call {} has one result in the history: {history:?}", c.id);
+        }
+    }
+    let rec = store.recording();
+    let mut shown: Vec<String> = Vec::new();
+    for m in &rec {
+        if let WireMessage::Part(kosong_wasm::core::message::StreamedMessagePart::ToolCall(c)) = m {
+            shown.push(c.id.clone());
+        }
+    }
+    for id in &shown {
+        assert_eq!(store.results_for(id).len(), 1, "call {id} has one result on the wire: {:?}", store.kinds());
+    }
+    assert_eq!(kinds(&rec).iter().filter(|k| *k == "TurnBegin").count(), kinds(&rec).iter().filter(|k| *k == "TurnEnd").count());
+}
+
+// ---- the tests ------------------------------------------------------------------------------
+
+#[test]
+fn a_tool_cut_off_by_the_runtime_is_answered_interrupted_and_the_model_is_asked_again() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.hold.set(true);
+    let model = Echo::new([
+        format!("text: Sending.\n{}", call("c1", "send_email", json!({"to": "a@b.c"}))),
+        "text: I could not tell whether it went.".to_owned(),
+    ]);
+    let ended = life(&store, &model, &desk, Start::New("mail a@b.c"), |_| !desk.starts("send_email").is_empty(), no_ui).unwrap();
+    assert!(ended.is_none(), "killed");
+    // Before: the call is recorded (it is on the wire before the tool starts); the context holds
+    // only the user message.
+    assert!(store.kinds().contains(&"ToolCall".to_owned()), "{:?}", store.kinds());
+    assert_eq!(roles(&store.history()), ["user"]);
+
+    desk.hold.set(false);
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    assert_eq!(desk.starts("send_email"), ["c1"], "never run twice");
+    let history = store.history();
+    assert_eq!(roles(&history), ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(text_of(&history[1]), "Sending.");
+    let result = text_of(&history[2]);
+    assert!(result.contains("interrupted") && result.contains("may have taken effect"), "{result}");
+    assert!(!result.contains("cancelled"), "{result}");
+    // The model's next request held the round so far.
+    assert_eq!(*model.seen.borrow(), vec![1, 3]);
+    assert_consistent(&store);
+    let k = store.kinds();
+    assert_eq!(k.iter().filter(|k| *k == "StepBegin").count(), 2);
+    assert!(k.contains(&"Notification".to_owned()), "the UI can tell the turn was resumed: {k:?}");
+}
+
+#[test]
+fn an_idempotent_tool_runs_again_with_the_same_call_id() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.hold.set(true);
+    let model = Echo::new([call("k1", "lookup", json!({"q": "x"})), "text: found".to_owned()]);
+    life(&store, &model, &desk, Start::New("look"), |_| !desk.starts("lookup").is_empty(), no_ui).unwrap();
+    desk.hold.set(false);
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    assert_eq!(desk.starts("lookup"), ["k1", "k1"]);
+    assert_eq!(desk.finishes("lookup"), ["k1"]);
+    assert_eq!(text_of(&store.history()[2]), "lookup done");
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_recorded_result_is_kept_and_never_run_again() {
+    let store = Store::default();
+    let desk = Desk::default();
+    let model = Echo::new([
+        format!("{}\n{}", call("a1", "lookup", json!({"q": 1})), call("m1", "send_email", json!({"to": "x"}))),
+        "text: ok".to_owned(),
+    ]);
+    // lookup finishes (its result is recorded); send_email waits for an approval; the runtime dies.
+    desk.ask.set(true);
+    let d2 = desk.clone();
+    let kill = move |ms: &[WireMessage]| !d2.starts("send_email").is_empty() && has(ms, "ToolResult") && has(ms, "ApprovalRequest");
+    life(&store, &model, &desk, Start::New("both"), kill, no_ui).unwrap();
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, |m, wire| {
+        if m.kind() == "Notification" {
+            wire.respond("life1-req-1", ApprovalResponse::Approve, "").unwrap();
+        }
+    })
+    .unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    assert_eq!(desk.finishes("send_email"), ["m1"]);
+    assert_eq!(desk.starts("lookup"), ["a1"], "the recorded result is kept; lookup never ran again");
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_waiting_approval_still_waits_under_its_id_and_an_answer_after_the_restart_is_taken() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.ask.set(true);
+    let model = Echo::new([call("m1", "send_email", json!({"to": "a@b.c"})), "text: sent it".to_owned()]);
+    let ended = life(&store, &model, &desk, Start::New("mail"), |ms| has(ms, "ApprovalRequest"), no_ui).unwrap();
+    assert!(ended.is_none());
+    let request_id = "life1-req-1";
+    // Kill it again while it waits (twice in one turn), with nobody answering.
+    let ended = life(&store, &model, &desk, Start::Resume, |ms| has(ms, "Notification"), no_ui).unwrap();
+    assert!(ended.is_none());
+    // The third life: the client answers the request it was sent in the first.
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, move |m, wire| {
+        if m.kind() == "Notification" {
+            wire.respond(request_id, ApprovalResponse::Approve, "").expect("the request is waiting under its id");
+        }
+    })
+    .unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    let k = store.kinds();
+    assert_eq!(k.iter().filter(|k| *k == "ApprovalRequest").count(), 1, "asked once: {k:?}");
+    assert_eq!(k.iter().filter(|k| *k == "ApprovalResponse").count(), 1, "{k:?}");
+    assert_eq!(desk.finishes("send_email"), ["m1"], "sent once, after the approval");
+    assert_eq!(text_of(&store.history()[2]), "send_email done");
+    assert_consistent(&store);
+}
+
+#[test]
+fn a_turn_that_makes_no_progress_is_given_up_after_its_budget_with_a_consistent_history() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.hold.set(true);
+    let model = Echo::new([call("k1", "lookup", json!({})), "text: never".to_owned()]);
+    life(&store, &model, &desk, Start::New("look"), |_| !desk.starts("lookup").is_empty(), no_ui).unwrap();
+    // Each resume runs the idempotent lookup again, which dies with its runtime again.
+    for _ in 0..RecoveryBudget::default().max_resumes {
+        let before = desk.starts("lookup").len();
+        let ended = life(&store, &model, &desk, Start::Resume, |_| desk.starts("lookup").len() > before, no_ui).unwrap();
+        assert!(ended.is_none());
+    }
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+    match ended {
+        Some(Err(TurnError::NotRecovered(why))) => assert!(why.contains("without progress"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(desk.starts("lookup").len(), 1 + RecoveryBudget::default().max_resumes as usize);
+    assert_eq!(roles(&store.history()), ["user", "assistant", "tool"]);
+    assert!(text_of(&store.history()[2]).contains("interrupted"));
+    assert_consistent(&store);
+    assert_eq!(*store.kinds().last().unwrap(), "TurnEnd");
+}
+
+#[test]
+fn a_runtime_killed_during_the_next_step_resumes_from_the_round_in_the_context() {
+    for kind in KINDS {
+        let store = Store::default();
+        let desk = Desk::default();
+        let provider = support::http::provider(kind, json!({}));
+        let http = FakeHttp::new(vec![
+            ok(one_call(kind, "k1", "lookup", "{}"), End::Done),
+            ok(vec![], End::Stall), // the second step's answer never comes: the runtime dies
+            ok(answer(kind, "done"), End::Done),
+        ]);
+        let model = support::http::model(&provider, &http);
+        life(&store, &model, &desk, Start::New("look"), |ms| ms.iter().filter(|m| m.kind() == "StepBegin").count() == 2, no_ui)
+            .unwrap();
+        assert_eq!(roles(&store.history()), ["user", "assistant", "tool"], "{kind}");
+        let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
+        assert_eq!(desk.starts("lookup"), ["k1"], "{kind}");
+        assert_eq!(roles(&store.history()), ["user", "assistant", "tool", "assistant"], "{kind}");
+        assert_eq!(http.bodies().len(), 3, "{kind}");
+        assert_eq!(http.bodies()[1], http.bodies()[2], "{kind}: the model is asked again what it was asked when the runtime died");
+        assert_consistent(&store);
+        let steps: Vec<u64> = store
+            .recording()
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .filter(|v| v["type"] == "StepBegin")
+            .map(|v| v["payload"]["n"].as_u64().unwrap())
+            .collect();
+        assert_eq!(steps, [1, 2, 3], "{kind}: step numbers keep increasing");
+    }
+}
+
+#[test]
+fn a_recording_that_is_not_this_contexts_is_refused_and_nothing_is_applied() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.hold.set(true);
+    let model = Echo::new([call("c1", "send_email", json!({})), "text: x".to_owned()]);
+    life(&store, &model, &desk, Start::New("mine"), |_| !desk.starts("send_email").is_empty(), no_ui).unwrap();
+    // Another session's context: a different user message.
+    let other = Store { wire: store.wire.clone(), ..Store::default() };
+    other.context.borrow_mut().extend([r#"{"role":"_checkpoint","id":0}"#.to_owned(), r#"{"role":"user","content":"someone else's"}"#.to_owned()]);
+    let before = (other.wire.borrow().len(), other.context.borrow().len());
+    let e = life(&other, &model, &desk, Start::Resume, never_kill, no_ui).unwrap_err();
+    assert!(matches!(e, RecoveryError::NotThisContext(_)), "{e:?}");
+    assert!(e.to_string().contains("does not belong to this context"), "{e}");
+    assert_eq!((other.wire.borrow().len(), other.context.borrow().len()), before, "nothing was written");
+    // A finished turn has nothing to resume.
+    let done = Store::default();
+    life(&done, &Echo::new(["text: hi"]), &desk, Start::New("x"), never_kill, no_ui).unwrap();
+    assert!(matches!(life(&done, &model, &desk, Start::Resume, never_kill, no_ui), Err(RecoveryError::Finished)));
+}
+
+/// From each wire format's bytes: text, a complete `send_email` (held: the runtime dies while it
+/// runs) and — where the format shows an open call — a second call cut off mid-input. After the
+/// restart: the text kept, the first call interrupted (it may have been sent), the second cut off
+/// (it never ran), the model asked again with that round.
+#[test]
+fn every_wire_format_resumes_a_round_cut_by_the_runtime() {
+    for kind in KINDS {
+        let store = Store::default();
+        let desk = Desk::default();
+        desk.hold.set(true);
+        let provider = support::http::provider(kind, json!({}));
+        let http = FakeHttp::new(vec![ok(broken_after_a_call(kind, "call"), End::Stall), ok(answer(kind, "done"), End::Done)]);
+        let model = support::http::model(&provider, &http);
+        let open = shows_open_calls(kind);
+        // Killed once the second call's input began to arrive (where the format shows it).
+        let kill = |ms: &[WireMessage]| {
+            !desk.starts("send_email").is_empty() && (!open || serde_json::to_string(ms).unwrap().contains("x@"))
+        };
+        store.flush_on_kill.set(true);
+        life(&store, &model, &desk, Start::New("mail"), kill, no_ui).unwrap();
+        desk.hold.set(false);
+        let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
+        assert_eq!(desk.starts("send_email"), ["call_1"], "{kind}: the email never went twice");
+        let history = store.history();
+        let expected: &[&str] = if open { &["user", "assistant", "tool", "tool", "assistant"] } else { &["user", "assistant", "tool", "assistant"] };
+        assert_eq!(roles(&history), expected, "{kind}");
+        assert!(text_of(&history[2]).contains("interrupted"), "{kind}: {}", text_of(&history[2]));
+        if open {
+            assert!(text_of(&history[3]).contains("broke off"), "{kind}: {}", text_of(&history[3]));
+        }
+        let bodies = http.bodies();
+        assert_eq!(bodies.len(), 2, "{kind}");
+        let sent = bodies[1].to_string();
+        assert!(sent.contains("Sending.") && sent.contains("a@b.c") && sent.contains("interrupted"), "{kind}: the next request holds the round: {sent}");
+        assert_consistent(&store);
+    }
+}
+
