@@ -114,9 +114,18 @@ function poison(e) {
   pending.clear();
 }
 
+/** Whether `e` is a wasm trap; never throws (a revoked Proxy makes `instanceof` throw). */
+function isTrap(e) {
+  try {
+    return e instanceof WebAssembly.RuntimeError;
+  } catch {
+    return false;
+  }
+}
+
 /** A trap is noted (the instance is broken from now on) and answered with the clear error. */
 export function notePoison(e) {
-  if (!(e instanceof WebAssembly.RuntimeError)) return e;
+  if (!isTrap(e)) return e;
   poison(e);
   return crashed();
 }
