@@ -4,10 +4,10 @@
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";
-import { Wire, WireRecorder, wireCore } from "./wire.js";
+import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 
-export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError } from "./errors.js";
+export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered } from "./errors.js";
 
 export class RunCancelled extends Error {
   constructor(message = "The run was cancelled", options) {
@@ -88,9 +88,23 @@ export class Agent {
   /** Runs one turn. `run` comes from `runSoul`: `{wire, signal, send, requestApproval}`. */
   async run(userInput, run) {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.run needs the run context runSoul gives it ({wire, signal, …})");
+    await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, this.#hooks(run)));
+  }
+
+  /**
+   * Goes on with the turn whose runtime died, from its recorded messages (`resumeSoul` gives
+   * them, with the run). Rejects with `TurnNotRecovered`, applying nothing, when the recording
+   * holds no unfinished turn or is not this agent's context's.
+   */
+  async resume(messages, run, { maxResumes } = {}) {
+    if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.resume needs the run context resumeSoul gives it ({wire, signal, …})");
+    const hooks = { ...this.#hooks(run), maxResumes };
+    await callWasm(() => this.#core.resume(JSON.stringify(messages), wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
+  }
+
+  #hooks(run) {
     const logger = this.#logger;
-    const hooks = { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, simple: this.#toolset._simpleId };
-    await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
+    return { signal: run.signal ?? undefined, warn: logger ? (message, fields) => logger.warn(message, fields) : undefined, simple: this.#toolset._simpleId };
   }
 }
 
@@ -105,11 +119,40 @@ export class Agent {
  */
 export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
   if (!soul || typeof soul.run !== "function") throw new TypeError("runSoul: soul must have a run(userInput, run) method");
-  if (typeof uiLoop !== "function") throw new TypeError("runSoul: uiLoop must be a function (wire) => Promise<void>");
-  if (!signal || typeof signal.addEventListener !== "function" || !("aborted" in signal)) throw new TypeError("runSoul: signal must be an AbortSignal");
-  const { recorder } = options;
-  if (recorder !== undefined && !(recorder instanceof WireRecorder)) throw new TypeError("runSoul: options.recorder must be a WireRecorder");
+  checkRun("runSoul", uiLoop, signal, options);
+  return runOnWire((run) => soul.run(userInput, run), uiLoop, signal, options.recorder);
+}
 
+/**
+ * Goes on with a turn whose runtime died (a deploy, an eviction, a killed process), from its
+ * recording (`recording`: the text of its `wire.jsonl`, or its messages) and the agent's context
+ * (restored from its `context.jsonl`), as `runSoul` runs a turn — same wire, same promise. The
+ * recorded round is kept; a call that ran without a recorded result is answered "interrupted"
+ * (it runs again only if its tool is `idempotent`); a waiting approval waits again under its
+ * request id; then the turn goes on with its next step. `options.recorder` should append to the
+ * same recording (`new WireRecorder(sink, {append: true})`). `options.maxResumes` (default 3):
+ * resumes in a row without progress before the turn is given up (`TurnNotRecovered`).
+ * A recording whose last line was cut mid-write is read up to it, told to `options.logger`.
+ */
+export async function resumeSoul(soul, recording, uiLoop, signal, options = {}) {
+  if (!soul || typeof soul.resume !== "function") throw new TypeError("resumeSoul: soul must have a resume(messages, run) method (an Agent)");
+  checkRun("resumeSoul", uiLoop, signal, options);
+  const { logger, maxResumes } = options;
+  if (logger !== undefined && logger !== null && typeof logger.warn !== "function") throw new TypeError("resumeSoul: options.logger must have a warn(message, fields) method");
+  if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) throw new TypeError("resumeSoul: options.maxResumes must be an integer ≥ 0");
+  const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
+  const messages = recordedMessages(recording, "resumeSoul", warn);
+  return runOnWire((run) => soul.resume(messages, run, { maxResumes }), uiLoop, signal, options.recorder);
+}
+
+function checkRun(who, uiLoop, signal, options) {
+  if (typeof uiLoop !== "function") throw new TypeError(`${who}: uiLoop must be a function (wire) => Promise<void>`);
+  if (!signal || typeof signal.addEventListener !== "function" || !("aborted" in signal)) throw new TypeError(`${who}: signal must be an AbortSignal`);
+  if (options?.recorder !== undefined && !(options.recorder instanceof WireRecorder)) throw new TypeError(`${who}: options.recorder must be a WireRecorder`);
+}
+
+/** One run of `start(run)` over a new wire beside `uiLoop` (the core's `run_soul`). */
+async function runOnWire(start, uiLoop, signal, recorder) {
   const wire = new Wire();
   const core = wireCore(wire);
   recorder?._attach(wire);
@@ -127,7 +170,7 @@ export async function runSoul(soul, userInput, uiLoop, signal, options = {}) {
   } catch {
     uiDone = Promise.resolve();
   }
-  const soulDone = Promise.resolve().then(() => soul.run(userInput, run));
+  const soulDone = Promise.resolve().then(() => start(run));
   let cancelled;
   try {
     cancelled = await callWasm(() => wasm.runSoul(core, soulDone, uiDone, signal, recorder ? () => recorder._written() : undefined));

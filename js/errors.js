@@ -69,6 +69,16 @@ export class LLMNotSupported extends Error {
     this.capabilities = capabilities;
   }
 }
+/**
+ * A turn could not go on after its runtime stopped: its recording holds no unfinished turn, is
+ * not this context's (nothing was applied), or its resumes made no progress.
+ */
+export class TurnNotRecovered extends Error {
+  constructor(message) {
+    super(message ?? "The turn could not go on after its runtime stopped.");
+    this.name = "TurnNotRecovered";
+  }
+}
 /** The model called the same tool with the same arguments too many times in a row. */
 export class RepeatedToolCallError extends Error {
   constructor(toolName, count, message) {
@@ -85,6 +95,7 @@ const runtimeErrors = {
   LLMNotSet: (m) => new LLMNotSet(m),
   LLMNotSupported: (m, f) => new LLMNotSupported(f.modelName, f.capabilities, m),
   RepeatedToolCallError: (m, f) => new RepeatedToolCallError(f.toolName, f.count, m),
+  TurnNotRecovered: (m) => new TurnNotRecovered(m),
 };
 
 /**

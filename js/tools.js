@@ -114,7 +114,9 @@ export class SimpleToolset {
     if (tool.description !== undefined && typeof tool.description !== "string") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: description must be a string`);
     const p = tool.parameters;
     const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";
+    if (tool.idempotent !== undefined && typeof tool.idempotent !== "boolean") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: idempotent must be a boolean`);
     callWasm(() => this.#core.add(tool.name, tool.description ?? "", json, tool.eager !== false));
+    if (tool.idempotent) callWasm(() => this.#core.setIdempotent(tool.name, true));
     this.#handlers.set(tool.name, { handler: tool.handler, parameters: p });
     return this;
   }

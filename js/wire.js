@@ -113,17 +113,24 @@ export class Wire {
 // kimi-cli's wire protocol version: the core's, written in by the build.
 export const WIRE_PROTOCOL_VERSION = "@core:WIRE_PROTOCOL_VERSION@";
 
-/** Writes a run's merged messages in kimi-cli's `wire.jsonl` format through `sink(line)`. */
+/**
+ * Writes a run's merged messages in kimi-cli's `wire.jsonl` format through `sink(line)`.
+ * `options.append`: the sink goes on with a recording begun before (a resumed turn's), so the
+ * metadata line is not written again.
+ */
 export class WireRecorder {
   #sink;
+  #append;
   #done = Promise.resolve();
   #wire = null;
   #pending = 0;
   error = null;
 
-  constructor(sink) {
+  constructor(sink, options = {}) {
     if (typeof sink !== "function") throw new TypeError("WireRecorder needs a sink function (jsonLine) => void | Promise<void>");
+    if (options?.append !== undefined && typeof options.append !== "boolean") throw new TypeError("WireRecorder: options.append must be a boolean");
     this.#sink = sink;
+    this.#append = options?.append === true;
   }
 
   /** How many messages have been written. */
@@ -131,20 +138,42 @@ export class WireRecorder {
     return this.#wire ? this.#wire.recorded : 0;
   }
 
-  /** @internal Records every merged message of `wire` (lines reach the sink in order, one write at a time). */
+  /**
+   * @internal Records every merged message of `wire`. Lines reach the sink in order, one write at
+   * a time; when no write is pending the sink is called at once, so a synchronous sink has the
+   * line before anything else happens (a call is recorded before its tool starts).
+   */
   _attach(wire) {
     this.#wire = coreOfWire(wire);
+    const failed = (e) => {
+      this.error ??= e;
+    };
+    const write = (line) => {
+      let r;
+      try {
+        r = this.#sink(line);
+      } catch (e) {
+        failed(e);
+        return;
+      }
+      if (r !== null && typeof r === "object" && typeof r.then === "function") {
+        this.#pending++;
+        this.#done = Promise.resolve(r)
+          .catch(failed)
+          .finally(() => {
+            this.#pending--;
+          });
+      }
+    };
     this.#wire.setRecorder((line) => {
+      if (this.#pending === 0) return write(line);
       this.#pending++;
       this.#done = this.#done
-        .then(() => this.#sink(line))
-        .catch((e) => {
-          this.error ??= e;
-        })
+        .then(() => write(line))
         .finally(() => {
           this.#pending--;
         });
-    });
+    }, this.#append);
   }
 
   /** @internal The run ended: a sink still writing (it hangs) is reported as the recorder's error. */
@@ -168,10 +197,41 @@ export function readWireRecord(jsonl) {
 
 /**
  * The messages that close a turn whose runtime died before it ended (an evicted isolate, a
- * closed tab), from the messages recorded for it: an aborted `ToolResult` for every call without
- * a result, then `TurnEnd` — what a cancelled turn publishes itself.
+ * closed tab), from the messages recorded for it, without going on: an interrupted `ToolResult`
+ * for every call without a result, then `TurnEnd`. (`resumeSoul` goes on with the turn instead.)
  */
 export function closeInterruptedTurn(messages) {
   if (!Array.isArray(messages)) throw new TypeError("closeInterruptedTurn takes the turn's recorded messages (an array)");
   return JSON.parse(callWasm(() => wasm.closeInterruptedTurn(JSON.stringify(messages))));
+}
+
+/**
+ * A recording's messages, for a recovery: the text of a `wire.jsonl` (a last line cut mid-write
+ * is told to `warn` and the lines before it are read) or an array of messages as recorded.
+ */
+export function recordedMessages(recording, who, warn) {
+  if (Array.isArray(recording)) return recording;
+  if (typeof recording !== "string") throw new TypeError(`${who}: the recording must be the text of a wire.jsonl file or an array of wire messages`);
+  let end = recording.length;
+  while (end > 0 && /\s/.test(recording[end - 1])) end--;
+  const start = recording.lastIndexOf("\n", end - 1) + 1;
+  const last = recording.slice(start, end);
+  if (last) {
+    try {
+      JSON.parse(last);
+    } catch {
+      const line = recording.slice(0, start).split("\n").length;
+      warn?.(`kosong-wasm: the recording's last line (line ${line}) was cut mid-write; the turn is recovered from the lines before it`, { line });
+    }
+  }
+  return readWireRecord(recording);
+}
+
+/**
+ * The unfinished turn of a recording (`wire.jsonl` text or messages): `{userInput, step, resumes,
+ * waitingApprovals: [{requestId, toolCallId, action}]}`, or `null` when its last turn ended.
+ */
+export function unfinishedTurn(recording) {
+  const messages = recordedMessages(recording, "unfinishedTurn");
+  return JSON.parse(callWasm(() => wasm.unfinishedTurn(JSON.stringify(messages))));
 }

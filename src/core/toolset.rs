@@ -140,6 +140,9 @@ pub struct ToolSpec {
     pub definition: crate::core::providers::ToolDefinition,
     /// `false`: the tool starts only after the stream ended well.
     pub eager: bool,
+    /// Running it twice for one call id does what running it once does: a call its runtime died
+    /// under runs again when the turn is recovered (`soul::recovery`).
+    pub idempotent: bool,
 }
 
 /// kosong's `SimpleToolset`: tools by name, each a spec and a handler. A name is added once
@@ -189,7 +192,7 @@ impl<H> SimpleToolset<H> {
             }
         };
         let definition = crate::core::providers::ToolDefinition { name: name.to_owned(), description, parameters };
-        self.tools.push((ToolSpec { definition, eager }, handler));
+        self.tools.push((ToolSpec { definition, eager, idempotent: false }, handler));
         Ok(())
     }
 
@@ -213,6 +216,17 @@ impl<H> SimpleToolset<H> {
 
     pub fn is_eager(&self, name: &str) -> bool {
         self.specs().find(|t| t.definition.name == name).is_none_or(|t| t.eager)
+    }
+
+    /// Declares the tool `name` idempotent (or not).
+    pub fn set_idempotent(&mut self, name: &str, idempotent: bool) {
+        if let Some((t, _)) = self.tools.iter_mut().find(|(t, _)| t.definition.name == name) {
+            t.idempotent = idempotent;
+        }
+    }
+
+    pub fn is_idempotent(&self, name: &str) -> bool {
+        self.specs().any(|t| t.definition.name == name && t.idempotent)
     }
 
     /// What a call needs before its handler runs: the tool (else "not found") and its arguments

@@ -28,6 +28,7 @@ use crate::core::model::{Provider, ProviderModel};
 use crate::core::providers::ToolDefinition;
 use crate::core::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use crate::core::soul::approval::{ApprovalState, Approvals};
+use crate::core::soul::recovery::{RecordedTurn, RecoveryBudget};
 use crate::core::soul::rules::Backoff;
 use crate::core::soul::wire::{Wire, WireMessage};
 
@@ -50,6 +51,9 @@ impl Env for WebEnv {
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         spawn_local(task)
     }
+    fn now_s(&self) -> f64 {
+        sys::date_now() / 1000.0
+    }
 }
 
 /// An agent's environment: the web's, and its structured output's check (the value kept for
@@ -68,6 +72,9 @@ impl Env for AgentEnv {
     }
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         WebEnv.spawn(task)
+    }
+    fn now_s(&self) -> f64 {
+        WebEnv.now_s()
     }
     fn accept_output(&self, json: &str) -> Result<(), String> {
         let Some(o) = &self.output else { return Ok(()) };
@@ -186,6 +193,44 @@ impl AgentCore {
         toolset: JsValue,
         hooks: JsValue,
     ) -> Result<Promise, JsValue> {
+        let input: UserInput =
+            read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
+        self.start(Start::Run(input), wire, context, toolset, hooks)
+    }
+
+    /// Goes on with the turn its runtime died in, from the turn's recorded messages (`recorded`:
+    /// the JSON text of an array of wire messages, oldest first) and this agent's context (see
+    /// `core::soul::recovery`). `hooks` as for `run`, plus `maxResumes`. Throws a
+    /// `TurnNotRecovered` error, with nothing applied, when the recording has no unfinished turn
+    /// or is not this context's.
+    pub fn resume(
+        &self,
+        recorded: &str,
+        wire: &WireCore,
+        context: &ContextCore,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let not_recovered = |why: String| GlueError::Runtime { class: "TurnNotRecovered", message: why, fields: js_sys::Object::new() }.into_js();
+        let messages: Vec<WireMessage> =
+            serde_json::from_str(recorded).map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
+        let turn = RecordedTurn::read(&messages).map_err(|e| not_recovered(e.to_string()))?;
+        context.ctx.read(|c| turn.check_context(c.history())).map_err(|e| not_recovered(e.to_string()))?;
+        let mut budget = RecoveryBudget::default();
+        if let Some(n) = get(&hooks, "maxResumes").and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0) {
+            budget.max_resumes = n as u32;
+        }
+        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks)
+    }
+
+    fn start(
+        &self,
+        start: Start,
+        wire: &WireCore,
+        context: &ContextCore,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Promise, JsValue> {
         if self.busy.get() {
             return Err(js_sys::Error::new(&format!(
                 "Agent `{}` is already running a turn: one turn at a time (wait for it, or abort it, before starting another)",
@@ -193,8 +238,6 @@ impl AgentCore {
             ))
             .into());
         }
-        let input: UserInput =
-            read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
         let signal: Option<AbortSignal> = get(&hooks, "signal").map(|s| s.unchecked_into());
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
         let limits = self.limits;
@@ -237,10 +280,37 @@ impl AgentCore {
                 approvals: &approvals,
                 env: &env,
             };
-            let outcome = turn.run(input, cancel).await;
+            let outcome = match start {
+                Start::Run(input) => turn.run(input, cancel).await,
+                Start::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel).await,
+            };
             outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), &store_error))
         }))
     }
+}
+
+/// What a run of an agent starts with: a user's input, or a recorded turn to go on with.
+enum Start {
+    Run(UserInput),
+    Resume(Box<RecordedTurn>, RecoveryBudget),
+}
+
+/// The unfinished turn of a recording (`recorded`: the JSON text of an array of wire messages),
+/// for a caller deciding whether to resume: `{userInput, step, resumes, waitingApprovals:
+/// [{requestId, toolCallId, action}]}` as JSON text, or `null` when its last turn ended (or it
+/// has none).
+#[wasm_bindgen(js_name = unfinishedTurn)]
+pub fn unfinished_turn(recorded: &str) -> Result<String, JsValue> {
+    let messages: Vec<WireMessage> =
+        serde_json::from_str(recorded).map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
+    let Ok(t) = RecordedTurn::read(&messages) else { return Ok("null".into()) };
+    let waiting: Vec<serde_json::Value> = t
+        .approvals
+        .iter()
+        .filter(|a| a.answer.is_none())
+        .map(|a| serde_json::json!({"requestId": a.request_id, "toolCallId": a.tool_call_id, "action": a.action}))
+        .collect();
+    Ok(serde_json::json!({"userInput": t.user_input, "step": t.step, "resumes": t.resumes, "waitingApprovals": waiting}).to_string())
 }
 
 fn turn_error_to_js(

@@ -110,6 +110,12 @@ impl SimpleToolsetCore {
         self.inner.borrow_mut().remove(name).map_err(toolset_error)
     }
 
+    /// Declares a tool idempotent: a recovered turn runs it again for a call its runtime died under.
+    #[wasm_bindgen(js_name = setIdempotent)]
+    pub fn set_idempotent(&self, name: &str, idempotent: bool) {
+        self.inner.borrow_mut().set_idempotent(name, idempotent);
+    }
+
     /// The tools as `SimpleToolset.tools` gives them: `{name, description, parameters}`, plus
     /// `eager: false` for the tools that wait for a whole answer.
     pub fn tools(&self) -> JsValue {
@@ -122,6 +128,9 @@ impl SimpleToolsetCore {
                     "parameters": t.definition.parameters});
                 if !t.eager {
                     v["eager"] = serde_json::Value::Bool(false);
+                }
+                if t.idempotent {
+                    v["idempotent"] = serde_json::Value::Bool(true);
                 }
                 v
             })

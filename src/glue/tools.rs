@@ -52,6 +52,8 @@ pub struct JsToolset {
     toolset: JsValue,
     simple: Option<Registry>,
     lazy: RefCell<Vec<String>>,
+    /// The tools a custom toolset declares `idempotent: true` (read with the definitions).
+    idempotent: RefCell<Vec<String>>,
     signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
@@ -76,7 +78,7 @@ impl JsToolset {
         let invoker = super::tool_invoker().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
         let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
         let simple = simple.and_then(registry);
-        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), signals, warn, run, invoker })
+        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), idempotent: RefCell::default(), signals, warn, run, invoker })
     }
 
     /// The toolset's tools now (a toolset may change between steps); remembers which are lazy.
@@ -89,12 +91,16 @@ impl JsToolset {
         let tools = Reflect::get(&self.toolset, &"tools".into()).unwrap_or(JsValue::UNDEFINED);
         let list: Vec<serde_json::Value> = from_js(&tools).unwrap_or_default();
         let mut lazy = Vec::new();
+        let mut idempotent = Vec::new();
         let mut defs = Vec::with_capacity(list.len());
         for t in list {
             let serde_json::Value::Object(mut t) = t else { continue };
             let Some(serde_json::Value::String(name)) = t.remove("name") else { continue };
             if t.get("eager").and_then(serde_json::Value::as_bool) == Some(false) {
                 lazy.push(name.clone());
+            }
+            if t.get("idempotent").and_then(serde_json::Value::as_bool) == Some(true) {
+                idempotent.push(name.clone());
             }
             let parameters = t.remove("parameters").filter(serde_json::Value::is_object).unwrap_or_else(default_parameters);
             let description = match t.remove("description") {
@@ -104,6 +110,7 @@ impl JsToolset {
             defs.push(ToolDefinition { name, description, parameters });
         }
         *self.lazy.borrow_mut() = lazy;
+        *self.idempotent.borrow_mut() = idempotent;
         defs
     }
 }
@@ -145,6 +152,13 @@ impl ToolDispatch for JsToolset {
         match &self.simple {
             Some(reg) => reg.borrow().is_eager(name),
             None => !self.lazy.borrow().iter().any(|n| n == name),
+        }
+    }
+
+    fn is_idempotent(&self, name: &str) -> bool {
+        match &self.simple {
+            Some(reg) => reg.borrow().is_idempotent(name),
+            None => self.idempotent.borrow().iter().any(|n| n == name),
         }
     }
 

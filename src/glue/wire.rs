@@ -87,13 +87,15 @@ impl WireCore {
         self.wire.flush();
     }
 
-    /// Records the merged messages as `wire.jsonl` lines through `sink(line)`.
+    /// Records the merged messages as `wire.jsonl` lines through `sink(line)`; `append`: the
+    /// recording goes on one begun before (its metadata line is not written again).
     #[wasm_bindgen(js_name = setRecorder)]
-    pub fn set_recorder(&self, sink: Function) {
+    pub fn set_recorder(&self, sink: Function, append: bool) {
         let write = move |line: String| {
             let _ = sink.call1(&JsValue::UNDEFINED, &JsValue::from_str(&line));
         };
-        self.wire.set_recorder(Recorder::new(Box::new(write), Box::new(|| sys::date_now() / 1000.0)));
+        let clock = Box::new(|| sys::date_now() / 1000.0);
+        self.wire.set_recorder(if append { Recorder::appending(Box::new(write), clock) } else { Recorder::new(Box::new(write), clock) });
     }
 
     #[wasm_bindgen(getter)]

@@ -132,6 +132,9 @@ where
             None => return Ok(false),
         };
         let calls = message.tool_calls.clone().unwrap_or_default();
+        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
+        // with its definitions.
+        let _ = self.tools.definitions();
         for a in &recorded.approvals {
             if !no_reruns {
                 self.approvals.resume(a);
