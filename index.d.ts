@@ -114,10 +114,17 @@ export interface Tool extends ToolDefinition {
   handler(args: any, ctx: ToolContext): string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
   /** Default true: may start as soon as its call is complete, mid-stream. */
   eager?: boolean;
+  /**
+   * Default false. True: running it twice for one call does what running it once does, so when a
+   * recovered turn (`resumeSoul`) finds a call of it that its runtime died under, it runs it again
+   * with the same `ctx.toolCallId` (key a side effect on it). Otherwise such a call is answered
+   * "interrupted … it may have taken effect" and never runs again.
+   */
+  idempotent?: boolean;
 }
 /** kosong's protocol: any object of this shape works. */
 export interface Toolset {
-  readonly tools: Array<ToolDefinition & { eager?: boolean }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean }>;
   /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
   handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
@@ -129,7 +136,7 @@ export interface Toolset {
  */
 export class SimpleToolset implements Toolset {
   constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger });
-  readonly tools: Array<ToolDefinition & { eager?: boolean }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean }>;
   /** Throws when the name is taken or invalid. */
   add(tool: Tool): this;
   /** Throws when no tool has that name. */
@@ -583,6 +590,8 @@ export class Agent implements Soul {
   readonly output: unknown;
   /** One turn at a time: while a turn runs, another is refused at once with an Error. */
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
+  /** Goes on with a recorded turn (`resumeSoul` calls it). */
+  resume(messages: WireMessage[], run: RunContext, options?: { maxResumes?: number }): Promise<void>;
 }
 /**
  * After a `StepRetry`, the parts published since the last `StepBegin` are void (the failed attempt's):
@@ -595,6 +604,42 @@ export function runSoul(
   signal: AbortSignal,
   options?: { recorder?: WireRecorder },
 ): Promise<void>;
+
+/**
+ * Goes on with a turn whose runtime died (a deploy, an eviction, a killed process), from its
+ * recording — the text of its `wire.jsonl`, or its messages — and the agent's context (restored from
+ * its `context.jsonl`), on a new wire like `runSoul`'s (same promise). The recorded round is kept:
+ * recorded results stay; a call whose input was cut off is answered "cut off"; a call that may have
+ * run without a recorded result is answered "interrupted" unless its tool is `idempotent` (then it
+ * runs again, same `ctx.toolCallId`); a waiting approval waits again under its request id (answer it
+ * with `wire.respond`; nothing is asked twice). Then the turn goes on with its next step. The wire
+ * says the turn was resumed (a kimi-cli `Notification` of type `turn_resumed`) and sends no
+ * `TurnBegin` again. Rejects with `TurnNotRecovered`, having applied nothing, when the recording has
+ * no unfinished turn or is not this context's; and when `maxResumes` (default 3) resumes in a row
+ * made no progress (a resume while an approval waits costs nothing): then the round is closed with
+ * interrupted results and the turn ends. A recording whose last line was cut mid-write is read up to
+ * it, and `logger.warn` is told (end such a line before appending to the file again).
+ */
+export function resumeSoul(
+  soul: Agent,
+  recording: string | WireMessage[],
+  uiLoop: (wire: Wire) => Promise<void>,
+  signal: AbortSignal,
+  options?: { recorder?: WireRecorder; logger?: Logger; maxResumes?: number },
+): Promise<void>;
+/** The unfinished turn of a recording, or null when its last turn ended (or it has none). */
+export function unfinishedTurn(recording: string | WireMessage[]): null | {
+  userInput: string | ContentPart[];
+  /** The step the runtime was in (0: none had begun). */
+  step: number;
+  /** How many times it was resumed already. */
+  resumes: number;
+  waitingApprovals: Array<{ requestId: string; toolCallId: string; action: string }>;
+};
+/** A turn could not go on after its runtime stopped (see `resumeSoul`). */
+export class TurnNotRecovered extends Error {
+  constructor(message?: string);
+}
 
 export class RunCancelled extends Error {
   constructor(message?: string, options?: { cause?: unknown });
@@ -645,8 +690,12 @@ export interface WireUISide extends AsyncIterable<WireMessage> {
 export const WIRE_PROTOCOL_VERSION: string;
 /** Writes kimi-cli's wire.jsonl: a metadata line, then `{"timestamp", "message"}` lines of merged messages. */
 export class WireRecorder {
-  /** Each line reaches the sink after the one before it was written (a returned Promise is awaited). */
-  constructor(sink: (jsonLine: string) => void | Promise<void>);
+  /**
+   * Each line reaches the sink after the one before it was written (a returned Promise is awaited);
+   * when no write is pending, at once (a synchronous sink has a tool's call before the tool starts).
+   * `append`: the sink goes on with a recording begun before (a resumed turn's): no metadata line.
+   */
+  constructor(sink: (jsonLine: string) => void | Promise<void>, options?: { append?: boolean });
   /** Messages written so far. */
   readonly count: number;
   /** The first error the sink threw, if any. */
@@ -655,9 +704,9 @@ export class WireRecorder {
 /** Reads wire.jsonl back (a damaged line is skipped). */
 export function readWireRecord(jsonl: string): WireMessage[];
 /**
- * The messages that close a turn whose runtime died before it ended (an evicted isolate, a closed
- * tab), from the messages recorded for it: an aborted `ToolResult` for each call without a result,
- * then `TurnEnd` — what a cancelled turn publishes itself.
+ * The messages that close a turn whose runtime died before it ended, from the messages recorded
+ * for it, without going on: an interrupted `ToolResult` for each call without a result, then
+ * `TurnEnd`. (`resumeSoul` goes on with the turn instead.)
  */
 export function closeInterruptedTurn(messages: WireMessage[]): WireMessage[];
 

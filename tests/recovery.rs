@@ -534,3 +534,30 @@ fn every_wire_format_resumes_a_round_cut_by_the_runtime() {
     }
 }
 
+
+/// An answer cut off by the runtime before any call is void, as a failed attempt is: the wire
+/// says so (`StepRetry`, which a UI drops the attempt's parts at) and the step is asked again.
+#[test]
+fn an_answer_cut_before_any_call_is_asked_again_as_a_retry() {
+    for kind in KINDS {
+        let store = Store::default();
+        store.flush_on_kill.set(true);
+        let desk = Desk::default();
+        let provider = support::http::provider(kind, json!({}));
+        let mut half = answer(kind, "never finished");
+        half.truncate(half.len() / 2 + 1);
+        let http = FakeHttp::new(vec![ok(half, End::Stall), ok(answer(kind, "whole"), End::Done)]);
+        let model = support::http::model(&provider, &http);
+        life(&store, &model, &desk, Start::New("hi"), |ms| has(ms, "ContentPart"), no_ui).unwrap();
+        let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
+        let history = store.history();
+        assert_eq!(roles(&history), ["user", "assistant"], "{kind}");
+        assert_eq!(text_of(&history[1]), "whole", "{kind}");
+        let k = store.kinds();
+        let at = k.iter().position(|x| x == "Notification").unwrap();
+        assert_eq!(&k[at..at + 2], ["Notification", "StepRetry"], "{kind}: {k:?}");
+        assert_eq!(k.iter().filter(|x| *x == "StepBegin").count(), 1, "{kind}: the same step, tried again");
+        assert_consistent(&store);
+    }
+}

@@ -6,7 +6,7 @@ import {
   OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
-  readWireRecord, closeInterruptedTurn, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
+  readWireRecord, closeInterruptedTurn, resumeSoul, unfinishedTurn, TurnNotRecovered, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
   McpToolset, UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS,
 } from "kosong-wasm";
 import type {
@@ -127,6 +127,15 @@ export async function main(): Promise<string> {
   }, new AbortController().signal, { recorder: new WireRecorder((l: string) => void lines.push(l)) });
   const replayed: WireMessage[] = readWireRecord(lines.join("\n"));
   const closing: WireMessage[] = closeInterruptedTurn(replayed);
+  // A turn whose process died, gone on with from its recording (none here: the turn above ended).
+  const unfinished = unfinishedTurn(lines.join("\n"));
+  if (unfinished !== null) {
+    const waiting: string[] = unfinished.waitingApprovals.map((a) => a.requestId);
+    await resumeSoul(agent, lines.join("\n"), async (wire: Wire) => {
+      for await (const m of wire.uiSide()) if (m.type === "Notification" && waiting[0]) wire.respond(waiting[0], "approve");
+    }, new AbortController().signal, { recorder: new WireRecorder((l: string) => void lines.push(l), { append: true }), maxResumes: 3 })
+      .catch((e: unknown) => (e instanceof TurnNotRecovered ? undefined : Promise.reject(e)));
+  }
 
   const errors: Error[] = [
     new ChatProviderError("x"), new APIConnectionError("x"), new APITimeoutError("x"), new APIEmptyResponseError("x"),

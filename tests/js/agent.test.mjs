@@ -452,7 +452,7 @@ test("the runtime's errors made by a caller carry the core's wording, the same a
   assert.ok(e instanceof Error && e.name === "RepeatedToolCallError" && e.toolName === "t" && e.count === 12);
 });
 
-test("closeInterruptedTurn: an aborted result for each call the recording shows without one, then TurnEnd — the words a cancelled turn uses", () => {
+test("closeInterruptedTurn: an interrupted result for each call the recording shows without one, then TurnEnd — not the words of a cancel nobody made", () => {
   const call = (id) => ({ type: "ToolCall", payload: { type: "function", id, function: { name: "f", arguments: "{}" } } });
   const recorded = [{ type: "TurnBegin", payload: { user_input: "x" } }, call("c1"), call("c2"),
     { type: "ToolResult", payload: { tool_call_id: "c1", return_value: { is_error: false, output: "ok", message: "", display: [] } } }, call("c3")];
@@ -460,7 +460,8 @@ test("closeInterruptedTurn: an aborted result for each call the recording shows 
   assert.deepEqual(out.map((m) => m.type), ["ToolResult", "ToolResult", "TurnEnd"]);
   assert.deepEqual(out.slice(0, 2).map((m) => m.payload.tool_call_id), ["c2", "c3"]);
   assert.equal(out[0].payload.return_value.is_error, true);
-  assert.match(out[0].payload.return_value.message, /^The tool call was aborted/);
+  assert.match(out[0].payload.return_value.message, /^The tool call was interrupted: the runtime running it stopped .* may have taken effect/);
+  assert.doesNotMatch(out[0].payload.return_value.message, /cancelled/);
   assert.deepEqual(k.closeInterruptedTurn([]), [{ type: "TurnEnd", payload: {} }]);
   assert.throws(() => k.closeInterruptedTurn("nope"), TypeError);
 });

@@ -169,6 +169,8 @@ async function startWorker() {
     bindings: {
       LLM_KIND: "openai", LLM_MODEL: "mock-model", LLM_BASE_URL: llm.baseUrl, LLM_API_KEY: "sk-worker-secret",
       SESSION_SECRET: SECRET, MAX_SESSION_BYTES: String(3 << 20),
+      // A dead runtime's turn goes on within 300 ms (the default is 5 s).
+      RECOVERY_ALARM_MS: "300",
     },
     // Durable Object storage on disk, so a restarted runtime finds it again.
     durableObjectsPersist: join(app, "do-storage"),
@@ -392,26 +394,107 @@ test("worker: after the runtime restarts, a client still resumes from the stored
   assert.equal((await history(token)).length, 4);
 });
 
-test("worker: a turn whose runtime dies mid-tool-call is closed on the next request: the call answered as aborted, TurnEnd, outcome interrupted", async () => {
-  const token = await newSession();
-  llm.respond({ steps: [text("Adding."), toolStart(0, "call_x", "add", '{"numbers":'), { hang: true }] });
-  const first = await readEvents(await chat(token, "add things"), { stopAfter: 4 });
-  assert.deepEqual(first.map((e) => e.data.type), ["TurnBegin", "StepBegin", "ContentPart", "ToolCall"]);
-  await restartWorker();
-  const rest = await readEvents(await resume(token, first.at(-1).id));
-  assert.deepEqual(rest.map((e) => e.data.type ?? `end:${e.data.outcome}`), ["ToolResult", "TurnEnd", "end:interrupted"]);
-  assert.equal(rest[0].id, first.at(-1).id + 1, "ids go on");
-  const r = rest[0].data.payload;
-  assert.equal(r.tool_call_id, "call_x");
-  assert.equal(r.return_value.is_error, true);
-  assert.match(r.return_value.message, /aborted/);
-  // The history is consistent (no call without its result) and the session goes on.
+/** Waits until `f()` is true (polling the loopback server's state, never the Worker: no request reaches it). */
+async function until(f, what, ms = 20_000) {
+  const t0 = Date.now();
+  while (!f()) {
+    if (Date.now() - t0 > ms) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+/** Every call on the wire has exactly one result there and in the history; ids only increase. */
+async function assertTurnConsistent(token, events) {
+  const ids = events.map((e) => e.id);
+  assert.deepEqual(ids, [...new Set(ids)].sort((a, b) => a - b), "no event id twice, in order");
+  const calls = events.filter((e) => e.data.type === "ToolCall").map((e) => e.data.payload.id);
+  for (const id of calls) assert.equal(events.filter((e) => e.data.type === "ToolResult" && e.data.payload.tool_call_id === id).length, 1, `${id}: one result on the wire`);
   const h = await history(token);
-  assert.deepEqual(h.map((m) => m.role), ["user"]);
+  for (const m of h) for (const c of m.tool_calls ?? []) assert.equal(h.filter((t) => t.tool_call_id === c.id).length, 1, `${c.id}: one result in the history`);
+  return h;
+}
+
+test("worker: killed mid-stream after a tool ran, the turn goes on by itself (the alarm, no request): the result kept, the model asked again, a client gets exactly the rest", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("Adding."), toolStart(0, "call_add", "add", '{"numbers":[1,2]}'), toolStart(1, "call_mail", "send_email", '{"to":"x@'), { hang: true }] });
+  const first = await readEvents(await chat(token, "add 1 and 2"), { stopAfter: 6 });
+  // The second call may show before add's result (both come as the second call begins).
+  assert.deepEqual(first.map((e) => e.data.type).slice(0, 4), ["TurnBegin", "StepBegin", "ContentPart", "ToolCall"]);
+  assert.deepEqual(first.slice(4).map((e) => e.data.type).sort(), ["ToolCall", "ToolResult"]);
+  const added = first.find((e) => e.data.type === "ToolResult");
+  const n = llm.requests.length;
+  llm.respond({ steps: [text("1 + 2 = 3."), finish("stop"), done()] });
+  await restartWorker();
+  // No request: the alarm wakes the session, the turn asks the model again and ends.
+  await until(() => llm.requests.length > n && llm.requests.at(-1).ended, "the recovered turn's model call");
+  await new Promise((r) => setTimeout(r, 300));
+  const rest = await readEvents(await resume(token, first.at(-1).id));
+  assert.deepEqual(rest.map((e) => e.data.type ?? `end:${e.data.outcome}`),
+    ["Notification", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd", "end:done"]);
+  assert.equal(rest[0].id, first.at(-1).id + 1, "ids go on from the last one sent");
+  assert.equal(rest[0].data.payload.type, "turn_resumed", "the UI can tell the turn was resumed");
+  const cut = rest[1].data.payload;
+  assert.equal(cut.tool_call_id, "call_mail");
+  assert.match(cut.return_value.message, /did not run.*broke off/, "the cut-off call never ran");
+  assert.equal(added.data.payload.return_value.output, "3", "add's recorded result");
+  const next = llm.requests.at(-1).body.messages;
+  assert.deepEqual(next.map((m) => m.role), ["system", "user", "assistant", "tool", "tool"], "the model was asked again with the round so far");
+  assert.equal(next[3].content, "3");
+  const all = await readEvents(await resume(token, 0));
+  const h = await assertTurnConsistent(token, all);
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+});
+
+test("worker: killed while an approval waits — twice — the request still waits under its id; answered after the restart, the tool runs once", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
+  const first = await readEvents(await chat(token, "mail Ada"), { stopAfter: 5 });
+  const asked = first.find((e) => e.data.type === "ApprovalRequest");
+  assert.ok(asked, first.map((e) => e.data.type).join());
+  const requestId = asked.data.payload.id;
+  await restartWorker();
+  // Any request to the session resumes it at once (the alarm would, too): waiting again.
+  assert.deepEqual((await history(token)).map((m) => m.role), ["user"]);
+  await restartWorker();
+  llm.respond({ steps: [text("Sent."), finish("stop"), done()] });
+  const res = await call("/approve", { token, method: "POST", body: { requestId, response: "approve" } });
+  assert.equal(res.status, 200, await res.clone().text());
+  await until(() => llm.requests.at(-1).ended && llm.requests.at(-1).body?.messages?.some((m) => m.role === "tool"), "the answer's model call");
+  const all = await readEvents(await resume(token, 0));
+  const ks = all.map((e) => e.data.type ?? `end:${e.data.outcome}`);
+  assert.equal(ks.filter((k) => k === "ApprovalRequest").length, 1, `asked once: ${ks}`);
+  assert.equal(ks.filter((k) => k === "Notification").length, 2, `resumed twice: ${ks}`);
+  assert.equal(ks.at(-1), "end:done");
+  const result = all.find((e) => e.data.type === "ToolResult").data.payload;
+  assert.equal(result.return_value.output, "sent to ada@example.com");
+  await assertTurnConsistent(token, all);
+});
+
+test("worker: killed again during the recovery itself, the turn still ends done with one result a call", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [text("Adding."), toolStart(0, "call_add", "add", '{"numbers":[2,2]}'), finish("tool_calls"), { hang: true }] });
+  const first = await readEvents(await chat(token, "add 2 and 2"), { stopAfter: 5 });
+  assert.equal(first.at(-1).data.type, "ToolResult");
+  let n = llm.requests.length;
+  llm.respond({ steps: [text("Still "), { hang: true }] }); // the recovered turn's call hangs too
+  await restartWorker();
+  await until(() => llm.requests.length > n, "the first recovery's model call");
+  await new Promise((r) => setTimeout(r, 200));
+  n = llm.requests.length;
+  llm.respond({ steps: [text("2 + 2 = 4."), finish("stop"), done()] });
+  await restartWorker();
+  await until(() => llm.requests.length > n && llm.requests.at(-1).ended, "the second recovery's model call");
+  await new Promise((r) => setTimeout(r, 300));
+  const all = await readEvents(await resume(token, 0));
+  const ks = all.map((e) => e.data.type ?? `end:${e.data.outcome}`);
+  assert.equal(ks.at(-1), "end:done", ks.join());
+  assert.equal(ks.filter((k) => k === "TurnEnd").length, 1);
+  const h = await assertTurnConsistent(token, all);
+  assert.equal(h.at(-1).role, "assistant");
+  assert.match(JSON.stringify(h.at(-1).content), /2 \+ 2 = 4/);
+  // The session goes on.
   llm.respond({ steps: [text("Back."), finish("stop"), done()] });
   const again = await readEvents(await chat(token, "still there?"));
   assert.equal(again.at(-1).data.outcome, "done");
-  assert.deepEqual(llm.requests.at(-1).body.messages.filter((m) => m.role === "user").map((m) => m.content), ["add things", "still there?"]);
 });
 
 test("worker: sessions need their token: no token, a forged one or another session's cannot read, resume, cancel or post", async () => {

@@ -18,9 +18,20 @@ use crate::core::json::Arguments;
 use crate::core::message::{Message, Role};
 use crate::core::model::{Model, ModelError};
 use crate::core::soul::recovery::{RecordedTurn, RecoveryBudget};
-use crate::core::soul::wire::WireMessage;
+use crate::core::soul::wire::{StepRetry, WireMessage};
 use crate::core::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
 use crate::core::toolset::ToolResult;
+
+/// What the recorded round leaves the turn to do.
+enum Closed {
+    /// The round ended the turn (a final answer, or a refusal without feedback).
+    Over,
+    /// The turn goes on with the next step.
+    Next,
+    /// The round was an answer cut off before any call: void, as a failed attempt is; the step
+    /// is tried again.
+    Retry,
+}
 
 /// What becomes of one call of the recorded round.
 enum Close {
@@ -90,10 +101,34 @@ where
                 self.check_store()?;
             }
         } else {
-            let over = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
+            let closed = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
             self.check_store()?;
-            if over && give_up.is_none() {
-                return Ok(());
+            if give_up.is_none() {
+                match closed {
+                    Closed::Over => return Ok(()),
+                    Closed::Next => {}
+                    Closed::Retry => {
+                        // The UI drops the void attempt's parts at the `StepRetry`, as after a
+                        // failed attempt; the step is asked again.
+                        self.send(WireMessage::StepRetry(StepRetry {
+                            n: recorded.step,
+                            next_attempt: 2,
+                            max_attempts: self.config.max_retries_per_step.max(2),
+                            wait_s: 0.0,
+                            error_type: "RuntimeStopped".into(),
+                            status_code: None,
+                        }));
+                        let done = self.step(model, recorded.step, &state, &round).await.and_then(|d| self.check_store().map(|()| d));
+                        match done {
+                            Ok(true) => return Ok(()),
+                            Ok(false) => {}
+                            Err(e) => {
+                                self.send(WireMessage::StepInterrupted);
+                                return Err(e);
+                            }
+                        }
+                    }
+                }
             }
         }
         if let Some(why) = give_up {
@@ -104,14 +139,14 @@ where
     }
 
     /// The recorded round written into the context with one result per call (see the module
-    /// `soul::recovery` for which); `Ok(true)` when its results end the turn. `no_reruns`: the
-    /// turn is given up, so nothing runs again (an unfinished call is interrupted).
+    /// `soul::recovery` for which). `no_reruns`: the turn is given up, so nothing runs again (an
+    /// unfinished call is interrupted).
     async fn close_recorded_round(
         &self,
         recorded: &RecordedTurn,
         no_reruns: bool,
         state: &Rc<RefCell<TurnState>>,
-    ) -> Result<bool, TurnError<ErrOf<M>>> {
+    ) -> Result<Closed, TurnError<ErrOf<M>>> {
         // What the context holds of the round already (the runtime died after writing it, or
         // part of it): its message, and the results written after it.
         let (written, written_results) = self.context.read(|c| {
@@ -129,9 +164,21 @@ where
             Some(m) => m.clone(),
             None if recorded.round.has_substance() => recorded.round.message_so_far(),
             // The step began and nothing of it arrived: nothing to close.
-            None => return Ok(false),
+            None => return Ok(Closed::Next),
         };
         let calls = message.tool_calls.clone().unwrap_or_default();
+        if calls.is_empty() {
+            // An answer without calls: whole, it was the turn's last (written now if it was not);
+            // cut off, it is void and the step is asked again.
+            if written.is_some() {
+                return Ok(Closed::Over);
+            }
+            if !recorded.stream_ended {
+                return Ok(if no_reruns { Closed::Next } else { Closed::Retry });
+            }
+            self.close_round(message, recorded.usage, &[], state)?;
+            return Ok(Closed::Over);
+        }
         // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
         // with its definitions.
         let _ = self.tools.definitions();
@@ -211,9 +258,9 @@ where
                 .collect();
             self.context.append(missing);
             state.borrow_mut().repeats.end_step();
-            return Ok(false);
+            return Ok(Closed::Next);
         }
-        self.close_round(message, usage, &results, state)
+        Ok(if self.close_round(message, usage, &results, state)? { Closed::Over } else { Closed::Next })
     }
 
     /// A result of the recovered round, on the wire (once) and kept for a cancel.
