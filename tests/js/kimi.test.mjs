@@ -73,3 +73,31 @@ test("kimi-cli reads every message of a recording this runtime wrote (a tool cal
   assert.equal(theirs.length, ours.length);
   for (const kind of ["TurnBegin", "StepBegin", "ToolResult", "StatusUpdate", "StepRetry", "TurnEnd"]) assert.ok(theirs.includes(kind), `${kind} in ${theirs}`);
 });
+
+test("kimi-cli reads a resumed turn's recording (the resume notice, the interrupted result) and its context", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const wire = [];
+  const ctxLines = [];
+  const drain = async (w) => { for await (const _ of w.uiSide({ merge: true })); };
+  const mail = (hold) => new k.SimpleToolset([{ name: "send_email", description: "", parameters: {}, handler: () => (hold ? new Promise(() => {}) : "sent") }]);
+  const script = 'text: sending\ntool_call: {"id":"c1","name":"send_email","arguments":"{}"}';
+  const ctrl = new AbortController();
+  const first = new k.Agent({ provider: new k.ScriptedProvider([script]), toolset: mail(true), context: new k.Context({ systemPrompt: "s", sink: (l) => void ctxLines.push(l) }) });
+  // The "runtime" stops once the call is recorded; what it left is the files.
+  const running = k.runSoul(first, "mail", drain, ctrl.signal, { recorder: new k.WireRecorder((l) => void wire.push(l)) });
+  while (!wire.some((l) => l.includes('"ToolCall"'))) await new Promise((r) => setTimeout(r, 5));
+  const left = { wire: [...wire], ctx: [...ctxLines] };
+  ctrl.abort();
+  await running.catch(() => {});
+  const resumedCtx = [...left.ctx];
+  const again = new k.Agent({ provider: new k.ScriptedProvider(["text: it may have gone"]), toolset: mail(false), context: k.Context.fromJSONL(left.ctx.join("\n"), { sink: (l) => void resumedCtx.push(l) }) });
+  const resumedWire = [...left.wire];
+  await k.resumeSoul(again, left.wire.join("\n"), drain, new AbortController().signal, { recorder: new k.WireRecorder((l) => void resumedWire.push(l), { append: true }) });
+  const dir = mkdtempSync(join(tmpdir(), "kimi-resumed-"));
+  writeFileSync(join(dir, "wire.jsonl"), resumedWire.join("\n") + "\n");
+  writeFileSync(join(dir, "context.jsonl"), resumedCtx.join("\n") + "\n");
+  const theirs = JSON.parse(execFileSync(python, ["-c", READ_WIRE, join(dir, "wire.jsonl")], { encoding: "utf8" }));
+  assert.equal(theirs.length, k.readWireRecord(resumedWire.join("\n")).length, "every line read");
+  assert.ok(theirs.includes("Notification") && theirs.filter((t) => t === "TurnBegin").length === 1, theirs.join());
+  const ctx = JSON.parse(execFileSync(python, ["-c", READ, join(dir, "context.jsonl")], { encoding: "utf8" }));
+  assert.deepEqual(ctx.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
