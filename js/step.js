@@ -2,6 +2,7 @@
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
+import { isAsyncFunction } from "./util.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -75,6 +76,7 @@ export function outputOption(output, who, fallback) {
   if (typeof output !== "object" || Array.isArray(output)) throw new TypeError(`${who}.output must be an object {schema, name?, strict?, validate?}`);
   const { schema, name, strict, validate, ...rest } = output;
   if (validate !== undefined && typeof validate !== "function") throw new TypeError(`${who}.output.validate must be a function (schema, value) => problem`);
+  if (isAsyncFunction(validate)) throw new TypeError(`${who}.output.validate must answer synchronously (schema, value) => problem; an async function's answer would be a Promise`);
   let json;
   try {
     json = JSON.stringify({ schema, name, strict, ...rest });

@@ -1,7 +1,7 @@
 // Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
 // in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
-import { stackOf } from "./util.js";
+import { describeThrown, isAsyncFunction, stackOf } from "./util.js";
 
 
 function briefDisplay(brief) {
@@ -90,6 +90,7 @@ export class SimpleToolset {
     if (this.#validate !== undefined && typeof this.#validate !== "function") {
       throw new TypeError("SimpleToolset: options.validate must be a function");
     }
+    if (isAsyncFunction(this.#validate)) throw new TypeError("SimpleToolset: options.validate must answer synchronously (schema, args) => problem; an async function's answer would be a Promise");
     this.#logger = options?.logger ?? undefined;
     if (this.#logger !== undefined && typeof this.#logger?.warn !== "function") {
       throw new TypeError("SimpleToolset: options.logger must have a warn(message, fields) method");
@@ -184,7 +185,10 @@ export class SimpleToolset {
   #runHandler(tool, args, ctx) {
     if (this.#validate) {
       const problem = this.#validate(tool.parameters, args);
-      if (problem) return callWasm(() => wasm.validationFailed(String(problem)));
+      if (problem !== null && typeof problem === "object" && typeof problem.then === "function") {
+        return callWasm(() => wasm.validationFailed("the validate hook returned a Promise: it must answer synchronously"));
+      }
+      if (problem) return callWasm(() => wasm.validationFailed(describeThrown(problem)));
     }
     return tool.handler(args, ctx);
   }

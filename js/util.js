@@ -41,3 +41,6 @@ export function stackOf(e) {
     return undefined;
   }
 }
+
+/** A function declared `async`: its answer is a Promise, which a synchronous hook cannot take. */
+export const isAsyncFunction = (f) => typeof f === "function" && (f.constructor?.name === "AsyncFunction" || f.constructor?.name === "AsyncGeneratorFunction");

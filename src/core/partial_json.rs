@@ -493,9 +493,14 @@ impl PartialJson {
                     return true;
                 }
                 let Ok(unit) = u16::from_str_radix(hex, 16) else { return false };
+                // A lone surrogate (JSON.parse keeps it; a Rust string cannot) is U+FFFD, as
+                // `TextEncoder` makes it.
                 match (*high, unit) {
                     (None, 0xD800..=0xDBFF) => *esc = Escape::Pair(unit, 0),
-                    (None, 0xDC00..=0xDFFF) => return false,
+                    (None, 0xDC00..=0xDFFF) => {
+                        emit = Some('\u{FFFD}');
+                        *esc = Escape::None;
+                    }
                     (None, u) => {
                         emit = char::from_u32(u as u32);
                         *esc = Escape::None;
@@ -505,7 +510,19 @@ impl PartialJson {
                         emit = char::from_u32(cp);
                         *esc = Escape::None;
                     }
-                    (Some(_), _) => return false,
+                    (Some(_), 0xD800..=0xDBFF) => {
+                        // The high before it was lone; this one waits for its own pair.
+                        *esc = Escape::Pair(unit, 0);
+                        self.push_char(key, '\u{FFFD}');
+                        return true;
+                    }
+                    (Some(_), u) => {
+                        self.push_char(key, '\u{FFFD}');
+                        emit = char::from_u32(u as u32);
+                        if let Token::Str { esc, .. } = &mut self.token {
+                            *esc = Escape::None;
+                        }
+                    }
                 }
             }
             Escape::Pair(h, seen) => {
@@ -513,18 +530,27 @@ impl PartialJson {
                 match (*seen, c) {
                     (0, '\\') => *esc = Escape::Pair(h, 1),
                     (1, 'u') => *esc = Escape::Unicode(String::new(), Some(h)),
-                    _ => return false,
+                    // The high surrogate was lone: U+FFFD for it, and `c` read as it comes.
+                    (seen, c) => {
+                        *esc = if seen == 0 { Escape::None } else { Escape::Backslash };
+                        self.push_char(key, '\u{FFFD}');
+                        return self.string_char(c, out);
+                    }
                 }
             }
         }
         if let Some(ch) = emit {
-            if key {
-                self.key.push(ch);
-            } else if self.path.len() <= MAX_PREVIEW_DEPTH {
-                self.pending.push(ch);
-            }
+            self.push_char(key, ch);
         }
         true
+    }
+
+    fn push_char(&mut self, key: bool, ch: char) {
+        if key {
+            self.key.push(ch);
+        } else if self.path.len() <= MAX_PREVIEW_DEPTH {
+            self.pending.push(ch);
+        }
     }
 }
 

@@ -310,7 +310,14 @@ pub fn unfinished_turn(recorded: &str) -> Result<String, JsValue> {
         .filter(|a| a.answer.is_none())
         .map(|a| serde_json::json!({"requestId": a.request_id, "toolCallId": a.tool_call_id, "action": a.action}))
         .collect();
-    Ok(serde_json::json!({"userInput": t.user_input, "step": t.step, "resumes": t.resumes, "waitingApprovals": waiting}).to_string())
+    // The input through its own writer (the text one the core already has), the rest as `Value`s.
+    let input = serde_json::to_string(&t.user_input).unwrap_or_else(|_| "null".into());
+    Ok(format!(
+        r#"{{"userInput":{input},"step":{},"resumes":{},"waitingApprovals":{}}}"#,
+        t.step,
+        t.resumes,
+        serde_json::Value::Array(waiting)
+    ))
 }
 
 fn turn_error_to_js(
@@ -372,6 +379,19 @@ pub fn runtime_error_message(class: &str, fields: JsValue) -> String {
     e.runtime_error().map(|(_, m)| m).unwrap_or_default()
 }
 
+/// The message types only the runtime publishes (a UI takes them as the turn's truth), or `None`
+/// for one a tool may send (parts of its own, notes, its own kinds).
+fn reserved_for_the_runtime(m: &WireMessage) -> Option<&str> {
+    const RESERVED: [&str; 14] = [
+        "TurnBegin", "TurnEnd", "StepBegin", "StepInterrupted", "StepRetry", "StatusUpdate", "ToolCall", "ToolCallPart",
+        "ToolResult", "ApprovalRequest", "ApprovalResponse", "CompactionBegin", "CompactionEnd", "PartialOutput",
+    ];
+    let kind = m.kind();
+    let resumed = matches!(m, WireMessage::Other { kind, payload } if kind == "Notification"
+        && payload.get("type").and_then(|t| t.as_str()) == Some(crate::core::soul::recovery::RESUMED));
+    (RESERVED.contains(&kind) || resumed).then_some(kind)
+}
+
 /// The functions a run's tools get in their context, as closures over the run.
 struct RunClosures {
     send: Closure<dyn Fn(JsValue) -> Result<(), JsValue>>,
@@ -385,6 +405,11 @@ impl RunClosures {
         let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
             let m: WireMessage =
                 read_js(&m).map_err(|_| type_error("a wire message is {type: string, payload: object}"))?;
+            if let Some(kind) = reserved_for_the_runtime(&m) {
+                return Err(type_error(&format!(
+                    "ctx.send: a tool cannot publish `{kind}`: the runtime publishes the turn's own messages (a tool's result is what it returns)"
+                )));
+            }
             w.send(m);
             Ok(())
         });

@@ -17,7 +17,20 @@ pub fn to_js<T: serde::Serialize + ?Sized>(v: &T) -> JsValue {
 /// A JS value to plain data, through one `JSON.stringify`; the error says what did not fit.
 pub fn read_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Result<T, String> {
     let text = JSON::stringify(v).ok().and_then(|s| s.as_string()).ok_or("a value JSON cannot hold")?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+    read_json_text(&text)
+}
+
+/// JSON text that came from JavaScript as plain data. A string JS holds may have half a surrogate
+/// pair (a UI cut it); that half is read as U+FFFD, as `TextEncoder` reads it, instead of failing
+/// the whole value (retried only when a parse fails).
+pub fn read_json_text<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(v),
+        Err(e) => match crate::core::json::lone_surrogates_replaced(text) {
+            Some(fixed) => serde_json::from_str(&fixed).map_err(|e| e.to_string()),
+            None => Err(e.to_string()),
+        },
+    }
 }
 
 pub fn from_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Option<T> {

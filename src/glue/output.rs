@@ -35,6 +35,11 @@ impl OutputOption {
         let value = js_sys::JSON::parse(json).map_err(|_| Problem::Why("the answer's text is not JSON".into()))?;
         if let Some((validate, schema)) = &self.validator {
             let problem = validate.call2(&JsValue::UNDEFINED, schema, &value).map_err(Problem::Thrown)?;
+            if problem.is_instance_of::<js_sys::Promise>() {
+                return Err(Problem::Why(
+                    "the validator returned a Promise: it must answer synchronously (a message, or nothing when the value is good)".into(),
+                ));
+            }
             if let Some(why) = problem.as_string().filter(|w| !w.is_empty()) {
                 return Err(Problem::Why(format!("the answer does not match the schema: {why}")));
             }

@@ -139,9 +139,9 @@ impl Call {
             return Err(s.reason());
         }
         let tools_ctrl = sys::abort_controller()?;
-        let bad = |what: &str, e: serde_json::Error| -> JsValue { type_error(&format!("invalid {what}: {e}")) };
+        let bad = |what: &str, e: &dyn std::fmt::Display| -> JsValue { type_error(&format!("invalid {what}: {e}")) };
         let (tools, toolset) = match tools {
-            Some(t) => (serde_json::from_str::<Vec<ToolDefinition>>(t).map_err(|e| bad("tools", e))?, None),
+            Some(t) => (serde_json::from_str::<Vec<ToolDefinition>>(t).map_err(|e| bad("tools", &e))?, None),
             None => {
                 let toolset = JsToolset::new(
                     hooks.toolset.clone(),
@@ -153,7 +153,7 @@ impl Call {
                 (toolset.definitions(), Some(toolset))
             }
         };
-        let history: Vec<Message> = serde_json::from_str(history).map_err(|e| bad("history", e))?;
+        let history: Vec<Message> = super::convert::read_json_text(history).map_err(|e| bad("history", &e))?;
         let watch = hooks.signal.clone().map(AbortWatch::new);
         let call = Call {
             provider: provider.provider(),

@@ -14,3 +14,63 @@ pub use arguments::Arguments;
 pub fn is_json(text: &str) -> bool {
     scan::accepts_json(text) || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
+
+/// `text` (JSON) with every `\u` escape of a lone surrogate — one JavaScript's `JSON.stringify`
+/// writes for a string cut between the halves of a pair — made `\uFFFD`, as `TextEncoder` makes
+/// such a half; `None` when there is none. serde_json refuses those escapes, so a reader retries
+/// with this when a parse fails: nothing is paid when the text is well-formed. One pass, linear.
+pub fn lone_surrogates_replaced(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let unit = |i: usize| -> Option<u16> {
+        let hex = b.get(i..i + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        // An escape: `\\` and the rest skip two bytes; `\uXXXX` six (twelve for a whole pair).
+        match unit(i) {
+            Some(h @ 0xD800..=0xDBFF) if matches!(unit(i + 6), Some(0xDC00..=0xDFFF)) => {
+                let _ = h;
+                i += 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                let o = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                o.push_str(&text[copied..i]);
+                o.push_str("\\ufffd");
+                i += 6;
+                copied = i;
+            }
+            Some(_) => i += 6,
+            None => i += 2,
+        }
+    }
+    let mut o = out?;
+    o.push_str(&text[copied..]);
+    Some(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lone_surrogates_replaced as fix;
+
+    #[test]
+    fn lone_surrogate_escapes_become_the_replacement_character() {
+        assert_eq!(fix(r#"{"a":"x\ud83d"}"#).as_deref(), Some(r#"{"a":"x\ufffd"}"#));
+        assert_eq!(fix(r#""\udc00\ud83d\ude00\ud800""#).as_deref(), Some(r#""\ufffd\ud83d\ude00\ufffd""#));
+        assert_eq!(fix(r#""\\ud83d""#), None, "an escaped backslash, then text");
+        assert_eq!(fix(r#""\ud83d\ude00 é \n""#), None, "a whole pair is kept");
+        assert_eq!(fix("\"\\"), None);
+        assert_eq!(fix("\"\\ud8"), None);
+        let fixed = fix(r#"["\udfff","\\\ud800"]"#).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<String>>(&fixed).unwrap(), ["\u{FFFD}", "\\\u{FFFD}"]);
+    }
+}

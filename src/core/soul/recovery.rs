@@ -111,6 +111,12 @@ impl std::fmt::Display for RecoveryError {
     }
 }
 
+/// A value read from a payload through its text: the message model's readers stay compiled for
+/// one deserializer (text), as everywhere in the core.
+fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+    serde_json::from_str(&v.to_string()).ok()
+}
+
 fn user_text(input: &UserInput) -> Message {
     input.message()
 }
@@ -126,17 +132,15 @@ impl RecordedTurn {
                 WireMessage::Part(p) => (m.kind().to_owned(), Value::Null, Some(p)),
                 WireMessage::Other { kind, payload } => (kind.clone(), payload.clone(), None),
                 other => {
-                    let v = serde_json::to_value(other).unwrap_or(Value::Null);
+                    // Through the text (the writer the recorder uses): cheaper in the .wasm than
+                    // a second, `Value`-shaped, serializer.
+                    let v: Value = serde_json::to_string(other).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
                     (other.kind().to_owned(), v.get("payload").cloned().unwrap_or(Value::Null), None)
                 }
             })
             .collect();
         let begin = read.iter().rposition(|(k, _, _)| k == "TurnBegin").ok_or(RecoveryError::NoTurn)?;
-        let user_input: UserInput = read[begin]
-            .1
-            .get("user_input")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .ok_or(RecoveryError::NoTurn)?;
+        let user_input: UserInput = read[begin].1.get("user_input").and_then(typed).ok_or(RecoveryError::NoTurn)?;
         let fresh = || {
             MessageAssembler::with_limits(Limits {
                 max_message_bytes: usize::MAX,
@@ -183,12 +187,12 @@ impl RecordedTurn {
                 "StepInterrupted" => t.failing = true,
                 "StatusUpdate" => {
                     t.stream_ended = true;
-                    t.usage = payload.get("token_usage").and_then(|u| serde_json::from_value(u.clone()).ok());
+                    t.usage = payload.get("token_usage").and_then(typed);
                     t.message_id = payload.get("message_id").and_then(Value::as_str).map(str::to_owned);
                     t.resumes_without_progress = 0;
                 }
                 "ToolResult" => {
-                    if let Ok(r) = serde_json::from_value::<ToolResult>(payload.clone()) {
+                    if let Some(r) = typed::<ToolResult>(payload) {
                         t.approvals.retain(|a| a.tool_call_id != r.tool_call_id);
                         t.results.insert(r.tool_call_id.clone(), r);
                         t.resumes_without_progress = 0;

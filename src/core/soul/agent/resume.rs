@@ -103,31 +103,25 @@ where
         } else {
             let closed = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
             self.check_store()?;
-            if give_up.is_none() {
-                match closed {
-                    Closed::Over => return Ok(()),
-                    Closed::Next => {}
-                    Closed::Retry => {
-                        // The UI drops the void attempt's parts at the `StepRetry`, as after a
-                        // failed attempt; the step is asked again.
-                        self.send(WireMessage::StepRetry(StepRetry {
-                            n: recorded.step,
-                            next_attempt: 2,
-                            max_attempts: self.config.max_retries_per_step.max(2),
-                            wait_s: 0.0,
-                            error_type: "RuntimeStopped".into(),
-                            status_code: None,
-                        }));
-                        let done = self.step(model, recorded.step, &state, &round).await.and_then(|d| self.check_store().map(|()| d));
-                        match done {
-                            Ok(true) => return Ok(()),
-                            Ok(false) => {}
-                            Err(e) => {
-                                self.send(WireMessage::StepInterrupted);
-                                return Err(e);
-                            }
-                        }
-                    }
+            if let Some(why) = give_up {
+                self.send(WireMessage::StepInterrupted);
+                return Err(TurnError::NotRecovered(why));
+            }
+            match closed {
+                Closed::Over => return Ok(()),
+                Closed::Next => {}
+                Closed::Retry => {
+                    // The UI drops the void attempt's parts at the `StepRetry`, as after a failed
+                    // attempt; the step is asked again.
+                    self.send(WireMessage::StepRetry(StepRetry {
+                        n: recorded.step,
+                        next_attempt: 2,
+                        max_attempts: self.config.max_retries_per_step.max(2),
+                        wait_s: 0.0,
+                        error_type: "RuntimeStopped".into(),
+                        status_code: None,
+                    }));
+                    return self.steps_from(model, recorded.step, false, &state, &round).await;
                 }
             }
         }
@@ -135,7 +129,7 @@ where
             self.send(WireMessage::StepInterrupted);
             return Err(TurnError::NotRecovered(why));
         }
-        self.steps_from(model, recorded.step + 1, &state, &round).await
+        self.steps_from(model, recorded.step + 1, true, &state, &round).await
     }
 
     /// The recorded round written into the context with one result per call (see the module

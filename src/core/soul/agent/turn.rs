@@ -132,14 +132,16 @@ where
         self.context.checkpoint();
         self.context.append(vec![user]);
         self.check_store()?;
-        self.steps_from(model, 1, &state, &round).await
+        self.steps_from(model, 1, true, &state, &round).await
     }
 
-    /// The turn's steps from step `first` on, until one ends the turn.
+    /// The turn's steps from step `first` on, until one ends the turn; `begin_first: false`: step
+    /// `first` began already (a recovered turn asks it again after a `StepRetry`).
     pub(super) async fn steps_from(
         &self,
         model: &M,
         first: u32,
+        begin_first: bool,
         state: &Rc<RefCell<TurnState>>,
         round: &Rc<RefCell<MessageAssembler>>,
     ) -> Result<(), TurnError<ErrOf<M>>> {
@@ -147,7 +149,9 @@ where
             if n > self.config.max_steps_per_turn {
                 return Err(TurnError::MaxStepsReached(self.config.max_steps_per_turn));
             }
-            self.send(WireMessage::StepBegin { n });
+            if n != first || begin_first {
+                self.send(WireMessage::StepBegin { n });
+            }
             match self.step(model, n, state, round).await.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
