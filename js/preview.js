@@ -12,16 +12,23 @@ import { callWasm, wasm } from "./internal.js";
 /** What a piece must not hold to be appended without the core: it could end or escape the string. */
 const STOPS = /["\\\u0000-\u001f]/;
 
-/** One edit applied to `root`; the root it leaves. */
+/** `o[key]` when it is `o`'s own: an edit never reaches a prototype (`__proto__`, `constructor`). */
+const own = (o, key) => (o !== null && typeof o === "object" && Object.hasOwn(o, key) ? o[key] : undefined);
+/** `o[key] = value` as an own data property, as `JSON.parse` makes each key (`__proto__` included). */
+const define = (o, key, value) => Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
+
+/** One edit applied to `root`; the root it leaves. Never throws, never touches a prototype. */
 function applyEdit(root, e) {
-  const { path } = e;
-  if (path.length === 0) return e.op === "set" ? e.value : root + e.text;
+  const path = Array.isArray(e?.path) ? e.path : null;
+  if (path === null) return root;
+  if (path.length === 0) return e.op === "set" ? e.value : typeof root === "string" ? root + e.text : root;
   let parent = root;
-  for (let i = 0; i < path.length - 1; i++) parent = parent?.[path[i]];
+  for (let i = 0; i < path.length - 1; i++) parent = own(parent, path[i]);
   if (parent === null || typeof parent !== "object") return root;
   const key = path[path.length - 1];
-  if (e.op === "set") parent[key] = e.value;
-  else parent[key] += e.text;
+  if (typeof key !== "string" && typeof key !== "number") return root;
+  if (e.op === "set") define(parent, key, e.value);
+  else if (typeof own(parent, key) === "string") define(parent, key, own(parent, key) + e.text);
   return root;
 }
 

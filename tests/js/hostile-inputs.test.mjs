@@ -83,3 +83,72 @@ test("half a surrogate pair from JS reads as U+FFFD everywhere text is handed in
   assert.equal(pj.done, true);
   assert.deepEqual(pj.value, { a: "x\ufffdy", b: "\ufffd", c: "😀" });
 });
+
+/** A deterministic PRNG (mulberry32), so a failure names a seed that repeats. */
+function rng(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const KEYS = ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "a", "b", "", "valueOf"];
+function randomJson(r, depth = 0) {
+  const pick = r();
+  if (depth > 3 || pick < 0.3) {
+    const leaves = ['"x"', "0", "-1.5e3", "true", "null", '"\\u00e9\\ud83d\\ude00"', '"abc"', "{}", "[]"];
+    return leaves[Math.floor(r() * leaves.length)];
+  }
+  if (pick < 0.5) return `[${Array.from({ length: Math.floor(r() * 4) }, () => randomJson(r, depth + 1)).join(",")}]`;
+  const n = Math.floor(r() * 4);
+  // Keys repeat (the last wins in JSON.parse), prototype names included.
+  return `{${Array.from({ length: n }, () => `${JSON.stringify(KEYS[Math.floor(r() * KEYS.length)])}:${randomJson(r, depth + 1)}`).join(",")}}`;
+}
+/** Own keys and values all the way down, as `JSON.parse` builds them. */
+function shape(v) {
+  if (v === null || typeof v !== "object") return v;
+  if (Array.isArray(v)) return v.map(shape);
+  return Object.getOwnPropertyNames(v).map((k) => [k, shape(v[k])]);
+}
+
+test("PartialJson matches JSON.parse on 5,000 fuzzed documents with prototype keys, split anywhere: own keys, values, nothing inherited, nothing thrown", () => {
+  const r = rng(20261201);
+  for (let i = 0; i < 5000; i++) {
+    // An object at the top (a number there is done only when the text ends), prototype keys in it.
+    const text = `{"v":${randomJson(r)},${JSON.stringify(KEYS[i % KEYS.length])}:${randomJson(r)}}`;
+    const pj = new k.PartialJson();
+    let at = 0;
+    while (at < text.length) {
+      const n = 1 + Math.floor(r() * 8);
+      pj.feed(text.slice(at, at + n));
+      at += n;
+    }
+    assert.equal(pj.done, true, `doc ${i}: ${text}`);
+    const want = JSON.parse(text);
+    assert.deepEqual(shape(pj.value), shape(want), `doc ${i}: ${text}`);
+    if (want !== null && typeof want === "object" && !Array.isArray(want)) {
+      assert.equal(Object.getPrototypeOf(pj.value), Object.prototype, `doc ${i}: the preview's own prototype is untouched`);
+    }
+  }
+  assert.equal({}.polluted, undefined);
+});
+
+test("PartialJson.applyEdits never reaches a prototype: __proto__ and constructor.prototype paths, appends, odd edits", () => {
+  const target = {};
+  k.PartialJson.applyEdits(target, [
+    { op: "set", path: ["__proto__", "polluted"], value: 1 },
+    { op: "set", path: ["constructor", "prototype", "polluted"], value: 1 },
+    { op: "append", path: ["__proto__"], text: "x" },
+    { op: "append", path: ["toString"], text: "x" },
+    { op: "set", path: [{}], value: 1 },
+    null,
+    { op: "set" },
+  ]);
+  assert.equal({}.polluted, undefined);
+  assert.equal(Object.prototype.polluted, undefined);
+  assert.equal(typeof {}.toString, "function");
+  const v = k.PartialJson.applyEdits({}, [{ op: "set", path: ["__proto__"], value: { isAdmin: true } }]);
+  assert.equal(v.isAdmin, undefined, "an own __proto__ key, as JSON.parse makes it, not a prototype");
+  assert.deepEqual(Object.keys(v), ["__proto__"]);
+});
