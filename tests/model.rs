@@ -300,3 +300,39 @@ fn a_script_served_as_chat_completions_decodes_to_the_same_answer() {
     assert_eq!(status["message_id"], "chatcmpl-7");
     assert_eq!(status["token_usage"], json!({"input_other": 3, "output": 5, "input_cache_read": 4, "input_cache_creation": 0}));
 }
+
+/// A call id the model repeats from an earlier step, cancelled mid-stream in the later step: the
+/// wire and the history both close the later call with an aborted result (the earlier step keeps
+/// its own), for every wire format that shows an open call.
+#[test]
+fn a_repeated_call_id_cancelled_mid_step_is_closed_on_the_wire_and_in_the_history_alike() {
+    for kind in ["openai", "anthropic", "openai_responses"] {
+        let p = provider(kind, json!({}));
+        let mut second = one_call(kind, "c1", "plus", r#"{"a":1,"b":2}"#);
+        // Up to the call's start: the stream then stalls with the call open.
+        let start = second.iter().position(|c| c.contains("\"c1\"")).unwrap();
+        second.truncate(start + 1);
+        let http = FakeHttp::new(vec![ok(one_call(kind, "c1", "plus", r#"{"a":1,"b":1}"#), End::Done), ok(second, End::Stall)]);
+        let mut h = Harness::new();
+        support::plus(&h);
+        let h2 = http.clone();
+        let cancel = async move {
+            while h2.sent().len() < 2 {
+                yield_now().await;
+            }
+            for _ in 0..50 {
+                yield_now().await;
+            }
+        };
+        let o = h.turn(Some(&model(&p, &http)), "add", cancel, |_, _| {});
+        assert!(matches!(o.result, Err(TurnError::Cancelled)), "{kind}: {:?}", o.result);
+        let calls = o.raw.iter().filter(|m| m.kind() == "ToolCall").count();
+        let results: Vec<Value> = o.payloads("ToolResult");
+        assert_eq!(calls, 2, "{kind}: the call shown in both steps");
+        assert_eq!(results.len(), 2, "{kind}: each showing has its result on the wire: {:?}", o.kinds());
+        assert!(results[1]["return_value"]["message"].as_str().unwrap().contains("aborted"), "{kind}: {results:?}");
+        let history = h.history();
+        let tools: Vec<_> = history.iter().filter(|m| m.role == Role::Tool).collect();
+        assert_eq!(tools.len(), 2, "{kind}: two rounds, one result each");
+    }
+}

@@ -212,7 +212,10 @@ where
         for (c, p) in calls.iter().zip(&plan) {
             match p {
                 Close::Have(r) => {
-                    state.borrow_mut().finished.insert(c.id.clone(), r.clone());
+                    // On the wire already (in the life that ran it).
+                    let mut st = state.borrow_mut();
+                    st.finished.insert(c.id.clone(), r.clone());
+                    st.published.insert(c.id.clone());
                 }
                 Close::Answer(r) => self.publish_result(state, r),
                 Close::Rerun => {}

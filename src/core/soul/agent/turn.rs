@@ -73,9 +73,9 @@ where
     /// attempt was already void and nothing of it is kept.
     pub(super) fn after_cancel(&self, state: &Rc<RefCell<TurnState>>, round: &RefCell<MessageAssembler>) {
         self.wire.reject_pending();
-        let (in_flight, finished) = {
+        let (in_flight, finished, published) = {
             let mut st = state.borrow_mut();
-            (st.in_flight.take(), std::mem::take(&mut st.finished))
+            (st.in_flight.take(), std::mem::take(&mut st.finished), std::mem::take(&mut st.published))
         };
         let (message, usage) = match in_flight {
             Some(m) => m,
@@ -91,7 +91,9 @@ where
             .tool_calls
             .iter()
             .flatten()
-            .map(|c| match finished.get(&c.id) {
+            // A result counts when the wire showed it in this step: an id the model repeats from an
+            // earlier step keeps that step's result there, and gets an aborted one here.
+            .map(|c| match finished.get(&c.id).filter(|_| published.contains(&c.id)) {
                 Some(r) => r.clone(),
                 None => {
                     let r = aborted_result(&c.id);
