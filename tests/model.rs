@@ -336,3 +336,47 @@ fn a_repeated_call_id_cancelled_mid_step_is_closed_on_the_wire_and_in_the_histor
         assert_eq!(tools.len(), 2, "{kind}: two rounds, one result each");
     }
 }
+
+/// Chat Completions: `c0` arrives whole (`{"a":1}`), `c1` begins (so `c0` is handed on and runs
+/// with `{"a":1}`), then a fragment for `c0` comes late. The history, the wire and the next request
+/// hold the arguments `c0` ran with — never `{"a":1},"b":2}` — and the late fragment is dropped.
+#[test]
+fn a_fragment_for_a_call_already_handed_on_is_dropped_so_the_history_holds_what_ran() {
+    use support::streams::data;
+    let chunk = |i: u32, id: Option<&str>, args: &str| {
+        let mut call = json!({"index": i, "function": {"arguments": args}});
+        if let Some(id) = id {
+            call["id"] = json!(id);
+            call["type"] = json!("function");
+            call["function"]["name"] = json!("plus");
+        }
+        data(json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}))
+    };
+    let first = vec![
+        chunk(0, Some("c0"), r#"{"a":1}"#),
+        chunk(1, Some("c1"), r#"{"a":2,"b":2}"#),
+        chunk(0, None, r#","b":2}"#),
+        data(json!({"id": "r", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let p = provider("openai", json!({}));
+    let http = FakeHttp::new(vec![ok(first, End::Done), ok(answer("openai", "done"), End::Done)]);
+    let mut h = Harness::new();
+    let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let s2 = seen.clone();
+    h.tools.sync("plus", move |a| {
+        s2.borrow_mut().push(a.to_string());
+        (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string()
+    });
+    let o = h.turn(Some(&model(&p, &http)), "add", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert_eq!(*seen.borrow(), [r#"{"a":1}"#, r#"{"a":2,"b":2}"#], "c0 ran with what it had");
+    let calls = h.history()[1].tool_calls.clone().unwrap();
+    assert_eq!(calls[0].function.arguments.as_deref(), Some(r#"{"a":1}"#), "the history holds what ran");
+    let on_wire: Vec<String> = o.payloads("ToolCall").iter().map(|c| c["function"]["arguments"].as_str().unwrap_or("").to_owned()).collect();
+    assert_eq!(on_wire[0], r#"{"a":1}"#);
+    let late = o.raw.iter().map(|m| serde_json::to_value(m).unwrap()).filter(|v| v["payload"]["arguments_part"] == r#","b":2}"#).count();
+    assert_eq!(late, 0, "the late fragment never reached the wire");
+    let next = &http.bodies()[1];
+    assert_eq!(next["messages"][1]["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);
+}

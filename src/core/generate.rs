@@ -310,6 +310,8 @@ pub struct MessageAssembler {
     pending: Pending,
     limits: Limits,
     bytes: usize,
+    /// Fragments that came for a call already complete (dropped): `(call id, bytes)`.
+    late: Vec<(String, usize)>,
     /// What this message holds of the instance's memory budget ([`crate::core::budget`]).
     charge: crate::core::budget::Charge,
 }
@@ -350,6 +352,7 @@ impl MessageAssembler {
             pending: Pending::None,
             limits,
             bytes: 0,
+            late: Vec::new(),
             charge: Default::default(),
         }
     }
@@ -363,6 +366,25 @@ impl MessageAssembler {
                 _ => None,
             },
         }
+    }
+
+    /// A fragment for a call that is already complete (its arguments were handed on): it is not
+    /// added — the call keeps the arguments it ran with — and is noted (see [`Self::take_late`]).
+    pub fn is_late(&mut self, part: &StreamedMessagePart) -> bool {
+        let StreamedMessagePart::ToolCallPart(p) = part else { return false };
+        match self.target_of(p) {
+            Some(i) if self.completed.get(i).copied().unwrap_or(false) => {
+                let id = self.calls[i].id.clone();
+                self.late.push((id, p.arguments_part.as_deref().map_or(0, str::len)));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The late fragments noted so far (see [`Self::is_late`]).
+    pub fn take_late(&mut self) -> Vec<(String, usize)> {
+        std::mem::take(&mut self.late)
     }
 
     /// Adds a part, or fails when it would take the message past a limit.
@@ -525,6 +547,9 @@ pub struct GenerateOutput {
     pub message: Message,
     pub usage: Option<TokenUsage>,
     pub finish_reason: Option<String>,
+    /// Fragments of arguments that came for a call already complete (handed on with the arguments
+    /// it had): dropped, so the message holds what ran; `(call id, bytes)` for a log line.
+    pub late_fragments: Vec<(String, usize)>,
 }
 
 /// Streams one message from `source`, calling `on_part` with every part exactly as it came
@@ -561,6 +586,11 @@ where
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
+                    // Neither the message nor the part hook (the wire) gets what a call that
+                    // was handed on did not run with.
+                    if asm.borrow_mut().is_late(&p) {
+                        continue;
+                    }
                     if let Some(f) = parts.part(&p)? {
                         f.await?;
                     }
@@ -604,12 +634,14 @@ where
             }
         }
     }
-    let asm = std::mem::take(&mut *asm.borrow_mut());
+    let mut asm = std::mem::take(&mut *asm.borrow_mut());
     asm.check_not_empty()?;
+    let late_fragments = asm.take_late();
     Ok(GenerateOutput {
         id: source.id(),
         usage: source.usage(),
         finish_reason: source.finish_reason(),
         message: asm.into_message(),
+        late_fragments,
     })
 }

@@ -43,6 +43,9 @@ pub trait ToolDispatch {
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.
     fn on_malformed_arguments(&self, _call: &ToolCall) {}
+    /// A fragment of this call's arguments came after the call was handed on with the arguments
+    /// it had (`bytes` of it): dropped, so the history holds what ran. For a log line.
+    fn on_late_fragment(&self, _call: &ToolCall, _bytes: usize) {}
     /// The stream broke before this call could start, so the engine answered it itself
     /// ([`cut_off_result`]); `chars` is how much of its input had arrived. For a log line: the
     /// call's name, id and size, never its contents.
@@ -259,6 +262,11 @@ where
             return Err(StepFailure { error, salvaged: Some(salvaged) });
         }
     };
+    for (id, bytes) in &generated.late_fragments {
+        if let Some(call) = generated.message.tool_calls.iter().flatten().find(|c| c.id == *id) {
+            dispatch.on_late_fragment(call, *bytes);
+        }
+    }
     let mut early = by_id(started.into_inner());
     let mut results = Vec::new();
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
@@ -317,7 +325,13 @@ async fn salvage<S: EventSource, D: ToolDispatch>(
             Either::Right(r) => r,
         });
     }
-    let generated =
-        GenerateOutput { id: source.id(), message, usage: source.usage(), finish_reason: source.finish_reason() };
+    let late_fragments = asm.borrow_mut().take_late();
+    let generated = GenerateOutput {
+        id: source.id(),
+        message,
+        usage: source.usage(),
+        finish_reason: source.finish_reason(),
+        late_fragments,
+    };
     Salvaged { generated, results }
 }

@@ -170,6 +170,14 @@ impl ToolDispatch for JsToolset {
         );
     }
 
+    fn on_late_fragment(&self, call: &ToolCall, bytes: usize) {
+        self.warn_call(
+            call,
+            &format!("kosong-wasm: {bytes} bytes of this tool call's arguments came after the call had started; they were dropped, so the history holds the arguments it ran with"),
+            None,
+        );
+    }
+
     fn on_cut_off(&self, call: &ToolCall, chars: usize) {
         self.warn_call(
             call,

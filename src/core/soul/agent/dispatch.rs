@@ -126,6 +126,10 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         self.inner.on_cut_off(call, chars)
     }
 
+    fn on_late_fragment(&self, call: &ToolCall, bytes: usize) {
+        self.inner.on_late_fragment(call, bytes)
+    }
+
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         self.wire.flush();
         let mut st = self.state.borrow_mut();

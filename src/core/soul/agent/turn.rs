@@ -326,7 +326,7 @@ where
                 return self.after_salvage(error, salvaged, attempt, state, round);
             }
         };
-        let GenerateOutput { id: message_id, message, usage, finish_reason } = generated;
+        let GenerateOutput { id: message_id, message, usage, finish_reason, .. } = generated;
         let has_calls = message.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
         // Anthropic paused a long server-tool turn (`pause_turn`): the paused content goes back
         // as it is (it is in the context now) and the model goes on in the next step, within
