@@ -152,3 +152,33 @@ test("PartialJson.applyEdits never reaches a prototype: __proto__ and constructo
   assert.equal(v.isAdmin, undefined, "an own __proto__ key, as JSON.parse makes it, not a prototype");
   assert.deepEqual(Object.keys(v), ["__proto__"]);
 });
+
+test("a caller's schema goes out verbatim, in its key order, on every provider: tool parameters and output.schema", async () => {
+  const schema = { type: "object", properties: { reasoning: { type: "string" }, answer: { type: "string" } }, required: ["reasoning", "answer"] };
+  const makers = [
+    (fetch) => new k.OpenAIChatProvider({ model: "m", apiKey: "sk-x", baseUrl: "http://127.0.0.1:9/v1", fetch }),
+    (fetch) => new k.KimiProvider({ model: "m", apiKey: "sk-x", baseUrl: "http://127.0.0.1:9/v1", fetch }),
+    (fetch) => new k.AnthropicProvider({ model: "m", apiKey: "sk-x", baseUrl: "http://127.0.0.1:9/v1", fetch }),
+    (fetch) => new k.OpenAIResponsesProvider({ model: "m", apiKey: "sk-x", baseUrl: "http://127.0.0.1:9/v1", fetch }),
+    (fetch) => new k.GeminiProvider({ model: "m", apiKey: "sk-x", baseUrl: "http://127.0.0.1:9/v1", fetch }),
+  ];
+  for (const make of makers) {
+    let body = null;
+    const fetch = async (url, init) => {
+      body = init.body;
+      return new Response("nope", { status: 400 });
+    };
+    const p = make(fetch);
+    await k.generate(p, "", [{ name: "think", description: "", parameters: schema }], [{ role: "user", content: "x" }], { output: { schema } }).catch(() => {});
+    assert.ok(body, p.name);
+    // Every place the schema went (the tool's parameters; the output format, or Kimi's prompt)
+    // lists `reasoning` before `answer`, as written.
+    const text = typeof body === "string" ? body : new TextDecoder().decode(body);
+    const key = (name) => `\\\\?"${name}\\\\?":\\s*\\{[^{}]*\\}`;
+    const inOrder = text.match(new RegExp(`${key("reasoning")}\\s*,\\s*${key("answer")}`, "g")) ?? [];
+    const reversed = text.match(new RegExp(`${key("answer")}\\s*,\\s*${key("reasoning")}`, "g")) ?? [];
+    assert.deepEqual(reversed, [], `${p.name}: reordered in ${text}`);
+    const seen = inOrder.length;
+    assert.ok(seen >= 2, `${p.name}: the schema went out twice: ${text}`);
+  }
+});

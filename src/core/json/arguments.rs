@@ -31,10 +31,24 @@ impl<'a> Arguments<'a> {
         self.text
     }
 
-    /// The canonical form: object keys sorted, compact (serde_json's map is ordered by key, so
-    /// printing the parsed value sorts it).
+    /// The canonical form: object keys sorted at every depth, compact. (serde_json keeps a map's
+    /// keys in the order they came, so a caller's schema goes out as written: they are sorted here.)
     pub fn canonical(&self) -> String {
-        serde_json::from_str::<Value>(self.text).map_or_else(|_| self.text.to_owned(), |v| v.to_string())
+        serde_json::from_str::<Value>(self.text).map_or_else(|_| self.text.to_owned(), |mut v| {
+            sort_keys(&mut v);
+            v.to_string()
+        })
+    }
+}
+
+fn sort_keys(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.sort_keys();
+            m.values_mut().for_each(sort_keys);
+        }
+        Value::Array(a) => a.iter_mut().for_each(sort_keys),
+        _ => {}
     }
 }
 
