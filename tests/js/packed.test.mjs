@@ -723,6 +723,25 @@ test("worker: an approval round-trips through useChat: the stream finishes at th
   }
 });
 
+test("worker: an approval is read strictly and answered once: approved \"false\" (a string) is a refusal; two parts answering one request are one answer, never a 500", async () => {
+  const token = await newSession();
+  llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
+  const asked = await assistantOf(await send(token, [userMessage("mail Ada")]));
+  const part = asked.parts.find((p) => p.type === "tool-send_email");
+  const answer = (approved) => ({ ...part, state: "approval-responded", approval: { ...part.approval, approved } });
+  // The same request answered twice in one message, the first with a string that is not `true`.
+  const hostile = { ...asked, parts: [...asked.parts.filter((p) => p !== part), answer("false"), answer(true)] };
+  llm.respond({ steps: [text("Not sent."), finish("stop"), done()] });
+  const res = await call("/api/chat", { token, method: "POST", body: { id: sessionOf(token), messages: [hostile] } });
+  assert.equal(res.status, 200, await res.clone().text());
+  await res.text();
+  const h = await history(token);
+  const tool = h.find((m) => m.role === "tool");
+  assert.match(JSON.stringify(tool.content), /rejected/i, "\"false\" is no approval: the email was not sent");
+  const all = await readEvents(await resume(token, 0));
+  assert.equal(all.filter((e) => e.data.type === "ApprovalResponse").length, 1, "answered once");
+});
+
 test("worker: GET /api/chat/{id}/stream replays the running turn's message from its start, then the live rest; /cancel ends it with abort", async () => {
   const token = await newSession();
   const hold = gate();
