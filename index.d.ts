@@ -749,13 +749,16 @@ export interface McpClientLike {
  * The Toolset protocol over a connected MCP client. A call goes to `client.callTool` with the
  * call's signal (an abort is MCP cancellation) and `timeoutMs`; text, images and audio (data URLs)
  * and resources (as text) become kosong parts; `isError` is an error result. Names get `prefix`,
- * and characters providers refuse become `_`. The list is fetched again on
- * `notifications/tools/list_changed` (a step that begins before it arrived sees the old one).
+ * and characters providers refuse become `_`; names that collide then get `_2`, `_3`, … in the order
+ * of the server's names (stable across re-lists: a tool keeps its name), reported to `logger`. The
+ * list is fetched again on `notifications/tools/list_changed` (a step that begins before it arrived
+ * sees the old one; of overlapping re-lists the one begun last wins). A listing stops at 1,000
+ * pages and 10,000 tools, each cut reported to `logger` (default `console.warn`).
  * In Cloudflare Workers give the client `jsonSchemaValidator: new CfWorkerJsonSchemaValidator()`
  * (the default compiles with `new Function`, which Workers refuse).
  */
 export class McpToolset implements Toolset {
-  static fromClient(client: McpClientLike, options?: { prefix?: string; timeoutMs?: number; onToolsChanged?(tools: ToolDefinition[]): void }): Promise<McpToolset>;
+  static fromClient(client: McpClientLike, options?: { prefix?: string; timeoutMs?: number; onToolsChanged?(tools: ToolDefinition[]): void; logger?: Logger }): Promise<McpToolset>;
   readonly tools: ToolDefinition[];
   handle(call: ToolCall, ctx: ToolContext): Promise<ToolResult>;
   /** Lists the server's tools again. */

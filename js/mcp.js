@@ -16,6 +16,9 @@ const LIST_CHANGED_SCHEMA = Object.freeze({
 });
 
 const NAME_RULE = /^[a-zA-Z0-9_-]{1,64}$/;
+/** Bounds on one listing: pages of a cursor, and tools kept (each cut is told to the logger). */
+const MAX_PAGES = 1000;
+const MAX_TOOLS = 10_000;
 
 /** An MCP content block as kosong parts (text, images and audio as data URLs, resources as text). */
 function partsOf(block) {
@@ -59,16 +62,20 @@ export class McpToolset {
   #prefix;
   #timeoutMs;
   #onChanged;
+  #logger;
   #tools = [];
   #byName = new Map(); // our name -> the server's
+  /** Each refresh's number: a listing applies only if no later one began (the last one wins). */
+  #generation = 0;
 
   constructor(client, options = {}) {
     if (!client || typeof client.listTools !== "function" || typeof client.callTool !== "function") {
       throw new TypeError("McpToolset needs a connected MCP client (an object with listTools and callTool, like @modelcontextprotocol/sdk's Client)");
     }
-    const { prefix = "", timeoutMs, onToolsChanged, ...rest } = options ?? {};
+    const { prefix = "", timeoutMs, onToolsChanged, logger, ...rest } = options ?? {};
     const unknown = Object.keys(rest)[0];
-    if (unknown) throw new TypeError(`McpToolset: unknown option \`${unknown}\` (prefix, timeoutMs, onToolsChanged)`);
+    if (unknown) throw new TypeError(`McpToolset: unknown option \`${unknown}\` (prefix, timeoutMs, onToolsChanged, logger)`);
+    if (logger !== undefined && logger !== null && typeof logger.warn !== "function") throw new TypeError("McpToolset: logger must have a warn(message, fields) method");
     if (typeof prefix !== "string" || (prefix && !/^[a-zA-Z0-9_-]{1,32}$/.test(prefix))) throw new TypeError("McpToolset: prefix must be up to 32 letters, digits, `_` or `-`");
     if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError("McpToolset: timeoutMs must be a positive number");
     if (onToolsChanged !== undefined && typeof onToolsChanged !== "function") throw new TypeError("McpToolset: onToolsChanged must be a function");
@@ -76,6 +83,7 @@ export class McpToolset {
     this.#prefix = prefix;
     this.#timeoutMs = timeoutMs;
     this.#onChanged = onToolsChanged;
+    this.#logger = logger ?? { warn: (m) => console.warn(m) };
   }
 
   /**
@@ -94,34 +102,89 @@ export class McpToolset {
     return t;
   }
 
-  /** Lists the server's tools again (every page). */
+  /**
+   * Lists the server's tools again (every page, within bounds). Re-lists may overlap (two
+   * `list_changed` in a row): the one begun last wins, whatever order they answer in. Names are
+   * made stable: a tool keeps the name it had; names that collide once made valid (`a.b`, `a_b`)
+   * are told apart in the order of the server's names, not of the listing, and reported.
+   */
   refresh() {
+    const generation = ++this.#generation;
     return (async () => {
       const listed = [];
       let cursor;
-      for (let page = 0; page < 1000; page++) {
+      let page = 0;
+      for (; page < MAX_PAGES; page++) {
         const r = await this.#client.listTools(cursor === undefined ? {} : { cursor });
-        listed.push(...(r?.tools ?? []));
+        for (const t of Array.isArray(r?.tools) ? r.tools : []) if (listed.length < MAX_TOOLS + 1) listed.push(t); // no spread: a page may hold 200,000
         cursor = r?.nextCursor;
         if (!cursor) break;
       }
-      const tools = [];
-      const byName = new Map();
-      for (const t of listed) {
-        if (typeof t?.name !== "string") continue;
-        // A name the providers take: the prefix, invalid characters as `_`, 64 characters, unique.
-        let name = `${this.#prefix}${t.name}`.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
-        for (let n = 2; byName.has(name); n++) name = `${name.slice(0, 60)}_${n}`;
-        if (!NAME_RULE.test(name)) continue;
-        byName.set(name, t.name);
-        const parameters = t.inputSchema && typeof t.inputSchema === "object" ? t.inputSchema : { type: "object", properties: {} };
-        tools.push(Object.freeze({ name, description: t.description ?? t.title ?? "", parameters }));
+      if (generation !== this.#generation) return this.#tools; // a later listing began: it decides
+      if (page === MAX_PAGES) this.#logger.warn(`kosong-wasm: McpToolset: the server's tool list did not end after ${MAX_PAGES} pages; the tools listed so far are used`, { pages: MAX_PAGES });
+      if (listed.length > MAX_TOOLS) {
+        this.#logger.warn(`kosong-wasm: McpToolset: the server lists more than ${MAX_TOOLS} tools; the first ${MAX_TOOLS} are used`, { limit: MAX_TOOLS });
+        listed.length = MAX_TOOLS;
       }
+      const { tools, byName } = this.#named(listed);
       this.#tools = Object.freeze(tools);
       this.#byName = byName;
       this.#onChanged?.(this.#tools);
       return this.#tools;
     })();
+  }
+
+  /** Our names for the server's tools: the prefix, invalid characters as `_`, at most 64, unique and stable. */
+  #named(listed) {
+    const valid = (s) => `${this.#prefix}${s}`.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, 64);
+    const before = new Map([...this.#byName].map(([ours, theirs]) => [theirs, ours]));
+    const seen = new Set();
+    const entries = [];
+    for (const t of listed) {
+      if (typeof t?.name !== "string" || t.name === "" || seen.has(t.name)) continue;
+      seen.add(t.name);
+      entries.push(t);
+    }
+    const byName = new Map();
+    const taken = new Set();
+    const ours = new Map(); // the server's name -> ours
+    // A tool keeps its name from the last listing when it still fits.
+    for (const t of entries) {
+      const kept = before.get(t.name);
+      if (kept !== undefined && !taken.has(kept)) {
+        taken.add(kept);
+        ours.set(t.name, kept);
+      }
+    }
+    // The rest: a name that needed no change gets it (when free); the others their made-valid name,
+    // or with a suffix when that is taken, in the order of the server's names.
+    const rest = entries.filter((t) => !ours.has(t.name)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    let collided = 0;
+    for (const t of rest.filter((t) => valid(t.name) === `${this.#prefix}${t.name}`)) {
+      if (!taken.has(valid(t.name))) {
+        taken.add(valid(t.name));
+        ours.set(t.name, valid(t.name));
+      }
+    }
+    for (const t of rest) {
+      if (ours.has(t.name)) continue;
+      const base = valid(t.name);
+      let name = base;
+      for (let n = 2; taken.has(name); n++) name = `${base.slice(0, 64 - String(n).length - 1)}_${n}`;
+      if (name !== base) collided++;
+      taken.add(name);
+      ours.set(t.name, name);
+    }
+    if (collided) this.#logger.warn(`kosong-wasm: McpToolset: ${collided} tool name(s) collide once made valid for the providers; they are told apart with a suffix (_2, _3, …)`, { collided });
+    const tools = [];
+    for (const t of entries) {
+      const name = ours.get(t.name);
+      if (!NAME_RULE.test(name)) continue;
+      byName.set(name, t.name);
+      const parameters = t.inputSchema && typeof t.inputSchema === "object" ? t.inputSchema : { type: "object", properties: {} };
+      tools.push(Object.freeze({ name, description: t.description ?? t.title ?? "", parameters }));
+    }
+    return { tools, byName };
   }
 
   get tools() {
@@ -147,7 +210,8 @@ export class McpToolset {
     } catch (e) {
       if (ctx?.signal?.aborted) throw ctx.signal.reason;
       const timedOut = /timed out|timeout/i.test(said(e)) || e?.code === -32001;
-      const message = timedOut ? `MCP tool \`${original}\` timed out after ${this.#timeoutMs} ms` : `MCP tool \`${original}\` failed: ${said(e)}`;
+      const after = this.#timeoutMs === undefined ? "(the MCP client's own timeout)" : `after ${this.#timeoutMs} ms`;
+      const message = timedOut ? `MCP tool \`${original}\` timed out ${after}` : `MCP tool \`${original}\` failed: ${said(e)}`;
       return result(toolError({ message, brief: timedOut ? "MCP tool timed out" : "MCP tool failed" }));
     }
   }

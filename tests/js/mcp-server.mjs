@@ -50,8 +50,13 @@ function makeServer(state) {
   return server;
 }
 
-export async function startMcpServer() {
-  const state = { slowStarted: 0, cancelled: 0, sessions: 0 };
+/**
+ * The server on loopback HTTP. `make(state)` builds each session's server (default: the tools
+ * above); `startMcpServer((state) => hostile(state))` serves another, e.g. a low-level `Server`
+ * that answers `tools/list` as a hostile server does. `servers` holds each session's server.
+ */
+export async function startMcpServer(make = makeServer) {
+  const state = { slowStarted: 0, cancelled: 0, sessions: 0, servers: [] };
   const transports = new Map();
   const cors = {
     "access-control-allow-origin": "*",
@@ -74,7 +79,9 @@ export async function startMcpServer() {
       if (id || body?.method !== "initialize") return res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: "no such session" }, id: null }));
       transport = new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (sid) => transports.set(sid, transport) });
       state.sessions++;
-      await makeServer(state).connect(transport);
+      const server = make(state);
+      state.servers.push(server);
+      await server.connect(transport);
     }
     await transport.handleRequest(req, res, body);
   });
