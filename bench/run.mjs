@@ -3,6 +3,7 @@
 // own, all its contenders side by side in it), measures sizes, cold starts and memory, and
 // writes bench/results.json, bench/results.md and the README's table.
 //   npm run bench -- --runs 7 --only text-openai,size
+//   npm run bench -- --base <git ref>    the A/B: that ref's package beside this one (bench/ab.mjs)
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync, readdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, cpus } from "node:os";
@@ -22,6 +23,12 @@ const arg = (name, fallback) => {
 const RUNS = Number(arg("runs", 7));
 const ONLY = arg("only", null)?.split(",");
 const want = (name) => !ONLY || ONLY.includes(name);
+
+// `--base <ref>`: the same-process A/B of that ref's package and this one (bench/ab.mjs), alone.
+if (arg("base", null) !== null) {
+  const r = spawnSync(process.execPath, ["--expose-gc", join(here, "ab.mjs"), ...process.argv.slice(2)], { cwd: root, stdio: "inherit" });
+  process.exit(r.status ?? 1);
+}
 
 ensureNpmPackages();
 build();

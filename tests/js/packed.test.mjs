@@ -723,6 +723,29 @@ test("worker: an approval round-trips through useChat: the stream finishes at th
   }
 });
 
+test("worker: a 503 HTML page that echoes the Authorization header leaks no 8 characters of LLM_API_KEY into the end event or the UI stream's error", async () => {
+  const key = "sk-worker-secret";
+  const page = `<html><body>${"<p>upstream overloaded</p>".repeat(20)}<pre>authorization: Bearer ${key}\nx-echo: ${Buffer.from(`Bearer ${key}`).toString("base64")}</pre></body></html>`;
+  const leaks = (text) => [...Array(key.length - 7).keys()].map((i) => key.slice(i, i + 8)).filter((w) => text.includes(w));
+  const token = await newSession();
+  for (let i = 0; i < 3; i++) llm.respond({ status: 503, body: page, headers: { "content-type": "text/html" } });
+  const events = await readEvents(await chat(token, "hi"));
+  const end = events.at(-1).data;
+  assert.equal(end.outcome, "failed");
+  assert.match(end.error, /\[redacted\]|503/);
+  assert.deepEqual(leaks(JSON.stringify(events)), [], end.error);
+  for (let i = 0; i < 3; i++) llm.respond({ status: 503, body: page, headers: { "content-type": "text/html" } });
+  const ui = await (await send(token, [userMessage("again")])).getReader();
+  let all = "";
+  for (;;) {
+    const { value, done } = await ui.read();
+    if (done) break;
+    all += JSON.stringify(value);
+  }
+  assert.match(all, /"type":"error"/);
+  assert.deepEqual(leaks(all), []);
+});
+
 test("worker: an approval is read strictly and answered once: approved \"false\" (a string) is a refusal; two parts answering one request are one answer, never a 500", async () => {
   const token = await newSession();
   llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });

@@ -1,0 +1,140 @@
+// The same-process A/B: the package at a base git ref beside the working tree's, on every bench
+// fixture, interleaved, in both orders. How a change is shown not to slow anything down (these
+// machines move 2-3x between runs, so separate-process numbers cannot say).
+//   npm run bench -- --base <ref> [--runs 11] [--only text-anthropic,tools-openai-sequential]
+// Builds <ref>'s package in a temporary worktree (its own scripts/build.mjs, with this checkout's
+// toolchain; its target dir kept in target/ab-base), loads both packages into this one process (two module
+// graphs, two wasm instances), and prints new/base per fixture: the ratio of medians in each
+// order (base first, new first) and their spread. Also writes bench/ab.json.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { build } from "../scripts/build.mjs";
+import { ensureNpmPackages } from "../scripts/setup.mjs";
+import { textFixture, toolsFixture, fixtureFetch, followUp, stats } from "./lib.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const base = arg("base");
+const RUNS = Number(arg("runs", 11));
+const ONLY = arg("only", null)?.split(",");
+const gc = () => globalThis.gc?.();
+
+/** Builds `ref`'s package in a worktree; returns its pkg/node.js path and a cleanup. */
+function buildBase(ref) {
+  const sha = execFileSync("git", ["rev-parse", "--verify", `${ref}^{commit}`], { cwd: root, encoding: "utf8" }).trim();
+  const dir = mkdtempSync(join(tmpdir(), "kosong-ab-"));
+  execFileSync("git", ["worktree", "add", "--detach", dir, sha], { cwd: root, stdio: "ignore" });
+  // This checkout's toolchain and packages; a target dir kept under this one's, so the base's
+  // dependencies are compiled once across A/B runs.
+  for (const shared of [".tools", "node_modules"]) if (existsSync(join(root, shared))) symlinkSync(join(root, shared), join(dir, shared), "dir");
+  mkdirSync(join(root, "target", "ab-base"), { recursive: true });
+  symlinkSync(join(root, "target", "ab-base"), join(dir, "target"), "dir");
+  console.error(`bench ab: building ${ref} (${sha.slice(0, 7)}) in ${dir}`);
+  execFileSync(process.execPath, [join(dir, "scripts", "build.mjs")], {
+    cwd: dir,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const cleanup = () => {
+    try {
+      execFileSync("git", ["worktree", "remove", "--force", dir], { cwd: root, stdio: "ignore" });
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  return { entry: join(dir, "pkg", "node.js"), sha, cleanup };
+}
+
+const KEY = "sk-bench-0123456789abcdef";
+const user = [{ role: "user", content: "go" }];
+const PROVIDERS = { openai: "OpenAIChatProvider", anthropic: "AnthropicProvider", responses: "OpenAIResponsesProvider", gemini: "GeminiProvider" };
+const text = (r) => (typeof r.message.content === "string" ? r.message.content : r.message.content.map((p) => p.text ?? "").join(""));
+
+/** Each fixture: `setup()` (untimed) and `run(k, io)` for a package `k`, checked to do the whole job. */
+function fixtures() {
+  const out = {};
+  for (const format of Object.keys(PROVIDERS)) {
+    const fx = textFixture(format);
+    const setup = () => fixtureFetch(fx, followUp(format)).fetch;
+    const provider = (k, fetch) => new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: "http://bench.invalid/v1", fetch });
+    out[`text-${format}`] = { setup, check: (got) => got === fx.text, run: async (k, fetch) => text(await k.generate(provider(k, fetch), "", [], user)) };
+    out[`text-${format} + onMessagePart`] = {
+      setup,
+      check: (got) => got === fx.text,
+      run: async (k, fetch) => {
+        let t = "";
+        await k.generate(provider(k, fetch), "", [], user, { onMessagePart: (p) => void (t += p.text ?? "") });
+        return t;
+      },
+    };
+  }
+  const schema = { type: "object", properties: { query: { type: "string" }, items: { type: "array" } }, additionalProperties: true };
+  for (const [name, format, interleaved] of [["tools-openai-sequential", "openai", false], ["tools-openai-interleaved", "openai", true], ["tools-anthropic-sequential", "anthropic", false]]) {
+    const fx = toolsFixture(format, { interleaved });
+    out[name] = {
+      setup: () => fixtureFetch(fx, followUp(format)).fetch,
+      check: (n) => n === fx.calls.length,
+      run: async (k, fetch) => {
+        const provider = new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: "http://bench.invalid/v1", fetch });
+        const tools = new k.SimpleToolset(fx.calls.map((c) => ({ name: c.name, description: "", parameters: schema, handler: (args) => `ok ${args.items.length}` })));
+        const r = await k.step(provider, "", tools, user);
+        return (await r.toolResults()).filter((x) => !x.return_value.is_error).length;
+      },
+    };
+  }
+  return out;
+}
+
+/** Medians of `runs` interleaved rounds, `order` deciding who goes first in each round. */
+async function rounds(fx, order, runs) {
+  const times = Object.fromEntries(order.map(([name]) => [name, []]));
+  for (let w = 0; w < 3; w++) for (const [, k] of order) await fx.run(k, fx.setup());
+  for (let r = 0; r < runs; r++) {
+    for (const [name, k] of order) {
+      const io = fx.setup();
+      gc();
+      const t = performance.now();
+      await fx.run(k, io);
+      times[name].push(performance.now() - t);
+    }
+  }
+  return Object.fromEntries(Object.entries(times).map(([n, ms]) => [n, stats(ms).median]));
+}
+
+export async function ab() {
+  if (!base) throw new Error("bench ab: --base <git ref> is required");
+  ensureNpmPackages();
+  build();
+  const b = buildBase(base);
+  try {
+    const baseK = await import(pathToFileURL(b.entry).href);
+    const newK = await import(pathToFileURL(join(root, "pkg", "node.js")).href);
+    const rows = [];
+    for (const [name, fx] of Object.entries(fixtures())) {
+      if (ONLY && !ONLY.some((o) => name.startsWith(o))) continue;
+      for (const [who, k] of [["base", baseK], ["new", newK]]) {
+        const got = await fx.run(k, fx.setup());
+        if (!fx.check(got)) throw new Error(`${name}: the ${who} package did not do the whole job (${got})`);
+      }
+      const half = Math.ceil(RUNS / 2);
+      const baseFirst = await rounds(fx, [["base", baseK], ["new", newK]], half);
+      const newFirst = await rounds(fx, [["new", newK], ["base", baseK]], half);
+      const ratios = [baseFirst.new / baseFirst.base, newFirst.new / newFirst.base];
+      const row = { fixture: name, baseMs: (baseFirst.base + newFirst.base) / 2, newMs: (baseFirst.new + newFirst.new) / 2, ratios };
+      rows.push(row);
+      console.log(`${name.padEnd(36)} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")}  (base ${row.baseMs.toFixed(2)} ms, new ${row.newMs.toFixed(2)} ms; base first / new first)`);
+    }
+    writeFileSync(join(here, "ab.json"), JSON.stringify({ date: new Date().toISOString(), node: process.version, base: { ref: base, sha: b.sha }, runs: RUNS, rows }, null, 2) + "\n");
+    return rows;
+  } finally {
+    b.cleanup();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) await ab();
