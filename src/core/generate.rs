@@ -588,7 +588,7 @@ where
                 StreamEvent::Part(p) => {
                     // Neither the message nor the part hook (the wire) gets what a call that
                     // was handed on did not run with.
-                    if asm.borrow_mut().is_late(&p) {
+                    if matches!(p, StreamedMessagePart::ToolCallPart(_)) && asm.borrow_mut().is_late(&p) {
                         continue;
                     }
                     if let Some(f) = parts.part(&p)? {

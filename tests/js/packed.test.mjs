@@ -744,6 +744,7 @@ test("worker: a 503 HTML page that echoes the Authorization header leaks no 8 ch
   }
   assert.match(all, /"type":"error"/);
   assert.deepEqual(leaks(all), []);
+  llm.clearQueue(); // nothing queued here is left for the next test
 });
 
 test("worker: an approval is read strictly and answered once: approved \"false\" (a string) is a refusal; two parts answering one request are one answer, never a 500", async () => {
@@ -753,8 +754,8 @@ test("worker: an approval is read strictly and answered once: approved \"false\"
   const part = asked.parts.find((p) => p.type === "tool-send_email");
   const answer = (approved) => ({ ...part, state: "approval-responded", approval: { ...part.approval, approved } });
   // The same request answered twice in one message, the first with a string that is not `true`.
+  // A refusal without feedback ends the turn: the model is not asked again.
   const hostile = { ...asked, parts: [...asked.parts.filter((p) => p !== part), answer("false"), answer(true)] };
-  llm.respond({ steps: [text("Not sent."), finish("stop"), done()] });
   const res = await call("/api/chat", { token, method: "POST", body: { id: sessionOf(token), messages: [hostile] } });
   assert.equal(res.status, 200, await res.clone().text());
   await res.text();
@@ -763,6 +764,7 @@ test("worker: an approval is read strictly and answered once: approved \"false\"
   assert.match(JSON.stringify(tool.content), /rejected/i, "\"false\" is no approval: the email was not sent");
   const all = await readEvents(await resume(token, 0));
   assert.equal(all.filter((e) => e.data.type === "ApprovalResponse").length, 1, "answered once");
+  assert.equal(all.at(-1).data.outcome, "done");
 });
 
 test("worker: GET /api/chat/{id}/stream replays the running turn's message from its start, then the live rest; /cancel ends it with abort", async () => {
