@@ -121,6 +121,8 @@ where
                         error_type: "RuntimeStopped".into(),
                         status_code: None,
                     }));
+                    // The void attempt counts as the step's first: the next is the second.
+                    state.borrow_mut().broken_attempts = 1;
                     return self.steps_from(model, recorded.step, false, &state, &round).await;
                 }
             }
