@@ -137,7 +137,7 @@ fn an_error_not_worth_retrying_ends_the_turn_at_once_cleaned_of_the_key() {
 fn a_key_echoed_in_any_form_or_place_never_survives_in_the_error() {
     use base64_check::encode as b64;
     let key = "sk-live-0123456789abcdefghijklmnop";
-    for kind in KINDS {
+    for kind in KINDS.iter().copied().chain(["kimi"]) {
         let bodies = [
             format!("{}{key}", "x".repeat(471)),
             format!("<html><pre>{}authorization: Bearer {key}</pre></html>", "y".repeat(600)),

@@ -923,6 +923,11 @@ test("worker: its page in Chromium shows the answer as it streams, a refused sec
     assert.match(await page.textContent("#err"), /already running/);
     await page.click("#stop");
     await page.waitForFunction(() => document.getElementById("out").textContent.includes("(cancelled)"), null, { timeout: 10_000 });
+    // An answer holding U+2028 (a line separator, not an SSE line end) is shown whole.
+    llm.respond({ steps: [text("before\u2028after"), finish("stop"), done()] });
+    await page.click("form button");
+    await page.waitForFunction(() => document.getElementById("out").textContent.includes("(done)"), null, { timeout: 10_000 });
+    assert.ok((await page.textContent("#out")).includes("before\u2028after"), await page.textContent("#out"));
     assert.deepEqual(errors, []);
   } finally {
     hold.open();
