@@ -22,6 +22,19 @@ fn hex4(b: &[u8]) -> Option<u16> {
     u16::from_str_radix(s, 16).ok()
 }
 
+/// Whether `bytes` has a `\u` escape whose first hex digit is `d`/`D` (a surrogate may be there).
+fn may_hold_surrogate(bytes: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(j) = memchr::memchr(b'\\', bytes.get(from..).unwrap_or_default()) {
+        let i = from + j;
+        if bytes.get(i + 1) == Some(&b'u') && matches!(bytes.get(i + 2), Some(b'd' | b'D')) {
+            return true;
+        }
+        from = i + 2;
+    }
+    false
+}
+
 fn is_high(u: u16) -> bool {
     (0xD800..0xDC00).contains(&u)
 }
@@ -35,9 +48,10 @@ impl SurrogateJoiner {
     pub fn fix<'a>(&mut self, data: &'a str) -> Cow<'a, str> {
         let pending = self.pending.take();
         let bytes = data.as_bytes();
-        // Fast path: no `\u` escape that could be a surrogate (`\uD…` / `\ud…`).
-        let maybe = memchr::memmem::find_iter(bytes, b"\\u").any(|i| matches!(bytes.get(i + 2), Some(b'd' | b'D')));
-        if !maybe {
+        // Fast path: no `\u` escape that could be a surrogate (`\uD…` / `\ud…`): one `memchr`
+        // for backslashes (a text delta usually has none), skipping each escape whole. (A `memmem`
+        // iterator built a searcher for every event: measurable at 20,000 deltas.)
+        if !may_hold_surrogate(bytes) {
             return Cow::Borrowed(data);
         }
         let mut out = String::with_capacity(data.len() + 12);
