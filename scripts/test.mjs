@@ -2,7 +2,7 @@
 // `npm test`: installs what is missing (npm packages, the wasm32 target, the pinned
 // wasm-bindgen-cli, Node's LTS binary), builds the .wasm once, then runs the native core tests
 // and the JavaScript tests against that one build: on the machine's Node, then on Node 24.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,6 +11,15 @@ import { fuzz } from "./fuzz.mjs";
 import { ensureNpmPackages, ensureChromium, ensureNodeLts, NODE_LTS } from "./setup.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** rustfmt and clippy, added through rustup when the toolchain lacks them; the wasm32 target too. */
+function ensureRustComponents() {
+  const has = (cmd) => spawnSync("cargo", [cmd, "--version"], { stdio: "ignore" }).status === 0;
+  const missing = ["rustfmt", "clippy"].filter((c) => !has(c === "rustfmt" ? "fmt" : "clippy"));
+  if (missing.length) execFileSync("rustup", ["component", "add", ...missing], { stdio: "inherit" });
+  const targets = spawnSync("rustup", ["target", "list", "--installed"], { encoding: "utf8" }).stdout ?? "";
+  if (!targets.split("\n").includes("wasm32-unknown-unknown")) execFileSync("rustup", ["target", "add", "wasm32-unknown-unknown"], { stdio: "inherit" });
+}
 const run = (cmd, args) => {
   console.error(`$ ${cmd} ${args.join(" ")}`);
   execFileSync(cmd, args, { stdio: "inherit", cwd: root });
@@ -18,6 +27,12 @@ const run = (cmd, args) => {
 
 ensureNpmPackages();
 ensureChromium();
+// The gates first: the code as rustfmt.toml formats it, and no clippy warning (native, tests
+// included, and the wasm32 build the package ships). The components come with rustup.
+ensureRustComponents();
+run("cargo", ["fmt", "--check"]);
+run("cargo", ["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"]);
+run("cargo", ["clippy", "--quiet", "--lib", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]);
 build();
 build({ testHooks: true });
 run("cargo", ["test", "--quiet"]);

@@ -9,9 +9,9 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::Value;
 
-use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::generate::{generate, GenerateOutput, VecEventSource};
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, ToolCall, ToolCallPart};
 use kosong_wasm::core::providers::echo::{parse_echo_script, EchoScript};
 use kosong_wasm::core::providers::StreamEvent;
@@ -436,17 +436,38 @@ fn a_surrogate_pair_split_across_deltas_is_joined() {
 fn simple_toolset_registry_rules() {
     let mut ts = plus_toolset();
     let e = ts.add("plus", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).err();
-    assert_eq!(e.map(|e| e.message().to_owned()).as_deref(), Some("SimpleToolset.add: there is already a tool named `plus`"));
+    assert_eq!(
+        e.map(|e| e.message().to_owned()).as_deref(),
+        Some("SimpleToolset.add: there is already a tool named `plus`")
+    );
     for bad in ["", "has space", "dot.name", &"x".repeat(65)] {
-        assert!(ts.add(bad, String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_err(), "{bad:?}");
+        assert!(
+            ts.add(bad, String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_err(),
+            "{bad:?}"
+        );
     }
-    assert!(ts.add("$web_search", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_ok());
-    let e = ts.add("s", String::new(), Some(serde_json::json!({"type": "string"})), true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).err();
+    assert!(ts
+        .add("$web_search", String::new(), None, true, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into())))))
+        .is_ok());
+    let e = ts
+        .add(
+            "s",
+            String::new(),
+            Some(serde_json::json!({"type": "string"})),
+            true,
+            FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into())))),
+        )
+        .err();
     assert!(e.is_some_and(|e| e.message().contains("parameters must be a JSON Schema object")));
-    assert!(ts.add("lazy", String::new(), None, false, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into()))))).is_ok());
+    assert!(ts
+        .add("lazy", String::new(), None, false, FnTool(Rc::new(|_| Err(ToolFailure::Runtime("x".into())))))
+        .is_ok());
     assert!(!ts.is_eager("lazy") && ts.is_eager("plus"));
     let defs: Vec<_> = ts.specs().map(|t| t.definition.clone()).collect();
     assert_eq!(defs[0].parameters, serde_json::json!({"type": "object", "properties": {}}), "the default parameters");
-    assert_eq!(ts.remove("nope").err().map(|e| e.message().to_owned()).as_deref(), Some("Tool `nope` not found in the toolset."));
+    assert_eq!(
+        ts.remove("nope").err().map(|e| e.message().to_owned()).as_deref(),
+        Some("Tool `nope` not found in the toolset.")
+    );
     assert!(ts.remove("plus").is_ok() && ts.get("plus").is_none());
 }

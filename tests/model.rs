@@ -33,7 +33,11 @@ fn text_streams_from_bytes_into_the_context_for_every_format_at_every_split() {
             let mut h = Harness::new();
             let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
             assert!(o.result.is_ok(), "{kind}/{piece}: {:?}", o.result);
-            assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"], "{kind}/{piece}");
+            assert_eq!(
+                o.kinds(),
+                ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"],
+                "{kind}/{piece}"
+            );
             assert_eq!(o.payloads("ContentPart")[0]["text"], "héllo wörld", "{kind}/{piece}");
             let history = h.history();
             assert_eq!(roles(&h), [Role::User, Role::Assistant], "{kind}/{piece}");
@@ -63,12 +67,7 @@ fn a_tool_starts_mid_stream_and_its_result_goes_back_in_the_next_request() {
         assert!(o.result.is_ok(), "{kind}: {:?}", o.result);
         let at = started_at.get().expect("the tool ran");
         assert!(at < total, "{kind}: the tool started after {at} of {total} chunks, before the stream ended");
-        assert_eq!(
-            roles(&h),
-            [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
-            "{kind}: {:?}",
-            h.history()
-        );
+        assert_eq!(roles(&h), [Role::User, Role::Assistant, Role::Tool, Role::Assistant], "{kind}: {:?}", h.history());
         assert_eq!(h.history()[1].tool_calls.as_ref().map(|c| c.len()), Some(1));
         assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "5", "{kind}");
         // The second request carries the call and its result, in the format's own shape.
@@ -87,7 +86,11 @@ fn a_429_with_retry_after_is_retried_after_the_servers_wait_with_the_same_reques
     for kind in KINDS {
         let p = provider(kind, json!({}));
         let http = FakeHttp::new(vec![
-            status(429, r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#, &[("retry-after", "2"), ("x-request-id", "req_1")]),
+            status(
+                429,
+                r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#,
+                &[("retry-after", "2"), ("x-request-id", "req_1")],
+            ),
             status(503, "upstream is down", &[]),
             ok(answer(kind, "fine"), End::Done),
         ]);
@@ -160,7 +163,11 @@ fn a_key_echoed_in_any_form_or_place_never_survives_in_the_error() {
                 let text = format!("{e:?} {}", serde_json::to_string(&o.raw).unwrap());
                 for w in key.as_bytes().windows(8) {
                     let w = std::str::from_utf8(w).unwrap();
-                    assert!(!text.contains(w), "{kind} {opts}: {w:?} of the key survives in {}", &text[text.len().saturating_sub(300)..]);
+                    assert!(
+                        !text.contains(w),
+                        "{kind} {opts}: {w:?} of the key survives in {}",
+                        &text[text.len().saturating_sub(300)..]
+                    );
                 }
                 if body.len() < 500 {
                     assert!(e.message().contains("[redacted]"), "{kind} {opts} body {i}: {}", e.message());
@@ -235,7 +242,10 @@ fn a_redirect_is_followed_within_the_origin_and_refused_beyond_it() {
     let urls: Vec<String> = http.sent().into_iter().map(|s| s.url).collect();
     assert_eq!(urls, ["https://api.example.com/v1/chat/completions", "https://api.example.com/v2/chat/completions"]);
 
-    let http = FakeHttp::new(vec![status(302, "", &[("location", "https://evil.example.net/steal")]), ok(answer("openai", "x"), End::Done)]);
+    let http = FakeHttp::new(vec![
+        status(302, "", &[("location", "https://evil.example.net/steal")]),
+        ok(answer("openai", "x"), End::Done),
+    ]);
     let mut h = Harness::new();
     let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
     assert!(matches!(o.result, Err(TurnError::Seam(ChatProviderError::Redirect(_)))), "{:?}", o.result);
@@ -262,7 +272,9 @@ fn the_api_key_comes_from_the_options_else_the_environment_else_nothing_is_sent(
     assert!(sent.headers.iter().any(|(k, v)| k == "x-api-key" && v == "sk-ant-from-env"), "{:?}", sent.headers);
 
     // A custom baseUrl may need no key: nothing is read from the environment.
-    let local = Provider::from_json(&json!({"kind": "openai", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"}).to_string()).unwrap();
+    let local =
+        Provider::from_json(&json!({"kind": "openai", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"}).to_string())
+            .unwrap();
     let http = FakeHttp::new(vec![ok(answer("openai", "hi"), End::Done)]);
     http.set_env("OPENAI_API_KEY", "sk-should-not-leave");
     let mut h = Harness::new();
@@ -298,7 +310,10 @@ fn a_script_served_as_chat_completions_decodes_to_the_same_answer() {
     assert_eq!((calls[0].id.as_str(), calls[0].function.arguments.as_deref()), ("c1", Some("{\"a\":1}")));
     let status = &o.payloads("StatusUpdate")[0];
     assert_eq!(status["message_id"], "chatcmpl-7");
-    assert_eq!(status["token_usage"], json!({"input_other": 3, "output": 5, "input_cache_read": 4, "input_cache_creation": 0}));
+    assert_eq!(
+        status["token_usage"],
+        json!({"input_other": 3, "output": 5, "input_cache_read": 4, "input_cache_creation": 0})
+    );
 }
 
 /// A call id the model repeats from an earlier step, cancelled mid-stream in the later step: the
@@ -312,7 +327,10 @@ fn a_repeated_call_id_cancelled_mid_step_is_closed_on_the_wire_and_in_the_histor
         // Up to the call's start: the stream then stalls with the call open.
         let start = second.iter().position(|c| c.contains("\"c1\"")).unwrap();
         second.truncate(start + 1);
-        let http = FakeHttp::new(vec![ok(one_call(kind, "c1", "plus", r#"{"a":1,"b":1}"#), End::Done), ok(second, End::Stall)]);
+        let http = FakeHttp::new(vec![
+            ok(one_call(kind, "c1", "plus", r#"{"a":1,"b":1}"#), End::Done),
+            ok(second, End::Stall),
+        ]);
         let mut h = Harness::new();
         support::plus(&h);
         let h2 = http.clone();
@@ -373,9 +391,15 @@ fn a_fragment_for_a_call_already_handed_on_is_dropped_so_the_history_holds_what_
     assert_eq!(*seen.borrow(), [r#"{"a":1}"#, r#"{"a":2,"b":2}"#], "c0 ran with what it had");
     let calls = h.history()[1].tool_calls.clone().unwrap();
     assert_eq!(calls[0].function.arguments.as_deref(), Some(r#"{"a":1}"#), "the history holds what ran");
-    let on_wire: Vec<String> = o.payloads("ToolCall").iter().map(|c| c["function"]["arguments"].as_str().unwrap_or("").to_owned()).collect();
+    let on_wire: Vec<String> =
+        o.payloads("ToolCall").iter().map(|c| c["function"]["arguments"].as_str().unwrap_or("").to_owned()).collect();
     assert_eq!(on_wire[0], r#"{"a":1}"#);
-    let late = o.raw.iter().map(|m| serde_json::to_value(m).unwrap()).filter(|v| v["payload"]["arguments_part"] == r#","b":2}"#).count();
+    let late = o
+        .raw
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .filter(|v| v["payload"]["arguments_part"] == r#","b":2}"#)
+        .count();
     assert_eq!(late, 0, "the late fragment never reached the wire");
     let next = &http.bodies()[1];
     assert_eq!(next["messages"][1]["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);

@@ -147,7 +147,7 @@ fn anthropic_stream() {
     // Cut before message_stop: the first call already completed, the answer is an error.
     let text = String::from_utf8(bytes).unwrap();
     let cut = text.find("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3").unwrap();
-    let o = decode(&p, &[text[..cut].as_bytes()]);
+    let o = decode(&p, &[&text.as_bytes()[..cut]]);
     assert!(
         matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("message_stop")),
         "{:?}",
@@ -224,7 +224,7 @@ fn responses_stream() {
             "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":20",
         )
         .unwrap();
-    let o = decode(&p, &[text[..cut].as_bytes()]);
+    let o = decode(&p, &[&text.as_bytes()[..cut]]);
     assert_eq!(o.completed(), ["call_A"]);
     assert!(
         matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("response.completed"))
@@ -270,7 +270,7 @@ fn gemini_stream() {
     // The first call is complete as soon as its part arrives, before the stream ends.
     let text = String::from_utf8(bytes).unwrap();
     let last = text.rfind("data: ").unwrap();
-    let o = decode(&p, &[text[..last].as_bytes()]);
+    let o = decode(&p, &[&text.as_bytes()[..last]]);
     assert_eq!(o.completed().len(), 1);
     assert!(
         matches!(&o.end, Err(ChatProviderError::Failed { kind: FailureKind::Truncated, message: m }) if m.contains("finishReason"))
@@ -1126,7 +1126,9 @@ fn a_provider_spec_is_read_field_by_field_with_errors_that_name_the_field() {
     assert!(err(json!({"kind": "nope", "model": "m"})).contains("unknown variant `nope`"));
     assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 1.5}))
         .contains("`maxTokens` must be a positive integer"));
-    assert!(err(json!({"kind": "openai", "model": "m", "maxTokens": 0})).contains("`maxTokens` must be a positive integer"));
+    assert!(
+        err(json!({"kind": "openai", "model": "m", "maxTokens": 0})).contains("`maxTokens` must be a positive integer")
+    );
     assert!(err(json!({"kind": "anthropic", "model": "m", "adaptiveThinking": "yes"}))
         .contains("`adaptiveThinking` must be a boolean"));
     assert!(err(json!({"kind": "gemini", "model": "m", "headers": []})).contains("`headers` must be an object"));
@@ -1270,7 +1272,10 @@ fn urls_keep_their_shape_and_their_secrets() {
         request_id: None,
         retry_after_ms: None,
     };
-    assert_eq!(e.redact(&kosong_wasm::core::secrets::Secrets::of_key(key)).message(), "bad key [redacted] and [redacted]");
+    assert_eq!(
+        e.redact(&kosong_wasm::core::secrets::Secrets::of_key(key)).message(),
+        "bad key [redacted] and [redacted]"
+    );
 }
 
 // ---- structured output ----------------------------------------------------------------------
@@ -1336,14 +1341,23 @@ fn structured_output_requests() {
     };
     let schema = output.schema.clone();
     let chat = body(json!({"kind": "openai", "model": "gpt-5.1-mini"}));
-    assert_eq!(chat["response_format"], json!({"type": "json_schema", "json_schema": {"name": "forecast", "schema": schema, "strict": true}}));
+    assert_eq!(
+        chat["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "forecast", "schema": schema, "strict": true}})
+    );
     snapshot("openai.output", &chat);
     let responses = body(json!({"kind": "openai_responses", "model": "gpt-5.1-mini"}));
-    assert_eq!(responses["text"], json!({"format": {"type": "json_schema", "name": "forecast", "schema": schema, "strict": true}}));
+    assert_eq!(
+        responses["text"],
+        json!({"format": {"type": "json_schema", "name": "forecast", "schema": schema, "strict": true}})
+    );
     snapshot("responses.output", &responses);
     let anthropic = body(json!({"kind": "anthropic", "model": "claude-sonnet-4-6", "thinkingEffort": "high"}));
     // Beside the effort the adaptive thinking puts there.
-    assert_eq!(anthropic["output_config"], json!({"effort": "high", "format": {"type": "json_schema", "schema": schema}}));
+    assert_eq!(
+        anthropic["output_config"],
+        json!({"effort": "high", "format": {"type": "json_schema", "schema": schema}})
+    );
     snapshot("anthropic.output", &anthropic);
     let plain = body(json!({"kind": "anthropic", "model": "claude-sonnet-4-5"}));
     assert_eq!(plain["output_config"], json!({"format": {"type": "json_schema", "schema": schema}}));
@@ -1359,12 +1373,15 @@ fn structured_output_requests() {
     assert!(prompt.ends_with(&schema.to_string()), "{prompt}");
     snapshot("kimi.output", &kimi);
     // Without a system prompt the schema is the whole of it.
-    let req = provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&output)).unwrap();
+    let req =
+        provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&output)).unwrap();
     let b: Value = serde_json::from_str(&req.body).unwrap();
     assert!(b["messages"][0]["content"].as_str().unwrap().starts_with("Answer with one JSON object"));
     // JSON mode answers objects only: an array schema is refused before anything is sent.
-    let array = kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
-    let e = provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&array)).unwrap_err();
+    let array =
+        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
+    let e =
+        provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&array)).unwrap_err();
     assert_eq!(e.kind(), "invalid_request");
     assert!(e.message().contains("wrap it in an object"), "{e}");
     // No output, no trace of it.

@@ -84,7 +84,10 @@ impl ToolDispatch for Desk {
                 futures::future::pending::<()>().await;
             }
             finished.borrow_mut().push((name.clone(), id.clone()));
-            ToolResult { tool_call_id: id, return_value: ToolReturnValue::ok(ToolOutput::Text(format!("{name} done")), "", "") }
+            ToolResult {
+                tool_call_id: id,
+                return_value: ToolReturnValue::ok(ToolOutput::Text(format!("{name} done")), "", ""),
+            }
         }
         .boxed_local()
     }
@@ -94,7 +97,11 @@ impl TurnTools for Desk {
     fn definitions(&self) -> Vec<ToolDefinition> {
         ["send_email", "lookup"]
             .iter()
-            .map(|n| ToolDefinition { name: (*n).into(), description: String::new(), parameters: json!({"type": "object"}) })
+            .map(|n| ToolDefinition {
+                name: (*n).into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            })
             .collect()
     }
 }
@@ -187,7 +194,11 @@ where
     let sink = store.wire.clone();
     let write: Box<dyn FnMut(String)> = Box::new(move |l| sink.borrow_mut().push(l));
     let clock: Box<dyn Fn() -> f64> = Box::new(|| 1.0);
-    wire.set_recorder(if store.wire.borrow().is_empty() { Recorder::new(write, clock) } else { Recorder::appending(write, clock) });
+    wire.set_recorder(if store.wire.borrow().is_empty() {
+        Recorder::new(write, clock)
+    } else {
+        Recorder::appending(write, clock)
+    });
     let raw = wire.ui_side(false);
     let merged = wire.ui_side(true);
     let ids = Cell::new(0);
@@ -212,7 +223,15 @@ where
             .unwrap();
     }
     let config = AgentConfig::default();
-    let turn = Turn { config: &config, context: &context, model: Some(model), tools: desk, wire: &wire, approvals: &approvals, env: &env };
+    let turn = Turn {
+        config: &config,
+        context: &context,
+        model: Some(model),
+        tools: desk,
+        wire: &wire,
+        approvals: &approvals,
+        env: &env,
+    };
     let fut: LocalBoxFuture<'_, Result<(), TurnError<ChatProviderError>>> = match start {
         Start::New(input) => turn.run(UserInput::Text(input.into()), futures::future::pending()).boxed_local(),
         Start::Resume => {
@@ -308,7 +327,10 @@ fn assert_consistent(store: &Store) {
     for id in &shown {
         assert_eq!(store.results_for(id).len(), 1, "call {id} has one result on the wire: {:?}", store.kinds());
     }
-    assert_eq!(kinds(&rec).iter().filter(|k| *k == "TurnBegin").count(), kinds(&rec).iter().filter(|k| *k == "TurnEnd").count());
+    assert_eq!(
+        kinds(&rec).iter().filter(|k| *k == "TurnBegin").count(),
+        kinds(&rec).iter().filter(|k| *k == "TurnEnd").count()
+    );
 }
 
 // ---- the tests ------------------------------------------------------------------------------
@@ -322,7 +344,8 @@ fn a_tool_cut_off_by_the_runtime_is_answered_interrupted_and_the_model_is_asked_
         format!("text: Sending.\n{}", call("c1", "send_email", json!({"to": "a@b.c"}))),
         "text: I could not tell whether it went.".to_owned(),
     ]);
-    let ended = life(&store, &model, &desk, Start::New("mail a@b.c"), |_| !desk.starts("send_email").is_empty(), no_ui).unwrap();
+    let ended = life(&store, &model, &desk, Start::New("mail a@b.c"), |_| !desk.starts("send_email").is_empty(), no_ui)
+        .unwrap();
     assert!(ended.is_none(), "killed");
     // Before: the call is recorded (it is on the wire before the tool starts); the context holds
     // only the user message.
@@ -374,7 +397,9 @@ fn a_recorded_result_is_kept_and_never_run_again() {
     // lookup finishes (its result is recorded); send_email waits for an approval; the runtime dies.
     desk.ask.set(true);
     let d2 = desk.clone();
-    let kill = move |ms: &[WireMessage]| !d2.starts("send_email").is_empty() && has(ms, "ToolResult") && has(ms, "ApprovalRequest");
+    let kill = move |ms: &[WireMessage]| {
+        !d2.starts("send_email").is_empty() && has(ms, "ToolResult") && has(ms, "ApprovalRequest")
+    };
     life(&store, &model, &desk, Start::New("both"), kill, no_ui).unwrap();
     let ended = life(&store, &model, &desk, Start::Resume, never_kill, |m, wire| {
         if m.kind() == "Notification" {
@@ -426,7 +451,8 @@ fn a_turn_that_makes_no_progress_is_given_up_after_its_budget_with_a_consistent_
     // Each resume runs the idempotent lookup again, which dies with its runtime again.
     for _ in 0..RecoveryBudget::default().max_resumes {
         let before = desk.starts("lookup").len();
-        let ended = life(&store, &model, &desk, Start::Resume, |_| desk.starts("lookup").len() > before, no_ui).unwrap();
+        let ended =
+            life(&store, &model, &desk, Start::Resume, |_| desk.starts("lookup").len() > before, no_ui).unwrap();
         assert!(ended.is_none());
     }
     let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
@@ -453,15 +479,26 @@ fn a_runtime_killed_during_the_next_step_resumes_from_the_round_in_the_context()
             ok(answer(kind, "done"), End::Done),
         ]);
         let model = support::http::model(&provider, &http);
-        life(&store, &model, &desk, Start::New("look"), |ms| ms.iter().filter(|m| m.kind() == "StepBegin").count() == 2, no_ui)
-            .unwrap();
+        life(
+            &store,
+            &model,
+            &desk,
+            Start::New("look"),
+            |ms| ms.iter().filter(|m| m.kind() == "StepBegin").count() == 2,
+            no_ui,
+        )
+        .unwrap();
         assert_eq!(roles(&store.history()), ["user", "assistant", "tool"], "{kind}");
         let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
         assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
         assert_eq!(desk.starts("lookup"), ["k1"], "{kind}");
         assert_eq!(roles(&store.history()), ["user", "assistant", "tool", "assistant"], "{kind}");
         assert_eq!(http.bodies().len(), 3, "{kind}");
-        assert_eq!(http.bodies()[1], http.bodies()[2], "{kind}: the model is asked again what it was asked when the runtime died");
+        assert_eq!(
+            http.bodies()[1],
+            http.bodies()[2],
+            "{kind}: the model is asked again what it was asked when the runtime died"
+        );
         assert_consistent(&store);
         let steps: Vec<u64> = store
             .recording()
@@ -483,7 +520,10 @@ fn a_recording_that_is_not_this_contexts_is_refused_and_nothing_is_applied() {
     life(&store, &model, &desk, Start::New("mine"), |_| !desk.starts("send_email").is_empty(), no_ui).unwrap();
     // Another session's context: a different user message.
     let other = Store { wire: store.wire.clone(), ..Store::default() };
-    other.context.borrow_mut().extend([r#"{"role":"_checkpoint","id":0}"#.to_owned(), r#"{"role":"user","content":"someone else's"}"#.to_owned()]);
+    other.context.borrow_mut().extend([
+        r#"{"role":"_checkpoint","id":0}"#.to_owned(),
+        r#"{"role":"user","content":"someone else's"}"#.to_owned(),
+    ]);
     let before = (other.wire.borrow().len(), other.context.borrow().len());
     let e = life(&other, &model, &desk, Start::Resume, never_kill, no_ui).unwrap_err();
     assert!(matches!(e, RecoveryError::NotThisContext(_)), "{e:?}");
@@ -506,7 +546,8 @@ fn every_wire_format_resumes_a_round_cut_by_the_runtime() {
         let desk = Desk::default();
         desk.hold.set(true);
         let provider = support::http::provider(kind, json!({}));
-        let http = FakeHttp::new(vec![ok(broken_after_a_call(kind, "call"), End::Stall), ok(answer(kind, "done"), End::Done)]);
+        let http =
+            FakeHttp::new(vec![ok(broken_after_a_call(kind, "call"), End::Stall), ok(answer(kind, "done"), End::Done)]);
         let model = support::http::model(&provider, &http);
         let open = shows_open_calls(kind);
         // Killed once the second call's input began to arrive (where the format shows it).
@@ -520,7 +561,11 @@ fn every_wire_format_resumes_a_round_cut_by_the_runtime() {
         assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
         assert_eq!(desk.starts("send_email"), ["call_1"], "{kind}: the email never went twice");
         let history = store.history();
-        let expected: &[&str] = if open { &["user", "assistant", "tool", "tool", "assistant"] } else { &["user", "assistant", "tool", "assistant"] };
+        let expected: &[&str] = if open {
+            &["user", "assistant", "tool", "tool", "assistant"]
+        } else {
+            &["user", "assistant", "tool", "assistant"]
+        };
         assert_eq!(roles(&history), expected, "{kind}");
         assert!(text_of(&history[2]).contains("interrupted"), "{kind}: {}", text_of(&history[2]));
         if open {
@@ -529,11 +574,13 @@ fn every_wire_format_resumes_a_round_cut_by_the_runtime() {
         let bodies = http.bodies();
         assert_eq!(bodies.len(), 2, "{kind}");
         let sent = bodies[1].to_string();
-        assert!(sent.contains("Sending.") && sent.contains("a@b.c") && sent.contains("interrupted"), "{kind}: the next request holds the round: {sent}");
+        assert!(
+            sent.contains("Sending.") && sent.contains("a@b.c") && sent.contains("interrupted"),
+            "{kind}: the next request holds the round: {sent}"
+        );
         assert_consistent(&store);
     }
 }
-
 
 /// An answer cut off by the runtime before any call is void, as a failed attempt is: the wire
 /// says so (`StepRetry`, which a UI drops the attempt's parts at) and the step is asked again.

@@ -15,8 +15,8 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::message::{Message, Role, ToolCall};
 use kosong_wasm::core::model::{Model, Provider, ProviderModel};
 use kosong_wasm::core::providers::ToolDefinition;
@@ -498,7 +498,8 @@ fn calls_past_the_per_step_cap_are_answered_not_run() {
 // ---- structured output under faults --------------------------------------------------------------------
 
 fn structured() -> AgentConfig {
-    let output = kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"},"name":"receipt"}"#, "Agent");
+    let output =
+        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"},"name":"receipt"}"#, "Agent");
     AgentConfig { output: Some(output.unwrap()), ..AgentConfig::default() }
 }
 
@@ -522,7 +523,9 @@ fn preview_of(wire: &[WireMessage]) -> Value {
 /// `answer(kind, text)` cut off after its text: no end marker.
 fn cut_answer(kind: &str, text: &str) -> Vec<String> {
     if kind == "gemini" {
-        return vec![data(json!({"responseId": "g2", "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]}))];
+        return vec![data(
+            json!({"responseId": "g2", "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}]}),
+        )];
     }
     answer(kind, text).into_iter().take(if kind == "openai" { 1 } else { 3 }).collect()
 }
@@ -553,12 +556,18 @@ fn a_structured_turn_through_a_broken_stream_a_cut_answer_and_a_retry_keeps_wire
         assert_eq!(preview_of(&ran.wire), json!({"sent": true, "to": "a@b.c"}), "{kind}");
         // The context keeps the final answer as text, once.
         assert_eq!(text_of(ran.history.last().unwrap()), r#"{"sent": true, "to": "a@b.c"}"#, "{kind}");
-        assert!(ran.history.iter().all(|m| !text_of(m).ends_with(r#""to": "a@"#)), "{kind}: the cut attempt is not kept");
+        assert!(
+            ran.history.iter().all(|m| !text_of(m).ends_with(r#""to": "a@"#)),
+            "{kind}: the cut attempt is not kept"
+        );
         assert_eq!(model.bodies().len(), 3, "{kind}: the cut answer was retried");
         // Every request asked for the output in the provider's form.
         for body in model.bodies() {
             let b = body.to_string();
-            assert!(b.contains("receipt") || b.contains("responseJsonSchema") || b.contains("output_config"), "{kind}: {b}");
+            assert!(
+                b.contains("receipt") || b.contains("responseJsonSchema") || b.contains("output_config"),
+                "{kind}: {b}"
+            );
         }
     }
 }
@@ -566,7 +575,10 @@ fn a_structured_turn_through_a_broken_stream_a_cut_answer_and_a_retry_keeps_wire
 #[test]
 fn a_structured_turn_whose_final_answer_is_not_json_fails_after_the_salvaged_round_and_keeps_it() {
     for kind in KINDS {
-        let model = SseModel::new(kind, vec![resp(broken_after_a_call(kind, "call"), End::Drop), resp(answer(kind, "All sent!"), End::Done)]);
+        let model = SseModel::new(
+            kind,
+            vec![resp(broken_after_a_call(kind, "call"), End::Drop), resp(answer(kind, "All sent!"), End::Done)],
+        );
         let tools = Mail::default();
         let ran = run_turn(&model, &tools, structured(), futures::future::pending());
         let Err(TurnError::Seam(e)) = &ran.result else { panic!("{kind}: {:?}", ran.result.is_ok()) };

@@ -211,8 +211,7 @@ fn cancel_during_a_tool_drops_it_answers_the_call_as_aborted_and_ends_the_turn()
         futures::future::pending().boxed_local()
     });
     plus(&h);
-    let model =
-        Echo::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
+    let model = Echo::new([format!("{}\n{}", call("p", "plus", json!({"a": 1})), call("w", "wait", json!({})))]);
     let cancel = async move {
         let _ = started_rx.await;
     };
@@ -588,9 +587,8 @@ fn user_input_is_text_or_content_parts_and_nothing_else() {
 // ---- structured output ----------------------------------------------------------------------
 
 fn output_config(h: &mut Harness) {
-    h.config.output = Some(
-        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"}}"#, "Agent").unwrap(),
-    );
+    h.config.output =
+        Some(kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"}}"#, "Agent").unwrap());
 }
 
 /// The preview a UI builds from the wire's `PartialOutput` edits, from one `StepBegin` on.
@@ -627,7 +625,18 @@ fn a_structured_turn_calls_tools_then_answers_and_the_wire_carries_the_preview()
     // A merged side: the step's text as one part, then its preview edits as one message.
     assert_eq!(
         o.kinds(),
-        ["TurnBegin", "StepBegin", "ToolCall", "ToolResult", "StatusUpdate", "StepBegin", "ContentPart", "PartialOutput", "StatusUpdate", "TurnEnd"]
+        [
+            "TurnBegin",
+            "StepBegin",
+            "ToolCall",
+            "ToolResult",
+            "StatusUpdate",
+            "StepBegin",
+            "ContentPart",
+            "PartialOutput",
+            "StatusUpdate",
+            "TurnEnd"
+        ]
     );
     let preview = previews(&o.merged);
     assert_eq!(preview.last().unwrap(), &json!({"sum": 3, "words": ["three"]}));
@@ -658,7 +667,10 @@ fn a_structured_turn_fails_on_a_broken_or_refused_answer_and_keeps_it_in_the_con
         assert_eq!(e.kind(), "malformed_output", "{answer}");
         assert!(e.message().contains(says), "{answer}: {e}");
         let text = answer.trim_start_matches("text: ").trim_end();
-        assert!(matches!(e, kosong_wasm::core::error::ChatProviderError::MalformedOutput { text: t, .. } if t == text), "{e:?}");
+        assert!(
+            matches!(e, kosong_wasm::core::error::ChatProviderError::MalformedOutput { text: t, .. } if t == text),
+            "{e:?}"
+        );
         assert!(o.kinds().ends_with(&["StepInterrupted".to_owned(), "TurnEnd".to_owned()]), "{:?}", o.kinds());
         assert_eq!(serde_json::to_value(h.history().last().unwrap()).unwrap()["content"], text);
         // Not worth a retry: the model was asked once.

@@ -63,15 +63,20 @@ impl ChatProviderError {
             ChatProviderError::Timeout(_) => "APITimeoutError",
             ChatProviderError::EmptyResponse(_) => "APIEmptyResponseError",
             ChatProviderError::Status { .. } => "APIStatusError",
-            ChatProviderError::Failed { .. } | ChatProviderError::MalformedOutput { .. } | ChatProviderError::Other(_) => {
-                "ChatProviderError"
-            }
+            ChatProviderError::Failed { .. }
+            | ChatProviderError::MalformedOutput { .. }
+            | ChatProviderError::Other(_) => "ChatProviderError",
         }
     }
 
     /// An HTTP error status, worded as kosong words it: `Error code: {status} - {detail}`.
     pub fn status(status: u16, detail: String, request_id: Option<String>, retry_after_ms: Option<u64>) -> Self {
-        ChatProviderError::Status { status, message: format!("Error code: {status} - {detail}"), request_id, retry_after_ms }
+        ChatProviderError::Status {
+            status,
+            message: format!("Error code: {status} - {detail}"),
+            request_id,
+            retry_after_ms,
+        }
     }
 
     pub fn failed(kind: FailureKind, message: impl Into<String>) -> Self {

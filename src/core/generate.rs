@@ -42,7 +42,8 @@ impl Default for Limits {
 
 impl Limits {
     /// The limits' names, as the JS options spell them.
-    pub const NAMES: [&'static str; 4] = ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
+    pub const NAMES: [&'static str; 4] =
+        ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
 
     /// Sets the limit `name` (`value`: a positive integer) — the one rule for the `limits` option;
     /// the error says what is wrong, for `{what}.limits`.

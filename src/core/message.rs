@@ -296,7 +296,7 @@ impl StreamedMessagePart {
         use StreamedMessagePart as P;
         match (self, other) {
             (P::Content(a), P::Content(b)) => a.merge_in_place(b),
-            (P::ToolCall(call), P::ToolCallPart(p)) if p.tool_call_id.as_ref().map_or(true, |id| *id == call.id) => {
+            (P::ToolCall(call), P::ToolCallPart(p)) if p.tool_call_id.as_ref().is_none_or(|id| *id == call.id) => {
                 call.append_arguments(p.arguments_part.as_deref());
                 true
             }

@@ -30,8 +30,15 @@ pub enum Edit {
     /// `number`: a non-integer number's own text, which the edit's JSON carries as it was written
     /// (a reader with an exact number parser, JavaScript's `JSON.parse`, gets it exactly; `value`
     /// is serde_json's reading of it).
-    Set { path: Vec<PathSeg>, value: Value, number: Option<String> },
-    Append { path: Vec<PathSeg>, text: String },
+    Set {
+        path: Vec<PathSeg>,
+        value: Value,
+        number: Option<String>,
+    },
+    Append {
+        path: Vec<PathSeg>,
+        text: String,
+    },
 }
 
 /// `{"op": "set", "path", "value"}` or `{"op": "append", "path", "text"}`.
@@ -62,7 +69,9 @@ impl serde::Serialize for Edit {
 /// edits of consecutive pieces as one list, applied to the same effect.
 pub fn join_edits(edits: &mut Vec<Edit>, next: &[Edit]) {
     let mut rest = next;
-    if let (Some(Edit::Append { path, text }), Some(Edit::Append { path: p2, text: t2 })) = (edits.last_mut(), next.first()) {
+    if let (Some(Edit::Append { path, text }), Some(Edit::Append { path: p2, text: t2 })) =
+        (edits.last_mut(), next.first())
+    {
         if path == p2 {
             text.push_str(t2);
             rest = &next[1..];

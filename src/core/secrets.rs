@@ -96,7 +96,7 @@ impl Secrets {
                 }
             }
         }
-        self.forms.sort_by(|a, b| b.len().cmp(&a.len()));
+        self.forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,9 +120,9 @@ impl Secrets {
         let mut text = self.clean(text);
         for f in &self.forms {
             let longest = (f.len() - 1).min(text.len());
-            let tail = (MIN_TAIL..=longest).rev().find(|&k| {
-                f.is_char_boundary(k) && text.is_char_boundary(text.len() - k) && text.ends_with(&f[..k])
-            });
+            let tail = (MIN_TAIL..=longest)
+                .rev()
+                .find(|&k| f.is_char_boundary(k) && text.is_char_boundary(text.len() - k) && text.ends_with(&f[..k]));
             if let Some(k) = tail {
                 text.truncate(text.len() - k);
                 text.push_str(REDACTED);
@@ -230,7 +230,11 @@ mod tests {
     #[test]
     fn headers_and_url_params_are_secrets() {
         let r = req(
-            &[("authorization", "Bearer tok-abcdef12345"), ("x-custom-key", "custom-secret-1"), ("accept", "text/plain")],
+            &[
+                ("authorization", "Bearer tok-abcdef12345"),
+                ("x-custom-key", "custom-secret-1"),
+                ("accept", "text/plain"),
+            ],
             "https://h/v1?key=AIzaSyA-1234567&alt=sse",
         );
         let s = Secrets::of_request(None, &r);

@@ -177,7 +177,9 @@ impl<H> SimpleToolset<H> {
     ) -> Result<(), ToolsetError> {
         let invalid = |m: String| Err(ToolsetError::Invalid(format!("SimpleToolset.add: {m}")));
         if !valid_tool_name(name) {
-            return invalid(format!("tool name `{name}` must match ^[a-zA-Z0-9_-]{{1,64}}$ (what the providers accept)"));
+            return invalid(format!(
+                "tool name `{name}` must match ^[a-zA-Z0-9_-]{{1,64}}$ (what the providers accept)"
+            ));
         }
         if self.get(name).is_some() {
             return invalid(format!("there is already a tool named `{name}`"));

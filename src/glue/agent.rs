@@ -13,15 +13,15 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
 use super::context::ContextCore;
+use super::convert::{read_js, to_js};
 use super::error::{type_error, GlueError};
+use super::output::{OutputOption, Problem};
 use super::provider::ProviderCore;
-use super::transport::FetchTransport;
 use super::signals::AbortWatch;
 use super::sys::{self, AbortSignal};
-use super::convert::{read_js, to_js};
 use super::tools::{JsToolset, RunFunctions, ToolSignals};
+use super::transport::FetchTransport;
 use super::wire::WireCore;
-use super::output::{OutputOption, Problem};
 use super::{get, read_limits};
 use crate::core::generate::Limits;
 use crate::core::model::{Provider, ProviderModel};
@@ -211,9 +211,11 @@ impl AgentCore {
         toolset: JsValue,
         hooks: JsValue,
     ) -> Result<Promise, JsValue> {
-        let not_recovered = |why: String| GlueError::Runtime { class: "TurnNotRecovered", message: why, fields: js_sys::Object::new() }.into_js();
-        let messages: Vec<WireMessage> =
-            serde_json::from_str(recorded).map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
+        let not_recovered = |why: String| {
+            GlueError::Runtime { class: "TurnNotRecovered", message: why, fields: js_sys::Object::new() }.into_js()
+        };
+        let messages: Vec<WireMessage> = serde_json::from_str(recorded)
+            .map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
         let turn = RecordedTurn::read(&messages).map_err(|e| not_recovered(e.to_string()))?;
         context.ctx.read(|c| turn.check_context(c.history())).map_err(|e| not_recovered(e.to_string()))?;
         let mut budget = RecoveryBudget::default();
@@ -301,8 +303,8 @@ enum Start {
 /// has none).
 #[wasm_bindgen(js_name = unfinishedTurn)]
 pub fn unfinished_turn(recorded: &str) -> Result<String, JsValue> {
-    let messages: Vec<WireMessage> =
-        serde_json::from_str(recorded).map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
+    let messages: Vec<WireMessage> = serde_json::from_str(recorded)
+        .map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
     let Ok(t) = RecordedTurn::read(&messages) else { return Ok("null".into()) };
     let waiting: Vec<serde_json::Value> = t
         .approvals
@@ -364,12 +366,18 @@ fn runtime_fields<E>(e: &TurnError<E>) -> js_sys::Object {
 #[wasm_bindgen(js_name = runtimeErrorMessage)]
 pub fn runtime_error_message(class: &str, fields: JsValue) -> String {
     let text = |k: &str| get(&fields, k).and_then(|v| v.as_string()).unwrap_or_default();
-    let number = |k: &str| get(&fields, k).and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0).unwrap_or(0.0) as u32;
+    let number =
+        |k: &str| get(&fields, k).and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0).unwrap_or(0.0) as u32;
     let e: TurnError<()> = match class {
         "LLMNotSupported" => TurnError::LLMNotSupported {
             model_name: text("modelName"),
             capabilities: get(&fields, "capabilities")
-                .map(|v| js_sys::Array::from(&v).iter().map(|c| c.as_string().unwrap_or_else(|| String::from(js_sys::JsString::from(c)))).collect())
+                .map(|v| {
+                    js_sys::Array::from(&v)
+                        .iter()
+                        .map(|c| c.as_string().unwrap_or_else(|| String::from(js_sys::JsString::from(c))))
+                        .collect()
+                })
                 .unwrap_or_default(),
         },
         "MaxStepsReached" => TurnError::MaxStepsReached(number("nSteps")),
@@ -383,8 +391,20 @@ pub fn runtime_error_message(class: &str, fields: JsValue) -> String {
 /// for one a tool may send (parts of its own, notes, its own kinds).
 fn reserved_for_the_runtime(m: &WireMessage) -> Option<&str> {
     const RESERVED: [&str; 14] = [
-        "TurnBegin", "TurnEnd", "StepBegin", "StepInterrupted", "StepRetry", "StatusUpdate", "ToolCall", "ToolCallPart",
-        "ToolResult", "ApprovalRequest", "ApprovalResponse", "CompactionBegin", "CompactionEnd", "PartialOutput",
+        "TurnBegin",
+        "TurnEnd",
+        "StepBegin",
+        "StepInterrupted",
+        "StepRetry",
+        "StatusUpdate",
+        "ToolCall",
+        "ToolCallPart",
+        "ToolResult",
+        "ApprovalRequest",
+        "ApprovalResponse",
+        "CompactionBegin",
+        "CompactionEnd",
+        "PartialOutput",
     ];
     let kind = m.kind();
     let resumed = matches!(m, WireMessage::Other { kind, payload } if kind == "Notification"
@@ -439,4 +459,3 @@ impl RunClosures {
         RunFunctions(o)
     }
 }
-

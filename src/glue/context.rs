@@ -7,11 +7,10 @@ use std::rc::Rc;
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
-use super::error::type_error;
 use super::convert::{read_js, to_js};
+use super::error::type_error;
 use crate::core::message::Message;
 use crate::core::soul::context::{Context, ContextWrite, SharedContext};
-
 
 /// The state behind the JS `Context`.
 #[wasm_bindgen]
@@ -153,4 +152,3 @@ impl Default for ContextCore {
         Self::new()
     }
 }
-

@@ -15,7 +15,11 @@ pub enum GlueError {
     Caused(ChatProviderError, JsValue),
     /// The runtime's own error (a turn's `MaxStepsReached`, …): its class, the core's message
     /// and the class's fields.
-    Runtime { class: &'static str, message: String, fields: Object },
+    Runtime {
+        class: &'static str,
+        message: String,
+        fields: Object,
+    },
     Js(JsValue),
 }
 

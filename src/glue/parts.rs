@@ -100,4 +100,3 @@ impl crate::core::generate::PartSink<GlueError> for PartBatch<'_> {
         }))
     }
 }
-

@@ -23,7 +23,12 @@ impl ProviderCore {
     /// `spec`: an HTTP provider's options as JSON (see `Provider::from_json`; the core's rules for
     /// their values fail here, as a `TypeError` naming `who`, the provider's class).
     #[wasm_bindgen(constructor)]
-    pub fn new(who: &str, spec: &str, fetch: Option<Function>, timeout_ms: Option<f64>) -> Result<ProviderCore, JsValue> {
+    pub fn new(
+        who: &str,
+        spec: &str,
+        fetch: Option<Function>,
+        timeout_ms: Option<f64>,
+    ) -> Result<ProviderCore, JsValue> {
         let provider = Provider::from_json(spec).map_err(|e| type_error(&format!("{who}: {e}")))?;
         Ok(ProviderCore { provider: Rc::new(provider), fetch, timeout_ms: timeout_ms.filter(|t| *t > 0.0) })
     }
@@ -42,7 +47,8 @@ impl ProviderCore {
 
     /// A scripted provider: `next()` gives its next script (`undefined` when none is left).
     pub fn scripted(next: Function) -> ProviderCore {
-        let provider = Provider::scripted_from(move || next.call0(&JsValue::UNDEFINED).ok().and_then(|s| s.as_string()));
+        let provider =
+            Provider::scripted_from(move || next.call0(&JsValue::UNDEFINED).ok().and_then(|s| s.as_string()));
         ProviderCore { provider: Rc::new(provider), fetch: None, timeout_ms: None }
     }
 }

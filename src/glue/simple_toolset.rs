@@ -147,7 +147,9 @@ impl SimpleToolsetCore {
         };
         match self.inner.borrow().prepare(&call) {
             Prepared::Done(r) => to_js(&r),
-            Prepared::Run((), _) => JsValue::from_str(call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}")),
+            Prepared::Run((), _) => {
+                JsValue::from_str(call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}"))
+            }
         }
     }
 

@@ -12,13 +12,13 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, spawn_local};
 
 use super::error::{type_error, GlueError};
+use super::output::OutputOption;
 use super::parts::{call_json_hook, PartBatch};
 use super::provider::ProviderCore;
 use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{self, JsToolset};
 use super::transport::{BodySource, FetchTransport};
-use super::output::OutputOption;
 use super::{get, read_limits};
 use crate::core::generate::{generate, GenerateOutput, Limits};
 use crate::core::message::{Message, ToolCall};
@@ -85,7 +85,8 @@ async fn guarded<T>(
 fn result_with_output(out: &GenerateOutput, output: Option<&OutputOption>) -> Result<Object, GlueError> {
     let o = result_object(out);
     let Some(opt) = output else { return Ok(o) };
-    let checked = answer_json(&out.message).map_err(GlueError::from).and_then(|json| json.map(|j| opt.accept(j)).transpose());
+    let checked =
+        answer_json(&out.message).map_err(GlueError::from).and_then(|json| json.map(|j| opt.accept(j)).transpose());
     match checked {
         Ok(Some(value)) => {
             let _ = Reflect::set(&o, &JsValue::from_str("output"), &value);
@@ -223,7 +224,12 @@ pub fn run_generate(
 /// One step (the tools are the toolset's): the generation's object plus `results`, a Promise of the tool results (JSON,
 /// call order) that rejects with the signal's reason if the signal aborts first.
 #[wasm_bindgen(js_name = runStep)]
-pub fn run_step(provider: &ProviderCore, system_prompt: String, history: String, hooks: JsValue) -> Result<Promise, JsValue> {
+pub fn run_step(
+    provider: &ProviderCore,
+    system_prompt: String,
+    history: String,
+    hooks: JsValue,
+) -> Result<Promise, JsValue> {
     let call = Call::begin(provider, system_prompt, None, &history, hooks);
     Ok(future_to_promise(async move {
         let (call, toolset) = call?;

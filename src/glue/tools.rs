@@ -78,7 +78,16 @@ impl JsToolset {
         let invoker = super::tool_invoker().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
         let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
         let simple = simple.and_then(registry);
-        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), idempotent: RefCell::default(), signals, warn, run, invoker })
+        Ok(JsToolset {
+            toolset,
+            simple,
+            lazy: RefCell::default(),
+            idempotent: RefCell::default(),
+            signals,
+            warn,
+            run,
+            invoker,
+        })
     }
 
     /// The toolset's tools now (a toolset may change between steps); remembers which are lazy.
@@ -102,7 +111,8 @@ impl JsToolset {
             if t.get("idempotent").and_then(serde_json::Value::as_bool) == Some(true) {
                 idempotent.push(name.clone());
             }
-            let parameters = t.remove("parameters").filter(serde_json::Value::is_object).unwrap_or_else(default_parameters);
+            let parameters =
+                t.remove("parameters").filter(serde_json::Value::is_object).unwrap_or_else(default_parameters);
             let description = match t.remove("description") {
                 Some(serde_json::Value::String(d)) => d,
                 _ => String::new(),

@@ -91,7 +91,9 @@ impl FetchTransport {
         match &self.fetch {
             Some(f) => Ok(f.clone()),
             None => get(&js_sys::global(), "fetch").and_then(|f| f.dyn_into::<Function>().ok()).ok_or_else(|| {
-                ChatProviderError::Other("no fetch function in this runtime; pass `fetch` in the provider options".into())
+                ChatProviderError::Other(
+                    "no fetch function in this runtime; pass `fetch` in the provider options".into(),
+                )
             }),
         }
     }
@@ -135,7 +137,11 @@ impl Transport for FetchTransport {
     type Body = BodySource;
     type Response = FetchResponse;
 
-    fn post<'a>(&'a self, url: &'a str, request: &'a HttpRequest) -> LocalBoxFuture<'a, Result<FetchResponse, GlueError>> {
+    fn post<'a>(
+        &'a self,
+        url: &'a str,
+        request: &'a HttpRequest,
+    ) -> LocalBoxFuture<'a, Result<FetchResponse, GlueError>> {
         self.exchange(url, request).boxed_local()
     }
 

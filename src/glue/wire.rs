@@ -6,14 +6,13 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use super::agent::WebEnv;
+use super::convert::read_js;
 use super::error::type_error;
 use super::get;
 use super::signals::{AbortWatch, Awaited};
 use super::sys::{self, AbortSignal};
-use super::convert::read_js;
 use crate::core::soul::run::{self, RunOutcome};
 use crate::core::soul::wire::{self, ApprovalRequest, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
-
 
 /// The state behind the JS `Wire`.
 #[wasm_bindgen]
@@ -53,7 +52,10 @@ impl WireCore {
     /// description}`, strings.
     #[wasm_bindgen(js_name = requestApproval)]
     pub fn request_approval(&self, req: JsValue) -> Result<Promise, JsValue> {
-        let field = |k: &str| get(&req, k).map(|v| v.as_string().ok_or_else(|| type_error(&format!("requestApproval: `{k}` must be a string"))));
+        let field = |k: &str| {
+            get(&req, k)
+                .map(|v| v.as_string().ok_or_else(|| type_error(&format!("requestApproval: `{k}` must be a string"))))
+        };
         let text = |k: &str| field(k).transpose().map(Option::unwrap_or_default);
         let request = ApprovalRequest {
             id: sys::random_uuid(),
@@ -95,7 +97,11 @@ impl WireCore {
             let _ = sink.call1(&JsValue::UNDEFINED, &JsValue::from_str(&line));
         };
         let clock = Box::new(|| sys::date_now() / 1000.0);
-        self.wire.set_recorder(if append { Recorder::appending(Box::new(write), clock) } else { Recorder::new(Box::new(write), clock) });
+        self.wire.set_recorder(if append {
+            Recorder::appending(Box::new(write), clock)
+        } else {
+            Recorder::new(Box::new(write), clock)
+        });
     }
 
     #[wasm_bindgen(getter)]
@@ -198,4 +204,3 @@ pub fn run_soul(
         }
     })
 }
-

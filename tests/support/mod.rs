@@ -18,12 +18,12 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::generate::{EventSource, Limits};
+use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::message::{Message, ToolCall};
-use kosong_wasm::core::output::OutputFormat;
 use kosong_wasm::core::model::{Model, Offline, Prepared, Provider, ProviderModel};
+use kosong_wasm::core::output::OutputFormat;
 use kosong_wasm::core::providers::ToolDefinition;
 use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
@@ -239,8 +239,7 @@ impl Outcome {
 impl Harness {
     pub fn new() -> Harness {
         let pool = LocalPool::new();
-        let env =
-            Rc::new(FakeEnv::new(pool.spawner()));
+        let env = Rc::new(FakeEnv::new(pool.spawner()));
         let context = SharedContext::default();
         let lines = Rc::new(RefCell::new(Vec::new()));
         let l2 = lines.clone();
@@ -333,4 +332,3 @@ pub fn call(id: &str, name: &str, args: Value) -> String {
 pub fn plus(h: &Harness) {
     h.tools.sync("plus", |a| (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string());
 }
-

@@ -2,7 +2,6 @@
 
 use serde_json::{json, Value};
 
-
 pub const KINDS: [&str; 4] = ["openai", "anthropic", "openai_responses", "gemini"];
 
 /// Whether the format shows a call before its input is whole: Gemini's decoder holds a call
@@ -158,51 +157,84 @@ pub fn answer(kind: &str, text: &str) -> Vec<String> {
     }
 }
 
-
 /// A whole answer that calls `name` once (`id`, with `args`), then the format's end — its last
 /// events after the call's own, so a tool that starts at the call's end starts mid-stream.
 pub fn one_call(kind: &str, id: &str, name: &str, args: &str) -> Vec<String> {
     match kind {
         "openai" => vec![
-            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me add."}}]})),
-            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function",
-                "function": {"name": name, "arguments": ""}}]}}]})),
-            data(json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}}]})),
+            data(
+                json!({"id": "r", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me add."}}]}),
+            ),
+            data(
+                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""}}]}}]}),
+            ),
+            data(
+                json!({"id": "r", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args}}]}}]}),
+            ),
             data(json!({"id": "r", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
             data(json!({"id": "r", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5}})),
             "data: [DONE]\n\n".into(),
         ],
         "anthropic" => vec![
-            data(json!({"type": "message_start", "message": {"id": "msg_c", "type": "message", "role": "assistant", "content": [],
-                "model": "m", "usage": {"input_tokens": 11, "output_tokens": 1}}})),
+            data(
+                json!({"type": "message_start", "message": {"id": "msg_c", "type": "message", "role": "assistant", "content": [],
+                "model": "m", "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+            ),
             data(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-            data(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me add."}})),
+            data(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me add."}}),
+            ),
             data(json!({"type": "content_block_stop", "index": 0})),
-            data(json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})),
-            data(json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": args}})),
+            data(
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ),
+            data(
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": args}}),
+            ),
             data(json!({"type": "content_block_stop", "index": 1})),
             data(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}})),
             data(json!({"type": "message_stop"})),
         ],
         "openai_responses" => vec![
             data(json!({"type": "response.created", "response": {"id": "resp_c", "output": []}})),
-            data(json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_c", "type": "message", "role": "assistant", "content": []}})),
-            data(json!({"type": "response.output_text.delta", "item_id": "msg_c", "output_index": 0, "content_index": 0, "delta": "Let me add."})),
-            data(json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_c", "type": "message", "role": "assistant",
-                "content": [{"type": "output_text", "text": "Let me add."}]}})),
-            data(json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "fc_c", "type": "function_call", "call_id": id, "name": name, "arguments": ""}})),
-            data(json!({"type": "response.function_call_arguments.delta", "item_id": "fc_c", "output_index": 1, "delta": args})),
-            data(json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "fc_c", "type": "function_call", "call_id": id, "name": name, "arguments": args}})),
-            data(json!({"type": "response.completed", "response": {"id": "resp_c", "status": "completed", "output": [],
-                "usage": {"input_tokens": 11, "output_tokens": 5}}})),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_c", "type": "message", "role": "assistant", "content": []}}),
+            ),
+            data(
+                json!({"type": "response.output_text.delta", "item_id": "msg_c", "output_index": 0, "content_index": 0, "delta": "Let me add."}),
+            ),
+            data(
+                json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_c", "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Let me add."}]}}),
+            ),
+            data(
+                json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "fc_c", "type": "function_call", "call_id": id, "name": name, "arguments": ""}}),
+            ),
+            data(
+                json!({"type": "response.function_call_arguments.delta", "item_id": "fc_c", "output_index": 1, "delta": args}),
+            ),
+            data(
+                json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "fc_c", "type": "function_call", "call_id": id, "name": name, "arguments": args}}),
+            ),
+            data(
+                json!({"type": "response.completed", "response": {"id": "resp_c", "status": "completed", "output": [],
+                "usage": {"input_tokens": 11, "output_tokens": 5}}}),
+            ),
         ],
         "gemini" => {
             let args: Value = serde_json::from_str(args).expect("args are JSON");
             vec![
-                data(json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": [{"text": "Let me add."}]}}]})),
-                data(json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"id": id, "name": name, "args": args}}]}}]})),
-                data(json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}],
-                    "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 5}})),
+                data(
+                    json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": [{"text": "Let me add."}]}}]}),
+                ),
+                data(
+                    json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"id": id, "name": name, "args": args}}]}}]}),
+                ),
+                data(
+                    json!({"responseId": "gc", "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}],
+                    "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 5}}),
+                ),
             ]
         }
         _ => unreachable!(),

@@ -34,10 +34,13 @@ impl<'a> Arguments<'a> {
     /// The canonical form: object keys sorted at every depth, compact. (serde_json keeps a map's
     /// keys in the order they came, so a caller's schema goes out as written: they are sorted here.)
     pub fn canonical(&self) -> String {
-        serde_json::from_str::<Value>(self.text).map_or_else(|_| self.text.to_owned(), |mut v| {
-            sort_keys(&mut v);
-            v.to_string()
-        })
+        serde_json::from_str::<Value>(self.text).map_or_else(
+            |_| self.text.to_owned(),
+            |mut v| {
+                sort_keys(&mut v);
+                v.to_string()
+            },
+        )
     }
 }
 

@@ -77,8 +77,7 @@ impl JsonCloseTracker {
 /// (a call's arguments may be megabytes; validating them allocates nothing).
 pub fn parses_as_container(text: &str) -> bool {
     matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
-        && (crate::core::json::scan::accepts_json(text)
-            || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
+        && (crate::core::json::scan::accepts_json(text) || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok())
 }
 
 #[cfg(test)]

@@ -398,7 +398,6 @@ pub(crate) fn unescape(inner: &str) -> Option<String> {
     Some(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

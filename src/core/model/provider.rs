@@ -13,7 +13,6 @@ use futures::FutureExt;
 
 use super::source::ModelSource;
 use super::transport::{self, Transport};
-use crate::core::secrets::Secrets;
 use super::{Model, ModelError};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{Limits, SseEventSource, VecEventSource};
@@ -21,6 +20,7 @@ use crate::core::message::Message;
 use crate::core::output::OutputFormat;
 use crate::core::providers::echo::{script_for_stream, EchoScript};
 use crate::core::providers::{HttpProvider, HttpRequest, Spec, StreamDecoder, ToolDefinition};
+use crate::core::secrets::Secrets;
 
 /// A provider, read once.
 pub enum Provider {

@@ -37,8 +37,11 @@ pub trait Transport {
     type Body: ByteSource<Error = Self::Error>;
     type Response: HttpResponse<Body = Self::Body>;
     /// POSTs `request`'s headers and body to `url` (the request's own URL, or a redirect's).
-    fn post<'a>(&'a self, url: &'a str, request: &'a HttpRequest)
-        -> LocalBoxFuture<'a, Result<Self::Response, Self::Error>>;
+    fn post<'a>(
+        &'a self,
+        url: &'a str,
+        request: &'a HttpRequest,
+    ) -> LocalBoxFuture<'a, Result<Self::Response, Self::Error>>;
     /// Milliseconds since the epoch (a `Retry-After` date is read against it).
     fn now_ms(&self) -> Option<f64> {
         None
@@ -77,7 +80,9 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &
         hops += 1;
         if hops > MAX_REDIRECTS {
             let within = origin_of(&url).unwrap_or_default();
-            return Err(ChatProviderError::Redirect(format!("more than {MAX_REDIRECTS} redirects within {within}")).into());
+            return Err(
+                ChatProviderError::Redirect(format!("more than {MAX_REDIRECTS} redirects within {within}")).into()
+            );
         }
     };
     let status = response.status();
@@ -148,7 +153,11 @@ impl Transport for Offline {
     type Error = ChatProviderError;
     type Body = NoBody;
     type Response = NoBody;
-    fn post<'a>(&'a self, url: &'a str, _request: &'a HttpRequest) -> LocalBoxFuture<'a, Result<NoBody, ChatProviderError>> {
+    fn post<'a>(
+        &'a self,
+        url: &'a str,
+        _request: &'a HttpRequest,
+    ) -> LocalBoxFuture<'a, Result<NoBody, ChatProviderError>> {
         let e = ChatProviderError::Connection(format!("Connection error: no transport to reach {url}"));
         Box::pin(futures::future::ready(Err(e)))
     }

@@ -269,9 +269,10 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
             out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
         }
         let (role, blocks) = match m.role {
-            Role::System => {
-                ("user", vec![json!({"type": "text", "text": crate::core::message::system_text(&m.extract_text("\n"))})])
-            }
+            Role::System => (
+                "user",
+                vec![json!({"type": "text", "text": crate::core::message::system_text(&m.extract_text("\n"))})],
+            ),
             Role::User => ("user", content_blocks(&m.content, false)?),
             _ => {
                 let mut blocks = content_blocks(&m.content, false)?;
@@ -361,7 +362,6 @@ pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
         _ => None,
     }
 }
-
 
 #[cfg(test)]
 mod fast_tests {

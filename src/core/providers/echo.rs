@@ -75,8 +75,13 @@ impl EchoScript {
                         "function": {"name": c.function.name, "arguments": args}});
                     event(delta(serde_json::json!({"tool_calls": [call]})), None)
                 }
-                StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), .. }) if index >= 0 && !a.is_empty() => {
-                    event(delta(serde_json::json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]})), None)
+                StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), .. })
+                    if index >= 0 && !a.is_empty() =>
+                {
+                    event(
+                        delta(serde_json::json!({"tool_calls": [{"index": index, "function": {"arguments": a}}]})),
+                        None,
+                    )
                 }
                 _ => {}
             }

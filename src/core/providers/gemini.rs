@@ -17,9 +17,9 @@
 use super::{truncated, StreamState};
 use serde_json::{json, Map, Value};
 
-use crate::core::json::scan::{Is, Scan};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
+use crate::core::json::scan::{Is, Scan};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
@@ -49,7 +49,7 @@ impl GeminiConfig {
 
     /// Settings for `model` and nothing else (tests, fuzzing).
     pub fn for_model(model: &str) -> GeminiConfig {
-        GeminiConfig { http: HttpOptions { model: model.into(), ..Default::default() }, ..Default::default() }
+        GeminiConfig { http: HttpOptions { model: model.into(), ..Default::default() } }
     }
 
     fn thinking_config(&self) -> Option<Value> {
@@ -687,7 +687,6 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
     out.text = text?;
     Some(out)
 }
-
 
 #[cfg(test)]
 mod fast_tests {

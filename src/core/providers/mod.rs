@@ -263,7 +263,9 @@ impl HttpProvider {
     ) -> Result<HttpRequest, ChatProviderError> {
         match self {
             #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => c.build_request(system_prompt, tools, history, output),
+            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => {
+                c.build_request(system_prompt, tools, history, output)
+            }
             #[cfg(feature = "anthropic")]
             HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history, output),
             #[cfg(feature = "responses")]

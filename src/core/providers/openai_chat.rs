@@ -16,10 +16,10 @@
 use super::{truncated, StreamState};
 use serde_json::{json, Map, Value};
 
-use crate::core::json::scan::{Is, Scan};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::close::{parses_as_container, JsonCloseTracker};
+use crate::core::json::scan::{Is, Scan};
 use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
@@ -784,7 +784,6 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     }
     Some(TextDelta { id, content, fragment })
 }
-
 
 #[cfg(test)]
 mod fast_tests {

@@ -688,7 +688,6 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
     text
 }
 
-
 #[cfg(test)]
 mod fast_tests {
     use super::*;

@@ -8,11 +8,11 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use futures::future::{LocalBoxFuture, Shared};
-use futures::FutureExt;
 use crate::core::soul::recovery::RecordedApproval;
 use crate::core::soul::wire::{ApprovalAnswer, ApprovalRequest, ApprovalResponse, Wire};
 use crate::core::toolset::{ToolOutput, ToolReturnValue};
+use futures::future::{LocalBoxFuture, Shared};
+use futures::FutureExt;
 
 /// What an agent remembers between turns.
 #[derive(Debug, Default)]
@@ -148,6 +148,6 @@ impl Approvals {
     pub fn rejected(&self, call_id: &str, rv: &ToolReturnValue) -> Option<bool> {
         let refused = self.refused.borrow();
         let feedback = refused.get(call_id)?;
-        (*rv == rejection(feedback)).then(|| !feedback.is_empty())
+        (*rv == rejection(feedback)).then_some(!feedback.is_empty())
     }
 }

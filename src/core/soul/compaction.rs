@@ -27,7 +27,6 @@ pub fn should_compact(token_count: u64, max_context_tokens: u64) -> bool {
             || token_count.saturating_add(RESERVED_TOKENS) >= max_context_tokens)
 }
 
-
 /// Splits the history: the message asking the model for a summary of the older part, and
 /// the messages kept as they are. `None` when there is nothing to compact.
 pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Message>)> {

@@ -37,7 +37,9 @@ impl Record {
     fn from_line(line: &str) -> Result<Record, String> {
         match Record::read_line(line) {
             // A lone surrogate escape (kimi-cli's Python writes them for a cut string): U+FFFD.
-            Err(e) => crate::core::json::lone_surrogates_replaced(line).map_or(Err(e), |fixed| Record::read_line(&fixed)),
+            Err(e) => {
+                crate::core::json::lone_surrogates_replaced(line).map_or(Err(e), |fixed| Record::read_line(&fixed))
+            }
             ok => ok,
         }
     }

@@ -134,7 +134,10 @@ impl RecordedTurn {
                 other => {
                     // Through the text (the writer the recorder uses): cheaper in the .wasm than
                     // a second, `Value`-shaped, serializer.
-                    let v: Value = serde_json::to_string(other).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
+                    let v: Value = serde_json::to_string(other)
+                        .ok()
+                        .and_then(|t| serde_json::from_str(&t).ok())
+                        .unwrap_or(Value::Null);
                     (other.kind().to_owned(), v.get("payload").cloned().unwrap_or(Value::Null), None)
                 }
             })
@@ -206,7 +209,8 @@ impl RecordedTurn {
                 }),
                 "ApprovalResponse" => {
                     let id = text(payload, "request_id");
-                    let response = ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);
+                    let response =
+                        ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);
                     if let Some(a) = t.approvals.iter_mut().find(|a| a.request_id == id) {
                         a.answer = Some((response, text(payload, "feedback")));
                     }
@@ -280,8 +284,13 @@ impl RecordedTurn {
                 }
             }
             if let Some(id) = &m.tool_call_id {
-                if m.role == Role::Tool && !self.results.contains_key(id) && !self.round.calls().iter().any(|r| r.id == *id) {
-                    return Err(RecoveryError::NotThisContext(format!("the context holds a result for {id} the recording does not show")));
+                if m.role == Role::Tool
+                    && !self.results.contains_key(id)
+                    && !self.round.calls().iter().any(|r| r.id == *id)
+                {
+                    return Err(RecoveryError::NotThisContext(format!(
+                        "the context holds a result for {id} the recording does not show"
+                    )));
                 }
             }
         }
@@ -291,6 +300,9 @@ impl RecordedTurn {
     /// Whether the context's user message of this turn is written (the turn died after it).
     pub fn user_message_written(&self, history: &[Message]) -> bool {
         let user = user_text(&self.user_input);
-        history.iter().rposition(|m| m.role == Role::User && m.tool_call_id.is_none()).is_some_and(|i| history[i].content == user.content)
+        history
+            .iter()
+            .rposition(|m| m.role == Role::User && m.tool_call_id.is_none())
+            .is_some_and(|i| history[i].content == user.content)
     }
 }

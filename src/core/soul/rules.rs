@@ -6,7 +6,6 @@ use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role};
 use crate::core::toolset::{ToolOutput, ToolResult};
 
-
 fn output_parts(output: &ToolOutput) -> Vec<ContentPart> {
     match output {
         ToolOutput::Text(t) if t.is_empty() => Vec::new(),
@@ -54,7 +53,9 @@ pub fn is_retryable(e: &ChatProviderError) -> bool {
         ChatProviderError::Connection(_) | ChatProviderError::Timeout(_) | ChatProviderError::EmptyResponse(_) => true,
         ChatProviderError::Status { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504 | 529),
         ChatProviderError::Failed { kind, .. } => matches!(kind, FailureKind::Truncated | FailureKind::Malformed),
-        ChatProviderError::Redirect(_) | ChatProviderError::MalformedOutput { .. } | ChatProviderError::Other(_) => false,
+        ChatProviderError::Redirect(_) | ChatProviderError::MalformedOutput { .. } | ChatProviderError::Other(_) => {
+            false
+        }
     }
 }
 

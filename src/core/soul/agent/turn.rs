@@ -14,9 +14,9 @@ use super::seams::{Env, TurnTools};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
 use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
+use crate::core::model::{Model, ModelError};
 use crate::core::output::{answer_json, malformed};
 use crate::core::partial_json::PartialJson;
-use crate::core::model::{Model, ModelError};
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
 use crate::core::soul::context::SharedContext;
@@ -287,7 +287,9 @@ where
                     st.by_key.clear();
                 }
                 let defs = self.tools.definitions();
-                let prepared = self.context.read(|c| model.prepare(&self.config.system_prompt, &defs, c.history(), self.config.output.as_ref()));
+                let prepared = self.context.read(|c| {
+                    model.prepare(&self.config.system_prompt, &defs, c.history(), self.config.output.as_ref())
+                });
                 let dispatch = &dispatch;
                 let on_tool_result = on_tool_result.clone();
                 let spawn = &spawn;
@@ -298,7 +300,9 @@ where
                     let mut preview = self.config.output.as_ref().map(|_| PartialJson::new());
                     let on_part = |p: &StreamedMessagePart| {
                         self.wire.send(WireMessage::Part(p.clone()));
-                        if let (Some(pj), StreamedMessagePart::Content(ContentPart::Text { text, .. })) = (&mut preview, p) {
+                        if let (Some(pj), StreamedMessagePart::Content(ContentPart::Text { text, .. })) =
+                            (&mut preview, p)
+                        {
                             let edits = pj.feed(text);
                             if !edits.is_empty() {
                                 self.wire.send(WireMessage::PartialOutput(edits));

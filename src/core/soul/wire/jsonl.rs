@@ -58,4 +58,3 @@ pub fn wire_record_json(jsonl: &str) -> String {
     out.push(']');
     out
 }
-

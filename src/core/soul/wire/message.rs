@@ -19,9 +19,13 @@ use super::ApprovalResponse;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum WireMessage {
-    TurnBegin { user_input: UserInput },
+    TurnBegin {
+        user_input: UserInput,
+    },
     TurnEnd,
-    StepBegin { n: u32 },
+    StepBegin {
+        n: u32,
+    },
     StepInterrupted,
     StepRetry(StepRetry),
     CompactionBegin,
@@ -31,7 +35,11 @@ pub enum WireMessage {
     Part(StreamedMessagePart),
     ToolResult(ToolResult),
     ApprovalRequest(ApprovalRequest),
-    ApprovalResponse { request_id: String, response: ApprovalResponse, feedback: String },
+    ApprovalResponse {
+        request_id: String,
+        response: ApprovalResponse,
+        feedback: String,
+    },
     /// This runtime's own (not kimi-cli's): the edits the step's text made to the structured
     /// output's preview (`{edits}`, [`crate::core::partial_json`]'s edits), sent after the parts
     /// that made them when the agent asks for structured output. Derived from the parts, so a
@@ -39,7 +47,10 @@ pub enum WireMessage {
     PartialOutput(Vec<Edit>),
     /// Any other message, or one read from outside that is not a part: type and payload as
     /// they came.
-    Other { kind: String, payload: Value },
+    Other {
+        kind: String,
+        payload: Value,
+    },
 }
 
 /// A step's failed attempt, and the wait before the next one.
@@ -66,7 +77,8 @@ pub struct Status {
 
 impl Status {
     pub fn of(context_tokens: u64, max_context_tokens: u64) -> Status {
-        let context_usage = if max_context_tokens > 0 { context_tokens as f64 / max_context_tokens as f64 } else { 0.0 };
+        let context_usage =
+            if max_context_tokens > 0 { context_tokens as f64 / max_context_tokens as f64 } else { 0.0 };
         Status { context_usage, context_tokens, max_context_tokens }
     }
 }
@@ -190,10 +202,9 @@ impl Serialize for WireMessage {
             WireMessage::Part(p) => m.serialize_entry("payload", p)?,
             WireMessage::ToolResult(r) => m.serialize_entry("payload", r)?,
             WireMessage::ApprovalRequest(r) => m.serialize_entry("payload", r)?,
-            WireMessage::ApprovalResponse { request_id, response, feedback } => m.serialize_entry(
-                "payload",
-                &ApprovalResponse { request_id, response: response.as_str(), feedback },
-            )?,
+            WireMessage::ApprovalResponse { request_id, response, feedback } => {
+                m.serialize_entry("payload", &ApprovalResponse { request_id, response: response.as_str(), feedback })?
+            }
             WireMessage::PartialOutput(edits) => m.serialize_entry("payload", &PartialOutput { edits })?,
             WireMessage::Other { payload, .. } => m.serialize_entry("payload", payload)?,
         }

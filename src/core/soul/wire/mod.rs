@@ -28,7 +28,9 @@ use futures::channel::oneshot;
 #[allow(unused_imports)]
 use crate::core::message::StreamedMessagePart;
 
-pub use jsonl::{metadata_line, read_wire_record, record_line, record_message, wire_record_json, WIRE_PROTOCOL_VERSION};
+pub use jsonl::{
+    metadata_line, read_wire_record, record_line, record_message, wire_record_json, WIRE_PROTOCOL_VERSION,
+};
 pub use message::{ApprovalRequest, Status, StatusUpdate, StepRetry, WireMessage};
 pub use recorder::Recorder;
 pub use side::{Ready, UiSide};

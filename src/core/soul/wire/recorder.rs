@@ -33,4 +33,3 @@ impl Recorder {
         self.count += 1;
     }
 }
-

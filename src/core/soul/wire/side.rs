@@ -92,4 +92,3 @@ impl Future for Ready {
         Poll::Pending
     }
 }
-
