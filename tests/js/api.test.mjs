@@ -47,6 +47,7 @@ test("SimpleToolset.handle: sync results stay sync, async ones are Promises, out
     { name: "nothing", description: "", parameters: {}, handler: () => undefined },
     { name: "number", description: "", parameters: {}, handler: () => 42 },
     { name: "err", description: "", parameters: {}, handler: () => k.toolError({ message: "no such file", brief: "Not found" }) },
+    { name: "args", description: "", parameters: {}, handler: (args) => `${Object.getPrototypeOf(args) === Object.prototype}:${JSON.stringify(args)}` },
   ]);
   const call = (name, args = "{}") => ({ type: "function", id: `id-${name}`, function: { name, arguments: args } });
   const sync = ts.handle(call("plus", '{"a": 2, "b": 40}'));
@@ -61,9 +62,12 @@ test("SimpleToolset.handle: sync results stay sync, async ones are Promises, out
   assert.equal(num.is_error, true);
   assert.match(num.message, /^Invalid return type/);
   assert.deepEqual(ts.handle(call("err")).return_value, { is_error: true, output: "", message: "no such file", display: [{ type: "brief", text: "Not found" }] });
-  // Missing arguments mean {}.
-  assert.equal(ts.handle({ type: "function", id: "x", function: { name: "str", arguments: null } }).return_value.output, "plain");
-  assert.deepEqual(ts.tools.map((t) => t.name), ["plus", "str", "parts", "nothing", "number", "err"]);
+  // Missing or empty arguments mean {}: the handler gets an empty object (one that reads its arguments).
+  for (const args of [null, undefined, ""]) {
+    assert.equal(ts.handle({ type: "function", id: "x", function: { name: "args", arguments: args } }).return_value.output, "true:{}", `arguments ${JSON.stringify(args)}`);
+  }
+  assert.equal(ts.handle(call("args", '{"k":1}')).return_value.output, 'true:{"k":1}');
+  assert.deepEqual(ts.tools.map((t) => t.name), ["plus", "str", "parts", "nothing", "number", "err", "args"]);
 });
 
 test("SimpleToolset add/remove and the tool context", async () => {

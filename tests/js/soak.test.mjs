@@ -109,7 +109,7 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
 
 test("mid-stream aborts over HTTP: the connection closes and the run settles, every time", async () => {
   const random = rng(7);
-  const tally = { closed: 0 };
+  const tally = { closed: 0, settled: 0 };
   for (let i = 0; i < 30; i++) {
     const steps = [];
     for (let j = 0; j < 20; j++) steps.push(j % 5 === 4 ? toolArgs(0, '"x",') : text(`w${j} `), { pause: 1 });
@@ -124,12 +124,15 @@ test("mid-stream aborts over HTTP: the connection closes and the run settles, ev
     ctrl.abort();
     assert.equal(await within(p, 5000), "settled");
     await assert.rejects(p, (e) => e?.name === "AbortError", `run ${i}: rejected with something else than the abort`);
-    assert.equal(await within(server.requests.at(-1).closed, 5000), "settled", `request ${i} was not closed`);
-    tally.closed++;
+    const closed = await within(server.requests.at(-1).closed, 5000);
+    tally.settled++;
+    if (closed === "settled" && server.requests.at(-1).clientClosed) tally.closed++;
     assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
   }
   server.clearQueue();
-  console.log(`# http aborts: 30 runs, ${tally.closed} connections seen closed by the server`);
+  console.log(`# http aborts: ${tally.settled} runs settled, ${tally.closed} connections seen closed by the client's abort`);
+  // Counted from what the server saw (the client went away before the response ended), not from
+  // the loop's own iterations.
   assert.equal(tally.closed, 30);
 });
 
