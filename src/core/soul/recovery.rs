@@ -83,8 +83,6 @@ pub struct RecordedTurn {
     pub resumes_without_progress: u32,
     /// Every resume of this turn.
     pub resumes: u32,
-    /// Messages recorded for the turn, from its `TurnBegin`.
-    pub recorded: usize,
 }
 
 /// Why a recording cannot be resumed.
@@ -115,10 +113,6 @@ impl std::fmt::Display for RecoveryError {
 /// one deserializer (text), as everywhere in the core.
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
     serde_json::from_str(&v.to_string()).ok()
-}
-
-fn user_text(input: &UserInput) -> Message {
-    input.message()
 }
 
 impl RecordedTurn {
@@ -163,7 +157,6 @@ impl RecordedTurn {
             failing: false,
             resumes_without_progress: 0,
             resumes: 0,
-            recorded: messages.len() - begin,
         };
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         for (kind, payload, part) in &read[begin + 1..] {
@@ -255,9 +248,8 @@ impl RecordedTurn {
 
     /// Checks that `history` (the context's) is this recording's: the turn's user message is in
     /// it, and every call of the turn the context holds is one the recording shows.
-    /// `since_checkpoint`: what the context holds after its last checkpoint.
     pub fn check_context(&self, history: &[Message]) -> Result<(), RecoveryError> {
-        let user = user_text(&self.user_input);
+        let user = self.user_input.message();
         let Some(at) = history.iter().rposition(|m| m.role == Role::User && m.tool_call_id.is_none()) else {
             return if self.step == 0 {
                 Ok(())
@@ -299,7 +291,7 @@ impl RecordedTurn {
 
     /// Whether the context's user message of this turn is written (the turn died after it).
     pub fn user_message_written(&self, history: &[Message]) -> bool {
-        let user = user_text(&self.user_input);
+        let user = self.user_input.message();
         history
             .iter()
             .rposition(|m| m.role == Role::User && m.tool_call_id.is_none())

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 
-use futures::future::{join_all, select, Either, LocalBoxFuture};
+use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 
 use super::dispatch::{interrupted_result, TurnDispatch, TurnState};
@@ -60,18 +60,7 @@ where
         cancel: impl Future<Output = ()>,
     ) -> Result<(), TurnError<ErrOf<M>>> {
         self.send(recorded.resumed_notice(&self.config.name, self.env.now_s()));
-        let state = Rc::new(RefCell::new(TurnState::new()));
-        let round = Rc::new(RefCell::new(MessageAssembler::new()));
-        let body = self.resume_body(recorded, budget, state.clone(), round.clone());
-        let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
-            Either::Left((r, _)) => r,
-            Either::Right(((), _)) => {
-                self.after_cancel(&state, &round);
-                Err(TurnError::Cancelled)
-            }
-        };
-        self.send(WireMessage::TurnEnd);
-        outcome
+        self.until_cancelled(|state, round| self.resume_body(recorded, budget, state, round), cancel).await
     }
 
     async fn resume_body(

@@ -52,9 +52,23 @@ where
     /// Runs the turn until it ends or `cancel` resolves.
     pub async fn run(&self, input: UserInput, cancel: impl Future<Output = ()>) -> Result<(), TurnError<ErrOf<M>>> {
         self.send(WireMessage::TurnBegin { user_input: input.clone() });
+        self.until_cancelled(|state, round| self.body(input, state, round), cancel).await
+    }
+
+    /// A turn's body (`body(state, round)`) until it ends or `cancel` resolves (then the round is
+    /// closed as [`Self::after_cancel`] says), and `TurnEnd`: how a new turn and a resumed one run.
+    pub(super) async fn until_cancelled<F, Fut>(
+        &self,
+        body: F,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(), TurnError<ErrOf<M>>>
+    where
+        F: FnOnce(Rc<RefCell<TurnState>>, Rc<RefCell<MessageAssembler>>) -> Fut,
+        Fut: Future<Output = Result<(), TurnError<ErrOf<M>>>>,
+    {
         let state = Rc::new(RefCell::new(TurnState::new()));
         let round = Rc::new(RefCell::new(MessageAssembler::new()));
-        let body = self.body(input, state.clone(), round.clone());
+        let body = body(state.clone(), round.clone());
         let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
             Either::Left((r, _)) => r,
             Either::Right(((), _)) => {

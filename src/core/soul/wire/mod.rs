@@ -256,11 +256,6 @@ impl Wire {
         async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
 
-    /// The ids of the approval requests waiting on this wire.
-    pub fn pending_requests(&self) -> Vec<String> {
-        self.0.borrow().pending.iter().map(|(id, _)| id.clone()).collect()
-    }
-
     /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
     /// tool that asked.
     pub fn respond(&self, request_id: &str, response: ApprovalResponse, feedback: &str) -> Result<(), WireError> {
