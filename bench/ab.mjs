@@ -5,7 +5,8 @@
 // Builds <ref>'s package in a temporary worktree (its own scripts/build.mjs, with this checkout's
 // toolchain; its target dir kept in target/ab-base), loads both packages into this one process (two module
 // graphs, two wasm instances), and prints new/base per fixture: the ratio of medians in each
-// order (base first, new first) and their spread. Also writes bench/ab.json.
+// order (base first, new first) and their spread, and each package's ratio to the bare JS
+// reference (eventsource-parser + JSON.parse) timed in the same rounds. Also writes bench/ab.json.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +15,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "../scripts/build.mjs";
 import { ensureNpmPackages } from "../scripts/setup.mjs";
 import { textFixture, toolsFixture, fixtureFetch, followUp, stats } from "./lib.mjs";
+import { textContenders, bareToolStream } from "./contenders.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -56,16 +58,25 @@ const user = [{ role: "user", content: "go" }];
 const PROVIDERS = { openai: "OpenAIChatProvider", anthropic: "AnthropicProvider", responses: "OpenAIResponsesProvider", gemini: "GeminiProvider" };
 const text = (r) => (typeof r.message.content === "string" ? r.message.content : r.message.content.map((p) => p.text ?? "").join(""));
 
-/** Each fixture: `setup()` (untimed) and `run(k, io)` for a package `k`, checked to do the whole job. */
+const BASE_URL = "http://bench.invalid/v1";
+
+/**
+ * Each fixture: `setup()` (untimed), `run(k, io)` for a package `k`, checked to do the whole job,
+ * and `ref(io)`: the bare JavaScript reference (eventsource-parser + JSON.parse) on the same
+ * bytes, timed in the same rounds, so each package's ratio to it comes from this process too.
+ */
 function fixtures() {
   const out = {};
   for (const format of Object.keys(PROVIDERS)) {
     const fx = textFixture(format);
     const setup = () => fixtureFetch(fx, followUp(format)).fetch;
-    const provider = (k, fetch) => new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: "http://bench.invalid/v1", fetch });
-    out[`text-${format}`] = { setup, check: (got) => got === fx.text, run: async (k, fetch) => text(await k.generate(provider(k, fetch), "", [], user)) };
+    const provider = (k, fetch) => new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: BASE_URL, fetch });
+    const reference = textContenders(format)["eventsource-parser + JSON.parse"];
+    const ref = (fetch) => reference({ fetch, baseUrl: BASE_URL });
+    out[`text-${format}`] = { setup, ref, check: (got) => got === fx.text, run: async (k, fetch) => text(await k.generate(provider(k, fetch), "", [], user)) };
     out[`text-${format} + onMessagePart`] = {
       setup,
+      ref,
       check: (got) => got === fx.text,
       run: async (k, fetch) => {
         let t = "";
@@ -79,9 +90,10 @@ function fixtures() {
     const fx = toolsFixture(format, { interleaved });
     out[name] = {
       setup: () => fixtureFetch(fx, followUp(format)).fetch,
+      ref: async (fetch) => (await bareToolStream(format, { fetch, baseUrl: BASE_URL }, (args) => `ok ${args.items.length}`)).length,
       check: (n) => n === fx.calls.length,
       run: async (k, fetch) => {
-        const provider = new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: "http://bench.invalid/v1", fetch });
+        const provider = new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: BASE_URL, fetch });
         const tools = new k.SimpleToolset(fx.calls.map((c) => ({ name: c.name, description: "", parameters: schema, handler: (args) => `ok ${args.items.length}` })));
         const r = await k.step(provider, "", tools, user);
         return (await r.toolResults()).filter((x) => !x.return_value.is_error).length;
@@ -91,16 +103,16 @@ function fixtures() {
   return out;
 }
 
-/** Medians of `runs` interleaved rounds, `order` deciding who goes first in each round. */
+/** Medians of `runs` interleaved rounds, `order` ([name, run(io)]) deciding who goes first in each round. */
 async function rounds(fx, order, runs) {
   const times = Object.fromEntries(order.map(([name]) => [name, []]));
-  for (let w = 0; w < 3; w++) for (const [, k] of order) await fx.run(k, fx.setup());
+  for (let w = 0; w < 3; w++) for (const [, run] of order) await run(fx.setup());
   for (let r = 0; r < runs; r++) {
-    for (const [name, k] of order) {
+    for (const [name, run] of order) {
       const io = fx.setup();
       gc();
       const t = performance.now();
-      await fx.run(k, io);
+      await run(io);
       times[name].push(performance.now() - t);
     }
   }
@@ -122,13 +134,20 @@ export async function ab() {
         const got = await fx.run(k, fx.setup());
         if (!fx.check(got)) throw new Error(`${name}: the ${who} package did not do the whole job (${got})`);
       }
+      if (!fx.check(await fx.ref(fx.setup()))) throw new Error(`${name}: the reference did not do the whole job`);
       const half = Math.ceil(RUNS / 2);
-      const baseFirst = await rounds(fx, [["base", baseK], ["new", newK]], half);
-      const newFirst = await rounds(fx, [["new", newK], ["base", baseK]], half);
+      const [pBase, pNew, pRef] = [["base", (io) => fx.run(baseK, io)], ["new", (io) => fx.run(newK, io)], ["ref", fx.ref]];
+      // The reference goes between the two packages, so neither always follows it.
+      const baseFirst = await rounds(fx, [pBase, pRef, pNew], half);
+      const newFirst = await rounds(fx, [pNew, pRef, pBase], half);
       const ratios = [baseFirst.new / baseFirst.base, newFirst.new / newFirst.base];
-      const row = { fixture: name, baseMs: (baseFirst.base + newFirst.base) / 2, newMs: (baseFirst.new + newFirst.new) / 2, ratios };
+      const mean = (k) => (baseFirst[k] + newFirst[k]) / 2;
+      const row = { fixture: name, baseMs: mean("base"), newMs: mean("new"), refMs: mean("ref"), ratios, newToRef: mean("new") / mean("ref"), baseToRef: mean("base") / mean("ref") };
       rows.push(row);
-      console.log(`${name.padEnd(36)} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")}  (base ${row.baseMs.toFixed(2)} ms, new ${row.newMs.toFixed(2)} ms; base first / new first)`);
+      console.log(
+        `${name.padEnd(34)} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")} (base first / new first)` +
+          `  base ${row.baseMs.toFixed(1)} ms, new ${row.newMs.toFixed(1)} ms; ×ref: base ${row.baseToRef.toFixed(2)}, new ${row.newToRef.toFixed(2)}`,
+      );
     }
     writeFileSync(join(here, "ab.json"), JSON.stringify({ date: new Date().toISOString(), node: process.version, base: { ref: base, sha: b.sha }, runs: RUNS, rows }, null, 2) + "\n");
     return rows;

@@ -97,7 +97,7 @@ export function report(r) {
     out.push("");
   }
   if (c.coldstart) {
-    out.push("**Cold start: `await import()` in a fresh Node process**");
+    out.push("**Cold start: import + init + one provider in a fresh Node process** (each contender one bundled file, the processes taking turns)");
     out.push("");
     out.push("| package | median | range |");
     out.push("|---|---:|---:|");
@@ -158,7 +158,8 @@ function targets(r) {
   }
   if (c.coldstart) {
     const k = c.coldstart.rows[0];
-    row("cold start ≤ 10 ms", `${ms(k.median)} ms`, k.median <= 10);
+    const anthropic = c.coldstart.rows.find((x) => x.name === "@anthropic-ai/sdk");
+    row("cold start ≤ 15 ms (import + init + one provider)", `${ms(k.median)} ms${anthropic ? ` (@anthropic-ai/sdk: ${ms(anthropic.median)} ms)` : ""}`, k.median <= 15);
   }
   if (c.memory) {
     row("memory flat over 10,000 steps", `${kb(c.memory.wasmMemoryBefore)} → ${kb(c.memory.wasmMemoryAfter)}`, c.memory.wasmMemoryAfter <= c.memory.wasmMemoryBefore);
