@@ -13,23 +13,29 @@ use crate::core::error::{ChatProviderError, FailureKind};
 /// wire's buffers) and for everything else the instance holds.
 pub const DEFAULT_BUDGET_BYTES: usize = 1 << 30;
 
+/// The budget and what is taken from it, side by side: a charge reads both with one access (it
+/// runs for every streamed part).
+struct Budget {
+    limit: Cell<usize>,
+    used: Cell<usize>,
+}
+
 thread_local! {
-    static LIMIT: Cell<usize> = const { Cell::new(DEFAULT_BUDGET_BYTES) };
-    static USED: Cell<usize> = const { Cell::new(0) };
+    static BUDGET: Budget = const { Budget { limit: Cell::new(DEFAULT_BUDGET_BYTES), used: Cell::new(0) } };
 }
 
 /// Sets the instance's budget (bytes).
 pub fn set_limit(bytes: usize) {
-    LIMIT.with(|l| l.set(bytes));
+    BUDGET.with(|b| b.limit.set(bytes));
 }
 
 pub fn limit() -> usize {
-    LIMIT.with(Cell::get)
+    BUDGET.with(|b| b.limit.get())
 }
 
 /// What every live [`Charge`] holds together.
 pub fn used() -> usize {
-    USED.with(Cell::get)
+    BUDGET.with(|b| b.used.get())
 }
 
 /// Bytes one holder has taken from the budget; given back when it is dropped.
@@ -39,8 +45,16 @@ pub struct Charge(usize);
 impl Charge {
     /// Takes `n` more bytes, or fails (taking nothing) when that would pass the budget.
     pub fn grow(&mut self, n: usize) -> Result<(), ChatProviderError> {
-        let (limit, used) = (limit(), used());
-        if used.saturating_add(n) > limit {
+        let taken = BUDGET.with(|b| {
+            let used = b.used.get().saturating_add(n);
+            let fits = used <= b.limit.get();
+            if fits {
+                b.used.set(used);
+            }
+            fits
+        });
+        if !taken {
+            let limit = limit();
             return Err(ChatProviderError::failed(
                 FailureKind::Limit,
                 format!(
@@ -49,7 +63,6 @@ impl Charge {
                 ),
             ));
         }
-        USED.with(|u| u.set(used + n));
         self.0 += n;
         Ok(())
     }
@@ -61,7 +74,7 @@ impl Charge {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        USED.with(|u| u.set(u.get().saturating_sub(self.0)));
+        BUDGET.with(|b| b.used.set(b.used.get().saturating_sub(self.0)));
     }
 }
 

@@ -13,8 +13,10 @@
 /// One dispatched event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
-    /// The `event:` field, if the event had one (the spec's default type is `message`).
-    pub event: Option<String>,
+    /// The `event:` field, if the event had one (the spec's default type is `message`). Shared
+    /// with the events before it of the same name: a stream that names every event (Anthropic,
+    /// Responses) allocates no name per event.
+    pub event: Option<std::rc::Rc<str>>,
     pub data: String,
     /// The last `id:` seen so far in the stream.
     /// The last event id, shared by every event after it (an id is not copied per event: a
@@ -52,7 +54,9 @@ pub struct SseDecoder {
     bom_checked: usize,
     data: String,
     has_data: bool,
-    event: Option<String>,
+    event: Option<std::rc::Rc<str>>,
+    /// The last `event:` name seen, handed out again while the stream repeats it.
+    last_event: Option<std::rc::Rc<str>>,
     last_id: Option<std::rc::Rc<str>>,
     max_event_bytes: usize,
     /// Data buffers of delivered events, given back by [`SseDecoder::give_back`] for the next
@@ -81,6 +85,7 @@ impl SseDecoder {
             data: String::new(),
             has_data: false,
             event: None,
+            last_event: None,
             last_id: None,
             max_event_bytes,
             spare: Vec::new(),
@@ -182,7 +187,21 @@ impl SseDecoder {
                     Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
                 }
             }
-            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"event" => {
+                let same = self.last_event.as_ref().filter(|e| e.as_bytes() == value);
+                let name = match same {
+                    Some(e) => e.clone(),
+                    None => {
+                        let e: std::rc::Rc<str> = match std::str::from_utf8(value) {
+                            Ok(v) => v.into(),
+                            Err(_) => String::from_utf8_lossy(value).into(),
+                        };
+                        self.last_event = Some(e.clone());
+                        e
+                    }
+                };
+                self.event = Some(name);
+            }
             b"id" if !value.contains(&0) => self.last_id = Some(String::from_utf8_lossy(value).into()),
             _ => {} // `retry` and unknown fields do not matter to a one-shot stream
         }
