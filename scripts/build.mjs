@@ -37,15 +37,15 @@ function providers() {
 }
 
 /** What `pkg/wasm/providers.txt` records of a build: its providers, and `+names` for a profiling one. */
-function buildKind() {
-  return providers().join(",") + (process.env.KOSONG_WASM_NAMES === "1" ? "+names" : "");
+function buildKind(list = providers()) {
+  return list.join(",") + (process.env.KOSONG_WASM_NAMES === "1" ? "+names" : "");
 }
 
-function upToDate(pkg, extra) {
+function upToDate(pkg, extra, list) {
   const stamp = join(pkg, "wasm", "kosong_wasm_bg.wasm");
   if (!existsSync(stamp) || !existsSync(join(pkg, "node.js"))) return false;
   const chosen = join(pkg, "wasm", "providers.txt");
-  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildKind()) return false;
+  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildKind(list)) return false;
   const built = statSync(stamp).mtimeMs;
   const sources = ["src", "js", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
@@ -74,22 +74,27 @@ function wasmBindgen() {
  * Builds the package into `pkg/`. With `{testHooks: true}` it builds a second copy into
  * `pkg-test/` with the cargo feature `test-hooks` (a function that breaks the instance on
  * purpose, for the tests that prove a broken instance is reported) and `tests/js/test-hooks.js`
- * beside it; the shipped build never has them.
+ * beside it; the shipped build never has them. With `{only: "anthropic"}` (any one wire format)
+ * it builds the package for that format alone into `pkg-<format>/` (what KOSONG_WASM_PROVIDERS
+ * does to pkg/), for the test of a single-provider build.
  */
-export function build({ testHooks = false } = {}) {
-  const out = join(root, testHooks ? "pkg-test" : "pkg");
+export function build({ testHooks = false, only = null } = {}) {
+  if (only !== null && !ALL_PROVIDERS.includes(only)) throw new Error(`build: unknown provider \`${only}\` (${ALL_PROVIDERS.join(", ")})`);
+  const name = testHooks ? "pkg-test" : only ? `pkg-${only}` : "pkg";
+  const out = join(root, name);
   const extra = testHooks ? ["tests/js/test-hooks.js"] : [];
-  if (!force && upToDate(out, extra)) {
-    console.error(`kosong-wasm: ${testHooks ? "pkg-test" : "pkg"}/ is up to date`);
+  const list = only ? [only] : providers();
+  if (!force && upToDate(out, extra, list)) {
+    console.error(`kosong-wasm: ${name}/ is up to date`);
     return;
   }
   // Both builds share the target directory (and so the compiled dependencies): only this crate
   // is compiled again for the other feature set, and its .wasm is taken right after.
   rmSync(out, { recursive: true, force: true });
-  compileWasm([...providers(), ...(testHooks ? ["test-hooks"] : [])], join(out, "wasm"), "kosong_wasm", {
+  compileWasm([...list, ...(testHooks ? ["test-hooks"] : [])], join(out, "wasm"), "kosong_wasm", {
     names: process.env.KOSONG_WASM_NAMES === "1",
   });
-  writeFileSync(join(out, "wasm", "providers.txt"), buildKind());
+  writeFileSync(join(out, "wasm", "providers.txt"), buildKind(list));
   // Every module of the JS layer as it is, the entries under their runtime's name; the constants
   // the core owns written in from its source (one place for each).
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
@@ -104,7 +109,7 @@ export function build({ testHooks = false } = {}) {
   if (testHooks) copyFileSync(join(root, "tests", "js", "test-hooks.js"), join(out, "test-hooks.js"));
   else bundleNodeEntry(out);
   const size = statSync(join(out, "wasm", "kosong_wasm_bg.wasm")).size;
-  console.error(`kosong-wasm: built ${testHooks ? "pkg-test" : "pkg"}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
+  console.error(`kosong-wasm: built ${name}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
 }
 
 /** The constants the JS layer takes from the core's source: `WIRE_PROTOCOL_VERSION`. */

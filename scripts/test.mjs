@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // `npm test`: installs what is missing (npm packages, the wasm32 target, the pinned
-// wasm-bindgen-cli, Node's LTS binary), builds the .wasm once, then runs the native core tests
-// and the JavaScript tests against that one build: on the machine's Node, then on Node 24.
+// wasm-bindgen-cli, Chromium, Node 20 and 24 when the machine's Node is another), runs the gates,
+// builds the .wasm once, then runs the native core tests and the JavaScript tests against that
+// one build, on Node 20 and on Node 24.
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "./build.mjs";
 import { fuzz } from "./fuzz.mjs";
-import { ensureNpmPackages, ensureChromium, ensureNodeLts, NODE_LTS } from "./setup.mjs";
+import { ensureNpmPackages, ensureChromium, ensureNode, TESTED_NODES } from "./setup.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -27,20 +28,29 @@ const run = (cmd, args) => {
 
 ensureNpmPackages();
 ensureChromium();
+// Both Nodes first: a run that cannot have one fails now, not after the builds.
+const nodes = TESTED_NODES.map((version) => [version, ensureNode(version)]);
 // The gates first: the code as rustfmt.toml formats it, and no clippy warning (native, tests
 // included, and the wasm32 build the package ships). The components come with rustup.
 ensureRustComponents();
 run("cargo", ["fmt", "--check"]);
 run("cargo", ["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"]);
 run("cargo", ["clippy", "--quiet", "--lib", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]);
+// index.d.ts and cloudflare.d.ts under \`tsc --strict\`, through the typed example that uses every export.
+run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join("examples", "typescript")]);
+// Each single-provider feature set type-checks and lints clean for wasm32 (a left-out format must
+// leave no dead code or broken cfg behind), and one is built for its test (single-provider.test.mjs).
+for (const only of ["openai", "anthropic", "responses", "gemini"]) {
+  run("cargo", ["clippy", "--quiet", "--lib", "--target", "wasm32-unknown-unknown", "--no-default-features", "--features", only, "--", "-D", "warnings"]);
+}
 build();
 build({ testHooks: true });
+build({ only: "anthropic" });
 run("cargo", ["test", "--quiet"]);
 await fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)
 const jsTests = readdirSync(join(root, "tests", "js")).filter((f) => f.endsWith(".test.mjs")).map((f) => join("tests", "js", f));
-run(process.execPath, ["--test", "--test-reporter=spec", ...jsTests]);
-// The same suites on the Node LTS (the machine's own Node may be an older one the package still supports).
-const lts = ensureNodeLts();
-if (lts === null && process.platform === "linux" && process.arch === "x64") throw new Error(`npm test: Node ${NODE_LTS} could not be installed (see above)`);
-if (lts === null) console.error(`npm test: Node ${NODE_LTS} is not run here (the registry's binary is for Linux x64)`);
-else if (process.version !== `v${NODE_LTS}`) run(lts, ["--test", "--test-reporter=spec", ...jsTests]);
+// The same suites on each Node the package is tested on (fetched when the machine's is another).
+for (const [version, node] of nodes) {
+  console.error(`npm test: the JavaScript suites on Node ${version}`);
+  run(node, ["--test", "--test-reporter=spec", ...jsTests]);
+}

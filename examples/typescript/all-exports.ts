@@ -1,5 +1,5 @@
-// Every export of API.md, used the way its contract says: checked with
-// `tsc --noEmit --strict` against the packed package (tests/js/packed.test.mjs).
+// Every export of the package (index.d.ts), used the way its contract says: checked with
+// `tsc -p examples/typescript` (npm test runs it first, and again against the packed package in tests/js/packed.test.mjs).
 import * as kosong from "kosong-wasm";
 import {
   init, toolOk, toolError, SimpleToolset, OpenAIChatProvider, KimiProvider, AnthropicProvider,

@@ -15,10 +15,10 @@ import { Miniflare } from "miniflare";
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep } from "./mock-openai.mjs";
 import { startMcpServer } from "./mcp-server.mjs";
+import { CHROMIUM, browserOrSkip } from "../../scripts/setup.mjs";
 
 const root = join(import.meta.dirname, "..", "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 let dir, tarball, llm, mf, workerOptions;
 const sh = (cmd, args, cwd = dir) => execFileSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_UPDATE_NOTIFIER: "1" } });
@@ -75,11 +75,7 @@ test("a Vite build of a small page bundles it, and the built page runs a step in
   assert.ok(wasm, `a .wasm asset is emitted: ${assets.join(", ")}`);
   const js = assets.filter((f) => f.endsWith(".js")).map((f) => readFileSync(join(app, "dist", "assets", f), "utf8")).join("\n");
   assert.ok(js.includes(wasm), "the bundle refers to the emitted .wasm");
-  if (!existsSync(CHROMIUM)) {
-    if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
-    t.skip(`no Chromium at ${CHROMIUM}`);
-    return;
-  }
+  if (!browserOrSkip(t, assert)) return;
   const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
   const server = createServer((req, res) => {
     const path = join(app, "dist", req.url === "/" ? "index.html" : req.url.split("?")[0]);
@@ -821,11 +817,7 @@ async function serveDist(dist, forward, handler) {
 }
 
 async function withChromium(t, fn) {
-  if (!existsSync(CHROMIUM)) {
-    if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
-    t.skip(`no Chromium at ${CHROMIUM}`);
-    return;
-  }
+  if (!browserOrSkip(t, assert)) return;
   const { chromium } = await import("playwright-core");
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
   try {
@@ -900,11 +892,7 @@ test("worker: a React page on @ai-sdk/react's useChat (built with Vite) chats wi
 });
 
 test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    if (process.env.CI) assert.fail(`Chromium is missing at ${CHROMIUM}`);
-    t.skip(`no Chromium at ${CHROMIUM}`);
-    return;
-  }
+  if (!browserOrSkip(t, assert)) return;
   const url = await mf.ready;
   const hold = gate();
   llm.respond({ steps: [text("The answer "), { pause: 100 }, text("streams in."), { wait: hold.promise, maxWait: 20_000 }, finish("stop"), done()] });
