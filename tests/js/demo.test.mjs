@@ -20,14 +20,23 @@ test("the page and everything it imports are served, with the right types", asyn
   assert.match(page.url, /\/www\/index\.html$/, "the page is at a URL its relative imports resolve from");
   const html = await page.text();
   const script = new URL(html.match(/<script type="module" src="([^"]+)"/)[1], page.url);
-  const app = await fetch(script);
-  assert.equal(app.status, 200);
-  const imported = new URL((await app.text()).match(/from "([^"]+)"/)[1], script);
-  assert.equal((await fetch(imported)).status, 200);
-  for (const f of ["index.js", "internal.js", "errors.js", "tools.js", "preview.js", "providers.js", "step.js", "wire.js", "context.js", "agent.js", "chaos.js", "util.js", "wasm/kosong_wasm.js"]) {
-    assert.equal((await fetch(new URL(f, imported))).status, 200, f);
-  }
-  const wasm = await fetch(new URL("wasm/kosong_wasm_bg.wasm", imported));
+  // The module graph as the browser walks it: every relative static import, re-export and
+  // dynamic import, from the page's script down, fetched (no hand-kept list to fall behind).
+  const seen = new Set();
+  const walk = async (url) => {
+    if (seen.has(url.href)) return;
+    seen.add(url.href);
+    const res = await fetch(url);
+    assert.equal(res.status, 200, url.pathname);
+    assert.match(res.headers.get("content-type") ?? "", /javascript/, `${url.pathname} is served as JavaScript`);
+    const code = await res.text();
+    for (const [, spec] of code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)["'](\.{1,2}\/[^"']+)["']/g)) await walk(new URL(spec, url));
+  };
+  await walk(script);
+  const paths = [...seen].map((u) => new URL(u).pathname);
+  for (const f of ["/pkg/index.js", "/pkg/mcp.js", "/pkg/ui-stream.js", "/pkg/wasm/kosong_wasm.js"]) assert.ok(paths.includes(f), `${f} is in the graph: ${paths.join(", ")}`);
+  const wasm = await fetch(new URL("/pkg/wasm/kosong_wasm_bg.wasm", script));
+  assert.equal(wasm.status, 200);
   assert.equal(wasm.headers.get("content-type"), "application/wasm");
   assert.equal((await fetch(`${base}/../package.json`)).status, 404);
 });

@@ -128,20 +128,27 @@ test("an async onMessagePart sees every part while other code makes the instance
   const seen = [];
   let growing = true;
   const big = "w".repeat(2 << 20);
-  // Unrelated code elsewhere restores large contexts while the callback waits.
+  // Unrelated code elsewhere restores large contexts, and keeps them, while the callback waits:
+  // the instance's memory grows under the stream (every view of it is renewed).
+  const kept = [];
   const elsewhere = (async () => {
-    for (let i = 0; growing && i < 200; i++) {
-      k.Context.fromJSONL(JSON.stringify({ role: "user", content: big + i }));
+    for (let i = 0; growing && i < 64; i++) {
+      kept.push(k.Context.fromJSONL(JSON.stringify({ role: "user", content: big + i })));
       await new Promise((r) => setTimeout(r, 1));
     }
   })();
+  const memory = [];
   const r = await k.generate(new k.OpenAIChatProvider({ model: "m", apiKey: KEY, baseUrl: home.baseUrl }), "", [], [{ role: "user", content: "hi" }], {
     onMessagePart: async (part) => {
       seen.push(part.text);
+      memory.push(k.memoryBytes());
       await new Promise((res) => setTimeout(res, 3));
     },
   });
   growing = false;
   await elsewhere;
   assert.equal(seen.join(""), r.message.content, "no part was skipped");
+  assert.equal(seen.length, n, "one callback a part");
+  assert.ok(memory.at(-1) > memory[0], `the instance's memory grew while the parts were handed over (${memory[0]} → ${memory.at(-1)} bytes)`);
+  kept.length = 0;
 });

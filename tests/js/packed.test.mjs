@@ -37,13 +37,19 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test("the tarball holds the package and nothing else; its size", () => {
+test("the tarball holds the package and nothing else; its .wasm is the one built, within its size budget", () => {
   const packed = JSON.parse(sh("npm", ["pack", "--dry-run", "--json"], root))[0];
   const files = packed.files.map((f) => f.path).sort();
   assert.ok(files.includes("pkg/wasm/kosong_wasm_bg.wasm") && files.includes("index.d.ts") && files.includes("pkg/node.js"));
   assert.ok(files.every((f) => f.startsWith("pkg/") || ["index.d.ts", "cloudflare.d.ts", "README.md", "package.json", "LICENSE"].includes(f)), files.join(", "));
   const wasm = readFileSync(join(dir, "node_modules", "kosong-wasm", "pkg", "wasm", "kosong_wasm_bg.wasm"));
-  console.log(`packed: ${statSync(tarball).size} bytes; .wasm ${wasm.length} bytes, ${gzipSync(wasm, { level: 9 }).length} gzip`);
+  const gzip = gzipSync(wasm, { level: 9 }).length;
+  console.log(`packed: ${statSync(tarball).size} bytes; .wasm ${wasm.length} bytes, ${gzip} gzip`);
+  assert.ok(wasm.equals(readFileSync(join(root, "pkg", "wasm", "kosong_wasm_bg.wasm"))), "the installed .wasm is pkg/'s");
+  // A ratchet, not the goal (the speed issue's is 210,000 bytes for .wasm and JS): a change that
+  // grows the shipped .wasm past it has to say so here.
+  const BUDGET = 256 * 1024;
+  assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
 test("a Node ESM script imports it by name and runs a step", () => {
@@ -175,6 +181,10 @@ async function startWorker() {
   await mf.ready;
 }
 
+/** The Worker, built and started by whichever `worker:` test runs first: any one of them runs alone. */
+let workerStarted = null;
+const ensureWorker = () => (workerStarted ??= startWorker());
+
 /** Starts the runtime again on the same storage, as after an eviction or a deploy. */
 async function restartWorker(bindings = {}) {
   await mf.dispose();
@@ -250,7 +260,7 @@ const EXPECTED_TURN = [
 const textOf = (events) => events.filter((e) => e.data.type === "ContentPart").map((e) => e.data.payload.text).join("");
 
 test("worker: a turn streams its wire as SSE with ids; the Durable Object keeps the history for the next turn", async () => {
-  await startWorker();
+  await ensureWorker();
   const token = await newSession();
   queueAddConversation();
   const res = await chat(token, "add 1, 2 and 3");
@@ -279,6 +289,7 @@ test("worker: a turn streams its wire as SSE with ids; the Durable Object keeps 
 });
 
 test("worker: text reaches the client while the model writes it, not in one piece at the end", async () => {
+  await ensureWorker();
   const token = await newSession();
   const steps = [];
   for (let i = 0; i < 40; i++) steps.push(text(`w${i} `), { pause: 50 });
@@ -297,6 +308,7 @@ test("worker: text reaches the client while the model writes it, not in one piec
 });
 
 test("worker: the Bearer scheme is case-insensitive", async () => {
+  await ensureWorker();
   const token = await newSession();
   for (const scheme of ["bearer", "BEARER", "Bearer"]) {
     const res = await call("/history", { headers: { authorization: `${scheme} ${token}` } });
@@ -306,6 +318,7 @@ test("worker: the Bearer scheme is case-insensitive", async () => {
 });
 
 test("worker: a 3 MB message is refused with 413 before anything is stored or sent; 4 x 700 KB turns are kept whole; a full session is refused", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [text("ok"), finish("stop"), done()] });
   await readEvents(await chat(token, "first"));
@@ -340,6 +353,7 @@ test("worker: a 3 MB message is refused with 413 before anything is stored or se
 });
 
 test("worker: a client that drops mid-turn and reconnects with Last-Event-ID gets exactly what it missed, then the rest", async () => {
+  await ensureWorker();
   const token = await newSession();
   const hold = gate();
   queueAddConversation({ holdAfterCall: hold });
@@ -359,6 +373,7 @@ test("worker: a client that drops mid-turn and reconnects with Last-Event-ID get
 });
 
 test("worker: POST /cancel stops the running turn and the model's connection is closed", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [text("Thinking about it"), { hang: true }] });
   const res = await chat(token, "take your time");
@@ -379,6 +394,7 @@ test("worker: POST /cancel stops the running turn and the model's connection is 
 });
 
 test("worker: after the runtime restarts, a client still resumes from the stored recording and the history is kept", async () => {
+  await ensureWorker();
   const token = await newSession();
   queueAddConversation();
   const all = await readEvents(await chat(token, "add 1, 2 and 3"));
@@ -410,6 +426,7 @@ async function assertTurnConsistent(token, events) {
 }
 
 test("worker: killed mid-stream after a tool ran, the turn goes on by itself (the alarm, no request): the result kept, the model asked again, a client gets exactly the rest", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [text("Adding."), toolStart(0, "call_add", "add", '{"numbers":[1,2]}'), toolStart(1, "call_mail", "send_email", '{"to":"x@'), { hang: true }] });
   const first = await readEvents(await chat(token, "add 1 and 2"), { stopAfter: 6 });
@@ -441,6 +458,7 @@ test("worker: killed mid-stream after a tool ran, the turn goes on by itself (th
 });
 
 test("worker: killed while an approval waits — twice — the request still waits under its id; answered after the restart, the tool runs once", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
   const first = await readEvents(await chat(token, "mail Ada"), { stopAfter: 5 });
@@ -466,6 +484,7 @@ test("worker: killed while an approval waits — twice — the request still wai
 });
 
 test("worker: killed again during the recovery itself, the turn still ends done with one result a call", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [text("Adding."), toolStart(0, "call_add", "add", '{"numbers":[2,2]}'), finish("tool_calls"), { hang: true }] });
   const first = await readEvents(await chat(token, "add 2 and 2"), { stopAfter: 5 });
@@ -494,6 +513,7 @@ test("worker: killed again during the recovery itself, the turn still ends done 
 });
 
 test("worker: sessions need their token: no token, a forged one or another session's cannot read, resume, cancel or post", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [text("secret answer"), finish("stop"), done()] });
   await readEvents(await chat(token, "my secret"));
@@ -517,6 +537,7 @@ test("worker: sessions need their token: no token, a forged one or another sessi
 });
 
 test("worker: HTTP details: 405 with Allow, a JSON null body, 409 while a turn runs", async () => {
+  await ensureWorker();
   const token = await newSession();
   for (const [path, method, allow] of [["/chat", "PUT", "GET, POST"], ["/session", "GET", "POST"], ["/cancel", "GET", "POST"], ["/history", "POST", "GET"], ["/", "POST", "GET, HEAD"]]) {
     const res = await call(path, { token, method });
@@ -543,6 +564,7 @@ test("worker: HTTP details: 405 with Allow, a JSON null body, 409 while a turn r
 });
 
 test("worker: limits per session and per client answer 429 with Retry-After; a missing secret fails closed; with Cloudflare Access a token works only for its user", async () => {
+  await ensureWorker();
   await restartWorker({ MAX_TURNS_PER_SESSION: "1", MAX_SESSIONS_PER_CLIENT_PER_HOUR: "2" });
   const ip = { "cf-connecting-ip": "203.0.113.7" };
   const token = await newSession(ip);
@@ -605,6 +627,7 @@ for (const [what, answer, steps] of [
 }
 
 test("worker: a 2.5 MB tool call and a tool result over 2 MB are stored whole, through a resume and a restart", async () => {
+  await ensureWorker();
   await restartWorker({ MAX_SESSION_BYTES: String(16 << 20) });
   const token = await newSession();
   const numbers = JSON.stringify({ numbers: Array.from({ length: 1_250_000 }, () => 1) });
@@ -627,6 +650,7 @@ test("worker: a 2.5 MB tool call and a tool result over 2 MB are stored whole, t
 });
 
 test("worker: a write the storage refuses ends the turn with storage: …, and the history stays as before the turn", async () => {
+  await ensureWorker();
   await restartWorker({ MAX_SESSION_BYTES: "3000000" });
   llm.clearQueue();
   try {
@@ -670,6 +694,7 @@ async function assistantOf(stream, last) {
 const send = (token, messages) => transportFor(token).sendMessages({ trigger: "submit-message", chatId: sessionOf(token), messageId: undefined, messages, abortSignal: undefined });
 
 test("worker: POST /api/chat speaks useChat's protocol: text, a tool's input and output, steps; the history is the session's", async () => {
+  await ensureWorker();
   const token = await newSession();
   queueAddConversation();
   const msg = await assistantOf(await send(token, [userMessage("add 1, 2 and 3")]));
@@ -694,6 +719,7 @@ test("worker: POST /api/chat speaks useChat's protocol: text, a tool's input and
 });
 
 test("worker: an approval round-trips through useChat: the stream finishes at the request, the next POST answers it and streams the rest", async () => {
+  await ensureWorker();
   for (const approved of [true, false]) {
     const token = await newSession();
     llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
@@ -720,6 +746,7 @@ test("worker: an approval round-trips through useChat: the stream finishes at th
 });
 
 test("worker: a 503 HTML page that echoes the Authorization header leaks no 8 characters of LLM_API_KEY into the end event or the UI stream's error", async () => {
+  await ensureWorker();
   const key = "sk-worker-secret";
   const page = `<html><body>${"<p>upstream overloaded</p>".repeat(20)}<pre>authorization: Bearer ${key}\nx-echo: ${Buffer.from(`Bearer ${key}`).toString("base64")}</pre></body></html>`;
   const leaks = (text) => [...Array(key.length - 7).keys()].map((i) => key.slice(i, i + 8)).filter((w) => text.includes(w));
@@ -744,6 +771,7 @@ test("worker: a 503 HTML page that echoes the Authorization header leaks no 8 ch
 });
 
 test("worker: an approval is read strictly and answered once: approved \"false\" (a string) is a refusal; two parts answering one request are one answer, never a 500", async () => {
+  await ensureWorker();
   const token = await newSession();
   llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
   const asked = await assistantOf(await send(token, [userMessage("mail Ada")]));
@@ -764,6 +792,7 @@ test("worker: an approval is read strictly and answered once: approved \"false\"
 });
 
 test("worker: GET /api/chat/{id}/stream replays the running turn's message from its start, then the live rest; /cancel ends it with abort", async () => {
+  await ensureWorker();
   const token = await newSession();
   const hold = gate();
   queueAddConversation({ holdAfterCall: hold });
@@ -845,6 +874,7 @@ test("McpToolset in Chromium: a Vite-built page reaches an MCP server on another
 });
 
 test("worker: a React page on @ai-sdk/react's useChat (built with Vite) chats with the Worker in Chromium: tools, an approval, the answer", async (t) => {
+  await ensureWorker();
   const dist = viteBuild("vite-chat", ["react", "react-dom", "@ai-sdk/react", "ai"]);
   // One origin for the page and the Worker, as when the page is the Worker's assets.
   const server = await serveDist(dist, (url) => /^\/(session|api\/|cancel)/.test(url), async (req, res) => {
@@ -892,6 +922,7 @@ test("worker: a React page on @ai-sdk/react's useChat (built with Vite) chats wi
 });
 
 test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {
+  await ensureWorker();
   if (!browserOrSkip(t, assert)) return;
   const url = await mf.ready;
   const hold = gate();

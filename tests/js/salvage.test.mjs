@@ -21,7 +21,7 @@ const textOf = (m) => (typeof m.content === "string" ? m.content : m.content.map
 const noRetryWait = { initialMs: 0, maxMs: 0, jitterMs: 0 };
 
 /** `send_email`, counting what it sent; `hold` keeps it running until its signal aborts. */
-function mailer({ hold = false } = {}) {
+function mailer({ hold = false, onStart = () => {} } = {}) {
   const sent = [];
   const started = [];
   const tool = {
@@ -30,6 +30,7 @@ function mailer({ hold = false } = {}) {
     parameters: { type: "object", properties: { to: { type: "string" } } },
     handler: async ({ to }, { signal }) => {
       started.push(to);
+      onStart(to);
       if (hold) await new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
       await new Promise((r) => setTimeout(r, 20)); // still running when the stream breaks
       sent.push(to);
@@ -176,10 +177,14 @@ test("HTTP 529 and Anthropic's overloaded_error mid-stream are retried like a 50
 test("an abort mid-stream closes every call the wire showed, and the history holds the round", async () => {
   const g = gate();
   server.respond({ steps: [text("Sending."), toolStart(0, "c1", "send_email", '{"to":"a@b.c"}'), toolStart(1, "c2", "send_email", '{"to":"x@'), { mark: g.open }, { hang: true }] });
-  const { sent, started, toolset } = mailer({ hold: true });
-  const agent = new k.Agent({ provider: openai(), systemPrompt: "", toolset });
   const ctrl = new AbortController();
-  g.promise.then(() => setTimeout(() => ctrl.abort(new Error("stop")), 50));
+  // Stopped once the server has sent the second call's start (the mark) and the first call's
+  // tool has begun: events, not a timer.
+  let toolBegan;
+  const began = new Promise((r) => (toolBegan = r));
+  Promise.all([g.promise, began]).then(() => ctrl.abort(new Error("stop")));
+  const { sent, started, toolset } = mailer({ hold: true, onStart: () => toolBegan() });
+  const agent = new k.Agent({ provider: openai(), systemPrompt: "", toolset });
   const r = await within(runTurn(agent, "mail them", ctrl.signal));
   assert.ok(r.value.error instanceof k.RunCancelled, String(r.value.error));
   assert.deepEqual(started, ["a@b.c"]);
@@ -200,10 +205,17 @@ test("an abort mid-stream closes every call the wire showed, and the history hol
 test("an abort while salvage waits on a started tool aborts its signal and ends at once", async () => {
   server.respond(brokenOpenAI());
   let toolSignal;
-  const toolset = new k.SimpleToolset([{ name: "send_email", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; return new Promise(() => {}); } }]);
+  let started;
+  const toolStarted = new Promise((r) => (started = r));
+  const toolset = new k.SimpleToolset([{ name: "send_email", description: "", parameters: {}, handler: (_a, ctx) => { toolSignal = ctx.signal; started(); return new Promise(() => {}); } }]);
   const ctrl = new AbortController();
   const p = k.step(openai(), "", toolset, [user("x")], { signal: ctrl.signal });
-  setTimeout(() => ctrl.abort(new Error("enough")), 200);
+  // Gated on events, not a timer: the tool has started and the server has cut the stream.
+  const before = server.requests.length;
+  await within(toolStarted);
+  while (server.requests.length === before) await new Promise((r) => setImmediate(r));
+  await within(server.requests.at(-1).closed);
+  ctrl.abort(new Error("enough"));
   const r = await within(p);
   assert.equal(r.error?.message, "enough");
   assert.equal(toolSignal.aborted, true);
@@ -221,10 +233,16 @@ test("two runSoul calls on one Agent: the second is refused at once, the first i
 
 test("a recorder whose sink never settles cannot keep runSoul alive past its signal", async () => {
   const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: hi"]), systemPrompt: "" });
-  const recorder = new k.WireRecorder(() => new Promise(() => {}));
+  let wrote;
+  const firstWrite = new Promise((r) => (wrote = r));
+  const recorder = new k.WireRecorder(() => {
+    wrote();
+    return new Promise(() => {});
+  });
   const ctrl = new AbortController();
   const p = runTurn(agent, "x", ctrl.signal, { recorder });
-  setTimeout(() => ctrl.abort(), 100);
+  await within(firstWrite); // the sink holds a write that never settles: then the user stops
+  ctrl.abort();
   const r = await within(p);
   assert.ok(!r.pending, "runSoul ended");
   assert.ok(r.value.error instanceof k.RunCancelled, String(r.value.error));

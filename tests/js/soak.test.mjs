@@ -47,15 +47,25 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
   const memoryBefore = k.memoryBytes();
   const tally = { cancelled: 0, completed: 0, toolSignalsAborted: 0 };
   for (let i = 0; i < RUNS; i++) {
-    const running = []; // {signal, settled}: a tool still running at the abort must see it
-    const track = (ctx, work) => {
-      const t = { signal: ctx.signal, settled: false };
+    const running = []; // {signal, settled, hangs}: a tool still running at the abort must see it
+    // A stubborn tool may never settle: then the user presses Stop once nothing else moves — the
+    // moment every other tool has settled (an event, not a timer).
+    const stopWhenStuck = () => {
+      if (running.some((t) => t.hangs) && running.every((t) => t.settled || t.hangs)) abort(new Error("stop"));
+    };
+    const track = (ctx, work, hangs = false) => {
+      const t = { signal: ctx.signal, settled: false, hangs };
       running.push(t);
-      return Promise.resolve(work()).finally(() => (t.settled = true));
+      const p = Promise.resolve(work()).finally(() => {
+        t.settled = true;
+        stopWhenStuck();
+      });
+      stopWhenStuck();
+      return p;
     };
     const toolset = new k.SimpleToolset([
       { name: "polite", description: "", parameters: {}, handler: (_a, ctx) => track(ctx, async () => { await sleep(random() * 3); return "polite done"; }) },
-      { name: "stubborn", description: "", parameters: {}, handler: (_a, ctx) => track(ctx, () => (random() < 0.5 ? new Promise(() => {}) : "quick")) },
+      { name: "stubborn", description: "", parameters: {}, handler: (_a, ctx) => (random() < 0.5 ? track(ctx, () => new Promise(() => {}), true) : track(ctx, () => "quick")) },
       { name: "ask", description: "", parameters: {}, handler: (_a, ctx) => track(ctx, async () => String(await ctx.requestApproval({ action: "ask", description: "may I?" }))) },
     ]);
     const provider = new k.ScriptedProvider([
@@ -69,6 +79,7 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
     let seen = 0;
     let unsettledAtAbort = [];
     const abort = (reason) => {
+      if (ctrl.signal.aborted) return; // the first abort is the one the run saw
       unsettledAtAbort = running.filter((t) => !t.settled);
       ctrl.abort(reason);
     };
@@ -79,10 +90,7 @@ test("cancellation soak: runs aborted at random points settle, abort every tool,
         if (m.type === "ApprovalRequest" && !ctrl.signal.aborted) setTimeout(() => { try { wire.respond(m.payload.id, "approve"); } catch {} }, 0);
       }
     }, ctrl.signal);
-    // A stubborn tool may never settle: then the user presses Stop once nothing moves.
-    const stop = setTimeout(() => abort(new Error("stop")), 50);
     const settledIn = await within(run, 5000);
-    clearTimeout(stop);
     assert.equal(settledIn, "settled", `run ${i} (abort at ${abortAt}) did not settle`);
     const outcome = await run.then(() => "ok", (e) => e);
     if (outcome === "ok") {
