@@ -282,6 +282,42 @@ fn gemini_stream() {
 }
 
 #[test]
+fn openai_stream() {
+    // Chat Completions as OpenAI streams it: the fields beside the format (refusal, logprobs,
+    // service_tier, obfuscation), each call's id and name first and its arguments in pieces, the
+    // usage in a last chunk with no choices (stream_options.include_usage).
+    let p = provider(json!({"kind": "openai", "model": "gpt-4.1"}));
+    let o = decode_every_split(&p, &fixture("openai.sse"));
+    assert_eq!(o.end, Ok(()));
+    assert_eq!(o.message.content, vec![ContentPart::text("Checking both cities.")], "no think part, no empty text");
+    let calls = o.message.tool_calls.as_ref().unwrap();
+    let got: Vec<(&str, &str, Value)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.function.name.as_str(),
+                serde_json::from_str(c.function.arguments.as_deref().unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("call_PAR1s", "get_weather", json!({"city": "Paris"})),
+            ("call_T0kyo", "get_weather", json!({"city": "Tokyo"}))
+        ]
+    );
+    assert_eq!(o.completed(), ["call_PAR1s", "call_T0kyo"]);
+    assert_eq!(o.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(o.id.as_deref(), Some("chatcmpl-CXo1weatherA"));
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 112, output: 89, input_cache_read: 2000, input_cache_creation: 0 })
+    );
+}
+
+#[test]
 fn kimi_stream() {
     let p = provider(json!({"kind": "kimi", "model": "kimi-k2-thinking"}));
     let o = decode_every_split(&p, &fixture("kimi.sse"));
@@ -497,6 +533,24 @@ fn gemini_packs_results_in_call_order_and_rejects_gaps() {
     twice.insert(3, twice[2].clone());
     let err = p.build_request("", &[], &twice).unwrap_err();
     assert!(err.message().contains("two results for tool call `call_A`"), "{err}");
+}
+
+#[test]
+fn openai_request() {
+    let (req, body) = request(
+        json!({"kind": "openai", "model": "gpt-4.1", "apiKey": "sk-openai-1", "maxTokens": 500, "headers": {"x-extra": "1"}}),
+    );
+    assert_eq!(req.url, "https://api.openai.com/v1/chat/completions");
+    assert_eq!(header(&req, "authorization"), Some("Bearer sk-openai-1"));
+    assert_eq!(header(&req, "x-extra"), Some("1"));
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}), "usage is asked for");
+    assert_eq!(body["messages"][0], json!({"role": "system", "content": "You are terse."}));
+    // The two results of the parallel calls are two tool messages, in call order.
+    let roles: Vec<&str> = body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
+    assert_eq!(body["tools"][0]["type"], "function");
+    snapshot("openai", &body);
 }
 
 #[test]
