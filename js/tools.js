@@ -74,7 +74,7 @@ export function definitionOf(tool) {
 }
 
 /**
- * Tools by name, with kosong's error results (see API.md). The registry — names, the rule for
+ * Tools by name, with kosong's error results (index.d.ts has each one). The registry — names, the rule for
  * them, duplicates, definitions, which tools are eager — and every result are the core's
  * (`SimpleToolsetCore`); the handlers stay here.
  */
