@@ -21,8 +21,9 @@ export function toolError({ message, brief, output = "" }) {
 
 /**
  * The engine's tool call (installed when the module loads): the call arrives as JSON text
- * without its arguments, which come as a string of their own (or null, checked by the engine as
- * the call completed), and its context is built here, so a call leaves wasm once; `run` (inside
+ * without its arguments, which come as a string of their own (checked by the engine as the call
+ * completed: for a SimpleToolset the checked text, `{}` for none; for a toolset's own `handle`
+ * the model's text, or null), and its context is built here, so a call leaves wasm once; `run` (inside
  * an agent run) has the run's `send`, `requestApproval(id, req)` and `rejection(id)`. `simple`:
  * the toolset is a SimpleToolset whose core found the tool — its handler runs here and what it
  * returned goes back as it is (the engine reads it once); otherwise `toolset.handle` answers.
@@ -139,7 +140,8 @@ export class SimpleToolset {
   /** @internal The engine's path: a call the core found a tool for; what the handler returned. */
   _run(call, ctx) {
     const tool = this.#handlers.get(call.function.name);
-    const args = call.function.arguments ? JSON.parse(call.function.arguments) : {};
+    // The core's checked arguments (`{}` for none: its rule, not repeated here).
+    const args = JSON.parse(call.function.arguments);
     try {
       const out = this.#runHandler(tool, args, ctx);
       if (out !== null && typeof out === "object" && typeof out.then === "function") {

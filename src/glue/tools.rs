@@ -196,7 +196,7 @@ impl ToolDispatch for JsToolset {
         );
     }
 
-    fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+    fn dispatch(&self, call: &ToolCall, checked: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
         let simple = self.simple.is_some();
         if let Some(reg) = &self.simple {
@@ -225,9 +225,14 @@ impl ToolDispatch for JsToolset {
         // invoker, and the arguments as a string of their own (they may be megabytes; escaping
         // them into the JSON and parsing them out again cost more than the rest of a dispatch).
         let head = JsValue::from_str(&call_head_json(call));
-        let args = call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str);
-        // The arguments were checked as the call completed (the engine's `Arguments`): the
-        // handler's are the model's text, parsed by the invoker.
+        // The arguments were checked as the call completed (the engine's `Arguments`): a
+        // SimpleToolset's handler gets the checked text (`{}` for none: the rule is the core's,
+        // the JS only parses); a toolset's own `handle` gets the call as the model sent it.
+        let args = if simple {
+            JsValue::from_str(checked.text())
+        } else {
+            call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str)
+        };
         let outcome = self.invoker.call6(
             &JsValue::UNDEFINED,
             &self.toolset,

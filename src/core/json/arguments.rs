@@ -31,6 +31,29 @@ impl<'a> Arguments<'a> {
         self.text
     }
 
+    /// A call's arguments as a history sends them back in a format that takes text (Chat
+    /// Completions, Responses) or shows them (a compaction's summary request): the rule's `{}`
+    /// for none, the model's own text otherwise, even when it was not JSON (what the model wrote
+    /// is what it is shown).
+    pub fn as_sent(raw: Option<&str>) -> &str {
+        match raw {
+            None | Some("") => "{}",
+            Some(t) => t,
+        }
+    }
+
+    /// A call's arguments as a format that takes only a JSON object sends them back (Anthropic's
+    /// `input`, Gemini's `args`): the object when the arguments are one; `{}` for none, and for
+    /// arguments that never were an object (malformed, or a bare array or string: the call got
+    /// an error result, and the model was asked to send them again).
+    pub fn as_object(raw: Option<&str>) -> Value {
+        Arguments::check(raw)
+            .ok()
+            .and_then(|a| serde_json::from_str::<Value>(a.text).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+    }
+
     /// The canonical form: object keys sorted at every depth, compact. (serde_json keeps a map's
     /// keys in the order they came, so a caller's schema goes out as written: they are sorted here.)
     pub fn canonical(&self) -> String {
@@ -69,5 +92,20 @@ mod tests {
         );
         assert!(Arguments::check(Some("  ")).is_err(), "whitespace alone is not JSON");
         assert!(Arguments::check(Some("{bad")).unwrap_err().contains("line 1"));
+    }
+
+    #[test]
+    fn the_wire_forms_take_the_same_rule() {
+        use serde_json::json;
+        for none in [None, Some("")] {
+            assert_eq!(Arguments::as_sent(none), "{}");
+            assert_eq!(Arguments::as_object(none), json!({}));
+        }
+        assert_eq!(Arguments::as_sent(Some(r#"{"a":1}"#)), r#"{"a":1}"#);
+        assert_eq!(Arguments::as_sent(Some("{bad")), "{bad", "the model is shown what it wrote");
+        assert_eq!(Arguments::as_object(Some(r#"{"a":[1]}"#)), json!({"a": [1]}));
+        for not_an_object in ["{bad", "[1,2]", "\"x\"", "  ", "null"] {
+            assert_eq!(Arguments::as_object(Some(not_an_object)), json!({}), "{not_an_object}");
+        }
     }
 }

@@ -13,6 +13,7 @@
 
 use super::{truncated, StreamState};
 use crate::core::json::scan::{Is, Scan};
+use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
@@ -277,15 +278,8 @@ pub fn messages_to_anthropic(history: &[Message]) -> Result<Vec<Value>, ChatProv
             _ => {
                 let mut blocks = content_blocks(&m.content, false)?;
                 for call in m.tool_calls.iter().flatten() {
-                    // Arguments that never became a JSON object (the engine asked the model to
-                    // resend them) go back as `{}`: Anthropic only takes an object here.
-                    let input = call
-                        .function
-                        .arguments
-                        .as_deref()
-                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
+                    // Anthropic only takes an object here.
+                    let input = Arguments::as_object(call.function.arguments.as_deref());
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}));
                 }
                 ("assistant", blocks)

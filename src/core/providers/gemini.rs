@@ -15,6 +15,7 @@
 //! answer ends with a `finishReason`.
 
 use super::{truncated, StreamState};
+use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
@@ -202,13 +203,7 @@ pub fn contents(history: &[Message], gemini_3: bool) -> Result<Vec<Value>, ChatP
                 let calls: &[ToolCall] = m.tool_calls.as_deref().unwrap_or(&[]);
                 let any_signature = calls.iter().any(|c| signature_of(c).is_some());
                 for (n, call) in calls.iter().enumerate() {
-                    let args = call
-                        .function
-                        .arguments
-                        .as_deref()
-                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
+                    let args = Arguments::as_object(call.function.arguments.as_deref());
                     let mut part = json!({"functionCall": {"name": call.function.name, "args": args}});
                     match signature_of(call) {
                         Some(sig) => part["thoughtSignature"] = json!(sig),

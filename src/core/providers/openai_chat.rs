@@ -14,6 +14,7 @@
 //! array. The parse runs only when its brackets balance ([`JsonCloseTracker`]).
 
 use super::{truncated, StreamState};
+use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
@@ -193,7 +194,7 @@ pub fn message_to_openai(m: &Message, reasoning_key: Option<&str>) -> Value {
             .map(|c| {
                 json!({"type": "function", "id": c.id, "function": {
                     "name": c.function.name,
-                    "arguments": c.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}")}})
+                    "arguments": Arguments::as_sent(c.function.arguments.as_deref())}})
             })
             .collect();
         out.insert("tool_calls".into(), Value::Array(calls));

@@ -12,6 +12,7 @@
 
 use super::{truncated, StreamState};
 use crate::core::json::scan::{Is, Scan};
+use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
@@ -225,7 +226,7 @@ pub fn message_to_items(m: &Message, openai: bool, out: &mut Vec<Value>) {
             "type": "function_call",
             "call_id": call.id,
             "name": call.function.name,
-            "arguments": call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}"),
+            "arguments": Arguments::as_sent(call.function.arguments.as_deref()),
         }));
     }
 }

@@ -2,6 +2,7 @@
 //! limit, everything but the last two user/assistant messages is summarized by one model
 //! call with no tools, and the context becomes the summary plus the kept messages.
 
+use crate::core::json::Arguments;
 use crate::core::message::{ContentPart, Message, Role};
 
 pub const COMPACTION_SYSTEM_PROMPT: &str = "You are a helpful assistant that compacts conversation context.";
@@ -63,7 +64,7 @@ pub fn prepare(history: &[Message], preserve: usize) -> Option<(Message, Vec<Mes
             content.push(ContentPart::text(format!(
                 "Tool call `{}`: {}",
                 call.function.name,
-                call.function.arguments.as_deref().unwrap_or("{}")
+                Arguments::as_sent(call.function.arguments.as_deref())
             )));
         }
     }
