@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import * as k from "kosong-wasm";
-import { startMockServer, text, finish, done } from "./mock-openai.mjs";
+import { startMockServer, text, finish, done, within } from "./mock-openai.mjs";
 
 let home;
 let elsewhere;
@@ -127,13 +127,18 @@ test("an async onMessagePart sees every part while other code makes the instance
   home.respond({ steps: [...Array.from({ length: n }, (_, i) => text(`q${i};`)), finish("stop"), done()] });
   const seen = [];
   let growing = true;
-  const big = "w".repeat(2 << 20);
-  // Unrelated code elsewhere restores large contexts, and keeps them, while the callback waits:
-  // the instance's memory grows under the stream (every view of it is renewed).
+  const big = "w".repeat(4 << 20);
+  // Unrelated code elsewhere restores large contexts, and keeps them, while the first callback
+  // waits: the instance's memory grows under the stream (every view of it is renewed). 64 of them
+  // pass whatever memory the instance has free, so it grows whatever ran before.
   const kept = [];
+  const start = k.memoryBytes();
+  let grew;
+  const hasGrown = new Promise((r) => (grew = r));
   const elsewhere = (async () => {
     for (let i = 0; growing && i < 64; i++) {
       kept.push(k.Context.fromJSONL(JSON.stringify({ role: "user", content: big + i })));
+      if (k.memoryBytes() > start) grew();
       await new Promise((r) => setTimeout(r, 1));
     }
   })();
@@ -142,6 +147,7 @@ test("an async onMessagePart sees every part while other code makes the instance
     onMessagePart: async (part) => {
       seen.push(part.text);
       memory.push(k.memoryBytes());
+      if (seen.length === 1) await within(hasGrown); // gated on the growth, bounded
       await new Promise((res) => setTimeout(res, 3));
     },
   });
