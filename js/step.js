@@ -2,7 +2,7 @@
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
-import { isAsyncFunction } from "./util.js";
+import { isAsyncFunction, isThenable } from "./util.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -31,7 +31,7 @@ function jsonHook(cb) {
 }
 
 /** A callback's result as the engine takes it: the Promise to await, or `undefined`. */
-const thenable = (r) => (r !== null && (typeof r === "object" || typeof r === "function") && typeof r.then === "function" ? r : undefined);
+const thenable = (r) => (isThenable(r) ? r : undefined);
 
 /**
  * The part hook: a batch of parts as `(text, meta)` (see `PartHook` in the engine), each part

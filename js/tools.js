@@ -1,7 +1,7 @@
 // Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
 // in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
-import { describeThrown, isAsyncFunction, stackOf } from "./util.js";
+import { describeThrown, isAsyncFunction, isThenable, stackOf } from "./util.js";
 
 
 function briefDisplay(brief) {
@@ -60,7 +60,7 @@ export function invokeTool(toolset, headJson, args, signal, run, simple) {
     over = true;
     throw e;
   }
-  if (out !== null && typeof out === "object" && typeof out.then === "function") {
+  if (isThenable(out)) {
     return Promise.resolve(out).finally(() => {
       over = true;
     });
@@ -144,7 +144,7 @@ export class SimpleToolset {
     const args = JSON.parse(call.function.arguments);
     try {
       const out = this.#runHandler(tool, args, ctx);
-      if (out !== null && typeof out === "object" && typeof out.then === "function") {
+      if (isThenable(out)) {
         return Promise.resolve(out).catch((e) => {
           this.#thrown(call, e);
           throw e;
@@ -173,7 +173,7 @@ export class SimpleToolset {
     } catch (e) {
       return thrown(e);
     }
-    if (out !== null && typeof out === "object" && typeof out.then === "function") {
+    if (isThenable(out)) {
       return Promise.resolve(out).then((v) => callWasm(() => core.settle(id, v)), thrown);
     }
     return callWasm(() => core.settle(id, out));
@@ -187,7 +187,7 @@ export class SimpleToolset {
   #runHandler(tool, args, ctx) {
     if (this.#validate) {
       const problem = this.#validate(tool.parameters, args);
-      if (problem !== null && typeof problem === "object" && typeof problem.then === "function") {
+      if (isThenable(problem)) {
         return callWasm(() => wasm.validationFailed("the validate hook returned a Promise: it must answer synchronously"));
       }
       if (problem) return callWasm(() => wasm.validationFailed(describeThrown(problem)));

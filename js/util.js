@@ -17,6 +17,15 @@ export function sleep(ms, signal) {
 }
 
 /**
+ * Whether a value is awaited: a thenable as Promises/A+ says, an object or a function with a
+ * callable `then` (the engine's `is_thenable` in src/glue is the same rule). Reading `then` may
+ * throw, as it would for `await`.
+ */
+export function isThenable(v) {
+  return v !== null && (typeof v === "object" || typeof v === "function") && typeof v.then === "function";
+}
+
+/**
  * What a thrown value says, whatever it is: an Error's message (a getter that throws, a revoked
  * Proxy, a Symbol, an object with no string form are described, never rethrown).
  */

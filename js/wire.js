@@ -2,6 +2,7 @@
 // wrappers over the core's WireCore (src/core/soul/wire.rs), which owns the merge rules, the
 // approval requests and the wire.jsonl format.
 import { callWasm, wasm } from "./internal.js";
+import { isThenable } from "./util.js";
 
 /** `receive()` on a wire side after the wire shut down and every message was read. */
 export class QueueShutDown extends Error {
@@ -156,7 +157,7 @@ export class WireRecorder {
         failed(e);
         return;
       }
-      if (r !== null && typeof r === "object" && typeof r.then === "function") {
+      if (isThenable(r)) {
         this.#pending++;
         this.#done = Promise.resolve(r)
           .catch(failed)

@@ -81,6 +81,13 @@ pub(crate) fn get(o: &JsValue, k: &str) -> Option<JsValue> {
     Reflect::get(o, &JsValue::from_str(k)).ok().filter(|v| !v.is_undefined() && !v.is_null())
 }
 
+/// Whether the engine awaits `v`: a thenable as Promises/A+ says, an object or a function with
+/// a callable `then` (a `then` that cannot be read is none). The JS layer's `isThenable`
+/// (js/util.js) is the same rule.
+pub(crate) fn is_thenable(v: &JsValue) -> bool {
+    (v.is_object() || v.is_function()) && get(v, "then").is_some_and(|t| t.is_function())
+}
+
 /// The `limits` option (`{maxEventBytes, maxToolArgumentsBytes, maxMessageBytes,
 /// maxToolCallsPerStep}`, each optional) by the core's rule ([`Limits::set`]); `what` names the
 /// option's owner in the `TypeError` (`options`, `Agent`).

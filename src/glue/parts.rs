@@ -7,7 +7,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
 use super::error::GlueError;
-use super::{get, signals};
+use super::signals;
 use crate::core::error::ChatProviderError;
 use crate::core::generate::CallbackResult;
 use crate::core::message::StreamedMessagePart;
@@ -17,7 +17,7 @@ pub fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> C
     let Some(f) = f else { return Ok(None) };
     let json = serde_json::to_string(value).map_err(|e| ChatProviderError::Other(e.to_string()))?;
     let ret = f.call1(&JsValue::UNDEFINED, &JsValue::from_str(&json)).map_err(GlueError::Js)?;
-    if ret.is_object() && get(&ret, "then").is_some_and(|t| t.is_function()) {
+    if super::is_thenable(&ret) {
         let fut = signals::Awaited::new(&ret);
         return Ok(Some(async move { fut.await.map(|_| ()).map_err(GlueError::Js) }.boxed_local()));
     }

@@ -20,14 +20,10 @@ use crate::core::providers::ToolDefinition;
 use crate::core::step::ToolDispatch;
 use crate::core::toolset::{default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue};
 
-fn is_thenable(v: &JsValue) -> bool {
-    v.is_object() && Reflect::get(v, &"then".into()).map(|t| t.is_function()).unwrap_or(false)
-}
-
 /// A value or a Promise of one, as a future of the settled outcome.
 fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsValue, JsValue>> {
     match v {
-        Ok(v) if is_thenable(&v) => super::signals::Awaited::new(&v).boxed_local(),
+        Ok(v) if super::is_thenable(&v) => super::signals::Awaited::new(&v).boxed_local(),
         other => futures::future::ready(other).boxed_local(),
     }
 }

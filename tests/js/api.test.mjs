@@ -250,3 +250,29 @@ test("PartialJson previews a number exactly as JSON.parse reads it, however the 
     assert.ok(Object.is(p.value.b[1], -0));
   }
 });
+
+test("a thenable is what Promises/A+ says at every entry point: a function with a then is awaited too", async () => {
+  // A function carrying a callable `then` (Promises/A+ calls it a thenable), settled a tick later.
+  const later = (value) => Object.assign(() => {}, { then: (resolve) => setTimeout(() => resolve(value), 5) });
+  const call = (id) => `tool_call: ${JSON.stringify({ id, name: "f", arguments: "{}" })}`;
+  // A SimpleToolset handler, and a toolset's own handle.
+  const simple = new k.SimpleToolset([{ name: "f", description: "", parameters: {}, handler: () => later("from a handler") }]);
+  const r1 = await k.step(new k.ScriptedProvider([call("c1")]), "", simple, []);
+  assert.deepEqual((await r1.toolResults()).map((x) => [x.return_value.is_error, x.return_value.output]), [[false, "from a handler"]]);
+  class Own extends k.SimpleToolset {
+    handle(c) {
+      return later({ tool_call_id: c.id, return_value: k.toolOk({ output: `handled ${c.id}` }) });
+    }
+  }
+  const r2 = await k.step(new k.ScriptedProvider([call("c2")]), "", new Own([{ name: "f", description: "", parameters: {}, handler: () => "unused" }]), []);
+  assert.deepEqual((await r2.toolResults()).map((x) => x.return_value.output), ["handled c2"]);
+  // onMessagePart: the next part waits for the thenable.
+  const order = [];
+  await k.generate(new k.ScriptedProvider(["text: a\ntext: b"]), "", [], [], {
+    onMessagePart: (p) => {
+      order.push(`part ${p.text}`);
+      return Object.assign(() => {}, { then: (resolve) => setTimeout(() => (order.push(`settled ${p.text}`), resolve()), 5) });
+    },
+  });
+  assert.deepEqual(order, ["part a", "settled a", "part b", "settled b"]);
+});
