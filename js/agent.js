@@ -34,12 +34,13 @@ export class Agent {
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
-    const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn = 100, maxRetriesPerStep = 3,
+    const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn, maxRetriesPerStep,
       maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output } = opts;
     if (typeof name !== "string") throw new TypeError("Agent: name must be a string");
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
-    if (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
-    if (!Number.isInteger(maxRetriesPerStep) || maxRetriesPerStep < 1) throw new TypeError("Agent: maxRetriesPerStep must be a positive integer (attempts per step)");
+    // Left out, they take the core's defaults (AgentConfig::default; index.d.ts documents them).
+    if (maxStepsPerTurn !== undefined && (!Number.isInteger(maxStepsPerTurn) || maxStepsPerTurn < 1)) throw new TypeError("Agent: maxStepsPerTurn must be a positive integer");
+    if (maxRetriesPerStep !== undefined && (!Number.isInteger(maxRetriesPerStep) || maxRetriesPerStep < 1)) throw new TypeError("Agent: maxRetriesPerStep must be a positive integer (attempts per step)");
     if (!(typeof maxContextTokens === "number" && maxContextTokens >= 0)) throw new TypeError("Agent: maxContextTokens must be a number ≥ 0");
     if (capabilities !== undefined && !(Array.isArray(capabilities) && capabilities.every((c) => typeof c === "string"))) {
       throw new TypeError("Agent: capabilities must be an array of strings");

@@ -114,6 +114,21 @@ test("MaxStepsReached after maxStepsPerTurn steps", async () => {
   assert.equal(types.at(-1), "TurnEnd");
 });
 
+test("left out, maxStepsPerTurn and maxRetriesPerStep are the core's defaults: 100 steps, 3 attempts a step", async () => {
+  const scripts = Array.from({ length: 101 }, (_, i) => call(`c${i}`, "plus", { a: i, b: 1 }));
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(scripts), systemPrompt: "", toolset: new k.SimpleToolset([plusTool]) });
+  const { error, types } = await runTurn(agent, "loop");
+  assert.ok(error instanceof k.MaxStepsReached, String(error));
+  assert.equal(error.nSteps, 100);
+  assert.equal(types.filter((t) => t === "StepBegin").length, 100);
+  const failing = new k.Agent({ provider: new k.ScriptedProvider(["error: 500 one", "error: 500 two", "error: 500 three", "text: never"]), systemPrompt: "", retryBackoff: { initialMs: 1, jitterMs: 0 } });
+  const r = await runTurn(failing, "hi");
+  assert.ok(r.error instanceof k.APIStatusError, String(r.error));
+  assert.equal(r.types.filter((t) => t === "StepRetry").length, 2, "three attempts: two retries");
+  assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), systemPrompt: "", maxStepsPerTurn: 0 }), /maxStepsPerTurn must be a positive integer/);
+  assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), systemPrompt: "", maxRetriesPerStep: 1.5 }), /maxRetriesPerStep must be a positive integer/);
+});
+
 test("the same tool call 12 times in a row stops the turn", async () => {
   const scripts = Array.from({ length: 20 }, () => call("same", "plus", { a: 1, b: 1 }));
   const agent = new k.Agent({ provider: new k.ScriptedProvider(scripts), systemPrompt: "", toolset: new k.SimpleToolset([plusTool]) });
