@@ -2,7 +2,7 @@
 // re-export `index.js` only). A trap in the instance is noted, and every later call says so.
 import wasmInit, * as wasm from "./wasm/kosong_wasm.js";
 import { makeError, setRuntimeErrorWording } from "./errors.js";
-import { invokeTool } from "./tools.js";
+import { toolPort } from "./tools.js";
 
 export { wasm };
 
@@ -73,7 +73,7 @@ async function nextBatch(reader, st, max) {
 /** Marks the module ready once a runtime entry (or `init`) instantiated it. */
 export function markReady(exports) {
   instance = exports;
-  wasm.installHooks(makeError, readBatch, invokeTool);
+  wasm.installHooks(makeError, readBatch, toolPort);
   setRuntimeErrorWording((className, fields) => callWasm(() => wasm.runtimeErrorMessage(className, fields)));
   wasm.installPanicReporter((message) => poison(new Error(message)));
   wasm.__kosongOnTrap?.((e) => poison(e));

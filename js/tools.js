@@ -20,53 +20,77 @@ export function toolError({ message, brief, output = "" }) {
 }
 
 /**
- * The engine's tool call (installed when the module loads): the call arrives as JSON text
- * without its arguments, which come as a string of their own (checked by the engine as the call
- * completed: for a SimpleToolset the checked text, `{}` for none; for a toolset's own `handle`
- * the model's text, or null), and its context is built here, so a call leaves wasm once; `run` (inside
- * an agent run) has the run's `send`, `requestApproval(id, req)` and `rejection(id)`. `simple`:
- * the toolset is a SimpleToolset whose core found the tool — its handler runs here and what it
- * returned goes back as it is (the engine reads it once); otherwise `toolset.handle` answers.
+ * The JS end of one toolset's calls in one step or turn; the engine makes one through
+ * `toolPort` (installed when the module loads) and holds it (glue/tools.rs `ToolPort`, whose
+ * binding names `invoke` and its arguments). `run` (inside an agent run) has the run's `send`,
+ * `requestApproval(id, req)` and `rejection(id)`. `simple`: the toolset is a SimpleToolset run by
+ * its core — a call the core found a tool for runs its handler here and what it returned goes back
+ * as it is (the engine reads it once); otherwise `toolset.handle` answers.
  */
-export function invokeTool(toolset, headJson, args, signal, run, simple) {
-  const call = JSON.parse(headJson);
-  call.function.arguments = args;
-  const toolCallId = call.id;
-  const answer = simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
-  if (run === undefined) return answer({ toolCallId, signal });
-  // The run's functions serve this call while it runs: once its result is in (or its signal
-  // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a warning
-  // and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
-  let over = false;
-  const ended = (what) => `kosong-wasm: ctx.${what} was called after the tool call ${toolCallId} ended (its result was in, or it was aborted)`;
-  const live = () => !over && !signal.aborted;
-  const ctx = {
-    toolCallId,
-    signal,
-    send: (message) => {
-      if (live()) return run.send(message);
-      console.warn(`${ended("send")}; the message was not sent`);
-    },
-    requestApproval: (req) => (live() ? run.requestApproval(toolCallId, req) : Promise.reject(new Error(ended("requestApproval")))),
-    rejection: () => {
-      if (live()) return run.rejection(toolCallId);
-      throw new Error(ended("rejection"));
-    },
-  };
-  let out;
-  try {
-    out = answer(ctx);
-  } catch (e) {
-    over = true;
-    throw e;
+export class ToolPort {
+  #toolset;
+  #run;
+  #simple;
+
+  constructor(toolset, run, simple) {
+    this.#toolset = toolset;
+    this.#run = run;
+    this.#simple = simple;
   }
-  if (isThenable(out)) {
-    return Promise.resolve(out).finally(() => {
+
+  /**
+   * One call, one crossing: the call as JSON text without its arguments, which come as a string
+   * of their own (checked by the engine as the call completed: for a SimpleToolset the checked
+   * text, `{}` for none; for a toolset's own `handle` the model's text, or null), and the call's
+   * signal. Its context is built here.
+   */
+  invoke(callJson, args, signal) {
+    const call = JSON.parse(callJson);
+    call.function.arguments = args;
+    const toolCallId = call.id;
+    const toolset = this.#toolset;
+    const answer = this.#simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
+    const run = this.#run;
+    if (run === undefined) return answer({ toolCallId, signal });
+    // The run's functions serve this call while it runs: once its result is in (or its signal
+    // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a
+    // warning and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
+    let over = false;
+    const ended = (what) => `kosong-wasm: ctx.${what} was called after the tool call ${toolCallId} ended (its result was in, or it was aborted)`;
+    const live = () => !over && !signal.aborted;
+    const ctx = {
+      toolCallId,
+      signal,
+      send: (message) => {
+        if (live()) return run.send(message);
+        console.warn(`${ended("send")}; the message was not sent`);
+      },
+      requestApproval: (req) => (live() ? run.requestApproval(toolCallId, req) : Promise.reject(new Error(ended("requestApproval")))),
+      rejection: () => {
+        if (live()) return run.rejection(toolCallId);
+        throw new Error(ended("rejection"));
+      },
+    };
+    let out;
+    try {
+      out = answer(ctx);
+    } catch (e) {
       over = true;
-    });
+      throw e;
+    }
+    if (isThenable(out)) {
+      return Promise.resolve(out).finally(() => {
+        over = true;
+      });
+    }
+    over = true;
+    return out;
   }
-  over = true;
-  return out;
+}
+
+/** The engine's factory of ports (installed when the module loads). */
+export function toolPort(toolset, run, simple) {
+  return new ToolPort(toolset, run, simple);
 }
 
 /** A tool definition as the engine takes it: the fields it reads (the core fills in defaults). */

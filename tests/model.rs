@@ -15,6 +15,7 @@ use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::generate::Limits;
 use kosong_wasm::core::message::Role;
 use kosong_wasm::core::model::{Model, Provider, ProviderModel};
+use kosong_wasm::core::providers::Prompt;
 use kosong_wasm::core::soul::agent::TurnError;
 use support::http::{model, ok, provider, status, End, FakeHttp};
 use support::streams::{answer, one_call, resplit, KINDS};
@@ -257,7 +258,7 @@ fn the_api_key_comes_from_the_options_else_the_environment_else_nothing_is_sent(
     let bare = Provider::from_json(&json!({"kind": "anthropic", "model": "m"}).to_string()).unwrap();
     let http = FakeHttp::new(vec![ok(answer("anthropic", "hi"), End::Done)]);
     let m = ProviderModel::new(&bare, http.clone(), Limits::default());
-    let e = m.prepare("", &[], &[], None).err().expect("no key");
+    let e = m.prepare(&Prompt::new("", &[], &[])).err().expect("no key");
     assert_eq!(
         e.message(),
         "AnthropicProvider: no API key: pass `apiKey` or set ANTHROPIC_API_KEY (or a `baseUrl` of a server that needs none)"
@@ -286,9 +287,9 @@ fn the_api_key_comes_from_the_options_else_the_environment_else_nothing_is_sent(
 #[test]
 fn a_scripted_provider_is_used_up_once_and_says_so() {
     let p = Provider::scripted(["text: one"]);
-    let first = p.prepare::<ChatProviderError>(|_| None, "", &[], &[], None);
+    let first = p.prepare::<ChatProviderError>(|_| None, &Prompt::new("", &[], &[]));
     assert!(first.is_ok());
-    let second = p.prepare::<ChatProviderError>(|_| None, "", &[], &[], None).err().expect("used up");
+    let second = p.prepare::<ChatProviderError>(|_| None, &Prompt::new("", &[], &[])).err().expect("used up");
     assert_eq!(second.message(), "ScriptedProvider exhausted at call 2.");
     assert_eq!(p.model_name(), "scripted_echo");
 }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use kosong_wasm::core::error::{ChatProviderError, FailureKind};
 use kosong_wasm::core::generate::MessageAssembler;
 use kosong_wasm::core::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
-use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent, ToolDefinition};
+use kosong_wasm::core::providers::{HttpProvider, Prompt, StreamDecoder, StreamEvent, ToolDefinition};
 use kosong_wasm::core::sse::SseDecoder;
 
 fn provider(spec: Value) -> HttpProvider {
@@ -1390,7 +1390,9 @@ fn structured_answers_decode_at_every_split() {
 fn structured_output_requests() {
     let output = output_format();
     let body = |spec: Value| -> Value {
-        let req = provider(spec).build("You are terse.", &tools(), &history(), Some(&output)).unwrap();
+        let req = provider(spec)
+            .build(&Prompt::new("You are terse.", &tools(), &history()).with_output(Some(&output)))
+            .unwrap();
         serde_json::from_str(&req.body).unwrap()
     };
     let schema = output.schema.clone();
@@ -1427,21 +1429,23 @@ fn structured_output_requests() {
     assert!(prompt.ends_with(&schema.to_string()), "{prompt}");
     snapshot("kimi.output", &kimi);
     // Without a system prompt the schema is the whole of it.
-    let req =
-        provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&output)).unwrap();
+    let req = provider(json!({"kind": "kimi", "model": "kimi-k2.6"}))
+        .build(&Prompt::new("", &[], &history()).with_output(Some(&output)))
+        .unwrap();
     let b: Value = serde_json::from_str(&req.body).unwrap();
     assert!(b["messages"][0]["content"].as_str().unwrap().starts_with("Answer with one JSON object"));
     // JSON mode answers objects only: an array schema is refused before anything is sent.
     let array =
         kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
-    let e =
-        provider(json!({"kind": "kimi", "model": "kimi-k2.6"})).build("", &[], &history(), Some(&array)).unwrap_err();
+    let e = provider(json!({"kind": "kimi", "model": "kimi-k2.6"}))
+        .build(&Prompt::new("", &[], &history()).with_output(Some(&array)))
+        .unwrap_err();
     assert_eq!(e.kind(), "invalid_request");
     assert!(e.message().contains("wrap it in an object"), "{e}");
     // No output, no trace of it.
     for kind in ["openai", "kimi", "anthropic", "openai_responses", "gemini"] {
         let b: Value = serde_json::from_str(
-            &provider(json!({"kind": kind, "model": "m"})).build("", &[], &history(), None).unwrap().body,
+            &provider(json!({"kind": kind, "model": "m"})).build(&Prompt::new("", &[], &history())).unwrap().body,
         )
         .unwrap();
         for key in ["response_format", "text", "output_config"] {

@@ -19,7 +19,7 @@ use kosong_wasm::core::error::ChatProviderError;
 use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::message::{Message, Role, ToolCall};
 use kosong_wasm::core::model::{Model, Provider, ProviderModel};
-use kosong_wasm::core::providers::ToolDefinition;
+use kosong_wasm::core::providers::{Prompt, ToolDefinition};
 use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
 use kosong_wasm::core::soul::context::SharedContext;
@@ -405,7 +405,7 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
         let seen2 = seen.clone();
         let outcome = pool.run_until(async {
             let m = model.model();
-            let req = m.prepare("", &tools.definitions(), &[Message::new(Role::User, vec![])], None).unwrap();
+            let req = m.prepare(&Prompt::new("", &tools.definitions(), &[Message::new(Role::User, vec![])])).unwrap();
             let mut source = m.open(req).await.unwrap();
             let spawn = |f: LocalBoxFuture<'static, ()>| spawner.spawn_local(f).unwrap();
             let cb: kosong_wasm::core::step::ToolResultCallback =

@@ -49,9 +49,9 @@ struct JsHooks {
     error_factory: Function,
     /// `(reader, state, onValue, onError, max)`: reads a body's next batch (see `readBatch`).
     body_reader: Function,
-    /// `(toolset, headJson, args, signal, run) => result`: builds a call and its context and
-    /// calls `toolset.handle` — one crossing out per tool call.
-    tool_invoker: Function,
+    /// `(toolset, run, simple) => ToolPort`: the JS end of one toolset's calls (see
+    /// [`tools::ToolPort`]), made once per step or turn.
+    tool_port: Function,
 }
 
 thread_local! {
@@ -59,8 +59,8 @@ thread_local! {
 }
 
 #[wasm_bindgen(js_name = installHooks)]
-pub fn install_hooks(error_factory: Function, body_reader: Function, tool_invoker: Function) {
-    HOOKS.with(|h| *h.borrow_mut() = Some(JsHooks { error_factory, body_reader, tool_invoker }));
+pub fn install_hooks(error_factory: Function, body_reader: Function, tool_port: Function) {
+    HOOKS.with(|h| *h.borrow_mut() = Some(JsHooks { error_factory, body_reader, tool_port }));
 }
 
 fn hook(pick: fn(&JsHooks) -> &Function) -> Option<Function> {
@@ -71,8 +71,8 @@ pub(crate) fn body_reader() -> Option<Function> {
     hook(|h| &h.body_reader)
 }
 
-pub(crate) fn tool_invoker() -> Option<Function> {
-    hook(|h| &h.tool_invoker)
+pub(crate) fn tool_port_factory() -> Option<Function> {
+    hook(|h| &h.tool_port)
 }
 
 /// The field `k` of a JS object, `None` when it is missing, `undefined` or `null` (or `o` is

@@ -24,7 +24,7 @@ use crate::core::generate::{generate, GenerateOutput, Limits};
 use crate::core::message::{Message, ToolCall};
 use crate::core::model::{Model, ModelSource, Provider, ProviderModel};
 use crate::core::output::answer_json;
-use crate::core::providers::ToolDefinition;
+use crate::core::providers::{Prompt, ToolDefinition};
 use crate::core::step::{collect_results, step, StepFailure, ToolResultCallback};
 use crate::core::toolset::ToolResult;
 
@@ -173,7 +173,8 @@ impl Call {
     async fn open(&self) -> Result<ModelSource<BodySource>, GlueError> {
         let model = ProviderModel::new(&self.provider, self.transport.clone(), self.hooks.limits);
         let output = self.hooks.output.as_ref().map(|o| &o.format);
-        let request = model.prepare(&self.system_prompt, &self.tools, &self.history, output)?;
+        let request =
+            model.prepare(&Prompt::new(&self.system_prompt, &self.tools, &self.history).with_output(output))?;
         model.open(request).await
     }
 

@@ -28,6 +28,22 @@ fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsVa
     }
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The JS end of one toolset's calls in one step or turn (`ToolPort` in js/tools.js, made by
+    /// the factory the JS layer installs): it builds each call's context (inside an agent run,
+    /// with the run's `send`, `requestApproval` and `rejection`) and answers it — a
+    /// `SimpleToolset`'s handler when its core found the tool, else `toolset.handle`.
+    pub type ToolPort;
+
+    /// One call, one crossing: the call as JSON text without its arguments, the arguments as a
+    /// string of their own (they may be megabytes: escaping them into the JSON and parsing them
+    /// out again cost more than the rest of a dispatch) or `null`, and the call's signal. Returns
+    /// what the tool answered, or a Promise of it.
+    #[wasm_bindgen(method, catch)]
+    fn invoke(this: &ToolPort, call: &str, args: &JsValue, signal: &AbortSignal) -> Result<JsValue, JsValue>;
+}
+
 /// What a tool's context gains inside an agent run: `{send(message), requestApproval(toolCallId,
 /// req), rejection(toolCallId)}`, one object for the run (the JS invoker binds each call's id).
 pub struct RunFunctions(pub Object);
@@ -53,9 +69,7 @@ pub struct JsToolset {
     signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
-    run: JsValue,
-    /// `invokeTool` of the JS layer (installed when the module is loaded).
-    invoker: Function,
+    port: ToolPort,
 }
 
 impl JsToolset {
@@ -71,19 +85,12 @@ impl JsToolset {
         if !Reflect::get(&toolset, &"handle".into())?.is_function() {
             return Err(js_sys::TypeError::new("toolset.handle must be a function").into());
         }
-        let invoker = super::tool_invoker().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
+        let factory =
+            super::tool_port_factory().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
         let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
         let simple = simple.and_then(registry);
-        Ok(JsToolset {
-            toolset,
-            simple,
-            lazy: RefCell::default(),
-            idempotent: RefCell::default(),
-            signals,
-            warn,
-            run,
-            invoker,
-        })
+        let port = factory.call3(&JsValue::UNDEFINED, &toolset, &run, &JsValue::from_bool(simple.is_some()))?.unchecked_into();
+        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), idempotent: RefCell::default(), signals, warn, port })
     }
 
     /// The toolset's tools now (a toolset may change between steps); remembers which are lazy.
@@ -217,27 +224,16 @@ impl ToolDispatch for JsToolset {
             },
         };
         // One crossing, where building the call and its context field by field took about 20
-        // (bench/crossings.mjs): the call without its arguments as JSON text, parsed by the
-        // invoker, and the arguments as a string of their own (they may be megabytes; escaping
-        // them into the JSON and parsing them out again cost more than the rest of a dispatch).
-        let head = JsValue::from_str(&call_head_json(call));
-        // The arguments were checked as the call completed (the engine's `Arguments`): a
-        // SimpleToolset's handler gets the checked text (`{}` for none: the rule is the core's,
-        // the JS only parses); a toolset's own `handle` gets the call as the model sent it.
+        // (bench/crossings.mjs). The arguments were checked as the call completed (the engine's
+        // `Arguments`): a SimpleToolset's handler gets the checked text (`{}` for none: the rule
+        // is the core's, the JS only parses); a toolset's own `handle` gets the call as the
+        // model sent it.
         let args = if simple {
             JsValue::from_str(checked.text())
         } else {
             call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str)
         };
-        let outcome = self.invoker.call6(
-            &JsValue::UNDEFINED,
-            &self.toolset,
-            &head,
-            &args,
-            &signal,
-            &self.run,
-            &JsValue::from_bool(simple),
-        );
+        let outcome = self.port.invoke(&call_head_json(call), &args, &signal);
         let fut = settle_js(outcome);
         async move {
             let outcome = fut.await;

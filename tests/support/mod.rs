@@ -23,8 +23,7 @@ use kosong_wasm::core::generate::{EventSource, Limits};
 use kosong_wasm::core::json::Arguments;
 use kosong_wasm::core::message::{Message, ToolCall};
 use kosong_wasm::core::model::{Model, Offline, Prepared, Provider, ProviderModel};
-use kosong_wasm::core::output::OutputFormat;
-use kosong_wasm::core::providers::ToolDefinition;
+use kosong_wasm::core::providers::{Prompt, ToolDefinition};
 use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
 use kosong_wasm::core::soul::context::SharedContext;
@@ -69,15 +68,9 @@ impl Model for Echo {
     fn model_name(&self) -> String {
         self.provider.model_name()
     }
-    fn prepare(
-        &self,
-        system: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<Prepared, ChatProviderError> {
-        self.seen.borrow_mut().push(history.len());
-        self.model().prepare(system, tools, history, output)
+    fn prepare(&self, prompt: &Prompt<'_>) -> Result<Prepared, ChatProviderError> {
+        self.seen.borrow_mut().push(prompt.history.len());
+        self.model().prepare(prompt)
     }
     fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<Self::Source, ChatProviderError>> {
         async move { self.model().open(request).await }.boxed_local()

@@ -17,9 +17,7 @@ use futures::future::LocalBoxFuture;
 
 use crate::core::error::ChatProviderError;
 use crate::core::generate::EventSource;
-use crate::core::message::Message;
-use crate::core::output::OutputFormat;
-use crate::core::providers::ToolDefinition;
+use crate::core::providers::Prompt;
 
 pub use provider::{Prepared, Provider, ProviderModel};
 pub use source::ModelSource;
@@ -52,13 +50,7 @@ pub trait Model {
     type Request;
     type Source: EventSource;
     fn model_name(&self) -> String;
-    fn prepare(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
+    fn prepare(&self, prompt: &Prompt<'_>) -> Result<Self::Request, <Self::Source as EventSource>::Error>;
     fn open(
         &self,
         request: Self::Request,

@@ -16,10 +16,8 @@ use super::transport::{self, Transport};
 use super::{Model, ModelError};
 use crate::core::error::ChatProviderError;
 use crate::core::generate::{Limits, SseEventSource, VecEventSource};
-use crate::core::message::Message;
-use crate::core::output::OutputFormat;
 use crate::core::providers::echo::{script_for_stream, EchoScript};
-use crate::core::providers::{HttpProvider, HttpRequest, Spec, StreamDecoder, ToolDefinition};
+use crate::core::providers::{HttpProvider, HttpRequest, Prompt, Spec, StreamDecoder};
 use crate::core::secrets::Secrets;
 
 /// A provider, read once.
@@ -77,10 +75,7 @@ impl Provider {
     pub fn prepare<E: ModelError>(
         &self,
         env: impl Fn(&str) -> Option<String>,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
+        prompt: &Prompt<'_>,
     ) -> Result<Prepared, E> {
         match self {
             Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
@@ -88,9 +83,8 @@ impl Provider {
                 let keyed = p.key_for_request(env).map_err(E::usage)?;
                 let p = keyed.as_ref().unwrap_or(p);
                 let key = p.http().api_key.as_deref();
-                let request = p
-                    .build(system_prompt, tools, history, output)
-                    .map_err(|e| E::from(e).redact(&key.map(Secrets::of_key).unwrap_or_default()))?;
+                let request =
+                    p.build(prompt).map_err(|e| E::from(e).redact(&key.map(Secrets::of_key).unwrap_or_default()))?;
                 let mut secrets = Secrets::of_request(key, &request);
                 if let Some(base) = &p.http().base_url {
                     secrets.add_url_params(base);
@@ -133,14 +127,8 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
         self.provider.model_name()
     }
 
-    fn prepare(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<Prepared, T::Error> {
-        self.provider.prepare(|n| self.transport.env_var(n), system_prompt, tools, history, output)
+    fn prepare(&self, prompt: &Prompt<'_>) -> Result<Prepared, T::Error> {
+        self.provider.prepare(|n| self.transport.env_var(n), prompt)
     }
 
     fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<ModelSource<T::Body>, T::Error>> {

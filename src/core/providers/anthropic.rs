@@ -11,15 +11,14 @@
 //! `input_json_delta`), `message_delta` (stop reason, usage), `message_stop`, `ping`, and
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
-use super::{truncated, StreamState};
+use super::{truncated, Prompt, StreamState, WireFormat};
 use crate::core::json::scan::{Is, Scan};
 use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -53,6 +52,24 @@ pub fn supports_adaptive_thinking(model: &str) -> bool {
     };
     let minor: u32 = parts.next().and_then(|p| if p.len() <= 2 { p.parse().ok() } else { None }).unwrap_or(0);
     (major, minor) >= (4, 6)
+}
+
+impl WireFormat for AnthropicConfig {
+    fn identity(&self) -> (&'static str, &'static [&'static str]) {
+        ("AnthropicProvider", &["ANTHROPIC_API_KEY"])
+    }
+    fn http(&self) -> &HttpOptions {
+        &self.http
+    }
+    fn http_mut(&mut self) -> &mut HttpOptions {
+        &mut self.http
+    }
+    fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        self.request(prompt)
+    }
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(AnthropicDecoder::default())
+    }
 }
 
 impl AnthropicConfig {
@@ -113,13 +130,8 @@ impl AnthropicConfig {
         }
     }
 
-    pub fn build_request(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<HttpRequest, ChatProviderError> {
+    fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        let Prompt { system: system_prompt, tools, history, output } = *prompt;
         let mut messages = messages_to_anthropic(history)?;
         if let Some(last) = messages.last_mut().and_then(|m| m.get_mut("content")).and_then(Value::as_array_mut) {
             if let Some(block) = last.last_mut() {

@@ -14,15 +14,14 @@
 //! from `usageMetadata` (cached tokens split out, thinking tokens counted as output); the
 //! answer ends with a `finishReason`.
 
-use super::{truncated, StreamState};
+use super::{truncated, Prompt, StreamState, WireFormat};
 use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::scan::{Is, Scan};
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
-use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
@@ -40,6 +39,24 @@ pub struct GeminiConfig {
 
 fn is_gemini_3(model: &str) -> bool {
     model.contains("gemini-3")
+}
+
+impl WireFormat for GeminiConfig {
+    fn identity(&self) -> (&'static str, &'static [&'static str]) {
+        ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"])
+    }
+    fn http(&self) -> &HttpOptions {
+        &self.http
+    }
+    fn http_mut(&mut self) -> &mut HttpOptions {
+        &mut self.http
+    }
+    fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        self.request(prompt)
+    }
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(GeminiDecoder::default())
+    }
 }
 
 impl GeminiConfig {
@@ -73,13 +90,8 @@ impl GeminiConfig {
         Some(json!({"thinkingBudget": budget, "includeThoughts": effort != "off"}))
     }
 
-    pub fn build_request(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<HttpRequest, ChatProviderError> {
+    fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        let Prompt { system: system_prompt, tools, history, output } = *prompt;
         let mut body = Map::new();
         body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.http.model))?));
         if !system_prompt.is_empty() {

@@ -185,21 +185,97 @@ impl Spec {
     }
 }
 
-/// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format:
-/// `openai`, `kimi`, `anthropic`, `openai_responses` or `gemini`; the rest are the
-/// constructor's options, camelCase).
-#[derive(Clone, Debug)]
-pub enum HttpProvider {
-    #[cfg(feature = "openai")]
-    OpenAIChat(openai_chat::OpenAIChatConfig),
-    #[cfg(feature = "openai")]
-    Kimi(openai_chat::OpenAIChatConfig),
-    #[cfg(feature = "anthropic")]
-    Anthropic(anthropic::AnthropicConfig),
-    #[cfg(feature = "responses")]
-    Responses(openai_responses::ResponsesConfig),
-    #[cfg(feature = "gemini")]
-    Gemini(gemini::GeminiConfig),
+/// What one model call is asked: the system prompt, the tools, the history and, when the caller
+/// wants a document of a given shape, structured output.
+#[derive(Clone, Copy, Debug)]
+pub struct Prompt<'a> {
+    pub system: &'a str,
+    pub tools: &'a [ToolDefinition],
+    pub history: &'a [Message],
+    pub output: Option<&'a OutputFormat>,
+}
+
+impl<'a> Prompt<'a> {
+    pub fn new(system: &'a str, tools: &'a [ToolDefinition], history: &'a [Message]) -> Prompt<'a> {
+        Prompt { system, tools, history, output: None }
+    }
+
+    /// The same prompt asking for structured output (`None`: free text).
+    pub fn with_output(self, output: Option<&'a OutputFormat>) -> Prompt<'a> {
+        Prompt { output, ..self }
+    }
+}
+
+/// One wire format: the request a provider of that format sends for a prompt, and the decoder
+/// its answer's stream is read with. Each provider is one type implementing it (one file each);
+/// the build's cargo features choose which exist ([`FORMATS`]).
+pub trait WireFormat: WireClone + std::fmt::Debug {
+    /// The JavaScript class of this provider, and the environment variables its official SDK
+    /// reads the key from.
+    fn identity(&self) -> (&'static str, &'static [&'static str]);
+    /// The options every HTTP provider takes.
+    fn http(&self) -> &HttpOptions;
+    fn http_mut(&mut self) -> &mut HttpOptions;
+    /// The request for this prompt; `prompt.output` asks for structured output in the format's
+    /// native form.
+    fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError>;
+    /// A decoder for one answer's stream.
+    fn decoder(&self) -> Box<dyn StreamDecoder>;
+}
+
+/// A wire format's settings copied into a box of their own (a provider given a key from the
+/// environment is a copy).
+pub trait WireClone {
+    fn boxed_clone(&self) -> Box<dyn WireFormat>;
+}
+
+impl<T: WireFormat + Clone + 'static> WireClone for T {
+    fn boxed_clone(&self) -> Box<dyn WireFormat> {
+        Box::new(self.clone())
+    }
+}
+
+/// How a wire format's options are read from a provider spec.
+type Reader = fn(&Spec) -> Result<Box<dyn WireFormat>, serde_json::Error>;
+
+/// `Some(read)` when this build has the cargo feature, else `None`.
+macro_rules! built_with {
+    ($feature:tt, $read:expr) => {{
+        #[cfg(feature = $feature)]
+        let read: Option<Reader> = Some($read);
+        #[cfg(not(feature = $feature))]
+        let read: Option<Reader> = None;
+        read
+    }};
+}
+
+/// Every wire format a provider spec may name: its `kind`, the cargo feature that builds it, and
+/// how its options are read (`None`: this build leaves it out).
+pub(crate) const FORMATS: [(&str, &str, Option<Reader>); 5] = [
+    ("openai", "openai", built_with!("openai", |s| Ok(Box::new(openai_chat::OpenAIChatConfig::from_spec(s)?)))),
+    (
+        "kimi",
+        "openai",
+        built_with!("openai", |s| Ok(Box::new(openai_chat::OpenAIChatConfig::from_spec(s)?.into_kimi()))),
+    ),
+    ("anthropic", "anthropic", built_with!("anthropic", |s| Ok(Box::new(anthropic::AnthropicConfig::from_spec(s)?)))),
+    (
+        "openai_responses",
+        "responses",
+        built_with!("responses", |s| Ok(Box::new(openai_responses::ResponsesConfig::from_spec(s)?))),
+    ),
+    ("gemini", "gemini", built_with!("gemini", |s| Ok(Box::new(gemini::GeminiConfig::from_spec(s)?)))),
+];
+
+/// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format from
+/// [`FORMATS`]; the rest are the constructor's options, camelCase).
+#[derive(Debug)]
+pub struct HttpProvider(Box<dyn WireFormat>);
+
+impl Clone for HttpProvider {
+    fn clone(&self) -> Self {
+        HttpProvider(self.0.boxed_clone())
+    }
 }
 
 impl HttpProvider {
@@ -212,34 +288,19 @@ impl HttpProvider {
     pub(crate) fn from_spec(spec: &Spec) -> Result<HttpProvider, serde_json::Error> {
         use serde::de::Error;
         let kind = spec.string("kind")?.ok_or_else(|| serde_json::Error::missing_field("kind"))?;
-        Ok(match kind.as_str() {
-            #[cfg(feature = "openai")]
-            "openai" => HttpProvider::OpenAIChat(openai_chat::OpenAIChatConfig::from_spec(spec)?),
-            #[cfg(feature = "openai")]
-            "kimi" => HttpProvider::Kimi(openai_chat::OpenAIChatConfig::from_spec(spec)?.into_kimi()),
-            #[cfg(feature = "anthropic")]
-            "anthropic" => HttpProvider::Anthropic(anthropic::AnthropicConfig::from_spec(spec)?),
-            #[cfg(feature = "responses")]
-            "openai_responses" => HttpProvider::Responses(openai_responses::ResponsesConfig::from_spec(spec)?),
-            #[cfg(feature = "gemini")]
-            "gemini" => HttpProvider::Gemini(gemini::GeminiConfig::from_spec(spec)?),
-            other => {
-                let feature = match other {
-                    "openai" | "kimi" => "openai",
-                    "openai_responses" => "responses",
-                    "anthropic" | "gemini" => other,
-                    _ => {
-                        return Err(serde_json::Error::unknown_variant(
-                            other,
-                            &["openai", "kimi", "anthropic", "openai_responses", "gemini"],
-                        ))
-                    }
-                };
-                return Err(serde_json::Error::custom(format!(
-                    "this build of kosong-wasm leaves out the `{other}` wire format (cargo feature `{feature}`)"
-                )));
-            }
-        })
+        let Some((_, feature, read)) = FORMATS.iter().find(|(k, _, _)| *k == kind) else {
+            let kinds: Vec<String> = FORMATS.iter().map(|(k, _, _)| format!("`{k}`")).collect();
+            return Err(serde_json::Error::custom(format!(
+                "unknown variant `{kind}`, expected one of {}",
+                kinds.join(", ")
+            )));
+        };
+        match read {
+            Some(read) => Ok(HttpProvider(read(spec)?)),
+            None => Err(serde_json::Error::custom(format!(
+                "this build of kosong-wasm leaves out the `{kind}` wire format (cargo feature `{feature}`)"
+            ))),
+        }
     }
 
     /// The request for this context, without structured output.
@@ -249,89 +310,27 @@ impl HttpProvider {
         tools: &[ToolDefinition],
         history: &[Message],
     ) -> Result<HttpRequest, ChatProviderError> {
-        self.build(system_prompt, tools, history, None)
+        self.0.build_request(&Prompt::new(system_prompt, tools, history))
     }
 
-    /// The request for this context; `output` asks for structured output in the provider's
-    /// native form (see each provider's `build_request`).
-    pub fn build(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<HttpRequest, ChatProviderError> {
-        match self {
-            #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => {
-                c.build_request(system_prompt, tools, history, output)
-            }
-            #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(c) => c.build_request(system_prompt, tools, history, output),
-            #[cfg(feature = "responses")]
-            HttpProvider::Responses(c) => Ok(c.build_request(system_prompt, tools, history, output)),
-            #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(c) => c.build_request(system_prompt, tools, history, output),
-        }
+    /// The request for this prompt (structured output in the provider's native form when asked).
+    pub fn build(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        self.0.build_request(prompt)
     }
 
     pub fn decoder(&self) -> Box<dyn StreamDecoder> {
-        match self {
-            #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) => Box::new(c.decoder()),
-            #[cfg(feature = "openai")]
-            HttpProvider::Kimi(c) => Box::new(c.decoder()),
-            #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(_) => Box::new(anthropic::AnthropicDecoder::default()),
-            #[cfg(feature = "responses")]
-            HttpProvider::Responses(_) => Box::new(openai_responses::ResponsesDecoder::default()),
-            #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(_) => Box::new(gemini::GeminiDecoder::default()),
-        }
+        self.0.decoder()
     }
 
     /// The options every HTTP provider takes.
     pub fn http(&self) -> &HttpOptions {
-        match self {
-            #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => &c.http,
-            #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(c) => &c.http,
-            #[cfg(feature = "responses")]
-            HttpProvider::Responses(c) => &c.http,
-            #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(c) => &c.http,
-        }
-    }
-
-    fn http_mut(&mut self) -> &mut HttpOptions {
-        match self {
-            #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(c) | HttpProvider::Kimi(c) => &mut c.http,
-            #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(c) => &mut c.http,
-            #[cfg(feature = "responses")]
-            HttpProvider::Responses(c) => &mut c.http,
-            #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(c) => &mut c.http,
-        }
+        self.0.http()
     }
 
     /// The JavaScript class of this provider, and the environment variables its official SDK
     /// reads the key from.
     pub fn identity(&self) -> (&'static str, &'static [&'static str]) {
-        match self {
-            #[cfg(feature = "openai")]
-            HttpProvider::OpenAIChat(_) => ("OpenAIChatProvider", &["OPENAI_API_KEY"]),
-            #[cfg(feature = "openai")]
-            HttpProvider::Kimi(_) => ("KimiProvider", &["MOONSHOT_API_KEY"]),
-            #[cfg(feature = "anthropic")]
-            HttpProvider::Anthropic(_) => ("AnthropicProvider", &["ANTHROPIC_API_KEY"]),
-            #[cfg(feature = "responses")]
-            HttpProvider::Responses(_) => ("OpenAIResponsesProvider", &["OPENAI_API_KEY"]),
-            #[cfg(feature = "gemini")]
-            HttpProvider::Gemini(_) => ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
-        }
+        self.0.identity()
     }
 
     /// The key for one request, by this package's one rule: the provider's own host needs one —
@@ -346,7 +345,7 @@ impl HttpProvider {
         match names.iter().find_map(|n| env(n).filter(|k| !k.is_empty())) {
             Some(key) => {
                 let mut with_key = self.clone();
-                with_key.http_mut().api_key = Some(key);
+                with_key.0.http_mut().api_key = Some(key);
                 Ok(Some(with_key))
             }
             None => Err(format!(

@@ -13,16 +13,15 @@
 //! the stream, or once a later index has begun *and* its arguments parse as a JSON object or
 //! array. The parse runs only when its brackets balance ([`JsonCloseTracker`]).
 
-use super::{truncated, StreamState};
+use super::{truncated, Prompt, StreamState, WireFormat};
 use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
-use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::core::error::{ChatProviderError, FailureKind};
 use crate::core::json::close::{parses_as_container, JsonCloseTracker};
 use crate::core::json::scan::{Is, Scan};
 use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -47,6 +46,27 @@ pub struct OpenAIChatConfig {
     pub reasoning_key: Option<String>,
     /// The server's dialect: OpenAI's own, or Moonshot's ([`super::kimi`]).
     pub dialect: Dialect,
+}
+
+impl WireFormat for OpenAIChatConfig {
+    fn identity(&self) -> (&'static str, &'static [&'static str]) {
+        match self.dialect {
+            Dialect::OpenAI => ("OpenAIChatProvider", &["OPENAI_API_KEY"]),
+            Dialect::Kimi => ("KimiProvider", &["MOONSHOT_API_KEY"]),
+        }
+    }
+    fn http(&self) -> &HttpOptions {
+        &self.http
+    }
+    fn http_mut(&mut self) -> &mut HttpOptions {
+        &mut self.http
+    }
+    fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        self.request(prompt)
+    }
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(OpenAIChatConfig::decoder(self))
+    }
 }
 
 impl OpenAIChatConfig {
@@ -80,13 +100,8 @@ impl OpenAIChatConfig {
 
     /// The request; `output` asks for structured output: `response_format` with the schema
     /// (`json_schema`), or in Moonshot's dialect its JSON mode (see [`super::kimi::json_mode`]).
-    pub fn build_request(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> Result<HttpRequest, ChatProviderError> {
+    fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        let Prompt { system: system_prompt, tools, history, output } = *prompt;
         let mut messages = Vec::with_capacity(history.len() + 1);
         let (response_format, system_prompt) = match (output, self.dialect) {
             (None, _) => (None, std::borrow::Cow::Borrowed(system_prompt)),
@@ -1013,9 +1028,12 @@ mod tests {
         let mut tool = Message::new(Role::Tool, vec![ContentPart::text("42")]);
         tool.tool_call_id = Some("c1".into());
         let history = vec![Message::new(Role::User, vec![ContentPart::text("hi")]), assistant, tool];
-        let tools =
-            vec![ToolDefinition { name: "f".into(), description: "d".into(), parameters: json!({"type":"object"}) }];
-        let req = cfg.build_request("be brief", &tools, &history, None).unwrap();
+        let tools = vec![super::super::ToolDefinition {
+            name: "f".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+        }];
+        let req = cfg.build_request(&super::Prompt::new("be brief", &tools, &history)).unwrap();
         assert_eq!(req.url, "http://127.0.0.1:9/v1/chat/completions");
         assert!(req.headers.contains(&("authorization".into(), "Bearer sk-test".into())));
         let body: Value = serde_json::from_str(&req.body).unwrap();

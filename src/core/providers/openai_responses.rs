@@ -10,15 +10,14 @@
 //! `response.reasoning_summary_text.delta`, `response.completed` / `response.incomplete`
 //! (usage), `response.failed` and `error`. A call is complete at its `output_item.done`.
 
-use super::{truncated, StreamState};
+use super::{truncated, Prompt, StreamState, WireFormat};
 use crate::core::json::scan::{Is, Scan};
 use crate::core::json::Arguments;
 use serde_json::{json, Map, Value};
 
-use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent, ToolDefinition};
+use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::core::error::ChatProviderError;
 use crate::core::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::core::output::OutputFormat;
 use crate::core::sse::SseEvent;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -35,6 +34,24 @@ pub struct ResponsesConfig {
 fn is_openai_model(model: &str) -> bool {
     let m = model.rsplit('/').next().unwrap_or(model);
     m.starts_with("gpt-") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") || m.starts_with("codex")
+}
+
+impl WireFormat for ResponsesConfig {
+    fn identity(&self) -> (&'static str, &'static [&'static str]) {
+        ("OpenAIResponsesProvider", &["OPENAI_API_KEY"])
+    }
+    fn http(&self) -> &HttpOptions {
+        &self.http
+    }
+    fn http_mut(&mut self) -> &mut HttpOptions {
+        &mut self.http
+    }
+    fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        Ok(self.request(prompt))
+    }
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ResponsesDecoder::default())
+    }
 }
 
 impl ResponsesConfig {
@@ -64,13 +81,8 @@ impl ResponsesConfig {
     }
 
     /// The request; `output` goes as `text.format` (`json_schema`, with its name and schema).
-    pub fn build_request(
-        &self,
-        system_prompt: &str,
-        tools: &[ToolDefinition],
-        history: &[Message],
-        output: Option<&OutputFormat>,
-    ) -> HttpRequest {
+    fn request(&self, prompt: &Prompt<'_>) -> HttpRequest {
+        let Prompt { system: system_prompt, tools, history, output } = *prompt;
         let openai = is_openai_model(&self.http.model);
         let mut input = Vec::with_capacity(history.len() + 1);
         if !system_prompt.is_empty() {

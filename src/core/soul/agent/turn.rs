@@ -17,6 +17,7 @@ use crate::core::message::{ContentPart, Message, StreamedMessagePart, TokenUsage
 use crate::core::model::{Model, ModelError};
 use crate::core::output::{answer_json, malformed};
 use crate::core::partial_json::PartialJson;
+use crate::core::providers::Prompt;
 use crate::core::soul::approval::Approvals;
 use crate::core::soul::compaction;
 use crate::core::soul::context::SharedContext;
@@ -233,7 +234,7 @@ where
             let ask = [ask];
             let (summary, _) = self
                 .with_retries(None, 1, || async {
-                    let req = model.prepare(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask, None)?;
+                    let req = model.prepare(&Prompt::new(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask))?;
                     let mut source = model.open(req).await?;
                     Ok(generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await?)
                 })
@@ -302,7 +303,10 @@ where
                 }
                 let defs = self.tools.definitions();
                 let prepared = self.context.read(|c| {
-                    model.prepare(&self.config.system_prompt, &defs, c.history(), self.config.output.as_ref())
+                    model.prepare(
+                        &Prompt::new(&self.config.system_prompt, &defs, c.history())
+                            .with_output(self.config.output.as_ref()),
+                    )
                 });
                 let dispatch = &dispatch;
                 let on_tool_result = on_tool_result.clone();
