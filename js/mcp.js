@@ -1,7 +1,7 @@
 // McpToolset: the Toolset protocol over a connected MCP client (`@modelcontextprotocol/sdk`'s
 // `Client`, or any object with its `listTools`/`callTool`/`setNotificationHandler` shape). The
 // package depends on no MCP code: the caller brings the client and its transport.
-import { toolError, toolOk } from "./tools.js";
+import { SimpleToolset, toolError, toolOk } from "./tools.js";
 import { describeThrown } from "./util.js";
 
 const LIST_CHANGED = "notifications/tools/list_changed";
@@ -15,7 +15,6 @@ const LIST_CHANGED_SCHEMA = Object.freeze({
   safeParse: (data) => ({ success: true, data }),
 });
 
-const NAME_RULE = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Bounds on one listing: pages of a cursor, and tools kept (each cut is told to the logger). */
 const MAX_PAGES = 1000;
 const MAX_TOOLS = 10_000;
@@ -63,8 +62,10 @@ export class McpToolset {
   #timeoutMs;
   #onChanged;
   #logger;
-  #tools = [];
+  #tools = Object.freeze([]);
   #byName = new Map(); // our name -> the server's
+  /** The listed tools as a SimpleToolset: names, definitions, lookup, arguments and results by the core's rules. */
+  #set = new SimpleToolset();
   /** Each refresh's number: a listing applies only if no later one began (the last one wins). */
   #generation = 0;
 
@@ -126,8 +127,9 @@ export class McpToolset {
         this.#logger.warn(`kosong-wasm: McpToolset: the server lists more than ${MAX_TOOLS} tools; the first ${MAX_TOOLS} are used`, { limit: MAX_TOOLS });
         listed.length = MAX_TOOLS;
       }
-      const { tools, byName } = this.#named(listed);
-      this.#tools = Object.freeze(tools);
+      const { set, byName } = this.#named(listed);
+      this.#set = set;
+      this.#tools = Object.freeze(set.tools.map((t) => Object.freeze(t)));
       this.#byName = byName;
       this.#onChanged?.(this.#tools);
       return this.#tools;
@@ -176,43 +178,49 @@ export class McpToolset {
       ours.set(t.name, name);
     }
     if (collided) this.#logger.warn(`kosong-wasm: McpToolset: ${collided} tool name(s) collide once made valid for the providers; they are told apart with a suffix (_2, _3, …)`, { collided });
-    const tools = [];
+    // The core's registry takes each tool by its rules (the name, an object schema, the default
+    // parameters for none); a schema it refuses is replaced by the default one, and said.
+    const set = new SimpleToolset();
     for (const t of entries) {
       const name = ours.get(t.name);
-      if (!NAME_RULE.test(name)) continue;
-      byName.set(name, t.name);
-      const parameters = t.inputSchema && typeof t.inputSchema === "object" ? t.inputSchema : { type: "object", properties: {} };
-      tools.push(Object.freeze({ name, description: t.description ?? t.title ?? "", parameters }));
+      const original = t.name;
+      const about = [t.description, t.title].find((d) => typeof d === "string") ?? "";
+      const tool = { name, description: about, parameters: t.inputSchema ?? undefined, handler: (args, ctx) => this.#call(original, args, ctx) };
+      try {
+        set.add(tool);
+      } catch (e) {
+        this.#logger.warn(`kosong-wasm: McpToolset: tool \`${original}\`: ${said(e)}; it is offered with the default parameters`, { tool: original });
+        set.add({ ...tool, parameters: undefined });
+      }
+      byName.set(name, original);
     }
-    return { tools, byName };
+    return { set, byName };
   }
 
   get tools() {
     return this.#tools;
   }
 
+  /**
+   * kosong's Toolset `handle`, by the same rules as a SimpleToolset's (an unknown tool, arguments
+   * that are not JSON, what the result is): the listing is one.
+   */
+  handle(call, ctx) {
+    return this.#set.handle(call, ctx);
+  }
+
   /** Calls the tool on the server, with the call's signal (an abort is MCP cancellation) and the timeout. */
-  async handle(call, ctx) {
-    const name = call?.function?.name;
-    const result = (rv) => ({ tool_call_id: call.id, return_value: rv });
-    const original = this.#byName.get(name);
-    if (original === undefined) return result(toolError({ message: `Tool \`${name}\` not found`, brief: `Tool \`${name}\` not found` }));
-    let args;
-    try {
-      args = call.function.arguments ? JSON.parse(call.function.arguments) : {};
-    } catch (e) {
-      return result(toolError({ message: `Error parsing JSON arguments: ${e.message}`, brief: "Invalid arguments" }));
-    }
+  async #call(original, args, ctx) {
     const options = { signal: ctx?.signal };
     if (this.#timeoutMs !== undefined) options.timeout = this.#timeoutMs;
     try {
-      return result(returnValueOf(await this.#client.callTool({ name: original, arguments: args }, undefined, options), name));
+      return returnValueOf(await this.#client.callTool({ name: original, arguments: args }, undefined, options), original);
     } catch (e) {
       if (ctx?.signal?.aborted) throw ctx.signal.reason;
       const timedOut = /timed out|timeout/i.test(said(e)) || e?.code === -32001;
       const after = this.#timeoutMs === undefined ? "(the MCP client's own timeout)" : `after ${this.#timeoutMs} ms`;
       const message = timedOut ? `MCP tool \`${original}\` timed out ${after}` : `MCP tool \`${original}\` failed: ${said(e)}`;
-      return result(toolError({ message, brief: timedOut ? "MCP tool timed out" : "MCP tool failed" }));
+      return toolError({ message, brief: timedOut ? "MCP tool timed out" : "MCP tool failed" });
     }
   }
 }

@@ -178,7 +178,7 @@ impl<H> SimpleToolset<H> {
         let invalid = |m: String| Err(ToolsetError::Invalid(format!("SimpleToolset.add: {m}")));
         if !valid_tool_name(name) {
             return invalid(format!(
-                "tool name `{name}` must match ^[a-zA-Z0-9_-]{{1,64}}$ (what the providers accept)"
+                "tool name `{name}` must match ^\\$?[a-zA-Z0-9_-]{{1,64}}$ (what the providers accept; `$`: Moonshot's builtins)"
             ));
         }
         if self.get(name).is_some() {

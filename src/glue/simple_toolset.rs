@@ -147,9 +147,8 @@ impl SimpleToolsetCore {
         };
         match self.inner.borrow().prepare(&call) {
             Prepared::Done(r) => to_js(&r),
-            Prepared::Run((), _) => {
-                JsValue::from_str(call.function.arguments.as_deref().filter(|a| !a.is_empty()).unwrap_or("{}"))
-            }
+            // The checked text (`{}` for none: `Arguments`' rule, not spelled here).
+            Prepared::Run((), args) => JsValue::from_str(args.text()),
         }
     }
 

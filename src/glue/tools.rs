@@ -85,11 +85,11 @@ impl JsToolset {
         if !Reflect::get(&toolset, &"handle".into())?.is_function() {
             return Err(js_sys::TypeError::new("toolset.handle must be a function").into());
         }
-        let factory =
-            super::tool_port_factory().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
+        let factory = super::tool_port_factory().ok_or_else(|| js_sys::Error::new("kosong-wasm is not initialized"))?;
         let run = run.map_or(JsValue::UNDEFINED, |r| r.0.into());
         let simple = simple.and_then(registry);
-        let port = factory.call3(&JsValue::UNDEFINED, &toolset, &run, &JsValue::from_bool(simple.is_some()))?.unchecked_into();
+        let port =
+            factory.call3(&JsValue::UNDEFINED, &toolset, &run, &JsValue::from_bool(simple.is_some()))?.unchecked_into();
         Ok(JsToolset { toolset, simple, lazy: RefCell::default(), idempotent: RefCell::default(), signals, warn, port })
     }
 

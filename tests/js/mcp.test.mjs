@@ -63,6 +63,32 @@ test("McpToolset: results become kosong parts; isError is an error result; a ren
   assert.match(nope.return_value.message, /Tool `nope` not found/);
 });
 
+test("McpToolset answers by SimpleToolset's rules: an unknown tool, arguments that are not JSON, missing arguments as {}", async () => {
+  const mcp = await k.McpToolset.fromClient(await connect());
+  const seen = [];
+  const simple = new k.SimpleToolset([{ name: "echo", parameters: { type: "object", properties: { text: { type: "string" } } }, handler: (args) => (seen.push(args), "ok") }]);
+  const raw = (id, name, args) => `tool_call: ${JSON.stringify({ id, name, ...(args === undefined ? {} : { arguments: args }) })}`;
+  const script = [raw("c1", "nope", "{}"), raw("c2", "echo", "{not json"), raw("c3", "picture")].join("\n");
+  const [m1, m2, m3] = await runStep(mcp, script);
+  const [s1, s2] = await runStep(simple, script);
+  assert.deepEqual(m1.return_value, s1.return_value, "one wording for an unknown tool");
+  assert.match(m1.return_value.message, /Tool `nope` not found/);
+  assert.deepEqual(m2.return_value, s2.return_value, "one wording for arguments that are not JSON");
+  assert.match(m2.return_value.message, /^Error parsing JSON arguments/);
+  assert.equal(m3.return_value.is_error, false, "a call without arguments reached the server as {}");
+  assert.equal(m3.return_value.output[0].text, "a red dot");
+  // The same calls through each toolset's own handle (no engine in between).
+  const direct = (name, args) => ({ id: "d1", type: "function", function: { name, arguments: args } });
+  assert.deepEqual(await mcp.handle(direct("nope", "{}"), {}), await simple.handle(direct("nope", "{}"), {}));
+  assert.deepEqual(await mcp.handle(direct("picture", "{not json"), {}), await simple.handle(direct("echo", "{not json"), {}));
+  assert.equal((await mcp.handle(direct("picture", ""), {})).return_value.output[0].text, "a red dot", "empty arguments mean {}");
+  await simple.handle(direct("echo", ""), {});
+  assert.deepEqual(seen.at(-1), {}, "and the same for a SimpleToolset");
+  // A tool without a schema gets the core's default parameters, as a SimpleToolset's does.
+  const plain = new k.SimpleToolset([{ name: "x", handler: () => "" }]);
+  assert.deepEqual(mcp.tools.find((t) => t.name === "fail").parameters, plain.tools[0].parameters);
+});
+
 test("McpToolset: an abort reaches the server as MCP cancellation; a per-call timeout is an error result", async () => {
   const tools = await k.McpToolset.fromClient(await connect());
   const ac = new AbortController();
