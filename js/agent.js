@@ -6,6 +6,7 @@ import { SimpleToolset } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";
 import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
 import { Context, contextCore } from "./context.js";
+import { checkLogger } from "./util.js";
 
 export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered } from "./errors.js";
 
@@ -51,9 +52,7 @@ export class Agent {
       throw new TypeError("Agent: toolset must have a `tools` array and a `handle(call, ctx)` method");
     }
     if (context !== undefined && !(context instanceof Context)) throw new TypeError("Agent: context must be a Context");
-    if (logger !== undefined && logger !== null && typeof logger.warn !== "function") {
-      throw new TypeError("Agent: logger must have a warn(message, fields) method");
-    }
+    checkLogger(logger, "Agent: logger");
     for (const [key, v] of Object.entries(retryBackoff ?? {})) {
       if (!BACKOFF_KEYS.includes(key)) throw new TypeError(`Agent: retryBackoff has no \`${key}\` (initialMs, maxMs, jitterMs)`);
       if (!(typeof v === "number" && v >= 0)) throw new TypeError(`Agent: retryBackoff.${key} must be a number ≥ 0`);
@@ -139,7 +138,7 @@ export async function resumeSoul(soul, recording, uiLoop, signal, options = {}) 
   if (!soul || typeof soul.resume !== "function") throw new TypeError("resumeSoul: soul must have a resume(messages, run) method (an Agent)");
   checkRun("resumeSoul", uiLoop, signal, options);
   const { logger, maxResumes } = options;
-  if (logger !== undefined && logger !== null && typeof logger.warn !== "function") throw new TypeError("resumeSoul: options.logger must have a warn(message, fields) method");
+  checkLogger(logger, "resumeSoul: options.logger");
   if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) throw new TypeError("resumeSoul: options.maxResumes must be an integer ≥ 0");
   const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
   const messages = recordedMessages(recording, "resumeSoul", warn);

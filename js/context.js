@@ -1,6 +1,7 @@
 // The Context: a conversation's history, checkpoints and token count as kimi-cli's
 // context.jsonl, owned by the core (ContextCore over src/core/soul/context.rs).
 import { callWasm, wasm } from "./internal.js";
+import { checkLogger } from "./util.js";
 
 let coreOfContext;
 
@@ -83,7 +84,7 @@ export class Context {
   static fromJSONL(text, options = {}) {
     if (typeof text !== "string") throw new TypeError("Context.fromJSONL takes the text of a context.jsonl file");
     const logger = options.logger;
-    if (logger !== undefined && logger !== null && typeof logger.warn !== "function") throw new TypeError("Context.fromJSONL: options.logger must have a warn(message, fields) method");
+    checkLogger(logger, "Context.fromJSONL: options.logger");
     // Read as kimi-cli reads it: a damaged or unknown line is skipped (told to the logger, else to console.warn).
     const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
     const core = callWasm(() => wasm.ContextCore.fromJSONL(text, warn));

@@ -4,7 +4,8 @@
 import { callWasm, wasm } from "./internal.js";
 
 
-const EFFORTS = ["off", "low", "medium", "high", "xhigh", "max"];
+// The core's list (src/core/providers/mod.rs), put in when the package is built.
+const EFFORTS = "@core:THINKING_EFFORTS@";
 
 function checkEffort(effort) {
   if (!EFFORTS.includes(effort)) throw new TypeError(`thinking effort must be one of ${EFFORTS.join(", ")}; got ${String(effort)}`);

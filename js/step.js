@@ -2,7 +2,7 @@
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
-import { isAsyncFunction, isThenable } from "./util.js";
+import { checkLogger, isAsyncFunction, isThenable } from "./util.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -12,12 +12,6 @@ export function coreOf(provider, who = "provider", alternative = "") {
     throw new TypeError(`${who} must be one of this package's providers (OpenAIChatProvider, ScriptedProvider, …)${alternative}`);
   }
   return core;
-}
-
-function checkLogger(logger) {
-  if (logger !== undefined && logger !== null && typeof logger.warn !== "function") {
-    throw new TypeError("options.logger must have a warn(message, fields) method");
-  }
 }
 
 function checkSignal(signal) {
@@ -30,8 +24,10 @@ function jsonHook(cb) {
   return typeof cb === "function" ? (json) => cb(JSON.parse(json)) : undefined;
 }
 
-/** A callback's result as the engine takes it: the Promise to await, or `undefined`. */
-const thenable = (r) => (isThenable(r) ? r : undefined);
+// The part kinds of a batch, the engine's (src/glue/parts.rs), put in when the package is built.
+const PART_TEXT = "@core:PART_TEXT@";
+const PART_THINK = "@core:PART_THINK@";
+const PART_ARGUMENTS = "@core:PART_ARGUMENTS@";
 
 /**
  * The part hook: a batch of parts as `(text, meta)` (see `PartHook` in the engine), each part
@@ -48,14 +44,14 @@ function partHook(cb) {
       const id = text.slice(at, (at += meta[i + 1]));
       const t = text.slice(at, (at += meta[i + 2]));
       i += 3;
-      if (kind === 0) return { type: "text", text: t };
-      if (kind === 1) return { type: "think", think: t };
-      if (kind === 2) return { type: "tool_call_part", arguments_part: t, tool_call_id: id };
+      if (kind === PART_TEXT) return { type: "text", text: t };
+      if (kind === PART_THINK) return { type: "think", think: t };
+      if (kind === PART_ARGUMENTS) return { type: "tool_call_part", arguments_part: t, tool_call_id: id };
       return JSON.parse(t);
     };
     while (i < meta.length) {
-      const waiting = thenable(cb(next()));
-      if (waiting) {
+      const waiting = cb(next());
+      if (isThenable(waiting)) {
         return (async () => {
           await waiting;
           while (i < meta.length) await cb(next());
@@ -135,7 +131,7 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
-  checkLogger(options.logger);
+  checkLogger(options.logger, "options.logger");
   const core = coreOf(provider);
   const watch = outputWatch(options);
   return {

@@ -1,7 +1,7 @@
 // Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
 // in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
-import { describeThrown, isAsyncFunction, isThenable, stackOf } from "./util.js";
+import { checkLogger, describeThrown, isAsyncFunction, isThenable, stackOf } from "./util.js";
 
 
 function briefDisplay(brief) {
@@ -116,10 +116,7 @@ export class SimpleToolset {
       throw new TypeError("SimpleToolset: options.validate must be a function");
     }
     if (isAsyncFunction(this.#validate)) throw new TypeError("SimpleToolset: options.validate must answer synchronously (schema, args) => problem; an async function's answer would be a Promise");
-    this.#logger = options?.logger ?? undefined;
-    if (this.#logger !== undefined && typeof this.#logger?.warn !== "function") {
-      throw new TypeError("SimpleToolset: options.logger must have a warn(message, fields) method");
-    }
+    this.#logger = checkLogger(options?.logger, "SimpleToolset: options.logger");
     if (tools !== null && tools !== undefined && !Array.isArray(tools)) throw new TypeError("SimpleToolset: tools must be an array");
     for (const t of tools ?? []) this.add(t);
   }

@@ -17,6 +17,16 @@ export function sleep(ms, signal) {
 }
 
 /**
+ * A `logger` option, checked: `undefined` for none (`null` too), else an object with
+ * `warn(message, fields)`; `who` names the option in the TypeError.
+ */
+export function checkLogger(logger, who) {
+  if (logger === undefined || logger === null) return undefined;
+  if (typeof logger.warn !== "function") throw new TypeError(`${who} must have a warn(message, fields) method`);
+  return logger;
+}
+
+/**
  * Whether a value is awaited: a thenable as Promises/A+ says, an object or a function with a
  * callable `then` (the engine's `is_thenable` in src/glue is the same rule). Reading `then` may
  * throw, as it would for `await`.

@@ -112,12 +112,27 @@ export function build({ testHooks = false, only = null } = {}) {
   console.error(`kosong-wasm: built ${name}/ (${(size / 1024).toFixed(1)} KiB of wasm)`);
 }
 
-/** The constants the JS layer takes from the core's source: `WIRE_PROTOCOL_VERSION`. */
+/**
+ * The constants the JS layer takes from the core's source (`pub const NAME: … = <a string, a
+ * number or an array of strings>;`), so a rule both sides need is written once, in Rust.
+ */
+const CORE_CONSTANTS = {
+  WIRE_PROTOCOL_VERSION: "src/core/soul/wire/jsonl.rs",
+  THINKING_EFFORTS: "src/core/providers/mod.rs",
+  PART_TEXT: "src/glue/parts.rs",
+  PART_THINK: "src/glue/parts.rs",
+  PART_ARGUMENTS: "src/glue/parts.rs",
+};
+
 function coreConstants() {
-  const src = readFileSync(join(root, "src", "core", "soul", "wire", "jsonl.rs"), "utf8");
-  const m = /pub const WIRE_PROTOCOL_VERSION: &str = "([^"]+)";/.exec(src);
-  if (!m) throw new Error("kosong-wasm build: WIRE_PROTOCOL_VERSION not found in src/core/soul/wire/jsonl.rs");
-  return { WIRE_PROTOCOL_VERSION: m[1] };
+  const out = {};
+  for (const [name, file] of Object.entries(CORE_CONSTANTS)) {
+    const src = readFileSync(join(root, file), "utf8");
+    const m = new RegExp(`pub const ${name}: [^=]+= ([^;]+);`).exec(src);
+    if (!m) throw new Error(`kosong-wasm build: the constant ${name} is not in ${file}`);
+    out[name] = JSON.parse(m[1].replace(/,\s*\]$/, "]"));
+  }
+  return out;
 }
 
 /**

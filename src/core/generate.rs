@@ -497,12 +497,13 @@ impl MessageAssembler {
         m
     }
 
-    /// Whether what arrived is worth keeping: a call, or content that is not only thinking.
+    /// Whether what arrived is an answer (kosong's rule, the one both a broken round's salvage
+    /// and [`Self::check_not_empty`] apply): a call, or content beyond thinking and blank text.
     pub fn has_substance(&self) -> bool {
         !self.calls.is_empty()
             || self.content.iter().any(|p| match p {
                 ContentPart::Think { .. } => false,
-                ContentPart::Text { text, .. } => !text.is_empty(),
+                ContentPart::Text { text, .. } => !text.trim().is_empty() || p.is_server_tool(),
                 _ => true,
             })
     }
@@ -517,27 +518,15 @@ impl MessageAssembler {
 
     /// kosong's rule: an answer with nothing, or with only thinking, is an empty response.
     pub fn check_not_empty(&self) -> Result<(), ChatProviderError> {
-        if !self.calls.is_empty() {
+        if self.has_substance() {
             return Ok(());
         }
-        if self.content.is_empty() {
-            return Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()));
-        }
-        let substantive = self.content.iter().any(|p| match p {
-            ContentPart::Think { .. } => false,
-            ContentPart::Text { text, .. } => !text.trim().is_empty() || p.is_server_tool(),
-            _ => true,
-        });
-        let has_think = self.content.iter().any(|p| matches!(p, ContentPart::Think { .. }));
-        if !substantive && has_think {
+        if self.content.iter().any(|p| matches!(p, ContentPart::Think { .. })) {
             return Err(ChatProviderError::EmptyResponse(
                 "The API returned a response with only thinking content and no text or tool calls.".into(),
             ));
         }
-        if !substantive {
-            return Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()));
-        }
-        Ok(())
+        Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()))
     }
 }
 

@@ -95,18 +95,16 @@ impl<E> From<E> for StepFailure<E> {
 }
 
 /// The result for a complete call whose arguments are not JSON ([`Arguments::check`] said why):
-/// the tool does not run, and the model is told to send the call again.
+/// the tool does not run, and the model is told to send the call again. kosong's parse error
+/// ([`ToolReturnValue::parse_error`], the one wording a toolset's `handle` gives too) with that
+/// request after it.
 pub fn malformed_arguments_result(call: &ToolCall, err: &str) -> ToolResult {
     ToolResult {
         tool_call_id: call.id.clone(),
-        return_value: ToolReturnValue::error(
-            &format!(
-                "Error parsing JSON arguments: {err}. The arguments of this call were not valid JSON, \
-                 so the tool did not run; send the call again with complete, valid JSON arguments."
-            ),
-            "Invalid arguments",
-            ToolOutput::Text(String::new()),
-        ),
+        return_value: ToolReturnValue::parse_error(&format!(
+            "{err}. The arguments of this call were not valid JSON, so the tool did not run; send the \
+             call again with complete, valid JSON arguments."
+        )),
     }
 }
 

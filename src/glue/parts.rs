@@ -45,9 +45,17 @@ extern "C" {
     ) -> Result<Option<js_sys::Promise>, JsValue>;
 }
 
+/// A batch's part kinds (the JS layer's `partHook` takes these numbers from this file when the
+/// package is built: `"@core:PART_TEXT@"`).
+pub const PART_TEXT: u32 = 0;
+pub const PART_THINK: u32 = 1;
+/// An argument fragment, with its call's id.
+pub const PART_ARGUMENTS: u32 = 2;
+/// Any other part, as JSON.
+pub const PART_JSON: u32 = 3;
+
 /// The parts of a step held for the part hook until the engine flushes them (before a tool is
-/// handed on, and before it waits for more bytes). Kinds: 0 text, 1 think, 2 an argument
-/// fragment (with its call's id), 3 any other part as JSON.
+/// handed on, and before it waits for more bytes), each with one of the kinds above.
 pub struct PartBatch<'a> {
     hook: Option<&'a PartHook>,
     text: String,
@@ -74,14 +82,16 @@ impl crate::core::generate::PartSink<GlueError> for PartBatch<'_> {
             return Ok(None);
         }
         match part {
-            StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => self.push(0, "", text),
-            StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => self.push(1, "", think),
+            StreamedMessagePart::Content(ContentPart::Text { text, extras: None }) => self.push(PART_TEXT, "", text),
+            StreamedMessagePart::Content(ContentPart::Think { think, encrypted: None }) => {
+                self.push(PART_THINK, "", think)
+            }
             StreamedMessagePart::ToolCallPart(ToolCallPart { arguments_part: Some(a), tool_call_id: Some(id) }) => {
-                self.push(2, id, a)
+                self.push(PART_ARGUMENTS, id, a)
             }
             _ => {
                 let json = serde_json::to_string(part).map_err(|e| ChatProviderError::Other(e.to_string()))?;
-                self.push(3, "", &json)
+                self.push(PART_JSON, "", &json)
             }
         }
         Ok(None)

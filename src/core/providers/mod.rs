@@ -140,6 +140,9 @@ pub(crate) fn typed_event<T>(
     read(fields).map(Some).map_err(|e| malformed(format!("malformed `{kind}` event from the server: {e}")))
 }
 
+/// The thinking efforts a provider takes (each wire format maps them to its own).
+pub const THINKING_EFFORTS: [&str; 6] = ["off", "low", "medium", "high", "xhigh", "max"];
+
 /// What every HTTP provider's constructor takes (camelCase in JS).
 #[derive(Clone, Debug, Default)]
 pub struct HttpOptions {
@@ -172,7 +175,15 @@ impl HttpOptions {
             headers: spec.object("headers")?.unwrap_or_default(),
             max_tokens: spec.get("maxTokens", "a positive integer", |v| v.as_u64().filter(|n| *n > 0))?,
             temperature: spec.get("temperature", "a number", Value::as_f64)?,
-            thinking_effort: spec.string("thinkingEffort")?,
+            thinking_effort: match spec.string("thinkingEffort")? {
+                Some(e) if !THINKING_EFFORTS.contains(&e.as_str()) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "thinking effort must be one of {}; got {e}",
+                        THINKING_EFFORTS.join(", ")
+                    )))
+                }
+                e => e,
+            },
             extra_body: spec.object("extraBody")?,
         })
     }
