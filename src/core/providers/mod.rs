@@ -220,7 +220,7 @@ impl<'a> Prompt<'a> {
 /// One wire format: the request a provider of that format sends for a prompt, and the decoder
 /// its answer's stream is read with. Each provider is one type implementing it (one file each);
 /// the build's cargo features choose which exist ([`FORMATS`]).
-pub trait WireFormat: WireClone + std::fmt::Debug {
+pub trait WireFormat: WireClone {
     /// The JavaScript class of this provider, and the environment variables its official SDK
     /// reads the key from.
     fn identity(&self) -> (&'static str, &'static [&'static str]);
@@ -280,8 +280,15 @@ pub(crate) const FORMATS: [(&str, &str, Option<Reader>); 5] = [
 
 /// A provider that talks HTTP, as the JS layer describes it (`kind` picks the wire format from
 /// [`FORMATS`]; the rest are the constructor's options, camelCase).
-#[derive(Debug)]
 pub struct HttpProvider(Box<dyn WireFormat>);
+
+/// The class and the model, never the options (they hold the key): and no formatting code for
+/// every wire format's settings in the .wasm.
+impl std::fmt::Debug for HttpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.identity().0, self.http().model)
+    }
+}
 
 impl Clone for HttpProvider {
     fn clone(&self) -> Self {
