@@ -1,6 +1,6 @@
 // kimi-cli's soul runtime for the web: Agent (a Soul) and runSoul. Thin wrappers: the turn
 // loop, its retries, approvals, compaction and repeated-call rules run in the wasm core
-// (src/core/soul/); this module checks the options' types (the runtime's errors are errors.js's).
+// (src/engine/soul/); this module checks the options' types (the runtime's errors are errors.js's).
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";

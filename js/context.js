@@ -1,5 +1,5 @@
 // The Context: a conversation's history, checkpoints and token count as kimi-cli's
-// context.jsonl, owned by the core (ContextCore over src/core/soul/context.rs).
+// context.jsonl, owned by the core (ContextCore over src/engine/soul/context.rs).
 import { callWasm, wasm } from "./internal.js";
 import { checkLogger } from "./util.js";
 

@@ -4,7 +4,7 @@
 import { callWasm, wasm } from "./internal.js";
 
 
-// The core's list (src/core/providers/mod.rs), put in when the package is built.
+// The core's list (src/engine/providers/mod.rs), put in when the package is built.
 const EFFORTS = "@core:THINKING_EFFORTS@";
 
 function checkEffort(effort) {

@@ -1,5 +1,5 @@
 // The Wire between a soul and its UI (merged and raw sides), its recorder and replay: thin
-// wrappers over the core's WireCore (src/core/soul/wire.rs), which owns the merge rules, the
+// wrappers over the core's WireCore (src/engine/soul/wire.rs), which owns the merge rules, the
 // approval requests and the wire.jsonl format.
 import { callWasm, wasm } from "./internal.js";
 import { isThenable } from "./util.js";

@@ -117,8 +117,8 @@ export function build({ testHooks = false, only = null } = {}) {
  * number or an array of strings>;`), so a rule both sides need is written once, in Rust.
  */
 const CORE_CONSTANTS = {
-  WIRE_PROTOCOL_VERSION: "src/core/soul/wire/jsonl.rs",
-  THINKING_EFFORTS: "src/core/providers/mod.rs",
+  WIRE_PROTOCOL_VERSION: "src/engine/soul/wire/jsonl.rs",
+  THINKING_EFFORTS: "src/engine/providers/mod.rs",
   PART_TEXT: "src/glue/parts.rs",
   PART_THINK: "src/glue/parts.rs",
   PART_ARGUMENTS: "src/glue/parts.rs",

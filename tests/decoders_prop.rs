@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 
-use kosong_wasm::core::providers::{echo::parse_echo_script, HttpProvider, StreamDecoder, StreamEvent};
-use kosong_wasm::core::sse::{SseDecoder, SseEvent};
+use kosong_wasm::engine::providers::{echo::parse_echo_script, HttpProvider, StreamDecoder, StreamEvent};
+use kosong_wasm::engine::sse::{SseDecoder, SseEvent};
 
 fn sse_events(chunks: &[&[u8]]) -> Vec<SseEvent> {
     let mut d = SseDecoder::new();
@@ -158,7 +158,7 @@ fn sometimes_broken(mut data: String, cut: u16, mutate: u8) -> String {
 }
 
 mod partial_json_props {
-    use kosong_wasm::core::partial_json::{apply, PartialJson};
+    use kosong_wasm::engine::partial_json::{apply, PartialJson};
     use proptest::prelude::*;
     use serde_json::Value;
 
@@ -225,7 +225,7 @@ mod partial_json_props {
         /// and accepts what it was made for: serde_json's own output without exponents.
         #[test]
         fn accepts_json_agrees_with_serde_json(v in json_value(), cut in any::<u16>(), mutate in any::<u8>(), pretty in any::<bool>()) {
-            use kosong_wasm::core::json::scan::accepts_json;
+            use kosong_wasm::engine::json::scan::accepts_json;
             let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
             let broken = super::sometimes_broken(text.clone(), cut, mutate);
             if accepts_json(&broken) {
@@ -272,7 +272,7 @@ mod partial_json_props {
 }
 
 mod chat_fast_path {
-    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
     use proptest::prelude::*;
 
     /// The same chunk through the decoder with the fast path on and off: events, id and
@@ -403,7 +403,7 @@ mod chat_fast_path {
 }
 
 mod anthropic_fast_path {
-    use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
+    use kosong_wasm::engine::providers::anthropic::AnthropicDecoder;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {
@@ -476,7 +476,7 @@ mod anthropic_fast_path {
 }
 
 mod responses_fast_path {
-    use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
+    use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {
@@ -553,7 +553,7 @@ mod responses_fast_path {
 }
 
 mod gemini_fast_path {
-    use kosong_wasm::core::providers::gemini::GeminiDecoder;
+    use kosong_wasm::engine::providers::gemini::GeminiDecoder;
     use proptest::prelude::*;
 
     fn both(data: &str) -> (String, String) {

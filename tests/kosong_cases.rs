@@ -9,14 +9,14 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::Value;
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::{generate, GenerateOutput, VecEventSource};
-use kosong_wasm::core::json::Arguments;
-use kosong_wasm::core::message::{ContentPart, MediaUrl, StreamedMessagePart, ToolCall, ToolCallPart};
-use kosong_wasm::core::providers::echo::{parse_echo_script, EchoScript};
-use kosong_wasm::core::providers::StreamEvent;
-use kosong_wasm::core::step::{collect_results, step, ToolDispatch, ToolResultCallback};
-use kosong_wasm::core::toolset::{
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::{generate, GenerateOutput, VecEventSource};
+use kosong_wasm::engine::json::Arguments;
+use kosong_wasm::engine::message::{ContentPart, MediaUrl, StreamedMessagePart, ToolCall, ToolCallPart};
+use kosong_wasm::engine::providers::echo::{parse_echo_script, EchoScript};
+use kosong_wasm::engine::providers::StreamEvent;
+use kosong_wasm::engine::step::{collect_results, step, ToolDispatch, ToolResultCallback};
+use kosong_wasm::engine::toolset::{
     settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolResult, ToolReturnValue,
 };
 
@@ -266,7 +266,7 @@ fn scripted_echo_round_trip_through_generate() {
 /// A body that yields the given chunks.
 struct Chunks(std::collections::VecDeque<Vec<u8>>);
 
-impl kosong_wasm::core::generate::ByteSource for Chunks {
+impl kosong_wasm::engine::generate::ByteSource for Chunks {
     type Error = ChatProviderError;
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
         match self.0.pop_front() {
@@ -281,8 +281,8 @@ impl kosong_wasm::core::generate::ByteSource for Chunks {
 
 #[test]
 fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
-    use kosong_wasm::core::generate::SseEventSource;
-    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
     let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: {\"error\":{\"message\":\"Rate limit\",\"code\":429}}\n\n";
     let decoder = OpenAIChatConfig::for_model("m").decoder();
     let mut src = SseEventSource::new(Chunks([body.as_bytes().to_vec()].into()), decoder);
@@ -301,7 +301,7 @@ fn parts_before_an_error_in_the_same_chunk_reach_the_callback() {
 
 #[test]
 fn missing_or_empty_arguments_mean_an_empty_object_but_whitespace_is_not_json() {
-    use kosong_wasm::core::step::malformed_arguments_result;
+    use kosong_wasm::engine::step::malformed_arguments_result;
     assert!(Arguments::check(None).is_ok());
     assert!(Arguments::check(Some("")).is_ok());
     let call = ToolCall::new("c", "f", Some("  ".into()));
@@ -313,10 +313,10 @@ fn missing_or_empty_arguments_mean_an_empty_object_but_whitespace_is_not_json() 
 /// Counts the events a decoder was given: how much of the body was decoded at some moment.
 struct Counting<D>(D, Rc<std::cell::Cell<usize>>);
 
-impl<D: kosong_wasm::core::providers::StreamDecoder> kosong_wasm::core::providers::StreamDecoder for Counting<D> {
+impl<D: kosong_wasm::engine::providers::StreamDecoder> kosong_wasm::engine::providers::StreamDecoder for Counting<D> {
     fn on_event(
         &mut self,
-        event: &kosong_wasm::core::sse::SseEvent,
+        event: &kosong_wasm::engine::sse::SseEvent,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ChatProviderError> {
         self.1.set(self.1.get() + 1);
@@ -325,7 +325,7 @@ impl<D: kosong_wasm::core::providers::StreamDecoder> kosong_wasm::core::provider
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         self.0.finish(out)
     }
-    fn state(&self) -> &kosong_wasm::core::providers::StreamState {
+    fn state(&self) -> &kosong_wasm::engine::providers::StreamState {
         self.0.state()
     }
 }
@@ -334,8 +334,8 @@ impl<D: kosong_wasm::core::providers::StreamDecoder> kosong_wasm::core::provider
 /// handed on before the rest of the chunk (here 30 KB of text) is decoded.
 #[test]
 fn a_call_early_in_a_large_chunk_is_handed_on_before_the_rest_is_decoded() {
-    use kosong_wasm::core::generate::SseEventSource;
-    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
     let mut body = String::from("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]}}]}\n\n");
     for i in 0..300 {
         body += &format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"word {i:05} of the text after the call, \"}}}}]}}\n\n");
@@ -364,7 +364,7 @@ fn a_call_early_in_a_large_chunk_is_handed_on_before_the_rest_is_decoded() {
 /// a tool call was streaming.
 struct Hinted(std::collections::VecDeque<Vec<u8>>, Rc<RefCell<Vec<bool>>>, bool);
 
-impl kosong_wasm::core::generate::ByteSource for Hinted {
+impl kosong_wasm::engine::generate::ByteSource for Hinted {
     type Error = ChatProviderError;
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
         self.1.borrow_mut().push(self.2);
@@ -383,7 +383,7 @@ impl kosong_wasm::core::generate::ByteSource for Hinted {
 
 #[test]
 fn the_body_hears_when_a_tool_call_is_streaming_and_when_none_is() {
-    use kosong_wasm::core::generate::SseEventSource;
+    use kosong_wasm::engine::generate::SseEventSource;
     let ev = |t: &str, d: &str| format!("event: {t}\ndata: {d}\n\n").into_bytes();
     let body: std::collections::VecDeque<Vec<u8>> = [
         ev("message_start", r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":1,"output_tokens":0}}}"#),
@@ -398,7 +398,7 @@ fn the_body_hears_when_a_tool_call_is_streaming_and_when_none_is() {
     ]
     .into();
     let seen = Rc::new(RefCell::new(Vec::new()));
-    let decoder = kosong_wasm::core::providers::anthropic::AnthropicDecoder::default();
+    let decoder = kosong_wasm::engine::providers::anthropic::AnthropicDecoder::default();
     let mut src = SseEventSource::new(Hinted(body, seen.clone(), false), decoder);
     let out =
         futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)));
@@ -412,8 +412,8 @@ fn the_body_hears_when_a_tool_call_is_streaming_and_when_none_is() {
 /// joins) is one character, for every split of the bytes; a lone half is U+FFFD.
 #[test]
 fn a_surrogate_pair_split_across_deltas_is_joined() {
-    use kosong_wasm::core::generate::SseEventSource;
-    use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
     let body = concat!(
         "data: {\"choices\":[{\"delta\":{\"content\":\"smile \\ud83d\"}}]}\n\n",
         "data: {\"choices\":[{\"delta\":{\"content\":\"\\ude00 and \\udc00 alone\"}}]}\n\n",

@@ -11,12 +11,12 @@ use std::rc::Rc;
 
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::Limits;
-use kosong_wasm::core::message::Role;
-use kosong_wasm::core::model::{Model, Provider, ProviderModel};
-use kosong_wasm::core::providers::Prompt;
-use kosong_wasm::core::soul::agent::TurnError;
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::Limits;
+use kosong_wasm::engine::message::Role;
+use kosong_wasm::engine::model::{Model, Provider, ProviderModel};
+use kosong_wasm::engine::providers::Prompt;
+use kosong_wasm::engine::soul::agent::TurnError;
 use support::http::{model, ok, provider, status, End, FakeHttp};
 use support::streams::{answer, one_call, resplit, KINDS};
 use support::{never, yield_now, Harness};
@@ -296,7 +296,7 @@ fn a_scripted_provider_is_used_up_once_and_says_so() {
 
 #[test]
 fn a_script_served_as_chat_completions_decodes_to_the_same_answer() {
-    use kosong_wasm::core::providers::echo::parse_echo_script;
+    use kosong_wasm::engine::providers::echo::parse_echo_script;
     let script = "id: chatcmpl-7\ntext: Hel\ntext: lo\nthink: hm\ntool_call: {\"id\": \"c1\", \"name\": \"plus\", \"arguments\": \"{\\\"a\\\":\"}\ntool_call_part: 1}\nusage: input_other=3 input_cache_read=4 output=5";
     let sse = parse_echo_script(script).unwrap().to_chat_sse();
     let p = provider("openai", json!({}));

@@ -2,7 +2,7 @@
 //! looked at, path segments and edits handed out) is counted, not timed, for each shape at
 //! several sizes and in pieces of several sizes.
 
-use kosong_wasm::core::partial_json::{apply, PartialJson, MAX_PREVIEW_DEPTH};
+use kosong_wasm::engine::partial_json::{apply, PartialJson, MAX_PREVIEW_DEPTH};
 use serde_json::Value;
 
 /// Text of about `n` bytes for each shape a stream may take.

@@ -6,11 +6,11 @@
 
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::{ChatProviderError, FailureKind};
-use kosong_wasm::core::generate::MessageAssembler;
-use kosong_wasm::core::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
-use kosong_wasm::core::providers::{HttpProvider, Prompt, StreamDecoder, StreamEvent, ToolDefinition};
-use kosong_wasm::core::sse::SseDecoder;
+use kosong_wasm::engine::error::{ChatProviderError, FailureKind};
+use kosong_wasm::engine::generate::MessageAssembler;
+use kosong_wasm::engine::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
+use kosong_wasm::engine::providers::{HttpProvider, Prompt, StreamDecoder, StreamEvent, ToolDefinition};
+use kosong_wasm::engine::sse::SseDecoder;
 
 fn provider(spec: Value) -> HttpProvider {
     HttpProvider::from_json(&spec.to_string()).expect("provider spec")
@@ -140,7 +140,7 @@ fn anthropic_stream() {
     let second_begins = o
         .events
         .iter()
-        .position(|e| matches!(e, StreamEvent::Part(kosong_wasm::core::message::StreamedMessagePart::ToolCall(c)) if c.id == "toolu_01B"))
+        .position(|e| matches!(e, StreamEvent::Part(kosong_wasm::engine::message::StreamedMessagePart::ToolCall(c)) if c.id == "toolu_01B"))
         .unwrap();
     assert!(o.completed_at("toolu_01A") < second_begins);
 
@@ -433,13 +433,13 @@ fn snapshot(name: &str, actual: &Value) {
     assert_eq!(actual, &expected, "request body differs from {path}:\n{pretty}");
 }
 
-fn request(spec: Value) -> (kosong_wasm::core::providers::HttpRequest, Value) {
+fn request(spec: Value) -> (kosong_wasm::engine::providers::HttpRequest, Value) {
     let req = provider(spec).build_request("You are terse.", &tools(), &history()).unwrap();
     let body = serde_json::from_str(&req.body).unwrap();
     (req, body)
 }
 
-fn header<'a>(req: &'a kosong_wasm::core::providers::HttpRequest, name: &str) -> Option<&'a str> {
+fn header<'a>(req: &'a kosong_wasm::engine::providers::HttpRequest, name: &str) -> Option<&'a str> {
     req.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
@@ -891,7 +891,7 @@ fn refusals_are_errors_that_carry_the_text() {
     s += &ev(json!({"type":"message_delta","delta":{"stop_reason":"refusal"},"usage":{"output_tokens":1}}));
     s += &ev(json!({"type":"message_stop"}));
     assert!(refused(&decode(&anthropic, &[s.as_bytes()]), "refused"));
-    assert!(!kosong_wasm::core::soul::rules::is_retryable(&kosong_wasm::core::providers::refusal("x")));
+    assert!(!kosong_wasm::engine::soul::rules::is_retryable(&kosong_wasm::engine::providers::refusal("x")));
 }
 
 /// Two output messages in one Responses answer stay two text parts ("Got it" and "Here are…"),
@@ -1263,7 +1263,7 @@ fn responses_custom_tool_call_items_are_kept_as_server_tools() {
 
 #[test]
 fn redirects_are_followed_only_to_the_same_origin() {
-    use kosong_wasm::core::providers::{origin_of, same_origin_redirect};
+    use kosong_wasm::engine::providers::{origin_of, same_origin_redirect};
     assert_eq!(origin_of("https://API.example.com:443/v1/x?q").as_deref(), Some("https://api.example.com"));
     assert_eq!(origin_of("http://u:p@127.0.0.1:8080/v1").as_deref(), Some("http://127.0.0.1:8080"));
     let from = "http://127.0.0.1:8080/v1/chat/completions";
@@ -1327,7 +1327,7 @@ fn urls_keep_their_shape_and_their_secrets() {
         retry_after_ms: None,
     };
     assert_eq!(
-        e.redact(&kosong_wasm::core::secrets::Secrets::of_key(key)).message(),
+        e.redact(&kosong_wasm::engine::secrets::Secrets::of_key(key)).message(),
         "bad key [redacted] and [redacted]"
     );
 }
@@ -1337,8 +1337,8 @@ fn urls_keep_their_shape_and_their_secrets() {
 // `answer.json`, cut mid-key, mid-number, mid-escape and between the escapes of a surrogate pair)
 // and its request with `output` (`tests/fixtures/*.output.request.json`).
 
-fn output_format() -> kosong_wasm::core::output::OutputFormat {
-    kosong_wasm::core::output::OutputFormat::from_json(
+fn output_format() -> kosong_wasm::engine::output::OutputFormat {
+    kosong_wasm::engine::output::OutputFormat::from_json(
         &json!({"schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
                 "name": "forecast", "strict": true})
         .to_string(),
@@ -1349,8 +1349,8 @@ fn output_format() -> kosong_wasm::core::output::OutputFormat {
 
 #[test]
 fn structured_answers_decode_at_every_split() {
-    use kosong_wasm::core::output::answer_json;
-    use kosong_wasm::core::partial_json::PartialJson;
+    use kosong_wasm::engine::output::answer_json;
+    use kosong_wasm::engine::partial_json::PartialJson;
     let answer = String::from_utf8(fixture("structured/answer.json")).unwrap().trim_end().to_owned();
     let expected: Value = serde_json::from_str(&answer).unwrap();
     for (kind, model, file) in [
@@ -1370,13 +1370,13 @@ fn structured_answers_decode_at_every_split() {
         let mut pj = PartialJson::new();
         let mut preview = Value::Null;
         for e in &o.events {
-            if let StreamEvent::Part(kosong_wasm::core::message::StreamedMessagePart::Content(ContentPart::Text {
+            if let StreamEvent::Part(kosong_wasm::engine::message::StreamedMessagePart::Content(ContentPart::Text {
                 text,
                 ..
             })) = e
             {
                 for edit in pj.feed(text) {
-                    kosong_wasm::core::partial_json::apply_edit(&mut preview, edit);
+                    kosong_wasm::engine::partial_json::apply_edit(&mut preview, edit);
                 }
             }
         }
@@ -1436,7 +1436,7 @@ fn structured_output_requests() {
     assert!(b["messages"][0]["content"].as_str().unwrap().starts_with("Answer with one JSON object"));
     // JSON mode answers objects only: an array schema is refused before anything is sent.
     let array =
-        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
+        kosong_wasm::engine::output::OutputFormat::from_json(r#"{"schema":{"type":"array"}}"#, "options").unwrap();
     let e = provider(json!({"kind": "kimi", "model": "kimi-k2.6"}))
         .build(&Prompt::new("", &[], &history()).with_output(Some(&array)))
         .unwrap_err();

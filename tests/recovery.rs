@@ -20,19 +20,19 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::EventSource;
-use kosong_wasm::core::json::Arguments;
-use kosong_wasm::core::message::{Message, Role, ToolCall};
-use kosong_wasm::core::model::Model;
-use kosong_wasm::core::providers::ToolDefinition;
-use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
-use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
-use kosong_wasm::core::soul::context::{Context, ContextWrite, SharedContext};
-use kosong_wasm::core::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryError};
-use kosong_wasm::core::soul::wire::{read_wire_record, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
-use kosong_wasm::core::step::ToolDispatch;
-use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::EventSource;
+use kosong_wasm::engine::json::Arguments;
+use kosong_wasm::engine::message::{Message, Role, ToolCall};
+use kosong_wasm::engine::model::Model;
+use kosong_wasm::engine::providers::ToolDefinition;
+use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::engine::soul::context::{Context, ContextWrite, SharedContext};
+use kosong_wasm::engine::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryError};
+use kosong_wasm::engine::soul::wire::{read_wire_record, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
+use kosong_wasm::engine::step::ToolDispatch;
+use kosong_wasm::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 use support::http::{ok, End, FakeHttp};
 use support::streams::{answer, broken_after_a_call, one_call, shows_open_calls, KINDS};
@@ -320,7 +320,7 @@ fn assert_consistent(store: &Store) {
     let rec = store.recording();
     let mut shown: Vec<String> = Vec::new();
     for m in &rec {
-        if let WireMessage::Part(kosong_wasm::core::message::StreamedMessagePart::ToolCall(c)) = m {
+        if let WireMessage::Part(kosong_wasm::engine::message::StreamedMessagePart::ToolCall(c)) = m {
             shown.push(c.id.clone());
         }
     }

@@ -15,17 +15,17 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::json::Arguments;
-use kosong_wasm::core::message::{Message, Role, ToolCall};
-use kosong_wasm::core::model::{Model, Provider, ProviderModel};
-use kosong_wasm::core::providers::{Prompt, ToolDefinition};
-use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
-use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
-use kosong_wasm::core::soul::context::SharedContext;
-use kosong_wasm::core::soul::wire::{Wire, WireMessage};
-use kosong_wasm::core::step::{step, ToolDispatch};
-use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::json::Arguments;
+use kosong_wasm::engine::message::{Message, Role, ToolCall};
+use kosong_wasm::engine::model::{Model, Provider, ProviderModel};
+use kosong_wasm::engine::providers::{Prompt, ToolDefinition};
+use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::engine::soul::context::SharedContext;
+use kosong_wasm::engine::soul::wire::{Wire, WireMessage};
+use kosong_wasm::engine::step::{step, ToolDispatch};
+use kosong_wasm::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 use support::http::{ok, End, FakeHttp, Reply};
 use support::streams::{answer, broken_after_a_call, data, shows_open_calls, text_only, KINDS};
@@ -408,7 +408,7 @@ fn step_rejects_with_the_salvaged_round_after_the_started_tools_settled() {
             let req = m.prepare(&Prompt::new("", &tools.definitions(), &[Message::new(Role::User, vec![])])).unwrap();
             let mut source = m.open(req).await.unwrap();
             let spawn = |f: LocalBoxFuture<'static, ()>| spawner.spawn_local(f).unwrap();
-            let cb: kosong_wasm::core::step::ToolResultCallback =
+            let cb: kosong_wasm::engine::step::ToolResultCallback =
                 Rc::new(move |r: &ToolResult| seen2.borrow_mut().push(r.tool_call_id.clone()));
             step(&mut source, &tools, &spawn, |_: &_| Ok(None), Some(cb)).await
         });
@@ -498,8 +498,10 @@ fn calls_past_the_per_step_cap_are_answered_not_run() {
 // ---- structured output under faults --------------------------------------------------------------------
 
 fn structured() -> AgentConfig {
-    let output =
-        kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"},"name":"receipt"}"#, "Agent");
+    let output = kosong_wasm::engine::output::OutputFormat::from_json(
+        r#"{"schema":{"type":"object"},"name":"receipt"}"#,
+        "Agent",
+    );
     AgentConfig { output: Some(output.unwrap()), ..AgentConfig::default() }
 }
 
@@ -511,7 +513,7 @@ fn preview_of(wire: &[WireMessage]) -> Value {
             WireMessage::StepBegin { .. } | WireMessage::StepRetry(_) => v = Value::Null,
             WireMessage::PartialOutput(edits) => {
                 for e in edits.clone() {
-                    kosong_wasm::core::partial_json::apply_edit(&mut v, e);
+                    kosong_wasm::engine::partial_json::apply_edit(&mut v, e);
                 }
             }
             _ => {}

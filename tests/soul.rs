@@ -12,11 +12,11 @@ use futures::executor::LocalPool;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::message::Message;
-use kosong_wasm::core::soul::agent::{TurnError, UserInput};
-use kosong_wasm::core::soul::context::Context;
-use kosong_wasm::core::soul::wire::{ApprovalResponse, Wire, WireMessage};
-use kosong_wasm::core::toolset::{ToolOutput, ToolReturnValue};
+use kosong_wasm::engine::message::Message;
+use kosong_wasm::engine::soul::agent::{TurnError, UserInput};
+use kosong_wasm::engine::soul::context::Context;
+use kosong_wasm::engine::soul::wire::{ApprovalResponse, Wire, WireMessage};
+use kosong_wasm::engine::toolset::{ToolOutput, ToolReturnValue};
 use support::{call, never, plus, Echo, FakeEnv, Harness};
 
 #[test]
@@ -92,7 +92,7 @@ fn retries_stop_at_the_attempt_limit_and_errors_not_worth_retrying_fail_at_once(
     let mut h = Harness::new();
     let model = Echo::new(["error: 503", "error: connection reset", "error: timeout", "text: never"]);
     let o = h.turn(Some(&model), "x", never(), |_, _| {});
-    assert!(matches!(o.result, Err(TurnError::Seam(kosong_wasm::core::error::ChatProviderError::Timeout(_)))));
+    assert!(matches!(o.result, Err(TurnError::Seam(kosong_wasm::engine::error::ChatProviderError::Timeout(_)))));
     assert_eq!(o.kinds(), ["TurnBegin", "StepBegin", "StepRetry", "StepRetry", "StepInterrupted", "TurnEnd"]);
     assert_eq!(*h.env.sleeps.borrow(), [300.0, 600.0]);
 
@@ -122,8 +122,8 @@ fn no_model_and_input_the_model_cannot_take() {
     h.tools.add("img", |_, _| {
         async {
             ToolReturnValue::ok(
-                ToolOutput::Parts(vec![kosong_wasm::core::message::ContentPart::ImageUrl {
-                    image_url: kosong_wasm::core::message::MediaUrl { url: "x".into(), id: None },
+                ToolOutput::Parts(vec![kosong_wasm::engine::message::ContentPart::ImageUrl {
+                    image_url: kosong_wasm::engine::message::MediaUrl { url: "x".into(), id: None },
                 }]),
                 "",
                 "",
@@ -452,7 +452,7 @@ fn a_thousand_turns_on_one_context_stay_consistent() {
 
 mod run_soul {
     use super::*;
-    use kosong_wasm::core::soul::run::{
+    use kosong_wasm::engine::soul::run::{
         run_soul, RunOutcome, RECORDER_CANCEL_GRACE_MS, SOUL_CANCEL_GRACE_MS, UI_LOOP_GRACE_MS,
     };
 
@@ -502,7 +502,7 @@ mod run_soul {
 
         let wire = Wire::new();
         let side = wire.ui_side(true);
-        let asked = wire.request_approval(kosong_wasm::core::soul::wire::ApprovalRequest {
+        let asked = wire.request_approval(kosong_wasm::engine::soul::wire::ApprovalRequest {
             id: "r".into(),
             tool_call_id: "c".into(),
             sender: "agent".into(),
@@ -573,9 +573,9 @@ fn user_input_is_text_or_content_parts_and_nothing_else() {
     assert_eq!(
         read(r#"[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"u"}}]"#).unwrap(),
         UserInput::Parts(vec![
-            kosong_wasm::core::message::ContentPart::text("a"),
-            kosong_wasm::core::message::ContentPart::ImageUrl {
-                image_url: kosong_wasm::core::message::MediaUrl { url: "u".into(), id: None }
+            kosong_wasm::engine::message::ContentPart::text("a"),
+            kosong_wasm::engine::message::ContentPart::ImageUrl {
+                image_url: kosong_wasm::engine::message::MediaUrl { url: "u".into(), id: None }
             }
         ])
     );
@@ -588,7 +588,7 @@ fn user_input_is_text_or_content_parts_and_nothing_else() {
 
 fn output_config(h: &mut Harness) {
     h.config.output =
-        Some(kosong_wasm::core::output::OutputFormat::from_json(r#"{"schema":{"type":"object"}}"#, "Agent").unwrap());
+        Some(kosong_wasm::engine::output::OutputFormat::from_json(r#"{"schema":{"type":"object"}}"#, "Agent").unwrap());
 }
 
 /// The preview a UI builds from the wire's `PartialOutput` edits, from one `StepBegin` on.
@@ -600,7 +600,7 @@ fn previews(msgs: &[WireMessage]) -> Vec<Value> {
             WireMessage::PartialOutput(edits) => {
                 if let Some(v) = out.last_mut() {
                     for e in edits.clone() {
-                        kosong_wasm::core::partial_json::apply_edit(v, e);
+                        kosong_wasm::engine::partial_json::apply_edit(v, e);
                     }
                 }
             }
@@ -668,7 +668,7 @@ fn a_structured_turn_fails_on_a_broken_or_refused_answer_and_keeps_it_in_the_con
         assert!(e.message().contains(says), "{answer}: {e}");
         let text = answer.trim_start_matches("text: ").trim_end();
         assert!(
-            matches!(e, kosong_wasm::core::error::ChatProviderError::MalformedOutput { text: t, .. } if t == text),
+            matches!(e, kosong_wasm::engine::error::ChatProviderError::MalformedOutput { text: t, .. } if t == text),
             "{e:?}"
         );
         assert!(o.kinds().ends_with(&["StepInterrupted".to_owned(), "TurnEnd".to_owned()]), "{:?}", o.kinds());
@@ -680,9 +680,9 @@ fn a_structured_turn_fails_on_a_broken_or_refused_answer_and_keeps_it_in_the_con
 
 #[test]
 fn preview_edits_join_on_a_merged_side_and_stay_out_of_a_recording() {
-    use kosong_wasm::core::message::{ContentPart, StreamedMessagePart};
-    use kosong_wasm::core::partial_json::PartialJson;
-    use kosong_wasm::core::soul::wire::Recorder;
+    use kosong_wasm::engine::message::{ContentPart, StreamedMessagePart};
+    use kosong_wasm::engine::partial_json::PartialJson;
+    use kosong_wasm::engine::soul::wire::Recorder;
     let wire = Wire::new();
     let merged = wire.ui_side(true);
     let lines: Rc<RefCell<Vec<String>>> = Rc::default();
@@ -703,7 +703,7 @@ fn preview_edits_join_on_a_merged_side_and_stay_out_of_a_recording() {
     assert_eq!(kinds, ["ContentPart", "PartialOutput", "TurnEnd"]);
     // The appends to "a" were joined into one edit.
     let WireMessage::PartialOutput(edits) = &got[1] else { unreachable!() };
-    let appends = edits.iter().filter(|e| matches!(e, kosong_wasm::core::partial_json::Edit::Append { .. })).count();
+    let appends = edits.iter().filter(|e| matches!(e, kosong_wasm::engine::partial_json::Edit::Append { .. })).count();
     assert_eq!(appends, 1, "{edits:?}");
     assert_eq!(previews(&[WireMessage::StepBegin { n: 1 }, got[1].clone()])[0], json!({"a": "xyz", "b": [1, 2]}));
     let recorded = lines.borrow();

@@ -4,7 +4,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(script) = std::str::from_utf8(data) {
-        if let Ok(s) = kosong_wasm::core::providers::echo::parse_echo_script(script) {
+        if let Ok(s) = kosong_wasm::engine::providers::echo::parse_echo_script(script) {
             let _ = s.events();
         }
     }

@@ -1,12 +1,12 @@
 //! The fast path for text deltas leaves a decoder in the same state as the general path, for
 //! any event text (Chat Completions, Anthropic, Responses and Gemini).
 #![no_main]
-use kosong_wasm::core::providers::anthropic::AnthropicDecoder;
-use kosong_wasm::core::providers::openai_chat::OpenAIChatConfig;
-use kosong_wasm::core::providers::gemini::GeminiDecoder;
-use kosong_wasm::core::providers::openai_responses::ResponsesDecoder;
-use kosong_wasm::core::providers::StreamDecoder;
-use kosong_wasm::core::sse::SseEvent;
+use kosong_wasm::engine::providers::anthropic::AnthropicDecoder;
+use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
+use kosong_wasm::engine::providers::gemini::GeminiDecoder;
+use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
+use kosong_wasm::engine::providers::StreamDecoder;
+use kosong_wasm::engine::sse::SseEvent;
 use libfuzzer_sys::fuzz_target;
 
 fn state(d: &mut dyn StreamDecoder, data: &str) -> String {
@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     agree!(ResponsesDecoder::default(), text);
     agree!(GeminiDecoder::default(), text);
     // The scanner's check of a call's arguments accepts only what serde_json reads.
-    if kosong_wasm::core::json::scan::accepts_json(text) {
+    if kosong_wasm::engine::json::scan::accepts_json(text) {
         assert!(serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok());
     }
 });

@@ -1,7 +1,7 @@
 //! Argument previews never panic, end the same however the text is split, and do work
 //! linear in the bytes fed (run with long inputs and a per-input time limit).
 #![no_main]
-use kosong_wasm::core::partial_json::{apply, PartialJson, MAX_PREVIEW_DEPTH};
+use kosong_wasm::engine::partial_json::{apply, PartialJson, MAX_PREVIEW_DEPTH};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -1,9 +1,9 @@
 //! SSE + every provider's stream decoder + message assembly never panic on any bytes, and the
 //! outcome does not depend on where the bytes are split. The first byte picks the provider.
 #![no_main]
-use kosong_wasm::core::generate::MessageAssembler;
-use kosong_wasm::core::providers::{HttpProvider, StreamDecoder, StreamEvent};
-use kosong_wasm::core::sse::SseDecoder;
+use kosong_wasm::engine::generate::MessageAssembler;
+use kosong_wasm::engine::providers::{HttpProvider, StreamDecoder, StreamEvent};
+use kosong_wasm::engine::sse::SseDecoder;
 use libfuzzer_sys::fuzz_target;
 
 fn provider(pick: u8) -> HttpProvider {
@@ -15,7 +15,7 @@ fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
     let mut sse = SseDecoder::new();
     let mut dec = p.decoder();
     let mut asm = MessageAssembler::new();
-    let mut joiner = kosong_wasm::core::surrogates::SurrogateJoiner::default();
+    let mut joiner = kosong_wasm::engine::surrogates::SurrogateJoiner::default();
     let mut events = Vec::new();
     let mut out = Vec::new();
     let mut result = Ok(());

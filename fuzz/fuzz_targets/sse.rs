@@ -1,12 +1,12 @@
 //! The SSE decoder never panics, and gives the same events however the bytes are split (with
 //! the data buffers of read events given back for reuse).
 #![no_main]
-use kosong_wasm::core::sse::SseDecoder;
+use kosong_wasm::engine::sse::SseDecoder;
 use libfuzzer_sys::fuzz_target;
 
 /// The events, each data buffer given back to the decoder once read (as the engine does), so
 /// the reuse of buffers is part of what is checked.
-fn events(chunks: &[&[u8]]) -> Vec<kosong_wasm::core::sse::SseEvent> {
+fn events(chunks: &[&[u8]]) -> Vec<kosong_wasm::engine::sse::SseEvent> {
     let mut d = SseDecoder::with_limit(1 << 16);
     let mut seen = Vec::new();
     let mut out = Vec::new();

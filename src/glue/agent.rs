@@ -23,14 +23,14 @@ use super::tools::{JsToolset, RunFunctions, ToolSignals};
 use super::transport::FetchTransport;
 use super::wire::WireCore;
 use super::{get, read_limits};
-use crate::core::generate::Limits;
-use crate::core::model::{Provider, ProviderModel};
-use crate::core::providers::ToolDefinition;
-use crate::core::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
-use crate::core::soul::approval::{ApprovalState, Approvals};
-use crate::core::soul::recovery::{RecordedTurn, RecoveryBudget};
-use crate::core::soul::rules::Backoff;
-use crate::core::soul::wire::{Wire, WireMessage};
+use crate::engine::generate::Limits;
+use crate::engine::model::{Provider, ProviderModel};
+use crate::engine::providers::ToolDefinition;
+use crate::engine::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use crate::engine::soul::approval::{ApprovalState, Approvals};
+use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget};
+use crate::engine::soul::rules::Backoff;
+use crate::engine::soul::wire::{Wire, WireMessage};
 
 impl TurnTools for JsToolset {
     fn definitions(&self) -> Vec<ToolDefinition> {
@@ -200,7 +200,7 @@ impl AgentCore {
 
     /// Goes on with the turn its runtime died in, from the turn's recorded messages (`recorded`:
     /// the JSON text of an array of wire messages, oldest first) and this agent's context (see
-    /// `core::soul::recovery`). `hooks` as for `run`, plus `maxResumes`. Throws a
+    /// `engine::soul::recovery`). `hooks` as for `run`, plus `maxResumes`. Throws a
     /// `TurnNotRecovered` error, with nothing applied, when the recording has no unfinished turn
     /// or is not this context's.
     pub fn resume(
@@ -408,7 +408,7 @@ fn reserved_for_the_runtime(m: &WireMessage) -> Option<&str> {
     ];
     let kind = m.kind();
     let resumed = matches!(m, WireMessage::Other { kind, payload } if kind == "Notification"
-        && payload.get("type").and_then(|t| t.as_str()) == Some(crate::core::soul::recovery::RESUMED));
+        && payload.get("type").and_then(|t| t.as_str()) == Some(crate::engine::soul::recovery::RESUMED));
     (RESERVED.contains(&kind) || resumed).then_some(kind)
 }
 

@@ -1,4 +1,4 @@
-//! `ContextCore`: the state behind the JS `Context` (`core::soul::context`), with the store's
+//! `ContextCore`: the state behind the JS `Context` (`engine::soul::context`), with the store's
 //! sink and what it threw when a write failed.
 
 use std::cell::RefCell;
@@ -9,8 +9,8 @@ use wasm_bindgen::prelude::*;
 
 use super::convert::{read_js, to_js};
 use super::error::type_error;
-use crate::core::message::Message;
-use crate::core::soul::context::{Context, ContextWrite, SharedContext};
+use crate::engine::message::Message;
+use crate::engine::soul::context::{Context, ContextWrite, SharedContext};
 
 /// The state behind the JS `Context`.
 #[wasm_bindgen]

@@ -26,7 +26,7 @@ pub fn read_js<T: serde::de::DeserializeOwned>(v: &JsValue) -> Result<T, String>
 pub fn read_json_text<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     match serde_json::from_str(text) {
         Ok(v) => Ok(v),
-        Err(e) => match crate::core::json::lone_surrogates_replaced(text) {
+        Err(e) => match crate::engine::json::lone_surrogates_replaced(text) {
             Some(fixed) => serde_json::from_str(&fixed).map_err(|e| e.to_string()),
             None => Err(e.to_string()),
         },

@@ -3,8 +3,8 @@
 use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::core::error::ChatProviderError;
-use crate::core::model::ModelError;
+use crate::engine::error::ChatProviderError;
+use crate::engine::model::ModelError;
 
 /// A provider error (made into its class at the end), with the JS error that caused it when there
 /// was one (a failed `fetch`: kept as `cause`), or a JS value thrown by user code or a runtime,
@@ -42,7 +42,7 @@ impl ModelError for GlueError {
             GlueError::Runtime { .. } | GlueError::Js(_) => None,
         }
     }
-    fn redact(self, secrets: &crate::core::secrets::Secrets) -> Self {
+    fn redact(self, secrets: &crate::engine::secrets::Secrets) -> Self {
         match self {
             GlueError::Provider(e) => GlueError::Provider(e.redact(secrets)),
             GlueError::Caused(e, cause) => GlueError::Caused(e.redact(secrets), cause),

@@ -40,7 +40,7 @@ use wasm_bindgen::JsCast;
 #[cfg(feature = "test-hooks")]
 use wasm_bindgen_futures::spawn_local;
 
-use crate::core::generate::Limits;
+use crate::engine::generate::Limits;
 
 /// The JS layer's functions the engine calls, installed once when the module is loaded.
 struct JsHooks {
@@ -143,18 +143,18 @@ pub fn test_trap(kind: u32) {
     }
 }
 
-/// The instance-wide memory budget (see `core::budget`), in bytes.
+/// The instance-wide memory budget (see `engine::budget`), in bytes.
 #[wasm_bindgen(js_name = setMemoryBudget)]
 pub fn set_memory_budget(bytes: f64) {
-    crate::core::budget::set_limit(if bytes.is_finite() && bytes >= 1.0 { bytes as usize } else { 1 });
+    crate::engine::budget::set_limit(if bytes.is_finite() && bytes >= 1.0 { bytes as usize } else { 1 });
 }
 
 #[wasm_bindgen(js_name = memoryBudgetLimit)]
 pub fn memory_budget_limit() -> f64 {
-    crate::core::budget::limit() as f64
+    crate::engine::budget::limit() as f64
 }
 
 #[wasm_bindgen(js_name = memoryBudgetUsed)]
 pub fn memory_budget_used() -> f64 {
-    crate::core::budget::used() as f64
+    crate::engine::budget::used() as f64
 }

@@ -7,7 +7,7 @@ use wasm_bindgen::JsCast;
 
 use super::error::{type_error, GlueError};
 use super::get;
-use crate::core::output::{malformed, OutputFormat};
+use crate::engine::output::{malformed, OutputFormat};
 
 /// Structured output, as one call (or an agent) asks for it.
 pub struct OutputOption {

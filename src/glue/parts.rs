@@ -8,9 +8,9 @@ use wasm_bindgen::JsCast;
 
 use super::error::GlueError;
 use super::signals;
-use crate::core::error::ChatProviderError;
-use crate::core::generate::CallbackResult;
-use crate::core::message::StreamedMessagePart;
+use crate::engine::error::ChatProviderError;
+use crate::engine::generate::CallbackResult;
+use crate::engine::message::StreamedMessagePart;
 
 /// Calls a JS callback with a JSON argument; a returned Promise is awaited by the engine.
 pub fn call_json_hook<T: serde::Serialize>(f: &Option<Function>, value: &T) -> CallbackResult<GlueError> {
@@ -75,9 +75,9 @@ impl<'a> PartBatch<'a> {
     }
 }
 
-impl crate::core::generate::PartSink<GlueError> for PartBatch<'_> {
+impl crate::engine::generate::PartSink<GlueError> for PartBatch<'_> {
     fn part(&mut self, part: &StreamedMessagePart) -> CallbackResult<GlueError> {
-        use crate::core::message::{ContentPart, ToolCallPart};
+        use crate::engine::message::{ContentPart, ToolCallPart};
         if self.hook.is_none() {
             return Ok(None);
         }

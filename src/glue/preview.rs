@@ -5,23 +5,23 @@ use wasm_bindgen::prelude::*;
 /// The state behind the JS `PartialJson`.
 #[wasm_bindgen]
 pub struct PartialJsonCore {
-    inner: crate::core::partial_json::PartialJson,
+    inner: crate::engine::partial_json::PartialJson,
     /// The path of the last edit handed out, when it was an append (see `feed`).
-    last_append: Option<Vec<crate::core::partial_json::PathSeg>>,
+    last_append: Option<Vec<crate::engine::partial_json::PathSeg>>,
 }
 
 #[wasm_bindgen]
 impl PartialJsonCore {
     #[wasm_bindgen(constructor)]
     pub fn new() -> PartialJsonCore {
-        PartialJsonCore { inner: crate::core::partial_json::PartialJson::new(), last_append: None }
+        PartialJsonCore { inner: crate::engine::partial_json::PartialJson::new(), last_append: None }
     }
 
     /// The edits the piece makes to the preview: JSON (`[…]`), or — the frequent case of a
     /// string still streaming — `+text`: one append to the path of the last edit handed out,
     /// which was an append too (no JSON made here or parsed in JS).
     pub fn feed(&mut self, piece: &str) -> String {
-        use crate::core::partial_json::Edit;
+        use crate::engine::partial_json::Edit;
         let edits = self.inner.feed(piece);
         // `+text`: the one edit appends `text` where the last append went, and the string is
         // still open (the JS layer then appends plain pieces itself; see preview.js).
@@ -67,6 +67,6 @@ impl Default for PartialJsonCore {
 /// `EchoScript::to_chat_sse`). Errors are the DSL's own messages.
 #[wasm_bindgen(js_name = echoScriptSse)]
 pub fn echo_script_sse(script: &str) -> Result<String, JsValue> {
-    let s = crate::core::providers::echo::parse_echo_script(script).map_err(|e| js_sys::Error::new(e.message()))?;
+    let s = crate::engine::providers::echo::parse_echo_script(script).map_err(|e| js_sys::Error::new(e.message()))?;
     Ok(s.to_chat_sse())
 }

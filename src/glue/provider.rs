@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 
 use super::error::{type_error, GlueError};
 use super::transport::FetchTransport;
-use crate::core::model::Provider;
+use crate::engine::model::Provider;
 
 #[wasm_bindgen]
 pub struct ProviderCore {

@@ -9,8 +9,8 @@ use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 
 use super::convert::{error_text, from_js, to_js};
-use crate::core::message::{ContentPart, ToolCall};
-use crate::core::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolReturnValue, ToolsetError};
+use crate::engine::message::{ContentPart, ToolCall};
+use crate::engine::toolset::{settle, Prepared, SimpleToolset, ToolFailure, ToolOutput, ToolReturnValue, ToolsetError};
 
 /// The registry of a `SimpleToolset`, shared with the engine (see [`registry`]).
 pub type Registry = Rc<RefCell<SimpleToolset<()>>>;

@@ -20,13 +20,13 @@ use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{self, JsToolset};
 use super::transport::{BodySource, FetchTransport};
 use super::{get, read_limits};
-use crate::core::generate::{generate, GenerateOutput, Limits};
-use crate::core::message::{Message, ToolCall};
-use crate::core::model::{Model, ModelSource, Provider, ProviderModel};
-use crate::core::output::answer_json;
-use crate::core::providers::{Prompt, ToolDefinition};
-use crate::core::step::{collect_results, step, StepFailure, ToolResultCallback};
-use crate::core::toolset::ToolResult;
+use crate::engine::generate::{generate, GenerateOutput, Limits};
+use crate::engine::message::{Message, ToolCall};
+use crate::engine::model::{Model, ModelSource, Provider, ProviderModel};
+use crate::engine::output::answer_json;
+use crate::engine::providers::{Prompt, ToolDefinition};
+use crate::engine::step::{collect_results, step, StepFailure, ToolResultCallback};
+use crate::engine::toolset::ToolResult;
 
 /// Options read from the JS layer's hooks object.
 struct Hooks {

@@ -14,11 +14,11 @@ use super::convert::{error_text, from_js};
 use super::signals::AbortOnDrop;
 use super::simple_toolset::{normalize_return, registry, Registry};
 use super::sys::{self, AbortSignal};
-use crate::core::json::Arguments;
-use crate::core::message::ToolCall;
-use crate::core::providers::ToolDefinition;
-use crate::core::step::ToolDispatch;
-use crate::core::toolset::{default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue};
+use crate::engine::json::Arguments;
+use crate::engine::message::ToolCall;
+use crate::engine::providers::ToolDefinition;
+use crate::engine::step::ToolDispatch;
+use crate::engine::toolset::{default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue};
 
 /// A value or a Promise of one, as a future of the settled outcome.
 fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsValue, JsValue>> {

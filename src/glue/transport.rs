@@ -1,6 +1,6 @@
 //! The core's [`Transport`] over `fetch` (web-sys), and a response body read incrementally,
 //! a batch of chunks at a time, as it arrives. Redirects, error statuses and their bodies are
-//! the core's (`core::model::transport`); this file only moves bytes.
+//! the core's (`engine::model::transport`); this file only moves bytes.
 //!
 //! `timeoutMs` bounds the wait for the response headers and each wait for the next body
 //! chunk (an idle stream), not the whole answer, which may legitimately stream for minutes.
@@ -22,10 +22,10 @@ use super::error::GlueError;
 use super::get;
 use super::signals::AbortOnDrop;
 use super::sys::{self, AbortController, Headers, Reader, RequestInit, Response};
-use crate::core::error::ChatProviderError;
-use crate::core::generate::ByteSource;
-use crate::core::model::{HttpResponse, Transport};
-use crate::core::providers::HttpRequest;
+use crate::engine::error::ChatProviderError;
+use crate::engine::generate::ByteSource;
+use crate::engine::model::{HttpResponse, Transport};
+use crate::engine::providers::HttpRequest;
 
 /// Awaits `fut`, or fails with a timeout error after `ms` (when given).
 async fn with_timeout(

@@ -1,5 +1,5 @@
 //! `WireCore`, `WireSideCore`, `readWireRecord` and `runSoul`: thin handles on the core's Wire
-//! (`core::soul::wire`) and `run_soul` for the JS `Wire`, `WireRecorder` and `runSoul`.
+//! (`engine::soul::wire`) and `run_soul` for the JS `Wire`, `WireRecorder` and `runSoul`.
 
 use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
@@ -11,8 +11,8 @@ use super::error::type_error;
 use super::get;
 use super::signals::{AbortWatch, Awaited};
 use super::sys::{self, AbortSignal};
-use crate::core::soul::run::{self, RunOutcome};
-use crate::core::soul::wire::{self, ApprovalRequest, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
+use crate::engine::soul::run::{self, RunOutcome};
+use crate::engine::soul::wire::{self, ApprovalRequest, ApprovalResponse, Recorder, UiSide, Wire, WireMessage};
 
 /// The state behind the JS `Wire`.
 #[wasm_bindgen]
@@ -168,7 +168,8 @@ pub fn read_wire_record(jsonl: &str) -> String {
 pub fn close_interrupted_turn(messages: &str) -> Result<String, JsValue> {
     let list: Vec<WireMessage> =
         serde_json::from_str(messages).map_err(|e| type_error(&format!("closeInterruptedTurn: {e}")))?;
-    Ok(serde_json::to_string(&crate::core::soul::agent::close_interrupted_turn(&list)).unwrap_or_else(|_| "[]".into()))
+    Ok(serde_json::to_string(&crate::engine::soul::agent::close_interrupted_turn(&list))
+        .unwrap_or_else(|_| "[]".into()))
 }
 
 /// Runs a soul beside its UI loop (the core's `run_soul`): `soul` and `ui` are their promises,

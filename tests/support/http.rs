@@ -9,10 +9,10 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use serde_json::Value;
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::{ByteSource, Limits};
-use kosong_wasm::core::model::{HttpResponse, Provider, ProviderModel, Transport};
-use kosong_wasm::core::providers::HttpRequest;
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::{ByteSource, Limits};
+use kosong_wasm::engine::model::{HttpResponse, Provider, ProviderModel, Transport};
+use kosong_wasm::engine::providers::HttpRequest;
 
 use super::yield_now;
 

@@ -18,18 +18,18 @@ use futures::task::LocalSpawnExt;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::core::error::ChatProviderError;
-use kosong_wasm::core::generate::{EventSource, Limits};
-use kosong_wasm::core::json::Arguments;
-use kosong_wasm::core::message::{Message, ToolCall};
-use kosong_wasm::core::model::{Model, Offline, Prepared, Provider, ProviderModel};
-use kosong_wasm::core::providers::{Prompt, ToolDefinition};
-use kosong_wasm::core::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
-use kosong_wasm::core::soul::approval::{ApprovalState, Approvals};
-use kosong_wasm::core::soul::context::SharedContext;
-use kosong_wasm::core::soul::wire::{UiSide, Wire, WireMessage};
-use kosong_wasm::core::step::ToolDispatch;
-use kosong_wasm::core::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::{EventSource, Limits};
+use kosong_wasm::engine::json::Arguments;
+use kosong_wasm::engine::message::{Message, ToolCall};
+use kosong_wasm::engine::model::{Model, Offline, Prepared, Provider, ProviderModel};
+use kosong_wasm::engine::providers::{Prompt, ToolDefinition};
+use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
+use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
+use kosong_wasm::engine::soul::context::SharedContext;
+use kosong_wasm::engine::soul::wire::{UiSide, Wire, WireMessage};
+use kosong_wasm::engine::step::ToolDispatch;
+use kosong_wasm::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 /// Lets other tasks run once (as a network read would).
 pub async fn yield_now() {
@@ -213,7 +213,7 @@ pub struct Harness {
 pub struct Outcome {
     pub merged: Vec<WireMessage>,
     pub raw: Vec<WireMessage>,
-    pub result: Result<(), TurnError<kosong_wasm::core::error::ChatProviderError>>,
+    pub result: Result<(), TurnError<kosong_wasm::engine::error::ChatProviderError>>,
 }
 
 impl Outcome {
@@ -237,7 +237,7 @@ impl Harness {
         let lines = Rc::new(RefCell::new(Vec::new()));
         let l2 = lines.clone();
         context.set_sink(Some(Box::new(move |w| {
-            if let kosong_wasm::core::soul::context::ContextWrite::Line(l) = w {
+            if let kosong_wasm::engine::soul::context::ContextWrite::Line(l) = w {
                 l2.borrow_mut().push(l.to_owned())
             }
             true

@@ -1,0 +1,637 @@
+//! Assembly of one streamed message, as kosong's `generate` does it, and the sources that
+//! feed it.
+//!
+//! Parts merge into the part before them when they can (see [`crate::engine::message`]);
+//! a tool-call fragment that names its call goes to that call wherever it is, one without a
+//! name goes to the tool call right before it (or is dropped as an orphan, as in kosong).
+//! Tool calls are reported complete when the *source* says so — never because their
+//! arguments happen to parse — and any still open when the stream ends well complete then.
+
+use futures::future::LocalBoxFuture;
+
+use crate::engine::error::{ChatProviderError, FailureKind};
+use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::engine::providers::{StreamDecoder, StreamEvent};
+use crate::engine::sse::SseDecoder;
+
+/// Caps that keep a hostile or broken stream from exhausting memory. Going past one is an
+/// error that names the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// One Server-Sent Event's data.
+    pub max_event_bytes: usize,
+    /// One tool call's arguments.
+    pub max_tool_arguments_bytes: usize,
+    /// The whole message: text, thinking and arguments.
+    pub max_message_bytes: usize,
+    /// Tool calls one step starts; the calls past it are answered with an error result and
+    /// never run (an answer with 100,000 calls must not start 100,000 handlers at once).
+    pub max_tool_calls_per_step: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_event_bytes: crate::engine::sse::DEFAULT_MAX_EVENT_BYTES,
+            max_tool_arguments_bytes: 16 << 20,
+            max_message_bytes: 64 << 20,
+            max_tool_calls_per_step: 256,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits' names, as the JS options spell them.
+    pub const NAMES: [&'static str; 4] =
+        ["maxEventBytes", "maxToolArgumentsBytes", "maxMessageBytes", "maxToolCallsPerStep"];
+
+    /// Sets the limit `name` (`value`: a positive integer) — the one rule for the `limits` option;
+    /// the error says what is wrong, for `{what}.limits`.
+    pub fn set(&mut self, what: &str, name: &str, value: Option<f64>) -> Result<(), String> {
+        let slot = match name {
+            "maxEventBytes" => &mut self.max_event_bytes,
+            "maxToolArgumentsBytes" => &mut self.max_tool_arguments_bytes,
+            "maxMessageBytes" => &mut self.max_message_bytes,
+            "maxToolCallsPerStep" => &mut self.max_tool_calls_per_step,
+            _ => return Err(format!("{what}.limits: unknown limit `{name}` (known: {})", Self::NAMES.join(", "))),
+        };
+        match value {
+            Some(v) if v.is_finite() && v >= 1.0 && v.fract() == 0.0 => {
+                *slot = v as usize;
+                Ok(())
+            }
+            _ => Err(format!("{what}.limits.{name} must be a positive integer")),
+        }
+    }
+}
+
+/// A callback's answer: nothing to wait for, or a future to await before going on.
+pub type CallbackResult<E> = Result<Option<LocalBoxFuture<'static, Result<(), E>>>, E>;
+
+/// Where a generation hands its streamed parts, in order. A sink may hold parts back and hand
+/// them over at `flush`, which the generation calls before it hands on a completed tool call and
+/// before it waits for more of the stream: so a caller sees a call's parts before its tool
+/// starts, and sees every part as soon as the bytes that made it were decoded.
+pub trait PartSink<E> {
+    fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E>;
+    fn flush(&mut self) -> CallbackResult<E> {
+        Ok(None)
+    }
+}
+
+/// A closure is a sink that holds nothing back.
+impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>> PartSink<E> for F {
+    fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
+        self(p)
+    }
+}
+
+/// A stream of provider events, pulled a batch at a time.
+#[allow(async_fn_in_trait)]
+pub trait EventSource {
+    type Error: From<ChatProviderError>;
+    /// Appends the next batch of events to `out`; `Ok(false)` once the stream has ended well.
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, Self::Error>;
+    fn id(&self) -> Option<String>;
+    fn usage(&self) -> Option<TokenUsage>;
+    fn finish_reason(&self) -> Option<String>;
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
+}
+
+/// Bytes of a response body, pulled as they arrive.
+#[allow(async_fn_in_trait)]
+pub trait ByteSource {
+    type Error: From<ChatProviderError>;
+    /// Replaces `buf` with the next chunk; `Ok(false)` at the end of the body.
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, Self::Error>;
+    /// Whether a tool call is streaming: a source that gathers what has arrived into one
+    /// chunk keeps chunks small then (a call's end reaches the engine, and its tool starts,
+    /// without waiting for more to be read) and may make them large otherwise (fewer, cheaper
+    /// reads for text).
+    fn calls_streaming(&mut self, _open: bool) {}
+}
+
+/// An HTTP body of Server-Sent Events, decoded by a provider's [`StreamDecoder`].
+pub struct SseEventSource<B, D> {
+    body: B,
+    sse: SseDecoder,
+    decoder: D,
+    chunk: Vec<u8>,
+    /// How much of `chunk` was decoded: a large chunk is decoded a piece per call, so what a
+    /// piece completes (a tool call) is handed on before the rest is decoded.
+    pos: usize,
+    events: Vec<crate::engine::sse::SseEvent>,
+    ended: bool,
+    /// An error met after some events of the same chunk: those are delivered first.
+    failed: Option<ChatProviderError>,
+    limits: Limits,
+    /// Calls begun and not yet reported complete (see [`ByteSource::calls_streaming`]).
+    open_calls: usize,
+    /// Surrogate pairs split across events, joined (see [`crate::engine::surrogates`]).
+    surrogates: crate::engine::surrogates::SurrogateJoiner,
+}
+
+impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
+    pub fn new(body: B, decoder: D) -> Self {
+        SseEventSource {
+            body,
+            sse: SseDecoder::new(),
+            decoder,
+            chunk: Vec::new(),
+            pos: 0,
+            events: Vec::new(),
+            ended: false,
+            failed: None,
+            limits: Limits::default(),
+            open_calls: 0,
+            surrogates: Default::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.sse = SseDecoder::with_limit(limits.max_event_bytes);
+        self.limits = limits;
+        self
+    }
+}
+
+/// About this many bytes are decoded per call (then the piece runs on to the end of its line).
+const PIECE: usize = 1 << 10;
+
+/// The next piece of `chunk` from `pos`: up to [`PIECE`] bytes, ended at a line's end when
+/// one comes soon after.
+fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
+    let rest = chunk.get(pos..).unwrap_or_default();
+    if rest.len() <= PIECE {
+        return rest;
+    }
+    let end = match rest.get(PIECE..).and_then(|tail| memchr::memchr(b'\n', tail)) {
+        Some(nl) => PIECE + nl + 1,
+        None => rest.len(),
+    };
+    rest.get(..end).unwrap_or(rest)
+}
+
+impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
+    type Error = B::Error;
+
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, B::Error> {
+        if let Some(e) = self.failed.take() {
+            self.ended = true;
+            return Err(e.into());
+        }
+        if self.ended {
+            return Ok(false);
+        }
+        let more = if self.pos < self.chunk.len() {
+            true
+        } else {
+            self.pos = 0;
+            self.body.calls_streaming(self.open_calls > 0);
+            self.body.read_into(&mut self.chunk).await?
+        };
+        let sse_err = |e: crate::engine::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
+        let decoded = if more {
+            let piece = next_piece(&self.chunk, self.pos);
+            self.pos += piece.len();
+            self.sse.feed(piece, &mut self.events).map_err(sse_err)
+        } else {
+            self.sse.finish(&mut self.events).map_err(sse_err)
+        };
+        let mut outcome = decoded;
+        let from = out.len();
+        for mut ev in self.events.drain(..) {
+            if outcome.is_ok() {
+                let fixed = match self.surrogates.fix(&ev.data) {
+                    std::borrow::Cow::Owned(d) => Some(d),
+                    std::borrow::Cow::Borrowed(_) => None,
+                };
+                if let Some(d) = fixed {
+                    ev.data = d;
+                }
+                outcome = self.decoder.on_event(&ev, out);
+            }
+            self.sse.give_back(ev.data);
+        }
+        for ev in out.get(from..).unwrap_or_default() {
+            match ev {
+                StreamEvent::Part(StreamedMessagePart::ToolCall(_)) => self.open_calls += 1,
+                StreamEvent::ToolCallComplete(_) => self.open_calls = self.open_calls.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if outcome.is_ok() && !more {
+            outcome = self.decoder.finish(out);
+        }
+        match outcome {
+            // What came before the error in this chunk is delivered; the error comes next.
+            Err(e) if !out.is_empty() => {
+                self.failed = Some(e);
+                Ok(true)
+            }
+            Err(e) => {
+                self.ended = true;
+                Err(e.into())
+            }
+            Ok(()) => {
+                self.ended = !more;
+                Ok(more)
+            }
+        }
+    }
+
+    fn id(&self) -> Option<String> {
+        self.decoder.id().map(str::to_owned)
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.decoder.usage()
+    }
+    fn finish_reason(&self) -> Option<String> {
+        self.decoder.finish_reason().map(str::to_owned)
+    }
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+}
+
+/// A source that already holds all its events (the scripted provider).
+pub struct VecEventSource<E> {
+    pub events: Option<Vec<StreamEvent>>,
+    pub id: Option<String>,
+    pub usage: Option<TokenUsage>,
+    _e: std::marker::PhantomData<E>,
+}
+
+impl<E> VecEventSource<E> {
+    pub fn new(events: Vec<StreamEvent>, id: Option<String>, usage: Option<TokenUsage>) -> Self {
+        VecEventSource { events: Some(events), id, usage, _e: std::marker::PhantomData }
+    }
+}
+
+impl<E: From<ChatProviderError>> EventSource for VecEventSource<E> {
+    type Error = E;
+    async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, E> {
+        match self.events.take() {
+            Some(ev) => {
+                out.extend(ev);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn id(&self) -> Option<String> {
+        self.id.clone()
+    }
+    fn usage(&self) -> Option<TokenUsage> {
+        self.usage
+    }
+    fn finish_reason(&self) -> Option<String> {
+        None
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    None,
+    Content,
+    Call(usize),
+}
+
+/// Builds the assistant message from streamed parts.
+#[derive(Debug)]
+pub struct MessageAssembler {
+    content: Vec<ContentPart>,
+    calls: Vec<ToolCall>,
+    completed: Vec<bool>,
+    /// Each id's latest call: a fragment or a completion finds its call in O(1), however
+    /// many calls the message has.
+    by_id: std::collections::HashMap<String, usize>,
+    pending: Pending,
+    limits: Limits,
+    bytes: usize,
+    /// Fragments that came for a call already complete (dropped): `(call id, bytes)`.
+    late: Vec<(String, usize)>,
+    /// What this message holds of the instance's memory budget ([`crate::engine::budget`]).
+    charge: crate::engine::budget::Charge,
+}
+
+impl Default for MessageAssembler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn part_bytes(p: &StreamedMessagePart) -> usize {
+    match p {
+        StreamedMessagePart::Content(ContentPart::Text { text, .. }) => text.len(),
+        StreamedMessagePart::Content(ContentPart::Think { think, encrypted }) => {
+            think.len() + encrypted.as_deref().map_or(0, str::len)
+        }
+        StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: u })
+        | StreamedMessagePart::Content(ContentPart::AudioUrl { audio_url: u })
+        | StreamedMessagePart::Content(ContentPart::VideoUrl { video_url: u }) => u.url.len(),
+        StreamedMessagePart::ToolCall(c) => {
+            c.id.len() + c.function.name.len() + c.function.arguments.as_deref().map_or(0, str::len)
+        }
+        StreamedMessagePart::ToolCallPart(p) => p.arguments_part.as_deref().map_or(0, str::len),
+    }
+}
+
+impl MessageAssembler {
+    pub fn new() -> Self {
+        Self::with_limits(Limits::default())
+    }
+
+    pub fn with_limits(limits: Limits) -> Self {
+        MessageAssembler {
+            content: Vec::new(),
+            calls: Vec::new(),
+            completed: Vec::new(),
+            by_id: std::collections::HashMap::new(),
+            pending: Pending::None,
+            limits,
+            bytes: 0,
+            late: Vec::new(),
+            charge: Default::default(),
+        }
+    }
+
+    /// The call a fragment belongs to: the one it names, else the call right before it.
+    fn target_of(&self, p: &ToolCallPart) -> Option<usize> {
+        match &p.tool_call_id {
+            Some(id) => self.by_id.get(id).copied(),
+            None => match self.pending {
+                Pending::Call(i) => Some(i),
+                _ => None,
+            },
+        }
+    }
+
+    /// A fragment for a call that is already complete (its arguments were handed on): it is not
+    /// added — the call keeps the arguments it ran with — and is noted (see [`Self::take_late`]).
+    pub fn is_late(&mut self, part: &StreamedMessagePart) -> bool {
+        let StreamedMessagePart::ToolCallPart(p) = part else { return false };
+        match self.target_of(p) {
+            Some(i) if self.completed.get(i).copied().unwrap_or(false) => {
+                let id = self.calls[i].id.clone();
+                self.late.push((id, p.arguments_part.as_deref().map_or(0, str::len)));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The late fragments noted so far (see [`Self::is_late`]).
+    pub fn take_late(&mut self) -> Vec<(String, usize)> {
+        std::mem::take(&mut self.late)
+    }
+
+    /// Adds a part, or fails when it would take the message past a limit.
+    pub fn try_push(&mut self, part: StreamedMessagePart) -> Result<(), ChatProviderError> {
+        let n = part_bytes(&part);
+        self.charge.grow(n)?;
+        self.bytes = self.bytes.saturating_add(n);
+        if self.bytes > self.limits.max_message_bytes {
+            return Err(ChatProviderError::failed(
+                FailureKind::Limit,
+                format!(
+                    "the model's message exceeded the limit of {} bytes (limits.maxMessageBytes)",
+                    self.limits.max_message_bytes
+                ),
+            ));
+        }
+        let len = |a: Option<&str>| a.map_or(0, str::len);
+        let (args_len, target) = match &part {
+            StreamedMessagePart::ToolCall(c) => (len(c.function.arguments.as_deref()), None),
+            StreamedMessagePart::ToolCallPart(p) => {
+                let target = self.target_of(p);
+                let before = target.map_or(0, |i| len(self.calls[i].function.arguments.as_deref()));
+                (before + len(p.arguments_part.as_deref()), target)
+            }
+            StreamedMessagePart::Content(_) => (0, None),
+        };
+        if args_len > self.limits.max_tool_arguments_bytes {
+            return Err(ChatProviderError::failed(
+                FailureKind::Limit,
+                format!(
+                    "a tool call's arguments exceeded the limit of {} bytes (limits.maxToolArgumentsBytes)",
+                    self.limits.max_tool_arguments_bytes
+                ),
+            ));
+        }
+        self.insert(part, target);
+        Ok(())
+    }
+
+    /// `target`: for a fragment, the call it belongs to (from [`Self::target_of`]), found once.
+    fn insert(&mut self, part: StreamedMessagePart, target: Option<usize>) {
+        match part {
+            StreamedMessagePart::Content(p) => {
+                if self.pending == Pending::Content {
+                    if let Some(last) = self.content.last_mut() {
+                        if last.merge_in_place(&p) {
+                            return;
+                        }
+                    }
+                }
+                self.content.push(p);
+                self.pending = Pending::Content;
+            }
+            StreamedMessagePart::ToolCall(c) => {
+                self.by_id.insert(c.id.clone(), self.calls.len());
+                self.calls.push(c);
+                self.completed.push(false);
+                self.pending = Pending::Call(self.calls.len() - 1);
+            }
+            StreamedMessagePart::ToolCallPart(p) => match target {
+                Some(i) => self.calls[i].append_arguments(p.arguments_part.as_deref()),
+                // An orphaned fragment: nothing to attach it to (kosong drops it too).
+                None if p.tool_call_id.is_none() => self.pending = Pending::None,
+                None => {}
+            },
+        }
+    }
+
+    /// The next content part starts a part of its own.
+    pub fn boundary(&mut self) {
+        if self.pending == Pending::Content {
+            self.pending = Pending::None;
+        }
+    }
+
+    /// Marks the call complete; its index the first time only (the call stays in the assembler,
+    /// so a caller holding the assembler in a `RefCell` can lend it out without copying it).
+    pub fn complete(&mut self, id: &str) -> Option<usize> {
+        let i = *self.by_id.get(id)?;
+        (!std::mem::replace(&mut self.completed[i], true)).then_some(i)
+    }
+
+    /// Indices of calls not yet reported complete.
+    pub fn open_calls(&self) -> Vec<usize> {
+        (0..self.calls.len()).filter(|&i| !self.completed[i]).collect()
+    }
+
+    /// Whether the stream showed the call at `i` complete.
+    pub fn is_complete(&self, i: usize) -> bool {
+        self.completed.get(i).copied().unwrap_or(false)
+    }
+
+    pub fn call(&self, i: usize) -> &ToolCall {
+        &self.calls[i]
+    }
+
+    /// Every call the stream has shown so far, complete or not, in order.
+    pub fn calls(&self) -> &[ToolCall] {
+        &self.calls
+    }
+
+    /// The message as far as it arrived — text, thinking, server-tool parts and every call the
+    /// stream showed — for a round that broke or was aborted.
+    pub fn message_so_far(&self) -> Message {
+        let mut m = Message::new(Role::Assistant, self.content.clone());
+        if !self.calls.is_empty() {
+            m.tool_calls = Some(self.calls.clone());
+        }
+        m
+    }
+
+    /// Whether what arrived is an answer (kosong's rule, the one both a broken round's salvage
+    /// and [`Self::check_not_empty`] apply): a call, or content beyond thinking and blank text.
+    pub fn has_substance(&self) -> bool {
+        !self.calls.is_empty()
+            || self.content.iter().any(|p| match p {
+                ContentPart::Think { .. } => false,
+                ContentPart::Text { text, .. } => !text.trim().is_empty() || p.is_server_tool(),
+                _ => true,
+            })
+    }
+
+    pub fn into_message(self) -> Message {
+        let mut m = Message::new(Role::Assistant, self.content);
+        if !self.calls.is_empty() {
+            m.tool_calls = Some(self.calls);
+        }
+        m
+    }
+
+    /// kosong's rule: an answer with nothing, or with only thinking, is an empty response.
+    pub fn check_not_empty(&self) -> Result<(), ChatProviderError> {
+        if self.has_substance() {
+            return Ok(());
+        }
+        if self.content.iter().any(|p| matches!(p, ContentPart::Think { .. })) {
+            return Err(ChatProviderError::EmptyResponse(
+                "The API returned a response with only thinking content and no text or tool calls.".into(),
+            ));
+        }
+        Err(ChatProviderError::EmptyResponse("The API returned an empty response.".into()))
+    }
+}
+
+/// What `generate` gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateOutput {
+    pub id: Option<String>,
+    pub message: Message,
+    pub usage: Option<TokenUsage>,
+    pub finish_reason: Option<String>,
+    /// Fragments of arguments that came for a call already complete (handed on with the arguments
+    /// it had): dropped, so the message holds what ran; `(call id, bytes)` for a log line.
+    pub late_fragments: Vec<(String, usize)>,
+}
+
+/// Streams one message from `source`, calling `on_part` with every part exactly as it came
+/// and `on_tool_call` with every call the moment the stream shows it complete (calls still
+/// open when the stream ends well complete then, in order). A callback's future is awaited
+/// before the next part; a callback's error ends the generation with that error.
+pub async fn generate<S, P, FC>(source: &mut S, parts: P, on_tool_call: FC) -> Result<GenerateOutput, S::Error>
+where
+    S: EventSource,
+    P: PartSink<S::Error>,
+    FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
+{
+    generate_in(source, &std::cell::RefCell::new(MessageAssembler::new()), parts, on_tool_call).await
+}
+
+/// [`generate`], assembling into `asm`, which the caller keeps: when the stream fails (or the
+/// future is dropped) it still holds what arrived, for a salvage or an abort to close the round.
+/// `asm` is started afresh with the source's limits; it is borrowed only between awaits.
+pub async fn generate_in<S, P, FC>(
+    source: &mut S,
+    asm: &std::cell::RefCell<MessageAssembler>,
+    mut parts: P,
+    mut on_tool_call: FC,
+) -> Result<GenerateOutput, S::Error>
+where
+    S: EventSource,
+    P: PartSink<S::Error>,
+    FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
+{
+    *asm.borrow_mut() = MessageAssembler::with_limits(source.limits());
+    let mut batch = Vec::new();
+    loop {
+        let more = source.next_batch(&mut batch).await?;
+        for ev in batch.drain(..) {
+            match ev {
+                StreamEvent::Part(p) => {
+                    // Neither the message nor the part hook (the wire) gets what a call that
+                    // was handed on did not run with.
+                    if matches!(p, StreamedMessagePart::ToolCallPart(_)) && asm.borrow_mut().is_late(&p) {
+                        continue;
+                    }
+                    if let Some(f) = parts.part(&p)? {
+                        f.await?;
+                    }
+                    asm.borrow_mut().try_push(p)?;
+                }
+                StreamEvent::ToolCallComplete(id) => {
+                    let done = asm.borrow_mut().complete(&id);
+                    if let Some(i) = done {
+                        if let Some(f) = parts.flush()? {
+                            f.await?;
+                        }
+                        // Lent, not copied (a call's arguments may be megabytes); the borrow ends
+                        // before the callback's future is awaited.
+                        let waiting = on_tool_call(asm.borrow().call(i))?;
+                        if let Some(f) = waiting {
+                            f.await?;
+                        }
+                    }
+                }
+                StreamEvent::Boundary => asm.borrow_mut().boundary(),
+            }
+        }
+        if let Some(f) = parts.flush()? {
+            f.await?;
+        }
+        if !more {
+            break;
+        }
+    }
+    let open = asm.borrow().open_calls();
+    for i in open {
+        let newly = {
+            let mut a = asm.borrow_mut();
+            let id = a.call(i).id.clone();
+            a.complete(&id).is_some()
+        };
+        if newly {
+            let waiting = on_tool_call(asm.borrow().call(i))?;
+            if let Some(f) = waiting {
+                f.await?;
+            }
+        }
+    }
+    let mut asm = std::mem::take(&mut *asm.borrow_mut());
+    asm.check_not_empty()?;
+    let late_fragments = asm.take_late();
+    Ok(GenerateOutput {
+        id: source.id(),
+        usage: source.usage(),
+        finish_reason: source.finish_reason(),
+        message: asm.into_message(),
+        late_fragments,
+    })
+}

@@ -1,0 +1,150 @@
+//! A provider read once into a core value, and the model one call runs over it.
+//!
+//! [`Provider`] is what the JS provider object becomes when it is first used: an HTTP provider's
+//! options parsed (request builder and decoder chosen by its wire format), or a scripted
+//! provider's queue of echo scripts. [`ProviderModel`] is that provider for one `generate`, `step`
+//! or turn: with the transport it sends through and the limits the call set.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+
+use super::source::ModelSource;
+use super::transport::{self, Transport};
+use super::{Model, ModelError};
+use crate::engine::error::ChatProviderError;
+use crate::engine::generate::{Limits, SseEventSource, VecEventSource};
+use crate::engine::providers::echo::{script_for_stream, EchoScript};
+use crate::engine::providers::{HttpProvider, HttpRequest, Prompt, Spec, StreamDecoder};
+use crate::engine::secrets::Secrets;
+
+/// A provider, read once.
+pub enum Provider {
+    Http(Box<HttpProvider>),
+    /// kosong's `ScriptedEchoChatProvider`: each request streams the next script.
+    Scripted(Scripts),
+}
+
+/// Where a scripted provider's scripts come from (the caller keeps them: a JS provider's stay in
+/// JavaScript, not in the instance's memory), and how many requests it served.
+pub struct Scripts {
+    next: Box<dyn Fn() -> Option<String>>,
+    calls: Cell<usize>,
+}
+
+impl Provider {
+    /// Reads an HTTP provider's spec (see [`HttpProvider::from_json`]).
+    pub fn from_json(text: &str) -> Result<Provider, serde_json::Error> {
+        Ok(Provider::Http(Box::new(HttpProvider::from_spec(&Spec::parse(text)?)?)))
+    }
+
+    /// A scripted provider whose next script `next` gives (`None`: there is none left).
+    pub fn scripted_from(next: impl Fn() -> Option<String> + 'static) -> Provider {
+        Provider::Scripted(Scripts { next: Box::new(next), calls: Cell::new(0) })
+    }
+
+    /// A scripted provider over these scripts.
+    pub fn scripted<S: Into<String>>(scripts: impl IntoIterator<Item = S>) -> Provider {
+        let queue: RefCell<VecDeque<String>> = RefCell::new(scripts.into_iter().map(Into::into).collect());
+        Provider::scripted_from(move || queue.borrow_mut().pop_front())
+    }
+
+    pub fn model_name(&self) -> String {
+        match self {
+            Provider::Http(p) => p.http().model.clone(),
+            Provider::Scripted(_) => "scripted_echo".into(),
+        }
+    }
+
+    /// The next script of a scripted provider (it is used up), or the error kosong raises when
+    /// none is left.
+    pub fn take_script(&self) -> Result<String, ChatProviderError> {
+        let Provider::Scripted(s) = self else {
+            return Err(ChatProviderError::Other("only a scripted provider has scripts".into()));
+        };
+        let n = s.calls.get() + 1;
+        s.calls.set(n);
+        (s.next)().ok_or_else(|| ChatProviderError::Other(format!("ScriptedProvider exhausted at call {n}.")))
+    }
+
+    /// The request for this context: its body built (nothing is sent yet). `env` reads an
+    /// environment variable (an API key may come from one); `output` asks for structured output
+    /// (a scripted provider's script is its answer, whatever was asked).
+    pub fn prepare<E: ModelError>(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+        prompt: &Prompt<'_>,
+    ) -> Result<Prepared, E> {
+        match self {
+            Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
+            Provider::Http(p) => {
+                let keyed = p.key_for_request(env).map_err(E::usage)?;
+                let p = keyed.as_ref().unwrap_or(p);
+                let key = p.http().api_key.as_deref();
+                let request =
+                    p.build(prompt).map_err(|e| E::from(e).redact(&key.map(Secrets::of_key).unwrap_or_default()))?;
+                let mut secrets = Secrets::of_request(key, &request);
+                if let Some(base) = &p.http().base_url {
+                    secrets.add_url_params(base);
+                }
+                Ok(Prepared::Http { request, decoder: p.decoder(), secrets })
+            }
+        }
+    }
+}
+
+/// One request, prepared from the context.
+pub enum Prepared {
+    Http {
+        request: HttpRequest,
+        decoder: Box<dyn StreamDecoder>,
+        /// The API key and credentials the request carries, cleaned out of every error.
+        secrets: Secrets,
+    },
+    Scripted(EchoScript),
+}
+
+/// A provider as one call uses it: with a transport and the call's limits.
+pub struct ProviderModel<'a, T> {
+    pub provider: &'a Provider,
+    pub transport: T,
+    pub limits: Limits,
+}
+
+impl<'a, T: Transport> ProviderModel<'a, T> {
+    pub fn new(provider: &'a Provider, transport: T, limits: Limits) -> Self {
+        ProviderModel { provider, transport, limits }
+    }
+}
+
+impl<T: Transport> Model for ProviderModel<'_, T> {
+    type Request = Prepared;
+    type Source = ModelSource<T::Body>;
+
+    fn model_name(&self) -> String {
+        self.provider.model_name()
+    }
+
+    fn prepare(&self, prompt: &Prompt<'_>) -> Result<Prepared, T::Error> {
+        self.provider.prepare(|n| self.transport.env_var(n), prompt)
+    }
+
+    fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<ModelSource<T::Body>, T::Error>> {
+        async move {
+            match request {
+                Prepared::Scripted(s) => Ok(ModelSource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
+                Prepared::Http { request, decoder, secrets } => {
+                    let body = match transport::send(&self.transport, &request, &secrets).await {
+                        Ok(body) => body,
+                        Err(e) => return Err(e.redact(&secrets)),
+                    };
+                    let source = SseEventSource::new(body, decoder).with_limits(self.limits);
+                    Ok(ModelSource::Sse { source: Box::new(source), secrets })
+                }
+            }
+        }
+        .boxed_local()
+    }
+}

@@ -1,0 +1,164 @@
+//! The transport seam: one HTTP exchange at a time, and what the core makes of its answers.
+//!
+//! A [`Transport`] posts a request and hands back the response as soon as its headers are in
+//! (never following a redirect itself); [`send`] applies this package's rules on top: a redirect
+//! is followed only within the origin the caller named (at most [`MAX_REDIRECTS`] times), a
+//! non-2xx answer becomes a [`ChatProviderError::Status`] with the server's message, request id
+//! and `Retry-After`, and a 2xx answer's body is what the decoder reads.
+//!
+//! Drop behaviour, which every transport must keep: dropping the future of `post` before it
+//! resolves aborts the request; dropping a response (a redirect, an error whose body was read)
+//! or its body closes the connection.
+
+use futures::future::LocalBoxFuture;
+
+use super::ModelError;
+use crate::engine::error::{parse_retry_after, ChatProviderError};
+use crate::engine::generate::ByteSource;
+use crate::engine::providers::{error_message_from_body, origin_of, same_origin_redirect, HttpRequest, MAX_REDIRECTS};
+use crate::engine::secrets::Secrets;
+
+/// A response whose headers have arrived.
+pub trait HttpResponse {
+    type Body;
+    fn status(&self) -> u16;
+    /// A browser's `opaqueredirect` answer: a redirect whose target the runtime hides.
+    fn opaque_redirect(&self) -> bool {
+        false
+    }
+    /// A response header (case-insensitive), `None` when absent.
+    fn header(&self, name: &str) -> Option<String>;
+    fn into_body(self) -> Self::Body;
+}
+
+/// How requests leave the core, and the little of the environment a request needs.
+pub trait Transport {
+    type Error: ModelError;
+    type Body: ByteSource<Error = Self::Error>;
+    type Response: HttpResponse<Body = Self::Body>;
+    /// POSTs `request`'s headers and body to `url` (the request's own URL, or a redirect's).
+    fn post<'a>(
+        &'a self,
+        url: &'a str,
+        request: &'a HttpRequest,
+    ) -> LocalBoxFuture<'a, Result<Self::Response, Self::Error>>;
+    /// Milliseconds since the epoch (a `Retry-After` date is read against it).
+    fn now_ms(&self) -> Option<f64> {
+        None
+    }
+    /// An environment variable (where an API key may come from), `None` when unset or empty.
+    fn env_var(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The response headers that carry a request id: OpenAI and most others `x-request-id`,
+/// Anthropic `request-id`, Moonshot `x-trace-id`.
+const REQUEST_ID_HEADERS: [&str; 3] = ["x-request-id", "request-id", "x-trace-id"];
+
+/// At most this much of an error body is read (its message is at the start).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Sends `request` through `transport` with this package's rules (see the module's text): the
+/// body of the 2xx answer, or the error.
+pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &Secrets) -> Result<T::Body, T::Error> {
+    let mut url = request.url.clone();
+    let mut hops = 0;
+    let response = loop {
+        let response = transport.post(&url, request).await?;
+        if response.opaque_redirect() {
+            return Err(ChatProviderError::Redirect(
+                "the server answered with a redirect whose target this runtime hides; it was not followed".into(),
+            )
+            .into());
+        }
+        let status = response.status();
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            break response;
+        }
+        url = same_origin_redirect(&url, response.header("location").as_deref(), status)?;
+        hops += 1;
+        if hops > MAX_REDIRECTS {
+            let within = origin_of(&url).unwrap_or_default();
+            return Err(
+                ChatProviderError::Redirect(format!("more than {MAX_REDIRECTS} redirects within {within}")).into()
+            );
+        }
+    };
+    let status = response.status();
+    if (200..300).contains(&status) {
+        return Ok(response.into_body());
+    }
+    let request_id = REQUEST_ID_HEADERS.iter().find_map(|h| response.header(h));
+    let retry_after_ms = parse_retry_after(
+        response.header("retry-after-ms").as_deref(),
+        response.header("retry-after").as_deref(),
+        transport.now_ms(),
+    );
+    // Clean, then cut: the body is cleaned of the request's secrets before a message is picked out
+    // of it and shortened (and the message once more, for a key escaped inside a JSON string).
+    let body = read_error_body(response.into_body(), secrets).await;
+    let detail = error_message_from_body(&body).map(|m| secrets.clean(m)).unwrap_or_else(|| "no error message".into());
+    Err(ChatProviderError::status(status, detail, request_id, retry_after_ms).into())
+}
+
+/// The start of an error answer's body as text ("" when it cannot be read), cleaned of `secrets`
+/// (a secret cut at the cap included).
+async fn read_error_body<B: ByteSource>(mut body: B, secrets: &Secrets) -> String {
+    let (mut text, mut chunk) = (Vec::new(), Vec::new());
+    while text.len() < MAX_ERROR_BODY {
+        match body.read_into(&mut chunk).await {
+            Ok(true) => text.extend_from_slice(&chunk),
+            Ok(false) | Err(_) => break,
+        }
+    }
+    let cut = text.len() >= MAX_ERROR_BODY;
+    text.truncate(MAX_ERROR_BODY);
+    let text = String::from_utf8_lossy(&text).into_owned();
+    if cut {
+        secrets.clean_cut(text)
+    } else {
+        secrets.clean(text)
+    }
+}
+
+/// No transport: every request fails with a connection error. For a model that only ever
+/// streams scripts (and tests that must not reach a network).
+pub struct Offline;
+
+/// The body an [`Offline`] response would have.
+pub struct NoBody;
+
+impl ByteSource for NoBody {
+    type Error = ChatProviderError;
+    async fn read_into(&mut self, _buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+        Ok(false)
+    }
+}
+
+impl HttpResponse for NoBody {
+    type Body = NoBody;
+    fn status(&self) -> u16 {
+        0
+    }
+    fn header(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn into_body(self) -> NoBody {
+        self
+    }
+}
+
+impl Transport for Offline {
+    type Error = ChatProviderError;
+    type Body = NoBody;
+    type Response = NoBody;
+    fn post<'a>(
+        &'a self,
+        url: &'a str,
+        _request: &'a HttpRequest,
+    ) -> LocalBoxFuture<'a, Result<NoBody, ChatProviderError>> {
+        let e = ChatProviderError::Connection(format!("Connection error: no transport to reach {url}"));
+        Box::pin(futures::future::ready(Err(e)))
+    }
+}

@@ -1,0 +1,175 @@
+//! The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated calls
+//! get kimi-cli's reminders, a call replayed under the same id gets the result it has, and what a
+//! turn keeps across its steps for the cleanup after a cancel.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use futures::future::{LocalBoxFuture, Shared};
+use futures::FutureExt;
+
+use crate::engine::json::Arguments;
+use crate::engine::message::{Message, TokenUsage, ToolCall};
+use crate::engine::soul::repeat::{append_reminder, RepeatTracker, Verdict};
+use crate::engine::soul::wire::WireMessage;
+use crate::engine::step::ToolDispatch;
+use crate::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
+
+/// The result a call gets when the run was cancelled before it finished.
+pub fn aborted_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool call was aborted: the user cancelled the run before it finished.",
+            "Aborted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+/// The result a call gets when the runtime running it stopped (a deploy, an eviction, a crash)
+/// before its result was recorded: it may have run to the end, part of the way, or not at all.
+pub fn interrupted_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool call was interrupted: the runtime running it stopped before its result was recorded. \
+             It may have taken effect; check before calling it again.",
+            "Interrupted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+/// How a turn whose runtime died mid-way (an isolate evicted, a tab closed) is closed from its
+/// recording without going on: an interrupted result ([`interrupted_result`]) for every call the
+/// wire showed without a result, then `TurnEnd`. (To go on with the turn instead, see
+/// `soul::recovery`.) `messages`: the turn's recorded messages, in order.
+pub fn close_interrupted_turn(messages: &[WireMessage]) -> Vec<WireMessage> {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        match m {
+            WireMessage::Part(crate::engine::message::StreamedMessagePart::ToolCall(c)) => open.push(c.id.clone()),
+            WireMessage::ToolResult(r) => open.retain(|id| *id != r.tool_call_id),
+            WireMessage::Other { kind, payload } if kind == "ToolResult" => {
+                if let Some(id) = payload.get("tool_call_id").and_then(|v| v.as_str()) {
+                    open.retain(|o| o != id);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<WireMessage> = open.iter().map(|id| WireMessage::ToolResult(interrupted_result(id))).collect();
+    out.push(WireMessage::TurnEnd);
+    out
+}
+
+/// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).
+pub(super) struct TurnState {
+    pub(super) repeats: RepeatTracker,
+    /// A step whose message is complete but not yet in the context.
+    pub(super) in_flight: Option<(Message, Option<TokenUsage>)>,
+    /// Results by call id, across the attempts and steps of the turn.
+    pub(super) finished: HashMap<String, ToolResult>,
+    /// Calls by id, across attempts and steps: one that streams the very same call again
+    /// gets the result it already has instead of running the tool again.
+    pub(super) calls: HashMap<String, ToolCall>,
+    /// Results published on the wire in this step.
+    pub(super) published: HashSet<String>,
+    /// This attempt's running calls by key, for duplicates within the step.
+    pub(super) by_key: HashMap<(String, String), Shared<LocalBoxFuture<'static, ToolResult>>>,
+    /// The attempt whose stream broke last, when the steps since have all broken: the next
+    /// step's first attempt is the one after it, so a provider that keeps breaking uses up the
+    /// retry budget across salvaged steps too (0 after a step that streamed whole).
+    pub(super) broken_attempts: u32,
+}
+
+impl TurnState {
+    pub(super) fn new() -> TurnState {
+        TurnState {
+            repeats: RepeatTracker::default(),
+            in_flight: None,
+            finished: HashMap::new(),
+            calls: HashMap::new(),
+            published: HashSet::new(),
+            by_key: HashMap::new(),
+            broken_attempts: 0,
+        }
+    }
+}
+
+/// The toolset as one turn hands it to `step`: same-step duplicates share one run, repeated
+/// calls get their reminders, results already had in an earlier attempt are reused.
+pub(super) struct TurnDispatch<'a, T> {
+    pub(super) inner: &'a T,
+    pub(super) state: Rc<RefCell<TurnState>>,
+    /// The turn's wire: flushed before a call is handed to its tool, so the call (with its whole
+    /// input) is recorded before the tool can do anything — what a recovery reads back.
+    pub(super) wire: crate::engine::soul::wire::Wire,
+}
+
+impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
+    fn is_eager(&self, name: &str) -> bool {
+        self.inner.is_eager(name)
+    }
+
+    fn is_idempotent(&self, name: &str) -> bool {
+        self.inner.is_idempotent(name)
+    }
+
+    fn on_malformed_arguments(&self, call: &ToolCall) {
+        self.inner.on_malformed_arguments(call)
+    }
+
+    fn on_cut_off(&self, call: &ToolCall, chars: usize) {
+        self.inner.on_cut_off(call, chars)
+    }
+
+    fn on_late_fragment(&self, call: &ToolCall, bytes: usize) {
+        self.inner.on_late_fragment(call, bytes)
+    }
+
+    fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+        self.wire.flush();
+        let mut st = self.state.borrow_mut();
+        let key = (call.function.name.clone(), args.canonical());
+        let verdict = st.repeats.on_call(&key);
+        if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
+            if before.function == call.function {
+                return futures::future::ready(done.clone()).boxed_local();
+            }
+        }
+        st.calls.insert(call.id.clone(), call.clone());
+        match verdict {
+            Verdict::SameStep => {
+                let original = st.by_key.get(&key).cloned();
+                let id = call.id.clone();
+                match original {
+                    Some(f) => {
+                        async move { ToolResult { tool_call_id: id, return_value: f.await.return_value } }.boxed_local()
+                    }
+                    None => {
+                        drop(st);
+                        self.inner.dispatch(call, args)
+                    }
+                }
+            }
+            Verdict::Run { reminder } => {
+                drop(st);
+                let fut = self.inner.dispatch(call, args);
+                let shared = async move {
+                    let mut r = fut.await;
+                    if let Some(text) = reminder {
+                        append_reminder(&mut r.return_value, &text);
+                    }
+                    r
+                }
+                .boxed_local()
+                .shared();
+                self.state.borrow_mut().by_key.insert(key, shared.clone());
+                shared.boxed_local()
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! A turn that goes on after the runtime that ran it died: its recorded round closed by the
+//! broken-round rule (see `soul::recovery`), then the next step, on the same code path as
+//! any turn.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::future::{join_all, LocalBoxFuture};
+use futures::FutureExt;
+
+use super::dispatch::{interrupted_result, TurnDispatch, TurnState};
+use super::error::TurnError;
+use super::seams::TurnTools;
+use super::turn::{ErrOf, Turn};
+use crate::engine::generate::MessageAssembler;
+use crate::engine::json::Arguments;
+use crate::engine::message::{Message, Role};
+use crate::engine::model::{Model, ModelError};
+use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget};
+use crate::engine::soul::wire::{StepRetry, WireMessage};
+use crate::engine::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
+use crate::engine::toolset::ToolResult;
+
+/// What the recorded round leaves the turn to do.
+enum Closed {
+    /// The round ended the turn (a final answer, or a refusal without feedback).
+    Over,
+    /// The turn goes on with the next step.
+    Next,
+    /// The round was an answer cut off before any call: void, as a failed attempt is; the step
+    /// is tried again.
+    Retry,
+}
+
+/// What becomes of one call of the recorded round.
+enum Close {
+    Have(ToolResult),
+    /// The engine answers it now (it never ran, or it may have: interrupted).
+    Answer(ToolResult),
+    /// Its tool runs (again): it is idempotent, or it was waiting for its approval.
+    Rerun,
+}
+
+impl<'a, M, T> Turn<'a, M, T>
+where
+    M: Model,
+    ErrOf<M>: ModelError,
+    T: TurnTools,
+{
+    /// Goes on with a turn whose runtime died, from what its recording shows (`recorded`, read
+    /// from the recording, checked against this turn's context by the caller). Publishes a
+    /// `Notification` that the turn was resumed, closes the recorded round, then runs the next
+    /// steps until the turn ends, within `max_steps_per_turn` and `budget`. `TurnBegin` is not
+    /// sent again; `TurnEnd` ends it as any turn. A cancel is handled as in [`Turn::run`].
+    pub async fn resume(
+        &self,
+        recorded: RecordedTurn,
+        budget: RecoveryBudget,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
+        self.send(recorded.resumed_notice(&self.config.name, self.env.now_s()));
+        self.until_cancelled(|state, round| self.resume_body(recorded, budget, state, round), cancel).await
+    }
+
+    async fn resume_body(
+        &self,
+        recorded: RecordedTurn,
+        budget: RecoveryBudget,
+        state: Rc<RefCell<TurnState>>,
+        round: Rc<RefCell<MessageAssembler>>,
+    ) -> Result<(), TurnError<ErrOf<M>>> {
+        let model = self.model.ok_or(TurnError::LLMNotSet)?;
+        // Results the turn recorded are had: a call the model sends again under the same id gets
+        // the result it has.
+        state.borrow_mut().finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let give_up = if recorded.failing {
+            Some("it was ending with an error when its runtime stopped".to_owned())
+        } else if recorded.resumes_without_progress >= budget.max_resumes && !recorded.waiting_on_person() {
+            Some(format!("it was resumed {} times in a row without progress", recorded.resumes_without_progress))
+        } else {
+            None
+        };
+        if recorded.step == 0 {
+            if give_up.is_none() && !self.context.read(|c| recorded.user_message_written(c.history())) {
+                let user = recorded.user_input.message();
+                self.check_capabilities(&user)?;
+                self.context.checkpoint();
+                self.context.append(vec![user]);
+                self.check_store()?;
+            }
+        } else {
+            let closed = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
+            self.check_store()?;
+            if let Some(why) = give_up {
+                self.send(WireMessage::StepInterrupted);
+                return Err(TurnError::NotRecovered(why));
+            }
+            match closed {
+                Closed::Over => return Ok(()),
+                Closed::Next => {}
+                Closed::Retry => {
+                    // The UI drops the void attempt's parts at the `StepRetry`, as after a failed
+                    // attempt; the step is asked again.
+                    self.send(WireMessage::StepRetry(StepRetry {
+                        n: recorded.step,
+                        next_attempt: 2,
+                        max_attempts: self.config.max_retries_per_step.max(2),
+                        wait_s: 0.0,
+                        error_type: "RuntimeStopped".into(),
+                        status_code: None,
+                    }));
+                    // The void attempt counts as the step's first: the next is the second.
+                    state.borrow_mut().broken_attempts = 1;
+                    return self.steps_from(model, recorded.step, false, &state, &round).await;
+                }
+            }
+        }
+        if let Some(why) = give_up {
+            self.send(WireMessage::StepInterrupted);
+            return Err(TurnError::NotRecovered(why));
+        }
+        self.steps_from(model, recorded.step + 1, true, &state, &round).await
+    }
+
+    /// The recorded round written into the context with one result per call (see the module
+    /// `soul::recovery` for which). `no_reruns`: the turn is given up, so nothing runs again (an
+    /// unfinished call is interrupted).
+    async fn close_recorded_round(
+        &self,
+        recorded: &RecordedTurn,
+        no_reruns: bool,
+        state: &Rc<RefCell<TurnState>>,
+    ) -> Result<Closed, TurnError<ErrOf<M>>> {
+        // What the context holds of the round already (the runtime died after writing it, or
+        // part of it): its message, and the results written after it.
+        let (written, written_results) = self.context.read(|c| {
+            let tail = c.since_last_checkpoint();
+            let message = tail.iter().find(|m| m.role == Role::Assistant).map(|m| (*m).clone());
+            let results: Vec<String> = tail.iter().filter_map(|m| m.tool_call_id.clone()).collect();
+            (message, results)
+        });
+        let recorded_ids: Vec<&str> = recorded.round.calls().iter().map(|c| c.id.as_str()).collect();
+        let written = written.filter(|m| {
+            let ids: Vec<&str> = m.tool_calls.iter().flatten().map(|c| c.id.as_str()).collect();
+            ids == recorded_ids || !recorded.round.has_substance()
+        });
+        let message: Message = match &written {
+            Some(m) => m.clone(),
+            None if recorded.round.has_substance() => recorded.round.message_so_far(),
+            // The step began and nothing of it arrived: nothing to close.
+            None => return Ok(Closed::Next),
+        };
+        let calls = message.tool_calls.clone().unwrap_or_default();
+        if calls.is_empty() {
+            // An answer without calls: whole, it was the turn's last (written now if it was not);
+            // cut off, it is void and the step is asked again.
+            if written.is_some() {
+                return Ok(Closed::Over);
+            }
+            if !recorded.stream_ended {
+                return Ok(if no_reruns { Closed::Next } else { Closed::Retry });
+            }
+            self.close_round(message, recorded.usage, &[], state)?;
+            return Ok(Closed::Over);
+        }
+        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
+        // with its definitions.
+        let _ = self.tools.definitions();
+        for a in &recorded.approvals {
+            if !no_reruns {
+                self.approvals.resume(a);
+            }
+        }
+        let plan: Vec<Close> = calls
+            .iter()
+            .map(|c| {
+                if let Some(r) = recorded.results.get(&c.id) {
+                    return Close::Have(r.clone());
+                }
+                let args = match Arguments::check(c.function.arguments.as_deref()) {
+                    Ok(a) => a,
+                    Err(e) if recorded.stream_ended => return Close::Answer(malformed_arguments_result(c, &e)),
+                    Err(_) => {
+                        let chars = c.function.arguments.as_deref().map_or(0, |a| a.chars().count());
+                        self.tools.on_cut_off(c, chars);
+                        return Close::Answer(cut_off_result(c, false));
+                    }
+                };
+                let _ = args;
+                let waiting = recorded.approvals.iter().any(|a| a.tool_call_id == c.id);
+                if !recorded.stream_ended && !self.tools.is_eager(&c.function.name) {
+                    Close::Answer(cut_off_result(c, true))
+                } else if !no_reruns && (waiting || self.tools.is_idempotent(&c.function.name)) {
+                    Close::Rerun
+                } else {
+                    Close::Answer(interrupted_result(&c.id))
+                }
+            })
+            .collect();
+        // While the reruns run, the round is in flight: a cancel writes it with aborted results.
+        state.borrow_mut().in_flight = Some((message.clone(), recorded.usage));
+        for (c, p) in calls.iter().zip(&plan) {
+            match p {
+                Close::Have(r) => {
+                    // On the wire already (in the life that ran it).
+                    let mut st = state.borrow_mut();
+                    st.finished.insert(c.id.clone(), r.clone());
+                    st.published.insert(c.id.clone());
+                }
+                Close::Answer(r) => self.publish_result(state, r),
+                Close::Rerun => {}
+            }
+        }
+        let dispatch = TurnDispatch { inner: self.tools, state: state.clone(), wire: self.wire.clone() };
+        let runs: Vec<LocalBoxFuture<'_, ToolResult>> = calls
+            .iter()
+            .zip(plan)
+            .map(|(c, p)| match p {
+                Close::Have(r) | Close::Answer(r) => futures::future::ready(r).boxed_local(),
+                Close::Rerun => {
+                    let fut = match Arguments::check(c.function.arguments.as_deref()) {
+                        Ok(args) => {
+                            state.borrow_mut().finished.remove(&c.id);
+                            dispatch.dispatch(c, &args)
+                        }
+                        Err(e) => futures::future::ready(malformed_arguments_result(c, &e)).boxed_local(),
+                    };
+                    async move {
+                        let r = fut.await;
+                        self.publish_result(state, &r);
+                        r
+                    }
+                    .boxed_local()
+                }
+            })
+            .collect();
+        let results = join_all(runs).await;
+        let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
+        if written.is_some() {
+            // The message is in the context: only the results it lacks are written.
+            let missing: Vec<Message> = results
+                .iter()
+                .filter(|r| !written_results.contains(&r.tool_call_id))
+                .map(crate::engine::soul::rules::tool_result_to_message)
+                .collect();
+            self.context.append(missing);
+            state.borrow_mut().repeats.end_step();
+            return Ok(Closed::Next);
+        }
+        Ok(if self.close_round(message, usage, &results, state)? { Closed::Over } else { Closed::Next })
+    }
+
+    /// A result of the recovered round, on the wire (once) and kept for a cancel.
+    fn publish_result(&self, state: &Rc<RefCell<TurnState>>, r: &ToolResult) {
+        let fresh = {
+            let mut st = state.borrow_mut();
+            st.finished.insert(r.tool_call_id.clone(), r.clone());
+            st.published.insert(r.tool_call_id.clone())
+        };
+        if fresh {
+            self.send(WireMessage::ToolResult(r.clone()));
+        }
+    }
+}

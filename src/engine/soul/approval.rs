@@ -1,0 +1,153 @@
+//! Approvals, as kimi-cli's soul runs them: a tool asks, the user answers on the wire, and the
+//! *tool* decides what to return. `yolo` approves everything; `approve_for_session`
+//! remembers the action for the agent's later calls. A tool that was refused may return
+//! kimi-cli's rejection result ([`rejection`]): without the user's feedback that ends the
+//! turn; with feedback the model reads it and goes on.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use crate::engine::soul::recovery::RecordedApproval;
+use crate::engine::soul::wire::{ApprovalAnswer, ApprovalRequest, ApprovalResponse, Wire};
+use crate::engine::toolset::{ToolOutput, ToolReturnValue};
+use futures::future::{LocalBoxFuture, Shared};
+use futures::FutureExt;
+
+/// What an agent remembers between turns.
+#[derive(Debug, Default)]
+pub struct ApprovalState {
+    pub yolo: bool,
+    approved_for_session: HashSet<String>,
+}
+
+impl ApprovalState {
+    pub fn new(yolo: bool) -> ApprovalState {
+        ApprovalState { yolo, approved_for_session: HashSet::new() }
+    }
+}
+
+/// kimi-cli's `ToolRejectedError`: with the user's feedback when there was some.
+pub fn rejection(feedback: &str) -> ToolReturnValue {
+    if feedback.is_empty() {
+        ToolReturnValue::error(
+            "The tool call is rejected by the user. Stop what you are doing and wait for the user to tell you how to proceed.",
+            "Rejected by user",
+            ToolOutput::Text(String::new()),
+        )
+    } else {
+        ToolReturnValue::error(
+            &format!("The tool call is rejected by the user. User feedback: {feedback}"),
+            &format!("Rejected: {feedback}"),
+            ToolOutput::Text(String::new()),
+        )
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ApprovalError {
+    /// `requestApproval` without an action.
+    MissingAction,
+}
+
+impl std::fmt::Display for ApprovalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("requestApproval needs an `action` string")
+    }
+}
+
+/// The approval side of one run: asks on the run's wire, remembers who was refused.
+pub struct Approvals {
+    wire: Wire,
+    state: Rc<RefCell<ApprovalState>>,
+    sender: String,
+    new_id: Box<dyn Fn() -> String>,
+    /// Calls the user refused in this run, with the feedback given.
+    refused: RefCell<HashMap<String, String>>,
+    /// A recovered turn's approvals by call id: the request its tool asked before the runtime
+    /// died, still waiting (or answered, when the answer was recorded). The tool, run again,
+    /// gets it instead of asking anew.
+    resumed: RefCell<HashMap<String, Shared<LocalBoxFuture<'static, ApprovalAnswer>>>>,
+}
+
+impl Approvals {
+    pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Box<dyn Fn() -> String>) -> Self {
+        Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()), resumed: RefCell::default() }
+    }
+
+    /// A recovered turn's approval: from now on the request waits under its recorded id (a
+    /// client may answer it before the tool asks again); when the tool of `a.tool_call_id` asks,
+    /// it gets this request's answer. An answer that was recorded is the answer.
+    pub fn resume(&self, a: &RecordedApproval) {
+        let answer = match &a.answer {
+            Some((response, feedback)) => {
+                futures::future::ready(ApprovalAnswer { response: *response, feedback: feedback.clone() }).boxed_local()
+            }
+            None => self.wire.await_approval(&a.request_id).boxed_local(),
+        };
+        self.resumed.borrow_mut().insert(a.tool_call_id.clone(), answer.shared());
+    }
+
+    /// Asks the user about `action` for the tool call `call_id`; true when approved.
+    pub fn request(
+        self: &Rc<Self>,
+        call_id: &str,
+        action: &str,
+        description: &str,
+    ) -> Result<LocalBoxFuture<'static, bool>, ApprovalError> {
+        if action.is_empty() {
+            return Err(ApprovalError::MissingAction);
+        }
+        {
+            let st = self.state.borrow();
+            if st.yolo || st.approved_for_session.contains(action) {
+                return Ok(futures::future::ready(true).boxed_local());
+            }
+        }
+        let resumed = self.resumed.borrow_mut().remove(call_id);
+        let answer = match resumed {
+            Some(answer) => answer.boxed_local(),
+            None => self
+                .wire
+                .request_approval(ApprovalRequest {
+                    id: (self.new_id)(),
+                    tool_call_id: call_id.to_owned(),
+                    sender: self.sender.clone(),
+                    action: action.to_owned(),
+                    description: description.to_owned(),
+                    display: Vec::new(),
+                })
+                .boxed_local(),
+        };
+        let this = self.clone();
+        let (call_id, action) = (call_id.to_owned(), action.to_owned());
+        Ok(async move {
+            let a = answer.await;
+            match a.response {
+                ApprovalResponse::Approve => true,
+                ApprovalResponse::ApproveForSession => {
+                    this.state.borrow_mut().approved_for_session.insert(action);
+                    true
+                }
+                ApprovalResponse::Reject => {
+                    this.refused.borrow_mut().insert(call_id, a.feedback);
+                    false
+                }
+            }
+        }
+        .boxed_local())
+    }
+
+    /// kimi-cli's rejection result for `call_id`, with the feedback the user gave for it.
+    pub fn rejection(&self, call_id: &str) -> ToolReturnValue {
+        rejection(self.refused.borrow().get(call_id).map_or("", String::as_str))
+    }
+
+    /// Is `rv` the rejection result of a refused call? `Some(has_feedback)` when it is: a tool
+    /// that returned something else after a refusal keeps its result and its turn.
+    pub fn rejected(&self, call_id: &str, rv: &ToolReturnValue) -> Option<bool> {
+        let refused = self.refused.borrow();
+        let feedback = refused.get(call_id)?;
+        (*rv == rejection(feedback)).then_some(!feedback.is_empty())
+    }
+}

@@ -1,0 +1,300 @@
+//! A turn whose runtime died (a deploy, an eviction, a crash), read back from its recording.
+//!
+//! The recording is the source of truth while a turn runs: every part, call, result and approval
+//! request is on the wire before anyone is told (`Turn` flushes the wire before it hands a call
+//! to a tool). [`RecordedTurn::read`] reads the unfinished turn's messages back into the turn's
+//! own state — the step it was in, the round so far of that step's attempt (text, thinking, every
+//! call the wire showed), which calls have results, which approval waits — and `Turn::resume`
+//! hands that to the broken-round rule:
+//!
+//! - text and thinking so far are kept; every call with a recorded result keeps it and never
+//!   runs again;
+//! - a call whose input was cut off gets the cut-off result (it never ran); so does a call of a
+//!   tool that waits for a whole answer when the answer never ended;
+//! - a call that may have started and has no recorded result gets the interrupted result
+//!   ([`interrupted_result`](super::agent::interrupted_result): it may have taken effect), unless
+//!   its tool is idempotent: then it runs again, with the same call id;
+//! - a call waiting for its approval runs again and finds its request still waiting under the same
+//!   id (answered already, if the answer was recorded): nothing is asked twice.
+//!
+//! Then the turn goes on with the next step. A resume is published as a kimi-cli `Notification`
+//! (`type: "turn_resumed"`), which is also how a later recovery counts the resumes that made no
+//! progress ([`RecoveryBudget`]).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::engine::generate::{Limits, MessageAssembler};
+use crate::engine::message::{Message, Role, StreamedMessagePart, TokenUsage};
+use crate::engine::soul::agent::UserInput;
+use crate::engine::soul::wire::{ApprovalResponse, WireMessage};
+use crate::engine::toolset::ToolResult;
+
+/// The `Notification` type a resume is published as.
+pub const RESUMED: &str = "turn_resumed";
+
+/// How many resumes in a row may make no progress before the turn is given up, by default. A
+/// resume makes progress when a stream ends or a call gets its result after it; a resume of a
+/// turn that waits on a person costs nothing.
+pub const DEFAULT_MAX_RESUMES: u32 = 3;
+
+/// The resumes a turn may use while it makes no progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryBudget {
+    pub max_resumes: u32,
+}
+
+impl Default for RecoveryBudget {
+    fn default() -> Self {
+        RecoveryBudget { max_resumes: DEFAULT_MAX_RESUMES }
+    }
+}
+
+/// An approval a tool asked for in the unfinished round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedApproval {
+    pub request_id: String,
+    pub tool_call_id: String,
+    pub action: String,
+    /// The answer, when it was recorded (the tool had not finished yet).
+    pub answer: Option<(ApprovalResponse, String)>,
+}
+
+/// The unfinished turn, as its recording left it.
+#[derive(Debug)]
+pub struct RecordedTurn {
+    pub user_input: UserInput,
+    /// The last step that began (0: none did).
+    pub step: u32,
+    /// The round of that step's last attempt, as far as the wire showed it.
+    pub round: MessageAssembler,
+    /// The attempt's stream ended (its `StatusUpdate` was recorded), with this usage and id.
+    pub stream_ended: bool,
+    pub usage: Option<TokenUsage>,
+    pub message_id: Option<String>,
+    /// Every result recorded in the turn, by call id.
+    pub results: HashMap<String, ToolResult>,
+    /// The approvals asked in the last step whose call has no result.
+    pub approvals: Vec<RecordedApproval>,
+    /// The step failed (`StepInterrupted`) and the turn was ending.
+    pub failing: bool,
+    /// Resumes since the last progress that were not waiting on a person.
+    pub resumes_without_progress: u32,
+    /// Every resume of this turn.
+    pub resumes: u32,
+}
+
+/// Why a recording cannot be resumed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecoveryError {
+    /// The recording has no `TurnBegin`.
+    NoTurn,
+    /// Its last turn ended (`TurnEnd` recorded): there is nothing to recover.
+    Finished,
+    /// The recording is not this context's: what the context holds of the turn is not what the
+    /// recording says happened.
+    NotThisContext(String),
+}
+
+impl std::fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecoveryError::NoTurn => f.write_str("the recording holds no turn (no TurnBegin)"),
+            RecoveryError::Finished => f.write_str("the recording's last turn has ended: there is nothing to resume"),
+            RecoveryError::NotThisContext(why) => {
+                write!(f, "the recording does not belong to this context ({why}); nothing was applied")
+            }
+        }
+    }
+}
+
+/// A value read from a payload through its text: the message model's readers stay compiled for
+/// one deserializer (text), as everywhere in the core.
+fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+    serde_json::from_str(&v.to_string()).ok()
+}
+
+impl RecordedTurn {
+    /// The last turn of `messages` (a recording, oldest first), if it did not end.
+    pub fn read(messages: &[WireMessage]) -> Result<RecordedTurn, RecoveryError> {
+        // A recording read back keeps the runtime's own messages as they came (`Other`), parts
+        // typed: each is read here by its type and payload, whichever way it arrived.
+        let read: Vec<(String, Value, Option<&StreamedMessagePart>)> = messages
+            .iter()
+            .map(|m| match m {
+                WireMessage::Part(p) => (m.kind().to_owned(), Value::Null, Some(p)),
+                WireMessage::Other { kind, payload } => (kind.clone(), payload.clone(), None),
+                other => {
+                    // Through the text (the writer the recorder uses): cheaper in the .wasm than
+                    // a second, `Value`-shaped, serializer.
+                    let v: Value = serde_json::to_string(other)
+                        .ok()
+                        .and_then(|t| serde_json::from_str(&t).ok())
+                        .unwrap_or(Value::Null);
+                    (other.kind().to_owned(), v.get("payload").cloned().unwrap_or(Value::Null), None)
+                }
+            })
+            .collect();
+        let begin = read.iter().rposition(|(k, _, _)| k == "TurnBegin").ok_or(RecoveryError::NoTurn)?;
+        let user_input: UserInput = read[begin].1.get("user_input").and_then(typed).ok_or(RecoveryError::NoTurn)?;
+        let fresh = || {
+            MessageAssembler::with_limits(Limits {
+                max_message_bytes: usize::MAX,
+                max_tool_arguments_bytes: usize::MAX,
+                ..Limits::default()
+            })
+        };
+        let mut t = RecordedTurn {
+            user_input,
+            step: 0,
+            round: fresh(),
+            stream_ended: false,
+            usage: None,
+            message_id: None,
+            results: HashMap::new(),
+            approvals: Vec::new(),
+            failing: false,
+            resumes_without_progress: 0,
+            resumes: 0,
+        };
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        for (kind, payload, part) in &read[begin + 1..] {
+            if let Some(p) = part {
+                let _ = t.round.try_push((*p).clone());
+                continue;
+            }
+            match kind.as_str() {
+                "TurnEnd" => return Err(RecoveryError::Finished),
+                "StepBegin" => {
+                    t.step = payload.get("n").and_then(Value::as_u64).map_or(t.step + 1, |n| n as u32);
+                    t.round = fresh();
+                    t.stream_ended = false;
+                    t.usage = None;
+                    t.message_id = None;
+                    t.approvals.clear();
+                    t.failing = false;
+                }
+                // A failed attempt is void: its parts are dropped (nothing of it ran).
+                "StepRetry" => {
+                    t.round = fresh();
+                    t.stream_ended = false;
+                }
+                "StepInterrupted" => t.failing = true,
+                "StatusUpdate" => {
+                    t.stream_ended = true;
+                    t.usage = payload.get("token_usage").and_then(typed);
+                    t.message_id = payload.get("message_id").and_then(Value::as_str).map(str::to_owned);
+                    t.resumes_without_progress = 0;
+                }
+                "ToolResult" => {
+                    if let Some(r) = typed::<ToolResult>(payload) {
+                        t.approvals.retain(|a| a.tool_call_id != r.tool_call_id);
+                        t.results.insert(r.tool_call_id.clone(), r);
+                        t.resumes_without_progress = 0;
+                    }
+                }
+                "ApprovalRequest" => t.approvals.push(RecordedApproval {
+                    request_id: text(payload, "id"),
+                    tool_call_id: text(payload, "tool_call_id"),
+                    action: text(payload, "action"),
+                    answer: None,
+                }),
+                "ApprovalResponse" => {
+                    let id = text(payload, "request_id");
+                    let response =
+                        ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);
+                    if let Some(a) = t.approvals.iter_mut().find(|a| a.request_id == id) {
+                        a.answer = Some((response, text(payload, "feedback")));
+                    }
+                    t.resumes_without_progress = 0;
+                }
+                "Notification" if payload.get("type").and_then(Value::as_str) == Some(RESUMED) => {
+                    t.resumes += 1;
+                    if !payload.pointer("/payload/waiting_on_person").and_then(Value::as_bool).unwrap_or(false) {
+                        t.resumes_without_progress += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(t)
+    }
+
+    /// The turn waits on a person: an approval is asked and not answered.
+    pub fn waiting_on_person(&self) -> bool {
+        self.approvals.iter().any(|a| a.answer.is_none())
+    }
+
+    /// The `Notification` that says the turn was resumed.
+    pub fn resumed_notice(&self, source: &str, now_s: f64) -> WireMessage {
+        let n = self.resumes + 1;
+        WireMessage::Other {
+            kind: "Notification".into(),
+            payload: json!({
+                "id": format!("turn-resumed-{n}"),
+                "category": "runtime",
+                "type": RESUMED,
+                "source_kind": "agent",
+                "source_id": source,
+                "title": "Turn resumed",
+                "body": "The runtime running this turn stopped; the turn goes on from its recording.",
+                "severity": "info",
+                "created_at": now_s,
+                "payload": {"step": self.step, "resume": n, "waiting_on_person": self.waiting_on_person()},
+            }),
+        }
+    }
+
+    /// Checks that `history` (the context's) is this recording's: the turn's user message is in
+    /// it, and every call of the turn the context holds is one the recording shows.
+    pub fn check_context(&self, history: &[Message]) -> Result<(), RecoveryError> {
+        let user = self.user_input.message();
+        let Some(at) = history.iter().rposition(|m| m.role == Role::User && m.tool_call_id.is_none()) else {
+            return if self.step == 0 {
+                Ok(())
+            } else {
+                Err(RecoveryError::NotThisContext("the context has no user message".into()))
+            };
+        };
+        if history[at].content != user.content {
+            // Before the first step the turn may have died before its user message was written.
+            if self.step == 0 {
+                return Ok(());
+            }
+            return Err(RecoveryError::NotThisContext(
+                "the context's last user message is not the one the recorded turn began with".into(),
+            ));
+        }
+        for m in &history[at + 1..] {
+            for c in m.tool_calls.iter().flatten() {
+                if !self.results.contains_key(&c.id) && !self.round.calls().iter().any(|r| r.id == c.id) {
+                    return Err(RecoveryError::NotThisContext(format!(
+                        "the context holds a call {} the recording does not show",
+                        c.id
+                    )));
+                }
+            }
+            if let Some(id) = &m.tool_call_id {
+                if m.role == Role::Tool
+                    && !self.results.contains_key(id)
+                    && !self.round.calls().iter().any(|r| r.id == *id)
+                {
+                    return Err(RecoveryError::NotThisContext(format!(
+                        "the context holds a result for {id} the recording does not show"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the context's user message of this turn is written (the turn died after it).
+    pub fn user_message_written(&self, history: &[Message]) -> bool {
+        let user = self.user_input.message();
+        history
+            .iter()
+            .rposition(|m| m.role == Role::User && m.tool_call_id.is_none())
+            .is_some_and(|i| history[i].content == user.content)
+    }
+}

@@ -1,0 +1,457 @@
+//! The Wire: the channel between a soul and its UI for one run, as kimi-cli's `Wire` is.
+//!
+//! The soul side publishes [`WireMessage`]s (`message.rs`). Each UI side (`side.rs`) is a queue
+//! of the messages published after it subscribed: a *raw* side sees every message as it was
+//! sent; a *merged* side sees consecutive text, think and tool-call fragments joined (the merge
+//! rules of [`StreamedMessagePart::merge_in_place`], the same ones `generate` assembles a
+//! message with), flushed by any other message and at shutdown. The recorder (`recorder.rs`)
+//! writes the merged messages as kimi-cli's `wire.jsonl` (`jsonl.rs`).
+//!
+//! Approval requests travel on the wire too: [`Wire::request_approval`] publishes an
+//! `ApprovalRequest` and waits; [`Wire::respond`] publishes the `ApprovalResponse` and wakes
+//! the waiter. Shutdown answers every waiting request with a rejection.
+//!
+//! Nothing here calls out while a `RefCell` is borrowed: callbacks (the recorder's sink) run
+//! after the wire's state is released, so a sink may publish on the wire again.
+
+mod jsonl;
+mod message;
+mod recorder;
+mod side;
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+use futures::channel::oneshot;
+
+#[allow(unused_imports)]
+use crate::engine::message::StreamedMessagePart;
+
+pub use jsonl::{
+    metadata_line, read_wire_record, record_line, record_message, wire_record_json, WIRE_PROTOCOL_VERSION,
+};
+pub use message::{ApprovalRequest, Status, StatusUpdate, StepRetry, WireMessage};
+pub use recorder::Recorder;
+pub use side::{Ready, UiSide};
+
+/// The user's answer to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalResponse {
+    Approve,
+    ApproveForSession,
+    Reject,
+}
+
+impl ApprovalResponse {
+    pub fn parse(s: &str) -> Option<ApprovalResponse> {
+        match s {
+            "approve" => Some(ApprovalResponse::Approve),
+            "approve_for_session" => Some(ApprovalResponse::ApproveForSession),
+            "reject" => Some(ApprovalResponse::Reject),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalResponse::Approve => "approve",
+            ApprovalResponse::ApproveForSession => "approve_for_session",
+            ApprovalResponse::Reject => "reject",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalAnswer {
+    pub response: ApprovalResponse,
+    pub feedback: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// `respond` named a request that is not waiting (answered already, or never asked).
+    NoSuchRequest(String),
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::NoSuchRequest(id) => write!(f, "No approval request {id} is waiting on this wire"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct WireState {
+    raw: Vec<UiSide>,
+    merged: Vec<UiSide>,
+    buffer: Option<WireMessage>,
+    /// Preview edits (`PartialOutput`) of the part in `buffer`, published after it.
+    partial: Option<WireMessage>,
+    shut: bool,
+    pending: Vec<(String, oneshot::Sender<ApprovalAnswer>)>,
+    recorder: Option<Recorder>,
+    /// A recorder is set (it is taken out of `recorder` while it writes).
+    recording: bool,
+    /// Merged messages waiting for the recorder (written once the state is released).
+    to_record: Vec<WireMessage>,
+    recorded: u64,
+}
+
+impl WireState {
+    fn publish_merged(&mut self, m: WireMessage) {
+        self.merged.retain(|s| !s.0.borrow().closed);
+        for s in &self.merged {
+            s.push(m.clone());
+        }
+        // A preview is derived from the parts: a recording keeps kimi-cli's messages only.
+        if self.recording && !matches!(m, WireMessage::PartialOutput(_)) {
+            self.to_record.push(m);
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.publish_merged(b);
+        }
+        if let Some(p) = self.partial.take() {
+            self.publish_merged(p);
+        }
+    }
+}
+
+/// The channel of one run. Cheap to clone (a shared handle).
+#[derive(Clone, Default)]
+pub struct Wire(Rc<RefCell<WireState>>);
+
+impl Wire {
+    pub fn new() -> Wire {
+        Wire::default()
+    }
+
+    /// A new subscriber: it sees what is published from now on. After shutdown it is
+    /// finished at once.
+    pub fn ui_side(&self, merge: bool) -> UiSide {
+        let side = UiSide::default();
+        let mut st = self.0.borrow_mut();
+        if st.shut {
+            side.close();
+        } else if merge {
+            st.merged.push(side.clone());
+        } else {
+            st.raw.push(side.clone());
+        }
+        side
+    }
+
+    /// Records every merged message from now on.
+    pub fn set_recorder(&self, recorder: Recorder) {
+        let mut st = self.0.borrow_mut();
+        st.recorder = Some(recorder);
+        st.recording = true;
+    }
+
+    /// Messages the recorder has written.
+    pub fn recorded(&self) -> u64 {
+        self.0.borrow().recorded
+    }
+
+    pub fn is_shut(&self) -> bool {
+        self.0.borrow().shut
+    }
+
+    /// Publishes a message (ignored after shutdown).
+    pub fn send(&self, m: WireMessage) {
+        {
+            let mut st = self.0.borrow_mut();
+            if st.shut {
+                return;
+            }
+            st.raw.retain(|s| !s.0.borrow().closed);
+            for s in &st.raw {
+                s.push(m.clone());
+            }
+            if let WireMessage::Part(_) = m {
+                // A part joins the part before it even when that part's preview edits came
+                // between: those stay after it (one list) and go out with it.
+                if let Some(b) = st.buffer.as_mut() {
+                    if b.merge(&m) {
+                        return;
+                    }
+                }
+                st.flush();
+                st.buffer = Some(m);
+            } else if let (WireMessage::PartialOutput(_), true) = (&m, st.buffer.is_some()) {
+                if let Some(p) = st.partial.as_mut() {
+                    p.merge(&m);
+                } else {
+                    st.partial = Some(m);
+                }
+                return;
+            } else {
+                st.flush();
+                st.publish_merged(m);
+            }
+        }
+        self.record();
+    }
+
+    /// Hands pending merged messages to the recorder, outside the state's borrow.
+    fn record(&self) {
+        let (mut recorder, todo) = {
+            let mut st = self.0.borrow_mut();
+            if st.to_record.is_empty() {
+                return;
+            }
+            match st.recorder.take() {
+                Some(r) => {
+                    let todo = std::mem::take(&mut st.to_record);
+                    (r, todo)
+                }
+                None => return,
+            }
+        };
+        for m in &todo {
+            recorder.write(m);
+        }
+        let more = {
+            let mut st = self.0.borrow_mut();
+            st.recorded = recorder.count;
+            st.recorder = Some(recorder);
+            !st.to_record.is_empty()
+        };
+        if more {
+            self.record(); // published by the sink while it wrote
+        }
+    }
+
+    /// Publishes an `ApprovalRequest` and resolves with the answer; a rejection without
+    /// feedback if the wire shuts down first.
+    pub fn request_approval(&self, request: ApprovalRequest) -> impl Future<Output = ApprovalAnswer> {
+        let (tx, rx) = oneshot::channel();
+        let shut = {
+            let mut st = self.0.borrow_mut();
+            if !st.shut {
+                st.pending.push((request.id.clone(), tx));
+            }
+            st.shut
+        };
+        if !shut {
+            self.send(WireMessage::ApprovalRequest(request));
+        }
+        async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
+    }
+
+    /// Waits again for a request that was published before (a recovered turn's): the request
+    /// is waiting under `request_id` and is answered by [`Wire::respond`] as any other, but nothing
+    /// is published now (a client was sent the request already).
+    pub fn await_approval(&self, request_id: &str) -> impl Future<Output = ApprovalAnswer> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.0.borrow_mut();
+            if !st.shut {
+                st.pending.push((request_id.to_owned(), tx));
+            }
+        }
+        async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
+    }
+
+    /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
+    /// tool that asked.
+    pub fn respond(&self, request_id: &str, response: ApprovalResponse, feedback: &str) -> Result<(), WireError> {
+        let tx = {
+            let mut st = self.0.borrow_mut();
+            let i = st
+                .pending
+                .iter()
+                .position(|(id, _)| id == request_id)
+                .ok_or_else(|| WireError::NoSuchRequest(request_id.to_owned()))?;
+            st.pending.remove(i).1
+        };
+        self.send(WireMessage::ApprovalResponse {
+            request_id: request_id.to_owned(),
+            response,
+            feedback: feedback.to_owned(),
+        });
+        let _ = tx.send(ApprovalAnswer { response, feedback: feedback.to_owned() });
+        Ok(())
+    }
+
+    /// Rejects every waiting approval request (the run was cancelled), each with its response.
+    pub fn reject_pending(&self) {
+        let ids: Vec<String> = self.0.borrow().pending.iter().map(|(id, _)| id.clone()).collect();
+        for id in ids {
+            let _ = self.respond(&id, ApprovalResponse::Reject, "");
+        }
+    }
+
+    /// Hands what the merge buffer holds to the merged sides (and the recorder) now; the next
+    /// fragments start a new merged message. For a UI that wants merged text but at least
+    /// every so often (a Worker streaming to its clients).
+    pub fn flush(&self) {
+        self.0.borrow_mut().flush();
+        self.record();
+    }
+
+    /// Flushes the merge buffer, rejects waiting approvals and ends every side (each keeps
+    /// what it already holds). Idempotent.
+    pub fn shutdown(&self) {
+        if self.is_shut() {
+            return;
+        }
+        self.reject_pending();
+        let sides = {
+            let mut st = self.0.borrow_mut();
+            st.flush();
+            st.shut = true;
+            let mut sides = std::mem::take(&mut st.raw);
+            sides.append(&mut st.merged);
+            sides
+        };
+        self.record();
+        for s in sides {
+            s.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+    use serde_json::{json, Value};
+
+    fn other(kind: &str) -> WireMessage {
+        WireMessage::Other { kind: kind.into(), payload: json!({}) }
+    }
+
+    fn ask(id: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            id: id.into(),
+            tool_call_id: "c".into(),
+            sender: "agent".into(),
+            action: "a".into(),
+            description: String::new(),
+            display: Vec::new(),
+        }
+    }
+
+    fn part(kind: &str, payload: Value) -> WireMessage {
+        WireMessage::from_parts(kind.into(), payload)
+    }
+
+    #[test]
+    fn merged_and_raw_sides_late_subscribers_and_shutdown() {
+        let wire = Wire::new();
+        let early = wire.ui_side(true);
+        let raw = wire.ui_side(false);
+        wire.send(WireMessage::TurnBegin { user_input: crate::engine::soul::agent::UserInput::Text("x".into()) });
+        let late = wire.ui_side(true);
+        let parts = [
+            part("ContentPart", json!({"type": "think", "think": "a"})),
+            part("ContentPart", json!({"type": "think", "think": "b", "encrypted": "sig"})),
+            part("ContentPart", json!({"type": "think", "think": "c"})),
+            part("ContentPart", json!({"type": "text", "text": "Hel"})),
+            part("ContentPart", json!({"type": "text", "text": "lo"})),
+            part("ToolCall", json!({"type": "function", "id": "t1", "function": {"name": "f", "arguments": null}})),
+            part("ToolCallPart", json!({"type": "tool_call_part", "arguments_part": "{\"a\":", "tool_call_id": "t1"})),
+            part("ToolCallPart", json!({"type": "tool_call_part", "arguments_part": "1}"})),
+            part("ToolCallPart", json!({"type": "tool_call_part", "arguments_part": "{}", "tool_call_id": "t0"})),
+        ];
+        for p in &parts {
+            assert!(matches!(p, WireMessage::Part(_)));
+            wire.send(p.clone());
+        }
+        wire.send(WireMessage::TurnEnd);
+        wire.shutdown();
+        wire.send(other("TurnBegin"));
+        assert_eq!(raw.take_ready().len(), 11);
+        let l: Vec<String> = late.take_ready().iter().map(|m| m.kind().to_owned()).collect();
+        assert_eq!(l, ["ContentPart", "ContentPart", "ContentPart", "ToolCall", "ToolCallPart", "TurnEnd"]);
+        let e = early.take_ready();
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v[1]["payload"], json!({"type": "think", "think": "ab", "encrypted": "sig"}));
+        assert_eq!(v[3]["payload"]["text"], "Hello");
+        assert_eq!(v[4]["payload"]["function"]["arguments"], "{\"a\":1}");
+        assert_eq!(v[5]["payload"]["arguments_part"], "{}");
+        assert!(early.is_finished());
+        assert_eq!(block_on(early.receive()), None);
+        assert_eq!(wire.respond("nope", ApprovalResponse::Approve, ""), Err(WireError::NoSuchRequest("nope".into())));
+    }
+
+    #[test]
+    fn flush_hands_over_what_is_merged_so_far() {
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        let text = |t: &str| part("ContentPart", json!({"type": "text", "text": t}));
+        wire.send(text("Hel"));
+        wire.send(text("lo"));
+        assert!(side.take_ready().is_empty(), "still merging");
+        wire.flush();
+        wire.flush(); // nothing more to hand over
+        wire.send(text(" world"));
+        wire.shutdown();
+        let texts: Vec<Value> =
+            side.take_ready().iter().map(|m| serde_json::to_value(m).unwrap()["payload"]["text"].clone()).collect();
+        assert_eq!(texts, [json!("Hello"), json!(" world")]);
+    }
+
+    #[test]
+    fn a_message_that_is_not_a_part_shape_is_kept_as_it_came() {
+        let m = part("ContentPart", json!({"type": "text", "text": 5}));
+        assert!(matches!(&m, WireMessage::Other { kind, .. } if kind == "ContentPart"));
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        wire.send(m.clone());
+        wire.send(m);
+        assert_eq!(side.take_ready().len(), 2, "not merged");
+    }
+
+    #[test]
+    fn approvals_are_answered_once_and_rejected_at_shutdown() {
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        let a = wire.request_approval(ask("r1"));
+        wire.respond("r1", ApprovalResponse::Reject, "no").unwrap();
+        assert_eq!(block_on(a), ApprovalAnswer { response: ApprovalResponse::Reject, feedback: "no".into() });
+        assert!(wire.respond("r1", ApprovalResponse::Approve, "").is_err());
+        let b = wire.request_approval(ask("r2"));
+        wire.shutdown();
+        assert_eq!(block_on(b).response, ApprovalResponse::Reject);
+        let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
+        assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse", "ApprovalRequest", "ApprovalResponse"]);
+    }
+
+    #[test]
+    fn the_recording_replays_to_the_merged_sequence_and_a_sink_may_publish() {
+        let wire = Wire::new();
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let l2 = lines.clone();
+        let w2 = wire.clone();
+        wire.set_recorder(Recorder::new(
+            Box::new(move |line| {
+                if line.contains("\"StepBegin\"") {
+                    w2.send(other("Note")); // re-entrant publish
+                }
+                l2.borrow_mut().push(line)
+            }),
+            Box::new(|| 12.5),
+        ));
+        let side = wire.ui_side(true);
+        wire.send(WireMessage::StepBegin { n: 1 });
+        wire.send(part("ContentPart", json!({"type": "text", "text": "a"})));
+        wire.send(part("ContentPart", json!({"type": "text", "text": "b"})));
+        wire.shutdown();
+        let merged = side.take_ready();
+        let text = lines.borrow().join("\n") + "\n{damaged\n";
+        assert_eq!(lines.borrow()[0], r#"{"type":"metadata","protocol_version":"1.10"}"#);
+        assert!(lines.borrow()[1].starts_with(r#"{"timestamp":12.5,"message":{"type":"StepBegin""#));
+        // Read back, a message is the same JSON (parts typed again, the rest kept as it came).
+        let json_of = |ms: &[WireMessage]| serde_json::to_value(ms).unwrap();
+        assert_eq!(json_of(&read_wire_record(&text)), json_of(&merged));
+        let as_json: Vec<WireMessage> = serde_json::from_str(&wire_record_json(&text)).unwrap();
+        assert_eq!(json_of(&as_json), json_of(&merged));
+        assert_eq!(wire_record_json("{\"message\":{\"type\":\"X\",\"payload\":[]}}\nnope\n"), "[]");
+        assert_eq!(wire.recorded(), 3);
+    }
+}
