@@ -58,12 +58,7 @@ impl WireFormat for AnthropicConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("AnthropicProvider", &["ANTHROPIC_API_KEY"])
     }
-    fn http(&self) -> &HttpOptions {
-        &self.http
-    }
-    fn http_mut(&mut self) -> &mut HttpOptions {
-        &mut self.http
-    }
+    super::http_field!();
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -45,12 +45,7 @@ impl WireFormat for GeminiConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"])
     }
-    fn http(&self) -> &HttpOptions {
-        &self.http
-    }
-    fn http_mut(&mut self) -> &mut HttpOptions {
-        &mut self.http
-    }
+    super::http_field!();
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

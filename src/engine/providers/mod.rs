@@ -234,6 +234,20 @@ pub trait WireFormat: WireClone {
     fn decoder(&self) -> Box<dyn StreamDecoder>;
 }
 
+/// A config's `http` field as [`WireFormat::http`] and [`WireFormat::http_mut`] (every format keeps
+/// the common options there).
+macro_rules! http_field {
+    () => {
+        fn http(&self) -> &super::HttpOptions {
+            &self.http
+        }
+        fn http_mut(&mut self) -> &mut super::HttpOptions {
+            &mut self.http
+        }
+    };
+}
+pub(crate) use http_field;
+
 /// A wire format's settings copied into a box of their own (a provider given a key from the
 /// environment is a copy).
 pub trait WireClone {

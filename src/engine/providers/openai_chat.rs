@@ -55,12 +55,7 @@ impl WireFormat for OpenAIChatConfig {
             Dialect::Kimi => ("KimiProvider", &["MOONSHOT_API_KEY"]),
         }
     }
-    fn http(&self) -> &HttpOptions {
-        &self.http
-    }
-    fn http_mut(&mut self) -> &mut HttpOptions {
-        &mut self.http
-    }
+    super::http_field!();
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -40,12 +40,7 @@ impl WireFormat for ResponsesConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("OpenAIResponsesProvider", &["OPENAI_API_KEY"])
     }
-    fn http(&self) -> &HttpOptions {
-        &self.http
-    }
-    fn http_mut(&mut self) -> &mut HttpOptions {
-        &mut self.http
-    }
+    super::http_field!();
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         Ok(self.request(prompt))
     }
