@@ -1,4 +1,4 @@
-// Types of kosong-wasm's public API (see README.md). Data is kosong-shaped JSON (snake_case);
+// Types of kosong-wasm's public API (see docs/api.md). Data is kosong-shaped JSON (snake_case);
 // options are JavaScript-shaped (camelCase, AbortSignal, Promises).
 
 /** Browsers/bundlers: instantiate once before anything else. Node and workerd are ready on import. Idempotent. */
@@ -329,6 +329,8 @@ export type ProviderErrorKind =
   | "invalid_request"
   /** The model refused to answer; the message carries its words. The agent does not retry it. */
   | "refused"
+  /** The provider's own host needs an API key and there was none (no `apiKey`, nothing in the environment variable its SDK reads); nothing was sent. Not retried. */
+  | "missing_key"
   /** The answer is not the structured output asked for (not JSON, or refused by the validator); `text` keeps it. Not retried. */
   | "malformed_output"
   | "other";

@@ -6,7 +6,7 @@ import { SimpleToolset } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";
 import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
 import { Context, contextCore } from "./context.js";
-import { checkLogger } from "./util.js";
+import { checkLogger, checkOptionNames } from "./util.js";
 
 export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered } from "./errors.js";
 
@@ -25,6 +25,8 @@ const BACKOFF_KEYS = ["initialMs", "maxMs", "jitterMs"];
  * result and status on the run's wire, with kimi-cli's retries, compaction, approvals and
  * repeated-call rules. The turn runs in the wasm core; this class holds its options.
  */
+const AGENT_OPTIONS = ["name", "provider", "systemPrompt", "toolset", "context", "maxStepsPerTurn", "maxRetriesPerStep", "maxContextTokens", "capabilities", "yolo", "logger", "limits", "retryBackoff", "output"];
+
 export class Agent {
   #core;
   #name;
@@ -35,6 +37,7 @@ export class Agent {
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
+    checkOptionNames(opts, "Agent", AGENT_OPTIONS);
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn, maxRetriesPerStep,
       maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output } = opts;
     if (typeof name !== "string") throw new TypeError("Agent: name must be a string");

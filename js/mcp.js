@@ -2,7 +2,7 @@
 // `Client`, or any object with its `listTools`/`callTool`/`setNotificationHandler` shape). The
 // package depends on no MCP code: the caller brings the client and its transport.
 import { SimpleToolset, toolError, toolOk } from "./tools.js";
-import { checkLogger, describeThrown } from "./util.js";
+import { checkLogger, checkOptionNames, describeThrown } from "./util.js";
 
 const LIST_CHANGED = "notifications/tools/list_changed";
 /**
@@ -74,8 +74,7 @@ export class McpToolset {
       throw new TypeError("McpToolset needs a connected MCP client (an object with listTools and callTool, like @modelcontextprotocol/sdk's Client)");
     }
     const { prefix = "", timeoutMs, onToolsChanged, logger, ...rest } = options ?? {};
-    const unknown = Object.keys(rest)[0];
-    if (unknown) throw new TypeError(`McpToolset: unknown option \`${unknown}\` (prefix, timeoutMs, onToolsChanged, logger)`);
+    checkOptionNames(rest, "McpToolset", ["prefix", "timeoutMs", "onToolsChanged", "logger"]);
     checkLogger(logger, "McpToolset: logger");
     if (typeof prefix !== "string" || (prefix && !/^[a-zA-Z0-9_-]{1,32}$/.test(prefix))) throw new TypeError("McpToolset: prefix must be up to 32 letters, digits, `_` or `-`");
     if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError("McpToolset: timeoutMs must be a positive number");

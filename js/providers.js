@@ -2,6 +2,7 @@
 // used (`_core`, a `ProviderCore`): the core builds every request, reads every answer and owns
 // the API-key rule.
 import { callWasm, wasm } from "./internal.js";
+import { checkOptionNames } from "./util.js";
 
 
 // The core's list (src/engine/providers/mod.rs), put in when the package is built.
@@ -22,39 +23,11 @@ function checkHttpOptions(opts, who) {
 
 const COMMON_OPTIONS = ["model", "apiKey", "baseUrl", "headers", "fetch", "timeoutMs", "maxTokens", "temperature", "thinking", "extraBody"];
 
-/** The known name closest to `name`: the same letters in another case or spelling, or a near typo. */
-function closest(name, known) {
-  const norm = (k) => k.toLowerCase().replace(/[_-]/g, "");
-  const same = known.find((k) => norm(k) === norm(name));
-  if (same) return same;
-  const distance = (a, b) => {
-    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
-    for (let j = 1; j <= b.length; j++) d[0][j] = j;
-    for (let i = 1; i <= a.length; i++) {
-      for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    return d[a.length][b.length];
-  };
-  let best = null;
-  for (const k of known) {
-    const dist = distance(norm(name), norm(k));
-    if (dist <= 3 && (!best || dist < best.dist)) best = { k, dist };
-  }
-  return best?.k ?? null;
-}
-
-/** Unknown option names are mistakes (a request would go out without them): say which. */
-function checkOptionNames(opts, who, known) {
-  for (const name of Object.keys(opts)) {
-    if (known.includes(name)) continue;
-    const near = closest(name, known);
-    throw new TypeError(`${who}: unknown option \`${name}\`${near ? `; did you mean \`${near}\`?` : ""} (known: ${known.join(", ")})`);
-  }
-}
-
 function checkProviderOptions(opts, who, known) {
-  checkHttpOptions(opts, who);
+  if (!opts || typeof opts !== "object") throw new TypeError(`${who}: options must be an object ({model, …})`);
+  // Names first: a misspelt \`modle\` is told as that, with the name it was meant to be.
   checkOptionNames(opts, who, known);
+  checkHttpOptions(opts, who);
   if (opts.thinking !== undefined) checkEffort(opts.thinking);
   if (opts.temperature !== undefined && typeof opts.temperature !== "number") {
     throw new TypeError(`${who}: \`temperature\` must be a number`);

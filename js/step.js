@@ -2,7 +2,7 @@
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
-import { checkLogger, isAsyncFunction, isThenable } from "./util.js";
+import { checkLogger, checkOptionNames, isAsyncFunction, isThenable } from "./util.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -127,6 +127,10 @@ function historyJson(history) {
 }
 
 /** Checks everything first, so a bad argument never uses up a scripted answer. */
+const COMMON_STEP_OPTIONS = ["signal", "logger", "limits", "output", "onMessagePart", "onPartialOutput", "onOutputElement"];
+const GENERATE_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolCall"];
+const STEP_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolResult"];
+
 function common(provider, systemPrompt, historyJson, options, validateFallback) {
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
@@ -151,6 +155,7 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
+  checkOptionNames(options ?? {}, "generate: options", GENERATE_OPTIONS);
   const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options);
   hooks.onToolCall = jsonHook(options.onToolCall);
   const raw = await callWasm(() => wasm.runGenerate(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
@@ -184,6 +189,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
+  checkOptionNames(options ?? {}, "step: options", STEP_OPTIONS);
   const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options, toolset._validate);
   hooks.toolset = toolset;
   hooks.simple = toolset._simpleId;

@@ -1,7 +1,7 @@
 // Tools: kosong's ToolOk/ToolError, and SimpleToolset over its core (registry, rules and results
 // in Rust; the handlers here).
 import { callWasm, wasm } from "./internal.js";
-import { checkLogger, describeThrown, isAsyncFunction, isThenable, stackOf } from "./util.js";
+import { checkLogger, checkOptionNames, describeThrown, isAsyncFunction, isThenable, stackOf } from "./util.js";
 
 
 function briefDisplay(brief) {
@@ -110,6 +110,7 @@ export class SimpleToolset {
   #logger;
 
   constructor(tools = [], options = {}) {
+    if (options !== null && options !== undefined) checkOptionNames(options, "SimpleToolset: options", ["validate", "logger"]);
     this.#core = callWasm(() => new wasm.SimpleToolsetCore());
     this.#validate = options?.validate;
     if (this.#validate !== undefined && typeof this.#validate !== "function") {

@@ -63,3 +63,36 @@ export function stackOf(e) {
 
 /** A function declared `async`: its answer is a Promise, which a synchronous hook cannot take. */
 export const isAsyncFunction = (f) => typeof f === "function" && (f.constructor?.name === "AsyncFunction" || f.constructor?.name === "AsyncGeneratorFunction");
+
+/** The known name closest to `name`: the same letters in another case or spelling, or a near typo. */
+export function closest(name, known) {
+  const norm = (k) => k.toLowerCase().replace(/[_-]/g, "");
+  const same = known.find((k) => norm(k) === norm(name));
+  if (same) return same;
+  // A shortened name (`maxSteps` for `maxStepsPerTurn`).
+  const longer = norm(name).length >= 4 ? known.find((k) => norm(k).startsWith(norm(name))) : undefined;
+  if (longer) return longer;
+  const distance = (a, b) => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+    for (let j = 1; j <= b.length; j++) d[0][j] = j;
+    for (let i = 1; i <= a.length; i++) {
+      for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    return d[a.length][b.length];
+  };
+  let best = null;
+  for (const k of known) {
+    const dist = distance(norm(name), norm(k));
+    if (dist <= 3 && (!best || dist < best.dist)) best = { k, dist };
+  }
+  return best?.k ?? null;
+}
+
+/** Unknown option names are mistakes (a request would go out without them): say which. */
+export function checkOptionNames(opts, who, known) {
+  for (const name of Object.keys(opts)) {
+    if (known.includes(name)) continue;
+    const near = closest(name, known);
+    throw new TypeError(`${who}: unknown option \`${name}\`${near ? `; did you mean \`${near}\`?` : ""} (known: ${known.join(", ")})`);
+  }
+}

@@ -17,7 +17,7 @@ use kosong_wasm::engine::message::Role;
 use kosong_wasm::engine::model::{Model, Provider, ProviderModel};
 use kosong_wasm::engine::providers::Prompt;
 use kosong_wasm::engine::soul::agent::TurnError;
-use support::http::{model, ok, provider, status, End, FakeHttp};
+use support::http::{model, ok, provider, status, End, FakeHttp, Reply};
 use support::streams::{answer, one_call, resplit, KINDS};
 use support::{never, yield_now, Harness};
 
@@ -123,7 +123,9 @@ fn an_error_not_worth_retrying_ends_the_turn_at_once_cleaned_of_the_key() {
         let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
         match &o.result {
             Err(TurnError::Seam(ChatProviderError::Status { status: 401, message, request_id, .. })) => {
-                assert_eq!(message, "Error code: 401 - Incorrect API key provided: [redacted]", "{kind}");
+                let line = message.strip_prefix("Error code: 401 - Incorrect API key provided: [redacted] (POST https://");
+                assert!(line.is_some_and(|l| l.ends_with(')') && !l.contains('?')), "{kind}: {message}");
+                assert!(!message.contains("sk-test"), "{kind}: {message}");
                 assert_eq!(request_id.as_deref(), Some("req_9"));
             }
             other => panic!("{kind}: {other:?}"),
@@ -259,6 +261,8 @@ fn the_api_key_comes_from_the_options_else_the_environment_else_nothing_is_sent(
     let http = FakeHttp::new(vec![ok(answer("anthropic", "hi"), End::Done)]);
     let m = ProviderModel::new(&bare, http.clone(), Limits::default());
     let e = m.prepare(&Prompt::new("", &[], &[])).err().expect("no key");
+    assert_eq!(e.kind(), "missing_key");
+    assert!(!kosong_wasm::engine::soul::rules::is_retryable(&e), "not worth a retry");
     assert_eq!(
         e.message(),
         "AnthropicProvider: no API key: pass `apiKey` or set ANTHROPIC_API_KEY (or a `baseUrl` of a server that needs none)"
@@ -404,4 +408,47 @@ fn a_fragment_for_a_call_already_handed_on_is_dropped_so_the_history_holds_what_
     assert_eq!(late, 0, "the late fragment never reached the wire");
     let next = &http.bodies()[1];
     assert_eq!(next["messages"][1]["tool_calls"][0]["function"]["arguments"], r#"{"a":1}"#);
+}
+
+#[test]
+fn a_status_error_names_the_origin_and_path_it_came_from_never_the_query_or_a_key() {
+    for kind in KINDS {
+        let p = provider(kind, json!({"baseUrl": "https://proxy.example:8443/llm/v1"}));
+        let http = FakeHttp::new(vec![status(404, r#"{"error":{"message":"not found"}}"#, &[])]);
+        let m = model(&p, &http);
+        let err = futures::executor::block_on(m.open(m.prepare(&Prompt::new("", &[], &[])).unwrap())).err();
+        let sent = http.sent()[0].url.clone();
+        let path = sent.split('?').next().unwrap().trim_start_matches("https://proxy.example:8443");
+        match err {
+            Some(ChatProviderError::Status { status: 404, message, .. }) => {
+                assert_eq!(message, format!("Error code: 404 - not found (POST https://proxy.example:8443{path})"), "{kind}");
+                assert!(!message.contains("sk-test") && !message.contains('?'), "{kind}: {message}");
+            }
+            other => panic!("{kind}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_page_where_a_stream_belongs_is_said_to_be_one_with_how_it_began() {
+    for kind in KINDS {
+        let p = provider(kind, json!({"baseUrl": "https://portal.example/v1"}));
+        for (ct, body, begins) in [
+            ("text/html; charset=utf-8", "<!doctype html>\n<html>\n  <title>Sign in</title> sk-test", "<!doctype html> <html> <title>Sign in</title> [redacted]"),
+            ("application/json", r#"{"id":"x","choices":[]}"#, r#"{"id":"x","choices":[]}"#),
+        ] {
+            let page = Reply { status: 200, headers: vec![("content-type".into(), ct.into())], chunks: vec![body.into()], end: End::Done };
+            let http = FakeHttp::new(vec![page]);
+            let m = model(&p, &http);
+            let err = futures::executor::block_on(m.open(m.prepare(&Prompt::new("", &[], &[])).unwrap())).err();
+            let essence = ct.split(';').next().unwrap();
+            match err {
+                Some(ChatProviderError::Failed { message, .. }) => {
+                    assert!(message.starts_with(&format!("the server answered {essence}, not an event stream (POST https://portal.example/v1/")), "{kind}: {message}");
+                    assert!(message.ends_with(&format!("; it began: {begins}")), "{kind}: {message}");
+                }
+                other => panic!("{kind} {ct}: {other:?}"),
+            }
+        }
+    }
 }

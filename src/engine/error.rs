@@ -40,6 +40,9 @@ pub enum FailureKind {
     InvalidRequest,
     /// The model refused to answer; the message is its refusal. Not worth a retry.
     Refused,
+    /// The provider's own host needs an API key and none was given or found in the environment;
+    /// nothing was sent.
+    MissingKey,
 }
 
 impl FailureKind {
@@ -51,6 +54,7 @@ impl FailureKind {
             FailureKind::Server => "server",
             FailureKind::InvalidRequest => "invalid_request",
             FailureKind::Refused => "refused",
+            FailureKind::MissingKey => "missing_key",
         }
     }
 }

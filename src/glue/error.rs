@@ -49,9 +49,6 @@ impl ModelError for GlueError {
             other => other,
         }
     }
-    fn usage(message: String) -> Self {
-        GlueError::Js(type_error(&message))
-    }
 }
 
 impl GlueError {

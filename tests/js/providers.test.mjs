@@ -234,6 +234,22 @@ test("options a new user gets wrong fail loudly: unknown names say the closest, 
     assert.throws(() => new k.OpenAIChatProvider({ model: "m", [bad]: "x" }), (e) => e instanceof TypeError && e.message.includes(`unknown option \`${bad}\``) && e.message.includes(`did you mean \`${near}\``), bad);
   }
   assert.throws(() => new k.AnthropicProvider({ model: "m", onPart: () => {} }), /unknown option `onPart`/);
+  // The name is checked before the values: `modle` is a misspelt `model`, not a missing one.
+  assert.throws(() => new k.OpenAIChatProvider({ modle: "gpt-4.1" }), (e) => e instanceof TypeError && /unknown option `modle`; did you mean `model`\?/.test(e.message));
+  // Every options bag of the package says the same of a misspelt name.
+  const didYouMean = (bad, near) => (e) => e instanceof TypeError && e.message.includes(`unknown option \`${bad}\`; did you mean \`${near}\`?`);
+  const scripted = () => new k.ScriptedProvider(["text: hi"]);
+  const go = [{ role: "user", content: "go" }];
+  await assert.rejects(k.generate(scripted(), "", [], go, { onMessagepart: () => {} }), didYouMean("onMessagepart", "onMessagePart"));
+  await assert.rejects(k.step(scripted(), "", new k.SimpleToolset(), go, { onToolResults: () => {} }), didYouMean("onToolResults", "onToolResult"));
+  await assert.rejects(k.step(scripted(), "", new k.SimpleToolset(), go, { singal: AbortSignal.timeout(1000) }), didYouMean("singal", "signal"));
+  assert.throws(() => new k.Agent({ provider: scripted(), sytemPrompt: "x" }), didYouMean("sytemPrompt", "systemPrompt"));
+  assert.throws(() => new k.Agent({ provider: scripted(), maxSteps: 3 }), didYouMean("maxSteps", "maxStepsPerTurn"));
+  assert.throws(() => new k.SimpleToolset([], { validator: () => null }), didYouMean("validator", "validate"));
+  await assert.rejects(k.McpToolset.fromClient({ listTools: async () => ({ tools: [] }), callTool: async () => ({}) }, { timeout: 5 }), didYouMean("timeout", "timeoutMs"));
+  // What each accepts still works.
+  const r = await k.generate(scripted(), "", [], go, { onMessagePart: () => {}, limits: {}, signal: AbortSignal.timeout(5000) });
+  assert.match(JSON.stringify(r.message.content), /hi/);
   assert.throws(() => new k.AnthropicProvider({ model: "m", reasoningKey: "r" }), /unknown option `reasoningKey`/, "an option of another provider");
   assert.throws(() => new k.OpenAIChatProvider({ model: "m", baseUrl: "http://a/v1", baseURL: "http://b/v1" }), /differ/);
 
@@ -253,7 +269,7 @@ test("options a new user gets wrong fail loudly: unknown names say the closest, 
     delete process.env.OPENAI_API_KEY;
     delete process.env.ANTHROPIC_API_KEY;
     const e = await k.generate(new k.OpenAIChatProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (x) => x);
-    assert.ok(e instanceof TypeError && /OPENAI_API_KEY/.test(e.message), String(e));
+    assert.ok(e instanceof k.ChatProviderError && e.kind === "missing_key" && /OPENAI_API_KEY/.test(e.message), String(e));
     assert.equal(seen.length, 0, "nothing was sent");
     process.env.ANTHROPIC_API_KEY = "sk-ant-from-env";
     await k.generate(new k.AnthropicProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).catch(() => {});

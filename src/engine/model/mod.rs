@@ -29,8 +29,6 @@ pub trait ModelError: From<ChatProviderError> {
     fn provider_error(&self) -> Option<&ChatProviderError>;
     /// The same error, with the request's secrets cleaned out of every text it carries.
     fn redact(self, secrets: &crate::engine::secrets::Secrets) -> Self;
-    /// The caller's mistake (a `TypeError` in JavaScript): a provider with no API key, say.
-    fn usage(message: String) -> Self;
 }
 
 impl ModelError for ChatProviderError {
@@ -39,9 +37,6 @@ impl ModelError for ChatProviderError {
     }
     fn redact(self, secrets: &crate::engine::secrets::Secrets) -> Self {
         ChatProviderError::redact(self, secrets)
-    }
-    fn usage(message: String) -> Self {
-        ChatProviderError::Other(message)
     }
 }
 

@@ -14,7 +14,7 @@ use futures::FutureExt;
 use super::source::ModelSource;
 use super::transport::{self, Transport};
 use super::{Model, ModelError};
-use crate::engine::error::ChatProviderError;
+use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::generate::{Limits, SseEventSource, VecEventSource};
 use crate::engine::providers::echo::{script_for_stream, EchoScript};
 use crate::engine::providers::{HttpProvider, HttpRequest, Prompt, Spec, StreamDecoder};
@@ -80,7 +80,8 @@ impl Provider {
         match self {
             Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
             Provider::Http(p) => {
-                let keyed = p.key_for_request(env).map_err(E::usage)?;
+                let keyed =
+                    p.key_for_request(env).map_err(|m| E::from(ChatProviderError::failed(FailureKind::MissingKey, m)))?;
                 let p = keyed.as_ref().unwrap_or(p);
                 let key = p.http().api_key.as_deref();
                 let request =

@@ -13,7 +13,7 @@
 use futures::future::LocalBoxFuture;
 
 use super::ModelError;
-use crate::engine::error::{parse_retry_after, ChatProviderError};
+use crate::engine::error::{parse_retry_after, ChatProviderError, FailureKind};
 use crate::engine::generate::ByteSource;
 use crate::engine::providers::{error_message_from_body, origin_of, same_origin_redirect, HttpRequest, MAX_REDIRECTS};
 use crate::engine::secrets::Secrets;
@@ -87,7 +87,19 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &
     };
     let status = response.status();
     if (200..300).contains(&status) {
-        return Ok(response.into_body());
+        let Some(essence) = response.header("content-type").as_deref().and_then(document_type) else {
+            return Ok(response.into_body());
+        };
+        // A page or a whole JSON document where a stream belongs (a base URL that reaches a web
+        // page, a proxy's login screen, a server that ignored `stream: true`): said as such, with
+        // how it begins, instead of a stream that "ended before the model finished".
+        let body = read_error_body(response.into_body(), secrets).await;
+        let begins = first_chars(&body, 300);
+        return Err(ChatProviderError::failed(
+            FailureKind::Malformed,
+            format!("the server answered {essence}, not an event stream ({}); it began: {begins}", request_line(&url, secrets)),
+        )
+        .into());
     }
     let request_id = REQUEST_ID_HEADERS.iter().find_map(|h| response.header(h));
     let retry_after_ms = parse_retry_after(
@@ -99,7 +111,49 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &
     // of it and shortened (and the message once more, for a key escaped inside a JSON string).
     let body = read_error_body(response.into_body(), secrets).await;
     let detail = error_message_from_body(&body).map(|m| secrets.clean(m)).unwrap_or_else(|| "no error message".into());
+    let detail = format!("{detail} ({})", request_line(&url, secrets));
     Err(ChatProviderError::status(status, detail, request_id, retry_after_ms).into())
+}
+
+/// A 2xx answer's content type when it names a document, not a stream (`text/html`,
+/// `application/json`, XML); any other type, or none, is read as the stream it should be.
+fn document_type(content_type: &str) -> Option<String> {
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    matches!(essence.as_str(), "text/html" | "application/xhtml+xml" | "application/json" | "application/xml" | "text/xml")
+        .then_some(essence)
+}
+
+/// Where a request went, as an error says it: `POST scheme://host[:port]/path` — never the query
+/// or the fragment (a key may travel there) nor credentials, and cleaned of the request's secrets
+/// besides.
+fn request_line(url: &str, secrets: &Secrets) -> String {
+    let bare = &url[..url.find(['?', '#']).unwrap_or(url.len())];
+    let shown = match (origin_of(bare), bare.split_once("://")) {
+        (Some(origin), Some((_, rest))) => format!("{origin}{}", rest.find('/').map_or("", |i| &rest[i..])),
+        _ => "a URL that cannot be read".to_owned(),
+    };
+    secrets.clean(format!("POST {shown}"))
+}
+
+/// At most `n` characters of `text`, blanks run together, `…` when cut.
+fn first_chars(text: &str, n: usize) -> String {
+    let mut out = String::new();
+    let mut words = text.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if out.chars().count() + w.chars().count() > n {
+            out.extend(w.chars().take(n.saturating_sub(out.chars().count())));
+            out.push('…');
+            return out;
+        }
+        out.push_str(w);
+        if words.peek().is_some() {
+            out.push(' ');
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(nothing)");
+    }
+    out
 }
 
 /// The start of an error answer's body as text ("" when it cannot be read), cleaned of `secrets`
