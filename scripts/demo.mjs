@@ -19,10 +19,19 @@ const pieces = (s, n) => s.match(new RegExp(`[\\s\\S]{1,${n}}`, "g")) ?? [];
 
 const textOf = (m) => (typeof m?.content === "string" ? m.content : (m?.content ?? []).map((p) => p.text ?? "").join(""));
 
-/** Requests of a "flaky" question answered with a 500 already: its retry gets the answer. */
-const failedOnce = new Set();
-/** Requests of a "broken stream" question whose connection was dropped already. */
-const brokeOnce = new Set();
+/**
+ * A scripted failure happens every time it is asked for; only the engine's retry of the request
+ * that just failed (the same body, within `RETRY_WINDOW_MS`) gets through, so the page shows the
+ * retry working — and the next ask fails again.
+ */
+const RETRY_WINDOW_MS = 15_000;
+function isRetryOf(failed, body) {
+  const at = failed.get(body);
+  failed.delete(body);
+  if (at !== undefined && Date.now() - at < RETRY_WINDOW_MS) return true;
+  failed.set(body, Date.now());
+  return false;
+}
 
 /**
  * The embedded model: a scripted agent conversation, chosen by the last message. A tool result
@@ -33,16 +42,18 @@ const brokeOnce = new Set();
  * `search` and `clock` in parallel, their arguments streamed in small pieces at a realistic
  * pace, and then says a sentence more — so both tools start while the model still writes.
  */
-async function mockModel(req, res) {
+async function mockModel(req, res, failed) {
   let body = "";
   for await (const c of req) body += c;
   let messages = [];
+  let offered = [];
   try {
-    messages = JSON.parse(body || "{}").messages ?? [];
+    const request = JSON.parse(body || "{}");
+    messages = request.messages ?? [];
+    offered = (request.tools ?? []).map((t) => t.function?.name);
   } catch {}
   const last = messages.at(-1);
-  if (/\bflaky\b/i.test(textOf(last)) && last?.role === "user" && !failedOnce.has(body)) {
-    failedOnce.add(body);
+  if (/\bflaky\b/i.test(textOf(last)) && last?.role === "user" && !isRetryOf(failed.flaky, body)) {
     res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "mock: the server had a bad moment", type: "server_error" } }));
     return;
   }
@@ -66,14 +77,17 @@ async function mockModel(req, res) {
     await thinkAndSay("I have the results; let me put them together.", `Here is what I found:\n${results.map((r) => `• ${r}`).join("\n")}`);
     await send(finish("stop"), 0);
     await send(usage(420 + Math.round(body.length / 8), 64, 256), 0);
-  } else if (/\bbroken\b/i.test(question) && last?.role === "user" && !brokeOnce.has(body)) {
-    brokeOnce.add(body);
+  } else if (/\bbroken\b/i.test(question) && last?.role === "user") {
+    // Every time: the first call is complete before the drop, so the engine salvages the round and
+    // the next request carries it (never this one again).
     await thinkAndSay("I should look up the city and the clock at the same time.", "Let me search for Paris and check the time in Tokyo.");
     await call(0, "call_search", "search", { query: "Paris" });
     await send(toolStart(1, "call_clock", "clock", ""));
     for (const a of pieces('{"timezone": "Asi', 5)) await send(toolArgs(1, a), 60);
     res.destroy(); // the connection drops mid-call
     return;
+  } else if (offered.includes("send_email")) {
+    await workerScript(question, thinkAndSay, call, send);
   } else if (/\bnote\b/i.test(question)) {
     const note = question.replace(/^.*?note\s*:?\s*/i, "").trim() || "(empty)";
     await thinkAndSay("The user wants a note saved. That needs their approval.", "I'll save that note for you.");
@@ -97,14 +111,39 @@ async function mockModel(req, res) {
   res.end(done());
 }
 
-/** The demo's one server: the page, the package and the mock model. */
-export function createDemoServer() {
-  return createServer(handle);
+/**
+ * The script for the Worker's tools (`examples/worker`: `clock`, `add`, `send_email`), chosen when
+ * the request offers them: "email" or "send" calls `send_email` (which asks for approval), numbers
+ * with `+` call `add`, anything else calls `clock` and `add` in parallel.
+ */
+async function workerScript(question, thinkAndSay, call, send) {
+  if (/\b(e-?mail|send)\b/i.test(question)) {
+    const subject = question.replace(/^.*\b(e-?mail|send)\b\s*:?\s*/i, "").trim() || "Hello from the Worker";
+    await thinkAndSay("Sending an email needs the user's approval.", "I'll send that email once you approve it.");
+    await call(0, "call_email", "send_email", { to: "ada@example.com", subject });
+  } else if (/\d\s*\+\s*\d/.test(question)) {
+    const numbers = question.match(/\d+(\.\d+)?/g).map(Number);
+    await thinkAndSay("A sum: the add tool is exact.", "Let me add those.");
+    await call(0, "call_add", "add", { numbers });
+  } else {
+    await thinkAndSay("I can check the clock and do a sum at the same time.", "Let me check the time in Paris and add 2 and 40.");
+    await call(0, "call_clock", "clock", { timezone: "Europe/Paris" });
+    await call(1, "call_add", "add", { numbers: [2, 40] });
+  }
+  await send(finish("tool_calls"), 0);
+  await send(usage(300, 30, 0), 0);
 }
 
-async function handle(req, res) {
+/** The demo's one server: the page, the package and the mock model. */
+export function createDemoServer() {
+  // Each server keeps its own memory of the failures it just scripted.
+  const failed = { flaky: new Map() };
+  return createServer((req, res) => handle(req, res, failed));
+}
+
+async function handle(req, res, failed) {
   const url = new URL(req.url, "http://127.0.0.1");
-  if (req.method === "POST" && url.pathname === "/mock/v1/chat/completions") return mockModel(req, res);
+  if (req.method === "POST" && url.pathname === "/mock/v1/chat/completions") return mockModel(req, res, failed);
   if (url.pathname === "/favicon.ico") return res.writeHead(204).end();
   if (url.pathname === "/" || url.pathname === "/www" || url.pathname === "/www/") {
     res.writeHead(302, { location: "/www/index.html" }).end(); // so the page's relative imports resolve

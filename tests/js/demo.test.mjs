@@ -72,6 +72,61 @@ test("the mock model's broken stream: the connection drops mid-way through the s
   assert.match(JSON.stringify(agent.context.history.at(-1)), /Paris: sunny/);
 });
 
+test("the mock model's scripted failures happen every time they are asked for, not once per server", async () => {
+  const provider = new k.OpenAIChatProvider({ model: "mock", baseUrl: `${base}/mock/v1` });
+  for (let ask = 1; ask <= 3; ask++) {
+    const ran = [];
+    const tools = new k.SimpleToolset([
+      { name: "search", description: "", parameters: {}, handler: ({ query }) => (ran.push("search"), `${query}: sunny`) },
+      { name: "clock", description: "", parameters: {}, handler: ({ timezone }) => (ran.push("clock"), `${timezone}: noon`) },
+    ]);
+    // A new conversation each time: the same question, so the same first request.
+    const flaky = new k.Agent({ provider, systemPrompt: "", toolset: tools, retryBackoff: { initialMs: 1, maxMs: 1, jitterMs: 0 } });
+    const seen = [];
+    await k.runSoul(flaky, "a flaky question", async (w) => { for await (const m of w.uiSide({ merge: true })) seen.push(m); }, new AbortController().signal);
+    const retries = seen.filter((m) => m.type === "StepRetry").map((m) => m.payload.status_code);
+    assert.deepEqual(retries, [500], `ask ${ask}: the 500, then the retry through`);
+    const broken = new k.Agent({ provider, systemPrompt: "", toolset: tools });
+    const cut = [];
+    await k.runSoul(broken, "a broken stream, please", async (w) => { for await (const m of w.uiSide({ merge: true })) cut.push(m); }, new AbortController().signal);
+    const cutOff = cut.filter((m) => m.type === "ToolResult" && m.payload.return_value.display[0]?.text === "Input cut off");
+    assert.equal(cutOff.length, 1, `ask ${ask}: the stream broke again`);
+  }
+});
+
+test("offered the Worker's tools (examples/worker), the mock model calls them: clock and add at once, send_email with its approval", async () => {
+  const provider = new k.OpenAIChatProvider({ model: "mock", baseUrl: `${base}/mock/v1` });
+  const asked = [];
+  const tools = () => new k.SimpleToolset([
+    { name: "clock", parameters: { type: "object", properties: { timezone: { type: "string" } } }, handler: ({ timezone }) => `${timezone}: noon` },
+    { name: "add", parameters: { type: "object", properties: { numbers: { type: "array" } } }, handler: ({ numbers }) => String(numbers.reduce((a, b) => a + b, 0)) },
+    { name: "send_email", parameters: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } } }, handler: async ({ to, subject }, ctx) => {
+      asked.push(subject);
+      return (await ctx.requestApproval({ action: "send email", description: `Send "${subject}" to ${to}` })) ? `sent to ${to}` : ctx.rejection();
+    } },
+  ]);
+  const turn = async (question) => {
+    const agent = new k.Agent({ provider, systemPrompt: "", toolset: tools() });
+    const seen = [];
+    await k.runSoul(agent, question, async (w) => {
+      for await (const m of w.uiSide({ merge: true })) {
+        seen.push(m);
+        if (m.type === "ApprovalRequest") w.respond(m.payload.id, "approve");
+      }
+    }, new AbortController().signal);
+    return { agent, seen };
+  };
+  const first = await turn("what time is it?");
+  assert.deepEqual(first.seen.filter((m) => m.type === "ToolCall").map((m) => m.payload.function.name), ["clock", "add"]);
+  assert.match(JSON.stringify(first.agent.context.history.at(-1)), /Europe\/Paris: noon.*42/);
+  const sum = await turn("3 + 4 + 5?");
+  assert.match(JSON.stringify(sum.agent.context.history.at(-1)), /12/);
+  const mail = await turn("send an email: the report is ready");
+  assert.deepEqual(asked, ["the report is ready"]);
+  assert.equal(mail.seen.filter((m) => m.type === "ApprovalRequest").length, 1, "the email waited for its approval");
+  assert.match(JSON.stringify(mail.agent.context.history.at(-1)), /sent to ada@example\.com/);
+});
+
 test("the demo's tools: the calculator parses arithmetic without eval and rejects anything else", async () => {
   const { calculate } = await import("../../www/tools.js");
   assert.equal(calculate("17 * 23 + 4"), 395);

@@ -921,7 +921,7 @@ test("worker: a React page on @ai-sdk/react's useChat (built with Vite) chats wi
   }
 });
 
-test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, and the stop", async (t) => {
+test("worker: its page in Chromium shows the answer as it streams, a refused second turn's error, the stop, and an approval's buttons", async (t) => {
   await ensureWorker();
   if (!browserOrSkip(t, assert)) return;
   const url = await mf.ready;
@@ -947,6 +947,16 @@ test("worker: its page in Chromium shows the answer as it streams, a refused sec
     await page.click("form button");
     await page.waitForFunction(() => document.getElementById("out").textContent.includes("(done)"), null, { timeout: 10_000 });
     assert.ok((await page.textContent("#out")).includes("before\u2028after"), await page.textContent("#out"));
+    // A tool that asks for approval: the page shows the question with its buttons, and the turn
+    // goes on with the answer given there.
+    llm.respond({ steps: [toolStart(0, "call_page_mail", "send_email", '{"to":"ada@example.com","subject":"From the page"}'), finish("tool_calls"), done()] });
+    llm.respond({ steps: [text("Mailed."), finish("stop"), done()] });
+    await page.click("form button");
+    await page.waitForSelector('.approval button[data-response="approve"]', { timeout: 10_000 });
+    assert.match(await page.textContent(".approval"), /Send "From the page" to ada@example\.com/);
+    await page.click('.approval button[data-response="approve"]');
+    await page.waitForFunction(() => document.getElementById("out").textContent.includes("Mailed."), null, { timeout: 10_000 });
+    assert.match(await page.textContent("#out"), /→ sent to ada@example\.com/);
     assert.deepEqual(errors, []);
   } finally {
     hold.open();

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run dev:mock`: the Worker on `wrangler dev` against the demo's mock model, with nothing to
+// `npm run dev:mock`: the Worker on `wrangler dev` against the demo's mock model (which calls the Worker's own tools — clock, add, and send_email with its approval — when the request offers them), with nothing to
 // configure. Starts the mock (an OpenAI-compatible endpoint streaming a scripted tool-calling
 // conversation) on a free loopback port, writes `.dev.vars` with a fresh SESSION_SECRET when there
 // is none, and runs `wrangler dev` with LLM_BASE_URL pointed at the mock.

@@ -223,6 +223,27 @@ async function read(res) {
         res.className = rv.is_error ? "error" : "result";
         res.textContent = "→ " + (rv.is_error ? rv.message : output || rv.message);
         (c ? c.line : out).append(res);
+      } else if (m.type === "ApprovalRequest") {
+        // The turn waits for this answer: say what the tool asks, with the three answers as buttons.
+        const box = document.createElement("div");
+        box.className = "approval";
+        box.setAttribute("role", "group");
+        box.setAttribute("aria-label", "Approval");
+        box.append("⏸ " + m.payload.description + " — approve? ");
+        for (const [response, label] of [["approve", "Approve"], ["approve_for_session", "Approve for this session"], ["reject", "Reject"]]) {
+          const b = document.createElement("button");
+          b.type = "button";
+          b.textContent = label;
+          b.dataset.response = response;
+          b.onclick = async () => {
+            for (const x of box.querySelectorAll("button")) x.disabled = true;
+            const r = await fetch("/approve", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ requestId: m.payload.id, response }) });
+            box.append(r.ok ? " " + label.toLowerCase() + "d" : " (" + (await r.json()).error + ")");
+          };
+          box.append(b, " ");
+        }
+        const c = calls.get(m.payload.tool_call_id);
+        (c ? c.line : out).append(box);
       } else if (m.outcome) { out.append("\\n(" + m.outcome + (m.error ? ": " + m.error : "") + ")\\n"); return "end"; }
     }
   }
