@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run bench`: builds what is missing, runs every comparison (each in one process of its
 // own, all its contenders side by side in it), measures sizes, cold starts and memory, and
-// writes bench/results.json, bench/results.md and the README's table.
+// writes bench/results.json, bench/results.md and the table in docs/benchmarks.md.
 //   npm run bench -- --runs 7 --only text-openai,size
 //   npm run bench -- --base <git ref>    the A/B: that ref's package beside this one (bench/ab.mjs)
 import { execFileSync, spawnSync } from "node:child_process";
@@ -142,10 +142,10 @@ if (ONLY && existsSync(join(here, "results.json"))) {
 writeFileSync(join(here, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
 const md = (await import("./report.mjs")).report(results);
 writeFileSync(join(here, "results.md"), md);
-const readme = readFileSync(join(root, "README.md"), "utf8");
+const readme = readFileSync(join(root, "docs", "benchmarks.md"), "utf8");
 const start = "<!-- bench:start -->";
 const end = "<!-- bench:end -->";
 if (readme.includes(start)) {
-  writeFileSync(join(root, "README.md"), readme.slice(0, readme.indexOf(start) + start.length) + "\n" + md + readme.slice(readme.indexOf(end)));
+  writeFileSync(join(root, "docs", "benchmarks.md"), readme.slice(0, readme.indexOf(start) + start.length) + "\n" + md + readme.slice(readme.indexOf(end)));
 }
 console.log(md);
