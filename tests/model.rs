@@ -123,7 +123,8 @@ fn an_error_not_worth_retrying_ends_the_turn_at_once_cleaned_of_the_key() {
         let o = h.turn(Some(&model(&p, &http)), "hi", never(), |_, _| {});
         match &o.result {
             Err(TurnError::Seam(ChatProviderError::Status { status: 401, message, request_id, .. })) => {
-                let line = message.strip_prefix("Error code: 401 - Incorrect API key provided: [redacted] (POST https://");
+                let line =
+                    message.strip_prefix("Error code: 401 - Incorrect API key provided: [redacted] (POST https://");
                 assert!(line.is_some_and(|l| l.ends_with(')') && !l.contains('?')), "{kind}: {message}");
                 assert!(!message.contains("sk-test"), "{kind}: {message}");
                 assert_eq!(request_id.as_deref(), Some("req_9"));
@@ -421,7 +422,11 @@ fn a_status_error_names_the_origin_and_path_it_came_from_never_the_query_or_a_ke
         let path = sent.split('?').next().unwrap().trim_start_matches("https://proxy.example:8443");
         match err {
             Some(ChatProviderError::Status { status: 404, message, .. }) => {
-                assert_eq!(message, format!("Error code: 404 - not found (POST https://proxy.example:8443{path})"), "{kind}");
+                assert_eq!(
+                    message,
+                    format!("Error code: 404 - not found (POST https://proxy.example:8443{path})"),
+                    "{kind}"
+                );
                 assert!(!message.contains("sk-test") && !message.contains('?'), "{kind}: {message}");
             }
             other => panic!("{kind}: {other:?}"),
@@ -434,17 +439,31 @@ fn a_page_where_a_stream_belongs_is_said_to_be_one_with_how_it_began() {
     for kind in KINDS {
         let p = provider(kind, json!({"baseUrl": "https://portal.example/v1"}));
         for (ct, body, begins) in [
-            ("text/html; charset=utf-8", "<!doctype html>\n<html>\n  <title>Sign in</title> sk-test", "<!doctype html> <html> <title>Sign in</title> [redacted]"),
+            (
+                "text/html; charset=utf-8",
+                "<!doctype html>\n<html>\n  <title>Sign in</title> sk-test",
+                "<!doctype html> <html> <title>Sign in</title> [redacted]",
+            ),
             ("application/json", r#"{"id":"x","choices":[]}"#, r#"{"id":"x","choices":[]}"#),
         ] {
-            let page = Reply { status: 200, headers: vec![("content-type".into(), ct.into())], chunks: vec![body.into()], end: End::Done };
+            let page = Reply {
+                status: 200,
+                headers: vec![("content-type".into(), ct.into())],
+                chunks: vec![body.into()],
+                end: End::Done,
+            };
             let http = FakeHttp::new(vec![page]);
             let m = model(&p, &http);
             let err = futures::executor::block_on(m.open(m.prepare(&Prompt::new("", &[], &[])).unwrap())).err();
             let essence = ct.split(';').next().unwrap();
             match err {
                 Some(ChatProviderError::Failed { message, .. }) => {
-                    assert!(message.starts_with(&format!("the server answered {essence}, not an event stream (POST https://portal.example/v1/")), "{kind}: {message}");
+                    assert!(
+                        message.starts_with(&format!(
+                            "the server answered {essence}, not an event stream (POST https://portal.example/v1/"
+                        )),
+                        "{kind}: {message}"
+                    );
                     assert!(message.ends_with(&format!("; it began: {begins}")), "{kind}: {message}");
                 }
                 other => panic!("{kind} {ct}: {other:?}"),

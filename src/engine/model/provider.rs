@@ -80,8 +80,9 @@ impl Provider {
         match self {
             Provider::Scripted(_) => Ok(Prepared::Scripted(script_for_stream(&self.take_script()?)?)),
             Provider::Http(p) => {
-                let keyed =
-                    p.key_for_request(env).map_err(|m| E::from(ChatProviderError::failed(FailureKind::MissingKey, m)))?;
+                let keyed = p
+                    .key_for_request(env)
+                    .map_err(|m| E::from(ChatProviderError::failed(FailureKind::MissingKey, m)))?;
                 let p = keyed.as_ref().unwrap_or(p);
                 let key = p.http().api_key.as_deref();
                 let request =

@@ -97,7 +97,10 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &
         let begins = first_chars(&body, 300);
         return Err(ChatProviderError::failed(
             FailureKind::Malformed,
-            format!("the server answered {essence}, not an event stream ({}); it began: {begins}", request_line(&url, secrets)),
+            format!(
+                "the server answered {essence}, not an event stream ({}); it began: {begins}",
+                request_line(&url, secrets)
+            ),
         )
         .into());
     }
@@ -119,8 +122,11 @@ pub async fn send<T: Transport>(transport: &T, request: &HttpRequest, secrets: &
 /// `application/json`, XML); any other type, or none, is read as the stream it should be.
 fn document_type(content_type: &str) -> Option<String> {
     let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    matches!(essence.as_str(), "text/html" | "application/xhtml+xml" | "application/json" | "application/xml" | "text/xml")
-        .then_some(essence)
+    matches!(
+        essence.as_str(),
+        "text/html" | "application/xhtml+xml" | "application/json" | "application/xml" | "text/xml"
+    )
+    .then_some(essence)
 }
 
 /// Where a request went, as an error says it: `POST scheme://host[:port]/path` — never the query
