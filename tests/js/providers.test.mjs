@@ -248,8 +248,8 @@ test("options a new user gets wrong fail loudly: unknown names say the closest, 
   assert.throws(() => new k.SimpleToolset([], { validator: () => null }), didYouMean("validator", "validate"));
   await assert.rejects(k.McpToolset.fromClient({ listTools: async () => ({ tools: [] }), callTool: async () => ({}) }, { timeout: 5 }), didYouMean("timeout", "timeoutMs"));
   // What each accepts still works.
-  const r = await k.generate(scripted(), "", [], go, { onMessagePart: () => {}, limits: {}, signal: AbortSignal.timeout(5000) });
-  assert.match(JSON.stringify(r.message.content), /hi/);
+  const fine = await k.generate(scripted(), "", [], go, { onMessagePart: () => {}, limits: {}, signal: AbortSignal.timeout(5000) });
+  assert.match(JSON.stringify(fine.message.content), /hi/);
   assert.throws(() => new k.AnthropicProvider({ model: "m", reasoningKey: "r" }), /unknown option `reasoningKey`/, "an option of another provider");
   assert.throws(() => new k.OpenAIChatProvider({ model: "m", baseUrl: "http://a/v1", baseURL: "http://b/v1" }), /differ/);
 
