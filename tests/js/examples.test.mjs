@@ -30,3 +30,15 @@ test("examples/structured-output.mjs prints a partial object filling in, then th
   assert.deepEqual(partials.at(-1), final);
   assert.deepEqual(JSON.parse(out.at(-1).replace(/^output: /, "")), final);
 });
+
+test("examples/worker's lock file is what npm install writes: its entry for this package mirrors package.json", async () => {
+  const { readFileSync } = await import("node:fs");
+  const root = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+  const lock = JSON.parse(readFileSync(new URL("../../examples/worker/package-lock.json", import.meta.url), "utf8"));
+  const entry = lock.packages["../.."];
+  // npm copies these fields of a linked package into the lock; when package.json moves on (a
+  // devDependency added), \`npm install\` in the example rewrites the committed lock file.
+  for (const field of ["name", "version", "license", "dependencies", "devDependencies", "engines"]) {
+    assert.deepEqual(entry[field], root[field], `examples/worker/package-lock.json's "../.." ${field}: run npm install in examples/worker and commit the lock`);
+  }
+});
