@@ -73,7 +73,13 @@ async function mockModel(req, res, failed) {
   };
   const question = textOf([...messages].reverse().find((m) => m.role === "user"));
   if (last?.role === "tool") {
-    const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1).map(textOf);
+    // The results as a person would retell them: a tool message's `<system>` wrapper (kimi-cli's
+    // words for the model) never reaches the answer.
+    const retell = (r) =>
+      r.replace(/<system>ERROR:\s*([\s\S]*?)<\/system>/g, (_, m) => (/broke off/.test(m) ? "(one call did not run: the connection dropped while its input was arriving)" : `(a tool failed: ${m.trim()})`))
+        .replace(/<\/?system>/g, "")
+        .trim();
+    const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1).map((m) => retell(textOf(m))).filter(Boolean);
     await thinkAndSay("I have the results; let me put them together.", `Here is what I found:\n${results.map((r) => `• ${r}`).join("\n")}`);
     await send(finish("stop"), 0);
     await send(usage(420 + Math.round(body.length / 8), 64, 256), 0);

@@ -110,10 +110,11 @@ function drawTimeline(box, rows, span) {
       else label.style.right = `${(1 - Math.min(b.to / span, 1)) * 100}%`;
       lane.append(bar, label);
     }
+    if (row.note) lane.append(el("span", "lane-note", row.note));
     if (row.mark !== undefined) {
       const m = el("div", "end-mark");
       m.style.left = pct(row.mark);
-      m.title = `turn ended at ${ms(row.mark)}`;
+      m.title = row.markTitle ?? `turn ended at ${ms(row.mark)}`;
       lane.append(m);
     }
     r.append(el("div", "tl-label", row.label), lane);
@@ -198,15 +199,26 @@ class RunView {
       case "ToolResult": {
         const card = this.cards.get(p.tool_call_id);
         if (!card) break;
-        card.end = t;
-        card.start ??= t;
         const rv = p.return_value ?? {};
         const brief = (rv.display ?? []).find((d) => d.type === "brief")?.text ?? "";
         const status = brief === "Aborted" ? "aborted" : brief === "Input cut off" ? "cut off" : brief.startsWith("Rejected") ? "rejected" : rv.is_error ? "failed" : "done";
+        if (status === "cut off") {
+          // It never ran: no bar (its lane says why), and the model's stream ended where its
+          // last part came, which is where the connection dropped — not when the round was kept.
+          card.cutOff = true;
+          this.brokeOff(card.step ?? this.step);
+        } else {
+          card.end = t;
+          card.start ??= t;
+        }
         this.setStatus(card, status);
         const out = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
-        // A refusal as a person says it (the model-facing words stay in the wire and the log).
-        card.result.textContent = status === "rejected" ? `You said no${card.feedback ? `: “${card.feedback}”` : ""}, so it did not run.` : rv.is_error ? `${rv.message}` : out || rv.message;
+        // A refusal and a cut-off call as a person says them (the model-facing words stay in the
+        // wire and the log).
+        card.result.textContent =
+          status === "rejected" ? `You said no${card.feedback ? `: “${card.feedback}”` : ""}, so it did not run.`
+          : status === "cut off" ? "Not run: the connection dropped while its input was still arriving. The model was asked to send it again."
+          : rv.is_error ? `${rv.message}` : out || rv.message;
         break;
       }
       case "ApprovalRequest": {
@@ -271,8 +283,9 @@ class RunView {
         break;
       }
       case "StatusUpdate":
-        // Published when the step's stream has ended (the tools may still run).
-        if (this.step) this.step.streamEnd = t;
+        // Published when the step's stream has ended (the tools may still run); a stream that
+        // broke off ended earlier, at its last part.
+        if (this.step && !this.step.broken) this.step.streamEnd = t;
         if (p.max_context_tokens > 0) $("usage").textContent = `context ${(p.context_usage * 100).toFixed(1)}%`;
         break;
       case "TurnEnd":
@@ -319,6 +332,15 @@ class RunView {
     s.tools.push(entry);
   }
 
+  /** The stream of step `s` broke off and its round was kept: said once, and its bar ends there. */
+  brokeOff(s) {
+    if (!s || s.broken) return;
+    s.broken = true;
+    s.streamEnd = s.modelEnd;
+    const notice = el("div", "msg notice broken", "⚡ Connection lost — round kept: what finished stays, and the turn goes on.");
+    s.box.insertBefore(notice, s.timeline);
+  }
+
   setStatus(card, status) {
     card.status.textContent = status;
     card.status.className = `status ${status.replace(/ /g, "-")}`;
@@ -334,10 +356,11 @@ class RunView {
     if (!s) return;
     const open = !final && this.live;
     const streamEnd = s.streamEnd ?? (open ? now : s.modelEnd);
-    const rows = [{ label: "model", bars: [{ from: 0, to: streamEnd - s.start, cls: "model", text: "stream" }] }];
+    const rows = [{ label: "model", bars: [{ from: 0, to: streamEnd - s.start, cls: "model", text: s.broken ? "stream ⚡ cut" : "stream" }] }];
+    if (s.broken) Object.assign(rows[0], { mark: streamEnd - s.start, markTitle: `connection lost at ${ms(streamEnd - s.start)}` });
     for (const x of s.tools) {
       const bars = x.start === null ? [] : [{ from: x.start - s.start, to: (x.end ?? (open ? now : x.start)) - s.start, cls: "tool", text: x.name }];
-      rows.push({ label: x.name, bars });
+      rows.push({ label: x.name, bars, note: x.cutOff ? "not run: input cut off" : undefined });
     }
     const span = Math.max(...rows.flatMap((r) => r.bars.map((b) => b.to)), 1);
     drawTimeline(s.timeline, rows, span);
@@ -346,7 +369,7 @@ class RunView {
   /** After the run: every card still open says what happened to its tool; a stop is said. */
   settle(outcome, now) {
     for (const c of this.cards.values()) {
-      if (c.end !== null) continue;
+      if (c.end !== null || c.cutOff) continue;
       this.setStatus(c, c.start === null ? "not started" : "aborted");
       if (c.start !== null) c.end = now ?? c.start;
     }

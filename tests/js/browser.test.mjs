@@ -213,6 +213,14 @@ test("at phone size (390 x 844) nothing scrolls sideways, labels sit by their in
       .map(({ what, r }) => `${what} ${Math.round(r.left)}..${Math.round(r.right)} h${Math.round(r.height)}`),
   );
   assert.deepEqual(outside, [], "cut off or wrapped");
+  // A bar's label never spills past its lane or over the next lane's.
+  const spill = await page.evaluate(() =>
+    [...document.querySelectorAll(".lane")].flatMap((lane) => {
+      const l = lane.getBoundingClientRect();
+      return [...lane.querySelectorAll(".bar-text, .lane-note")].map((t) => [t.textContent, t.getBoundingClientRect(), l]).filter(([, r]) => r.left < l.left - 0.5 || r.right > l.right + 0.5 || r.top < l.top - 0.5 || r.bottom > l.bottom + 0.5).map(([x]) => x);
+    }),
+  );
+  assert.deepEqual(spill, [], "labels inside their lanes");
   const geo = await page.evaluate(() => {
     const r = (s) => document.querySelector(s).getBoundingClientRect();
     const label = [...document.querySelectorAll("#settings label")].find((l) => l.textContent.startsWith("Model"));
@@ -234,9 +242,25 @@ test("a broken stream: the page shows the salvaged round — the first card done
   await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
   const cs = await cards(page);
   assert.deepEqual(cs.map((c) => [c.name, c.status, c.step]), [["search", "done", "1"], ["clock", "cut off", "1"]]);
-  assert.match(cs[1].result, /broke off while this call's input was streaming/);
+  assert.match(cs[1].result, /^Not run: the connection dropped while its input was still arriving/, "said as a person would");
   assert.equal(await page.$$eval(".step", (x) => x.length), 2, "the turn went on with a second step");
-  assert.match(await page.innerText('.step[data-step="2"] .text'), /Paris/);
+  const answer = await page.innerText('.step[data-step="2"] .text');
+  assert.match(answer, /Paris/);
+  assert.doesNotMatch(answer, /<\/?system>/, "no model-facing wrapper in the answer");
+  assert.match(await page.innerText('.step[data-step="1"] .notice.broken'), /Connection lost — round kept/);
+  // The model's bar ends where its last part came (the drop), before the cut-off round was kept;
+  // the cut-off call has no bar, its lane says why.
+  const tl = await page.$eval('.step[data-step="1"] .timeline', (box) => {
+    const lane = (name) => box.querySelector(`.tl-row[data-lane="${name}"]`);
+    const model = lane("model").querySelector(".bar");
+    const search = lane("search").querySelector(".bar");
+    return { modelEnd: Number(model.dataset.end), searchEnd: Number(search.dataset.end), mark: !!lane("model").querySelector(".end-mark"),
+      clockBars: lane("clock").querySelectorAll(".bar").length, clockNote: lane("clock").querySelector(".lane-note")?.textContent };
+  });
+  assert.equal(tl.clockBars, 0, "no zero-length bar for a tool that never ran");
+  assert.equal(tl.clockNote, "not run: input cut off");
+  assert.ok(tl.mark, "the drop is marked on the model's lane");
+  assert.ok(tl.modelEnd < tl.searchEnd, `the stream ended (${tl.modelEnd} ms) before the started tool finished (${tl.searchEnd} ms) and the round was kept`);
   // The dropped connection is the one thing the browser reports.
   assert.deepEqual(errors.filter((e) => !/ERR_INCOMPLETE_CHUNKED_ENCODING/.test(String(e))), []);
   await context.close();
