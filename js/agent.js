@@ -149,6 +149,7 @@ export async function resumeSoul(soul, recording, uiLoop, signal, options = {}) 
 }
 
 function checkRun(who, uiLoop, signal, options) {
+  checkOptionNames(options ?? {}, `${who}: options`, who === "resumeSoul" ? ["recorder", "logger", "maxResumes"] : ["recorder"]);
   if (typeof uiLoop !== "function") throw new TypeError(`${who}: uiLoop must be a function (wire) => Promise<void>`);
   if (!signal || typeof signal.addEventListener !== "function" || !("aborted" in signal)) throw new TypeError(`${who}: signal must be an AbortSignal`);
   if (options?.recorder !== undefined && !(options.recorder instanceof WireRecorder)) throw new TypeError(`${who}: options.recorder must be a WireRecorder`);

@@ -4,7 +4,7 @@
 // through the provider's real fetch path, so retries and error classes run for real. A
 // ScriptedProvider inside is served as an OpenAI-compatible SSE stream for the same reason.
 import { callWasm, wasm } from "./internal.js";
-import { sleep } from "./util.js";
+import { checkOptionNames, sleep } from "./util.js";
 import { ScriptedProvider } from "./providers.js";
 
 /** mulberry32: small, fast, and the same sequence for the same seed everywhere (the soak test's too). */
@@ -182,6 +182,7 @@ export class ChaosProvider {
 
   constructor(inner, opts = {}) {
     if (inner === null || typeof inner !== "object" || !("_core" in inner)) throw new TypeError("ChaosProvider wraps one of this package's providers");
+    checkOptionNames(opts ?? {}, "ChaosProvider", ["errorProbability", "truncateStreamProbability", "corruptToolCallProbability", "slowChunkProbability", "slowChunkMs", "errorTypes", "retryAfterS", "seed"]);
     const errorTypes = opts.errorTypes ?? DEFAULT_ERROR_TYPES;
     if (!Array.isArray(errorTypes) || errorTypes.length === 0 || errorTypes.some((s) => !Number.isInteger(Number(s)) || Number(s) < 400 || Number(s) > 599)) {
       throw new TypeError("ChaosProvider: errorTypes must be HTTP error statuses (400-599)");

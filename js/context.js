@@ -1,7 +1,7 @@
 // The Context: a conversation's history, checkpoints and token count as kimi-cli's
 // context.jsonl, owned by the core (ContextCore over src/engine/soul/context.rs).
 import { callWasm, wasm } from "./internal.js";
-import { checkLogger } from "./util.js";
+import { checkLogger, checkOptionNames } from "./util.js";
 
 let coreOfContext;
 
@@ -24,7 +24,9 @@ export class Context {
     coreOfContext = (c) => c.#core;
   }
 
-  constructor({ systemPrompt, sink, onRewrite } = {}, core) {
+  constructor(options = {}, core) {
+    checkOptionNames(options ?? {}, "Context", ["systemPrompt", "sink", "onRewrite"]);
+    const { systemPrompt, sink, onRewrite } = options ?? {};
     if (sink !== undefined && typeof sink !== "function") throw new TypeError("Context: sink must be a function");
     if (onRewrite !== undefined && typeof onRewrite !== "function") throw new TypeError("Context: onRewrite must be a function");
     this.#core = core ?? callWasm(() => new wasm.ContextCore());
@@ -82,6 +84,7 @@ export class Context {
   }
 
   static fromJSONL(text, options = {}) {
+    checkOptionNames(options ?? {}, "Context.fromJSONL: options", ["logger", "sink", "onRewrite"]);
     if (typeof text !== "string") throw new TypeError("Context.fromJSONL takes the text of a context.jsonl file");
     const logger = options.logger;
     checkLogger(logger, "Context.fromJSONL: options.logger");

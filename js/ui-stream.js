@@ -1,6 +1,7 @@
 // A run's wire as the AI SDK's UI message stream (the protocol `useChat` reads): chunks, and a
 // `Response` that serves them as Server-Sent Events with the protocol's headers.
 import { runSoul, RunCancelled } from "./agent.js";
+import { checkOptionNames } from "./util.js";
 
 /** The headers of a UI message stream response (the AI SDK's `UI_MESSAGE_STREAM_HEADERS`). */
 export const UI_MESSAGE_STREAM_HEADERS = Object.freeze({
@@ -189,6 +190,7 @@ export const UI_MESSAGE_STREAM_END = "data: [DONE]\n\n";
  * and feeds a `UIMessageChunker` itself (the Worker example does).
  */
 export async function* uiMessageStream(soul, userInput, signal, options = {}) {
+  checkOptionNames(options ?? {}, "uiMessageStream: options", ["messageId", "merge", "recorder", "onWire"]);
   const chunker = new UIMessageChunker({ messageId: options.messageId });
   const queue = [];
   let head = 0;

@@ -247,6 +247,11 @@ test("options a new user gets wrong fail loudly: unknown names say the closest, 
   assert.throws(() => new k.Agent({ provider: scripted(), maxSteps: 3 }), didYouMean("maxSteps", "maxStepsPerTurn"));
   assert.throws(() => new k.SimpleToolset([], { validator: () => null }), didYouMean("validator", "validate"));
   await assert.rejects(k.McpToolset.fromClient({ listTools: async () => ({ tools: [] }), callTool: async () => ({}) }, { timeout: 5 }), didYouMean("timeout", "timeoutMs"));
+  await assert.rejects(k.runSoul(new k.Agent({ provider: scripted() }), "hi", async () => {}, AbortSignal.timeout(5000), { recoder: null }), didYouMean("recoder", "recorder"));
+  assert.throws(() => k.Context.fromJSONL("", { onrewrite: () => {} }), didYouMean("onrewrite", "onRewrite"));
+  assert.throws(() => new k.Context({ systemprompt: "x" }), didYouMean("systemprompt", "systemPrompt"));
+  assert.throws(() => new k.ChaosProvider(scripted(), { errorProbabilty: 0.5 }), didYouMean("errorProbabilty", "errorProbability"));
+  await assert.rejects(k.uiMessageStream(new k.Agent({ provider: scripted() }), "hi", AbortSignal.timeout(5000), { messageID: "m" }).next(), didYouMean("messageID", "messageId"));
   // What each accepts still works.
   const fine = await k.generate(scripted(), "", [], go, { onMessagePart: () => {}, limits: {}, signal: AbortSignal.timeout(5000) });
   assert.match(JSON.stringify(fine.message.content), /hi/);
