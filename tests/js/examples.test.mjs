@@ -42,3 +42,12 @@ test("examples/worker's lock file is what npm install writes: its entry for this
     assert.deepEqual(entry[field], root[field], `examples/worker/package-lock.json's "../.." ${field}: run npm install in examples/worker and commit the lock`);
   }
 });
+
+test("docs/api.md's table names every export of the package, and nothing that is not one", async () => {
+  const { readFileSync } = await import("node:fs");
+  const k = await import("kosong-wasm");
+  const doc = readFileSync(new URL("../../docs/api.md", import.meta.url), "utf8");
+  const table = doc.slice(doc.indexOf("## Every export"), doc.indexOf("## Loading"));
+  const listed = [...table.matchAll(/^\| `([A-Za-z_]+)` \|/gm)].map((m) => m[1]);
+  assert.deepEqual([...listed].sort(), Object.keys(k).sort());
+});
