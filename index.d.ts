@@ -121,10 +121,16 @@ export interface Tool extends ToolDefinition {
    * "interrupted … it may have taken effect" and never runs again.
    */
   idempotent?: boolean;
+  /**
+   * How long a call may run, in ms (overrides `toolTimeoutMs`). Past it the call's `ctx.signal`
+   * aborts with a `TimeoutError` and its result is an error "Tool `name` timed out after N ms and
+   * was stopped." (brief "Timed out"), which counts like any other result.
+   */
+  timeoutMs?: number;
 }
 /** kosong's protocol: any object of this shape works. */
 export interface Toolset {
-  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number }>;
   /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
   handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
@@ -136,7 +142,7 @@ export interface Toolset {
  */
 export class SimpleToolset implements Toolset {
   constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger });
-  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number }>;
   /** Throws when the name is taken or invalid. */
   add(tool: Tool): this;
   /** Throws when no tool has that name. */
@@ -489,6 +495,8 @@ export interface StepOptions {
    */
   logger?: Logger;
   limits?: Limits;
+  /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
+  toolTimeoutMs?: number;
 }
 export function step<T = never, const S extends JsonSchema = JsonSchema>(
   provider: ChatProvider,
@@ -575,6 +583,8 @@ export class Agent implements Soul {
     limits?: Limits;
     /** The retry backoff; default kimi-cli's: 300 ms doubling to at most 5,000 ms, plus up to 500 ms of jitter. */
     retryBackoff?: { initialMs?: number; maxMs?: number; jitterMs?: number };
+    /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
+    toolTimeoutMs?: number;
     /**
      * Structured output: every step asks for it, and a turn's output is its final answer's (tools
      * work in between). The wire carries the preview as `{type: "PartialOutput", payload: {edits}}`

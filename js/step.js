@@ -129,7 +129,7 @@ function historyJson(history) {
 /** Checks everything first, so a bad argument never uses up a scripted answer. */
 const COMMON_STEP_OPTIONS = ["signal", "logger", "limits", "output", "onMessagePart", "onPartialOutput", "onOutputElement"];
 const GENERATE_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolCall"];
-const STEP_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolResult"];
+const STEP_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolResult", "toolTimeoutMs"];
 
 function common(provider, systemPrompt, historyJson, options, validateFallback) {
   ensureReady();
@@ -192,6 +192,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
   checkOptionNames(options ?? {}, "step: options", STEP_OPTIONS);
   const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options, toolset._validate);
   hooks.toolset = toolset;
+  hooks.toolTimeoutMs = options.toolTimeoutMs; // the core checks it
   hooks.simple = toolset._simpleId;
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
   let raw;

@@ -139,8 +139,17 @@ export class SimpleToolset {
     const p = tool.parameters;
     const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";
     if (tool.idempotent !== undefined && typeof tool.idempotent !== "boolean") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: idempotent must be a boolean`);
+    if (tool.timeoutMs !== undefined && typeof tool.timeoutMs !== "number") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: timeoutMs must be a number`);
     callWasm(() => this.#core.add(tool.name, tool.description ?? "", json, tool.eager !== false));
     if (tool.idempotent) callWasm(() => this.#core.setIdempotent(tool.name, true));
+    if (tool.timeoutMs !== undefined) {
+      try {
+        callWasm(() => this.#core.setTimeoutMs(tool.name, tool.timeoutMs)); // the core's rule
+      } catch (e) {
+        callWasm(() => this.#core.remove(tool.name));
+        throw e;
+      }
+    }
     this.#handlers.set(tool.name, { handler: tool.handler, parameters: p });
     return this;
   }

@@ -471,3 +471,24 @@ fn simple_toolset_registry_rules() {
     );
     assert!(ts.remove("plus").is_ok() && ts.get("plus").is_none());
 }
+
+#[test]
+fn a_tools_own_time_limit_comes_before_the_default_and_must_be_a_positive_number() {
+    use kosong_wasm::engine::toolset::{check_timeout_ms, SimpleToolset, ToolReturnValue, ToolTimeouts};
+    let mut ts: SimpleToolset<()> = SimpleToolset::default();
+    ts.add("slow", String::new(), None, true, ()).unwrap();
+    ts.add("plain", String::new(), None, true, ()).unwrap();
+    ts.set_timeout("slow", 5000.0).unwrap();
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(ts.set_timeout("plain", bad).is_err(), "{bad}");
+        assert!(check_timeout_ms(bad, "x").is_err(), "{bad}");
+    }
+    let timeouts = ToolTimeouts { default_ms: Some(30.0) };
+    assert_eq!(timeouts.for_tool(ts.timeout_ms("slow")), Some(5000.0));
+    assert_eq!(timeouts.for_tool(ts.timeout_ms("plain")), Some(30.0));
+    assert_eq!(ToolTimeouts::default().for_tool(ts.timeout_ms("plain")), None);
+    let r = ToolReturnValue::timed_out("slow", 5000.0);
+    assert!(r.is_error);
+    assert_eq!(r.message, "Tool `slow` timed out after 5000 ms and was stopped.");
+    assert_eq!(r.brief(), "Timed out");
+}

@@ -75,6 +75,15 @@ impl ToolReturnValue {
             ToolOutput::Text(String::new()),
         )
     }
+    /// A tool stopped because it ran past its time: its signal was aborted, and this is its
+    /// result (it counts like any other).
+    pub fn timed_out(name: &str, ms: f64) -> Self {
+        Self::error(
+            &format!("Tool `{name}` timed out after {} ms and was stopped.", ms.round()),
+            "Timed out",
+            ToolOutput::Text(String::new()),
+        )
+    }
     pub fn runtime_error(detail: &str) -> Self {
         Self::error(&format!("Error running tool: {detail}"), "Tool runtime error", ToolOutput::Text(String::new()))
     }
@@ -143,6 +152,33 @@ pub struct ToolSpec {
     /// Running it twice for one call id does what running it once does: a call its runtime died
     /// under runs again when the turn is recovered (`soul::recovery`).
     pub idempotent: bool,
+    /// How long a call may run before it is stopped ([`ToolTimeouts`]); `None`: the default.
+    pub timeout_ms: Option<f64>,
+}
+
+/// How long a tool call may run: its tool's own limit, else the step's or agent's default, else
+/// none. A call past it has its signal aborted (a `TimeoutError`) and gets
+/// [`ToolReturnValue::timed_out`] as its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ToolTimeouts {
+    pub default_ms: Option<f64>,
+}
+
+impl ToolTimeouts {
+    /// The limit for a call of a tool whose own limit is `own`.
+    pub fn for_tool(&self, own: Option<f64>) -> Option<f64> {
+        own.or(self.default_ms)
+    }
+}
+
+/// A time limit as the options take it (`what` names it in the error): a positive, finite
+/// number of milliseconds.
+pub fn check_timeout_ms(v: f64, what: &str) -> Result<f64, String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{what} must be a positive number of milliseconds; got {v}"))
+    }
 }
 
 /// kosong's `SimpleToolset`: tools by name, each a spec and a handler. A name is added once
@@ -194,7 +230,7 @@ impl<H> SimpleToolset<H> {
             }
         };
         let definition = crate::engine::providers::ToolDefinition { name: name.to_owned(), description, parameters };
-        self.tools.push((ToolSpec { definition, eager, idempotent: false }, handler));
+        self.tools.push((ToolSpec { definition, eager, idempotent: false, timeout_ms: None }, handler));
         Ok(())
     }
 
@@ -225,6 +261,19 @@ impl<H> SimpleToolset<H> {
         if let Some((t, _)) = self.tools.iter_mut().find(|(t, _)| t.definition.name == name) {
             t.idempotent = idempotent;
         }
+    }
+
+    /// The tool `name`'s own time limit (checked: [`check_timeout_ms`]).
+    pub fn set_timeout(&mut self, name: &str, ms: f64) -> Result<(), ToolsetError> {
+        let ms = check_timeout_ms(ms, &format!("tool `{name}`: timeoutMs")).map_err(ToolsetError::Invalid)?;
+        if let Some((t, _)) = self.tools.iter_mut().find(|(t, _)| t.definition.name == name) {
+            t.timeout_ms = Some(ms);
+        }
+        Ok(())
+    }
+
+    pub fn timeout_ms(&self, name: &str) -> Option<f64> {
+        self.specs().find(|t| t.definition.name == name).and_then(|t| t.timeout_ms)
     }
 
     pub fn is_idempotent(&self, name: &str) -> bool {

@@ -149,6 +149,7 @@ impl AgentCore {
                 jitter_ms: non_negative(number(&backoff, "jitterMs")).unwrap_or(b.jitter_ms),
             },
             output: None,
+            tool_timeouts: super::tools::read_tool_timeouts(get(&opts, "toolTimeoutMs"), "Agent")?,
         };
         let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
         let output = OutputOption::read(&opts, "Agent")?.map(Rc::new);
@@ -252,8 +253,14 @@ impl AgentCore {
         ));
         let run_fns = RunClosures::new(&wire, &approvals);
         let simple = get(&hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32);
-        let tools =
-            JsToolset::new(toolset, simple, ToolSignals::PerCall(signal.clone()), warn, Some(run_fns.functions()))?;
+        let tools = JsToolset::new(
+            toolset,
+            simple,
+            ToolSignals::PerCall(signal.clone()),
+            warn,
+            Some(run_fns.functions()),
+            self.config.tool_timeouts,
+        )?;
         let provider = self.provider.clone();
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
         self.last_output.replace(JsValue::UNDEFINED);

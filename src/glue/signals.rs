@@ -69,6 +69,13 @@ impl AbortOnDrop {
     pub fn disarm(&mut self) {
         self.ctrl = None;
     }
+
+    /// Aborts now with `reason` (a tool that ran past its time), and never again.
+    pub fn abort_with(&mut self, reason: &JsValue) {
+        if let Some(ctrl) = self.ctrl.take() {
+            ctrl.abort_with_reason(reason);
+        }
+    }
 }
 
 impl Drop for AbortOnDrop {

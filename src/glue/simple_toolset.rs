@@ -116,6 +116,12 @@ impl SimpleToolsetCore {
         self.inner.borrow_mut().set_idempotent(name, idempotent);
     }
 
+    /// The tool's own time limit in milliseconds (a `TypeError` for one that is not positive).
+    #[wasm_bindgen(js_name = setTimeoutMs)]
+    pub fn set_timeout_ms(&self, name: &str, ms: f64) -> Result<(), JsValue> {
+        self.inner.borrow_mut().set_timeout(name, ms).map_err(toolset_error)
+    }
+
     /// The tools as `SimpleToolset.tools` gives them: `{name, description, parameters}`, plus
     /// `eager: false` for the tools that wait for a whole answer.
     pub fn tools(&self) -> JsValue {
@@ -131,6 +137,9 @@ impl SimpleToolsetCore {
                 }
                 if t.idempotent {
                     v["idempotent"] = serde_json::Value::Bool(true);
+                }
+                if let Some(ms) = t.timeout_ms {
+                    v["timeoutMs"] = serde_json::json!(ms);
                 }
                 v
             })

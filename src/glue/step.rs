@@ -40,6 +40,7 @@ struct Hooks {
     warn: Option<Function>,
     limits: Limits,
     output: Option<OutputOption>,
+    tool_timeouts: crate::engine::toolset::ToolTimeouts,
 }
 
 impl Hooks {
@@ -56,6 +57,7 @@ impl Hooks {
             warn: func("warn"),
             limits,
             output: OutputOption::read(hooks, "options")?,
+            tool_timeouts: tools::read_tool_timeouts(get(hooks, "toolTimeoutMs"), "step: options")?,
         })
     }
 }
@@ -150,6 +152,7 @@ impl Call {
                     tools::ToolSignals::Shared(tools_ctrl.signal()),
                     hooks.warn.clone(),
                     None,
+                    hooks.tool_timeouts,
                 )?;
                 (toolset.definitions(), Some(toolset))
             }

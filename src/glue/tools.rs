@@ -18,7 +18,18 @@ use crate::engine::json::Arguments;
 use crate::engine::message::ToolCall;
 use crate::engine::providers::ToolDefinition;
 use crate::engine::step::ToolDispatch;
-use crate::engine::toolset::{default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue};
+use crate::engine::toolset::{
+    check_timeout_ms, default_parameters, settle, ToolFailure, ToolResult, ToolReturnValue, ToolTimeouts,
+};
+
+/// The `toolTimeoutMs` option (`who` names it): none, or a positive number of milliseconds.
+pub fn read_tool_timeouts(v: Option<JsValue>, who: &str) -> Result<ToolTimeouts, JsValue> {
+    let Some(v) = v else { return Ok(ToolTimeouts::default()) };
+    let what = format!("{who}: toolTimeoutMs");
+    let ms = v.as_f64().ok_or_else(|| js_sys::TypeError::new(&format!("{what} must be a number")))?;
+    let ms = check_timeout_ms(ms, &what).map_err(|m| JsValue::from(js_sys::TypeError::new(&m)))?;
+    Ok(ToolTimeouts { default_ms: Some(ms) })
+}
 
 /// A value or a Promise of one, as a future of the settled outcome.
 fn settle_js(v: Result<JsValue, JsValue>) -> LocalBoxFuture<'static, Result<JsValue, JsValue>> {
@@ -66,6 +77,9 @@ pub struct JsToolset {
     lazy: RefCell<Vec<String>>,
     /// The tools a custom toolset declares `idempotent: true` (read with the definitions).
     idempotent: RefCell<Vec<String>>,
+    /// A custom toolset's tools' own `timeoutMs` (read with the definitions).
+    own_timeouts: RefCell<Vec<(String, f64)>>,
+    timeouts: ToolTimeouts,
     signals: ToolSignals,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
@@ -81,6 +95,7 @@ impl JsToolset {
         signals: ToolSignals,
         warn: Option<Function>,
         run: Option<RunFunctions>,
+        timeouts: ToolTimeouts,
     ) -> Result<JsToolset, JsValue> {
         if !Reflect::get(&toolset, &"handle".into())?.is_function() {
             return Err(js_sys::TypeError::new("toolset.handle must be a function").into());
@@ -90,7 +105,17 @@ impl JsToolset {
         let simple = simple.and_then(registry);
         let port =
             factory.call3(&JsValue::UNDEFINED, &toolset, &run, &JsValue::from_bool(simple.is_some()))?.unchecked_into();
-        Ok(JsToolset { toolset, simple, lazy: RefCell::default(), idempotent: RefCell::default(), signals, warn, port })
+        Ok(JsToolset {
+            toolset,
+            simple,
+            lazy: RefCell::default(),
+            idempotent: RefCell::default(),
+            own_timeouts: RefCell::default(),
+            timeouts,
+            signals,
+            warn,
+            port,
+        })
     }
 
     /// The toolset's tools now (a toolset may change between steps); remembers which are lazy.
@@ -104,6 +129,7 @@ impl JsToolset {
         let list: Vec<serde_json::Value> = from_js(&tools).unwrap_or_default();
         let mut lazy = Vec::new();
         let mut idempotent = Vec::new();
+        let mut own_timeouts = Vec::new();
         let mut defs = Vec::with_capacity(list.len());
         for t in list {
             let serde_json::Value::Object(mut t) = t else { continue };
@@ -113,6 +139,13 @@ impl JsToolset {
             }
             if t.get("idempotent").and_then(serde_json::Value::as_bool) == Some(true) {
                 idempotent.push(name.clone());
+            }
+            // A limit that is not a positive number is left out here (the toolset is the
+            // caller's own object; a SimpleToolset refuses one when it is added).
+            if let Some(ms) =
+                t.get("timeoutMs").and_then(serde_json::Value::as_f64).and_then(|v| check_timeout_ms(v, "").ok())
+            {
+                own_timeouts.push((name.clone(), ms));
             }
             let parameters =
                 t.remove("parameters").filter(serde_json::Value::is_object).unwrap_or_else(default_parameters);
@@ -124,11 +157,21 @@ impl JsToolset {
         }
         *self.lazy.borrow_mut() = lazy;
         *self.idempotent.borrow_mut() = idempotent;
+        *self.own_timeouts.borrow_mut() = own_timeouts;
         defs
     }
 }
 
 impl JsToolset {
+    /// How long a call of `name` may run (its tool's own limit, else the default).
+    fn timeout_for(&self, name: &str) -> Option<f64> {
+        let own = match &self.simple {
+            Some(reg) => reg.borrow().timeout_ms(name),
+            None => self.own_timeouts.borrow().iter().find(|(n, _)| n == name).map(|(_, ms)| *ms),
+        };
+        self.timeouts.for_tool(own)
+    }
+
     /// `warn(message, {tool, id, bytes[, chars]})`: a call's name, id and size, never its arguments.
     fn warn_call(&self, call: &ToolCall, message: &str, chars: Option<usize>) {
         let Some(warn) = &self.warn else { return };
@@ -208,8 +251,21 @@ impl ToolDispatch for JsToolset {
                 return futures::future::ready(r).boxed_local();
             }
         }
+        let limit = self.timeout_for(&call.function.name);
+        let failed =
+            |e: JsValue| futures::future::ready(settle(call.id.clone(), Err(ToolFailure::Runtime(error_text(&e)))));
         let (signal, mut guard) = match &self.signals {
-            ToolSignals::Shared(s) => (s.clone(), None),
+            ToolSignals::Shared(s) if limit.is_none() => (s.clone(), None),
+            // A step's call with a time limit: a signal of its own (aborted when it runs past the
+            // limit) that also follows the step's.
+            ToolSignals::Shared(shared) => match sys::abort_controller() {
+                Ok(ctrl) => {
+                    let own = ctrl.signal();
+                    let signal = sys::either_signal(shared, &own).unwrap_or(own);
+                    (signal, Some(AbortOnDrop::new(ctrl, Some(shared.clone()))))
+                }
+                Err(e) => return failed(e).boxed_local(),
+            },
             ToolSignals::PerCall(run_signal) => match sys::abort_controller() {
                 Ok(ctrl) => {
                     let signal = ctrl.signal();
@@ -217,10 +273,7 @@ impl ToolDispatch for JsToolset {
                     // (the run was cancelled, or the step failed), with the run's reason.
                     (signal, Some(AbortOnDrop::new(ctrl, run_signal.clone())))
                 }
-                Err(e) => {
-                    let r = settle(id, Err(ToolFailure::Runtime(error_text(&e))));
-                    return futures::future::ready(r).boxed_local();
-                }
+                Err(e) => return failed(e).boxed_local(),
             },
         };
         // One crossing, where building the call and its context field by field took about 20
@@ -235,8 +288,27 @@ impl ToolDispatch for JsToolset {
         };
         let outcome = self.port.invoke(&call_head_json(call), &args, &signal);
         let fut = settle_js(outcome);
+        let name = call.function.name.clone();
         async move {
-            let outcome = fut.await;
+            let outcome = match limit {
+                None => fut.await,
+                Some(ms) => {
+                    let timer = gloo_timers::future::TimeoutFuture::new(ms.min(f64::from(u32::MAX)) as u32);
+                    match futures::future::select(fut, timer).await {
+                        futures::future::Either::Left((outcome, _)) => outcome,
+                        futures::future::Either::Right(_) => {
+                            // Past its time: its signal aborts with a TimeoutError, the handler's
+                            // Promise is let go, and the timed-out result is the call's result.
+                            let result =
+                                ToolResult { tool_call_id: id, return_value: ToolReturnValue::timed_out(&name, ms) };
+                            if let Some(g) = guard.as_mut() {
+                                g.abort_with(&sys::timeout_error(&result.return_value.message));
+                            }
+                            return result;
+                        }
+                    }
+                }
+            };
             if let Some(g) = guard.as_mut() {
                 g.disarm(); // finished: nothing to abort
             }

@@ -23,6 +23,8 @@ pub struct AgentConfig {
     pub backoff: Backoff,
     /// Every step asks for this structured output; the turn's is its final answer's.
     pub output: Option<OutputFormat>,
+    /// How long a tool call may run (a tool's own limit comes first).
+    pub tool_timeouts: crate::engine::toolset::ToolTimeouts,
 }
 
 impl Default for AgentConfig {
@@ -36,6 +38,7 @@ impl Default for AgentConfig {
             capabilities: None,
             backoff: Backoff::default(),
             output: None,
+            tool_timeouts: Default::default(),
         }
     }
 }

@@ -1,0 +1,104 @@
+// Tool time limits: a tool's own `timeoutMs`, and `toolTimeoutMs` as the default of a step or an
+// agent. A call past its limit has its signal aborted with a TimeoutError and gets the timed-out
+// result; the wire, the history and what the tools did agree. The hanging tools never settle on
+// their own, so nothing here depends on how fast the machine is.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as k from "kosong-wasm";
+
+const call = (id, name, args = {}) => `tool_call: ${JSON.stringify({ id, name, arguments: JSON.stringify(args) })}`;
+const user = [{ role: "user", content: "go" }];
+
+/** A tool that never settles unless its signal aborts; it notes the abort's reason. */
+function hanging(name, seen, extra = {}) {
+  return {
+    name,
+    ...extra,
+    handler: (_args, { signal }) =>
+      new Promise((_, reject) => {
+        signal.addEventListener("abort", () => {
+          seen.push({ name, reason: signal.reason?.name });
+          reject(signal.reason);
+        });
+      }),
+  };
+}
+
+test("a tool's own timeoutMs: its signal aborts with a TimeoutError, its result says so, the others are untouched", async () => {
+  const seen = [];
+  const tools = new k.SimpleToolset([hanging("hang", seen, { timeoutMs: 40 }), { name: "quick", handler: () => "fine" }]);
+  assert.equal(tools.tools.find((t) => t.name === "hang").timeoutMs, 40);
+  const r = await k.step(new k.ScriptedProvider([[call("c1", "hang"), call("c2", "quick")].join("\n")]), "", tools, user);
+  const [hang, quick] = await r.toolResults();
+  assert.deepEqual(seen, [{ name: "hang", reason: "TimeoutError" }]);
+  assert.equal(hang.tool_call_id, "c1");
+  assert.equal(hang.return_value.is_error, true);
+  assert.equal(hang.return_value.message, "Tool `hang` timed out after 40 ms and was stopped.");
+  assert.deepEqual(hang.return_value.display, [{ type: "brief", text: "Timed out" }]);
+  assert.equal(quick.return_value.output, "fine");
+});
+
+test("toolTimeoutMs is the default; a tool's own limit wins over it", async () => {
+  const seen = [];
+  const slowButAllowed = { name: "slow", timeoutMs: 60_000, handler: () => new Promise((r) => setTimeout(() => r("made it"), 80)) };
+  const tools = new k.SimpleToolset([hanging("hang", seen), slowButAllowed]);
+  const r = await k.step(new k.ScriptedProvider([[call("c1", "hang"), call("c2", "slow")].join("\n")]), "", tools, user, { toolTimeoutMs: 30 });
+  const [hang, slow] = await r.toolResults();
+  assert.match(hang.return_value.message, /timed out after 30 ms/);
+  assert.equal(slow.return_value.output, "made it", "its own 60 s limit, not the step's 30 ms");
+  assert.deepEqual(seen, [{ name: "hang", reason: "TimeoutError" }]);
+});
+
+test("a toolset of its own declares timeoutMs in its tools; the step's signal still reaches the tool", async () => {
+  const seen = [];
+  const custom = {
+    tools: [{ name: "hang", description: "", parameters: { type: "object" }, timeoutMs: 25 }],
+    handle: (c, { signal }) =>
+      new Promise((resolve) => signal.addEventListener("abort", () => {
+        seen.push(signal.reason?.name);
+        resolve({ tool_call_id: c.id, return_value: k.toolError({ message: "stopped" }) });
+      })),
+  };
+  const r = await k.step(new k.ScriptedProvider([call("c1", "hang")]), "", custom, user);
+  const [res] = await r.toolResults();
+  assert.equal(res.return_value.message, "Tool `hang` timed out after 25 ms and was stopped.");
+  assert.deepEqual(seen, ["TimeoutError"]);
+
+  // Without a limit of its own, a call still follows the step's signal when the caller aborts.
+  const ac = new AbortController();
+  const reasons = [];
+  const tools = new k.SimpleToolset([hanging("hang", reasons, { timeoutMs: 60_000 })]);
+  const stepping = k.step(new k.ScriptedProvider([call("c1", "hang")]), "", tools, user, { signal: ac.signal });
+  const r2 = await stepping;
+  const results = r2.toolResults();
+  ac.abort(new Error("user stop"));
+  await results.then(() => {}, () => {});
+  assert.equal(reasons.length, 1, "the tool was told to stop when the step's signal aborted");
+  assert.notEqual(reasons[0].reason, "TimeoutError");
+});
+
+test("an agent's toolTimeoutMs: the timed-out call is a result like any other and the turn goes on; wire and history agree", async () => {
+  const seen = [];
+  const provider = new k.ScriptedProvider([call("c1", "hang"), "text: The lookup took too long."]);
+  const agent = new k.Agent({ provider, toolset: new k.SimpleToolset([hanging("hang", seen)]), toolTimeoutMs: 30 });
+  const wire = [];
+  await k.runSoul(agent, "look it up", async (w) => { for await (const m of w.uiSide({ merge: true })) wire.push(m); }, new AbortController().signal);
+  const result = wire.find((m) => m.type === "ToolResult").payload;
+  assert.equal(result.return_value.message, "Tool `hang` timed out after 30 ms and was stopped.");
+  assert.deepEqual(seen, [{ name: "hang", reason: "TimeoutError" }]);
+  const history = agent.context.history;
+  assert.deepEqual(history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.match(JSON.stringify(history[2].content), /timed out after 30 ms/);
+  assert.match(JSON.stringify(history[3].content), /took too long/);
+  assert.equal(wire.at(-1).type, "TurnEnd");
+});
+
+test("a time limit that is not a positive number is refused where it is given", async () => {
+  assert.throws(() => new k.SimpleToolset([{ name: "t", handler: () => "", timeoutMs: 0 }]), (e) => e instanceof TypeError && /timeoutMs must be a positive number/.test(e.message));
+  assert.throws(() => new k.SimpleToolset([{ name: "t", handler: () => "", timeoutMs: "5s" }]), TypeError);
+  const tools = new k.SimpleToolset();
+  assert.throws(() => tools.add({ name: "t", handler: () => "", timeoutMs: -1 }), TypeError);
+  assert.equal(tools.tools.length, 0, "a refused tool is not half-added");
+  await assert.rejects(k.step(new k.ScriptedProvider(["text: hi"]), "", tools, user, { toolTimeoutMs: Infinity }), (e) => e instanceof TypeError && /toolTimeoutMs/.test(e.message));
+  assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), toolTimeoutMs: "1s" }), (e) => e instanceof TypeError && /toolTimeoutMs/.test(e.message));
+});
