@@ -36,7 +36,15 @@ export type ThinkPart = { type: "think"; think: string; encrypted?: string | nul
 export type ImageURLPart = { type: "image_url"; image_url: { url: string; id?: string | null } };
 export type AudioURLPart = { type: "audio_url"; audio_url: { url: string; id?: string | null } };
 export type VideoURLPart = { type: "video_url"; video_url: { url: string; id?: string | null } };
-export type ContentPart = TextPart | ThinkPart | ImageURLPart | AudioURLPart | VideoURLPart;
+/**
+ * A document (a PDF, say): `url` is a `data:<type>;base64,…` URL or an `http(s)` URL; `media_type`
+ * defaults to a data URL's. Each provider sends it in its own form — Chat Completions a `file` part
+ * (data only), Responses `input_file`, Anthropic a `document` block (PDF data, or a link), Gemini
+ * `inlineData`/`fileData` (a link needs `media_type`) — and the Kimi API takes none: a file a provider
+ * cannot take is a ChatProviderError of kind `invalid_request` before anything is sent.
+ */
+export type FilePart = { type: "file"; file: { url: string; media_type?: string; filename?: string } };
+export type ContentPart = TextPart | ThinkPart | ImageURLPart | AudioURLPart | VideoURLPart | FilePart;
 
 export interface ToolCall {
   type: "function";

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use kosong_wasm::engine::error::{ChatProviderError, FailureKind};
 use kosong_wasm::engine::generate::MessageAssembler;
-use kosong_wasm::engine::message::{ContentPart, MediaUrl, Message, Role, TokenUsage, ToolCall};
+use kosong_wasm::engine::message::{ContentPart, FileRef, MediaUrl, Message, Role, TokenUsage, ToolCall};
 use kosong_wasm::engine::providers::{HttpProvider, Prompt, StreamDecoder, StreamEvent, ToolDefinition};
 use kosong_wasm::engine::sse::SseDecoder;
 
@@ -1452,4 +1452,88 @@ fn structured_output_requests() {
             assert!(b.get(key).is_none(), "{kind}: {key}");
         }
     }
+}
+
+/// A user message with a PDF as data and one by link (what each format is given below).
+fn file_history(linked: bool) -> Vec<Message> {
+    let pdf = "data:application/pdf;base64,JVBERi0xLjQK";
+    let mut content = vec![
+        ContentPart::text("Summarise these."),
+        ContentPart::File { file: FileRef { url: pdf.into(), media_type: None, filename: Some("report.pdf".into()) } },
+    ];
+    if linked {
+        content.push(ContentPart::File {
+            file: FileRef {
+                url: "https://example.com/spec.pdf".into(),
+                media_type: Some("application/pdf".into()),
+                filename: None,
+            },
+        });
+    }
+    vec![Message::new(Role::User, content)]
+}
+
+#[test]
+fn file_parts_go_out_in_each_formats_own_form() {
+    // Responses, Anthropic and Gemini take a file as data and by link; Chat Completions as data.
+    for (kind, model, linked) in [
+        ("openai", "gpt-4.1", false),
+        ("openai_responses", "gpt-5", true),
+        ("anthropic", "claude-sonnet-4-5", true),
+        ("gemini", "gemini-2.5-flash", true),
+    ] {
+        let req = provider(json!({"kind": kind, "model": model, "apiKey": "k"}))
+            .build_request("", &[], &file_history(linked))
+            .unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+        let body: Value = serde_json::from_str(&req.body).unwrap();
+        let sent = match kind {
+            "gemini" => body["contents"].clone(),
+            "openai_responses" => body["input"].clone(),
+            _ => body["messages"].clone(),
+        };
+        snapshot(&format!("{kind}.file"), &sent);
+    }
+}
+
+#[test]
+fn a_file_a_format_cannot_take_is_refused_before_anything_is_sent() {
+    let refused = |spec: Value, history: Vec<Message>| -> String {
+        match provider(spec).build_request("", &[], &history) {
+            Err(e) => {
+                assert_eq!(e.kind(), "invalid_request", "{e:?}");
+                e.message().to_owned()
+            }
+            Ok(_) => panic!("sent"),
+        }
+    };
+    let one = |file: FileRef| vec![Message::new(Role::User, vec![ContentPart::File { file }])];
+    let link = |media: Option<&str>| FileRef {
+        url: "https://example.com/a.pdf".into(),
+        media_type: media.map(Into::into),
+        filename: Some("a.pdf".into()),
+    };
+    assert_eq!(
+        refused(json!({"kind": "openai", "model": "m"}), one(link(None))),
+        "Chat Completions cannot take the file `a.pdf`: Chat Completions takes a file's data (a base64 data: URL), not a link to it; nothing was sent"
+    );
+    assert!(refused(json!({"kind": "kimi", "model": "m"}), file_history(false))
+        .contains("the Kimi API cannot take the file `report.pdf`"));
+    let csv = FileRef { url: "data:text/csv;base64,YSxiCg==".into(), media_type: None, filename: None };
+    assert!(refused(json!({"kind": "anthropic", "model": "m"}), one(csv)).contains("as a PDF (application/pdf) only"));
+    assert!(refused(json!({"kind": "gemini", "model": "m"}), one(link(None))).contains("needs its media_type"));
+    let nowhere = FileRef { url: "file:///etc/passwd".into(), media_type: None, filename: None };
+    for kind in ["openai", "openai_responses", "anthropic", "gemini"] {
+        let m = refused(json!({"kind": kind, "model": "m"}), one(nowhere.clone()));
+        assert!(m.contains("must be a base64 data: URL or an http(s) URL"), "{kind}: {m}");
+    }
+}
+
+#[test]
+fn a_file_part_reads_and_writes_as_kosong_shaped_json() {
+    let v = json!({"type": "file", "file": {"url": "data:application/pdf;base64,AAAA", "filename": "x.pdf"}});
+    let part: ContentPart = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&part).unwrap(), v);
+    let ContentPart::File { file } = &part else { panic!() };
+    assert_eq!(file.media_type(), Some("application/pdf"));
+    assert!(serde_json::from_value::<ContentPart>(json!({"type": "file"})).is_err());
 }

@@ -332,6 +332,7 @@ fn part_bytes(p: &StreamedMessagePart) -> usize {
         StreamedMessagePart::Content(ContentPart::ImageUrl { image_url: u })
         | StreamedMessagePart::Content(ContentPart::AudioUrl { audio_url: u })
         | StreamedMessagePart::Content(ContentPart::VideoUrl { video_url: u }) => u.url.len(),
+        StreamedMessagePart::Content(ContentPart::File { file }) => file.url.len(),
         StreamedMessagePart::ToolCall(c) => {
             c.id.len() + c.function.name.len() + c.function.arguments.as_deref().map_or(0, str::len)
         }

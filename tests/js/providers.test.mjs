@@ -229,6 +229,21 @@ test("history the provider cannot express is a clear error before anything is se
   assert.equal(server.requests.length, before);
 });
 
+test("a file part reaches a Chat Completions server as its file part; a provider that cannot take it refuses before sending", async () => {
+  const pdf = `data:application/pdf;base64,${Buffer.from("%PDF-1.4 tiny").toString("base64")}`;
+  const history = [{ role: "user", content: [{ type: "text", text: "Summarise this." }, { type: "file", file: { url: pdf, filename: "report.pdf" } }] }];
+  server.respond({ steps: [text("A tiny PDF."), finish("stop"), done()] });
+  const r = await k.generate(new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-1" }), "", [], history);
+  assert.match(JSON.stringify(r.message.content), /A tiny PDF/);
+  const sent = server.requests.at(-1).body.messages[0].content;
+  assert.deepEqual(sent[1], { type: "file", file: { file_data: pdf, filename: "report.pdf" } });
+  const before = server.requests.length;
+  const err = await k.generate(new k.KimiProvider({ model: "kimi-k2.6", baseUrl: server.baseUrl, apiKey: "sk-1" }), "", [], history).then(() => null, (e) => e);
+  assert.ok(err instanceof k.ChatProviderError && err.kind === "invalid_request", String(err));
+  assert.match(err.message, /the Kimi API cannot take the file `report\.pdf`/);
+  assert.equal(server.requests.length, before, "nothing was sent");
+});
+
 test("options a new user gets wrong fail loudly: unknown names say the closest, baseURL is an alias, a missing key is an error before any request", async () => {
   for (const [bad, near] of [["base_url", "baseUrl"], ["api_key", "apiKey"], ["apikey", "apiKey"], ["maxtokens", "maxTokens"], ["timeout", "timeoutMs"]]) {
     assert.throws(() => new k.OpenAIChatProvider({ model: "m", [bad]: "x" }), (e) => e instanceof TypeError && e.message.includes(`unknown option \`${bad}\``) && e.message.includes(`did you mean \`${near}\``), bad);

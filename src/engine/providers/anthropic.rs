@@ -127,6 +127,10 @@ impl AnthropicConfig {
 
     fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         let Prompt { system: system_prompt, tools, history, output } = *prompt;
+        super::check_files(history, "the Anthropic Messages API", |f| match f.data() {
+            Some(("application/pdf", _)) | None => Ok(()),
+            Some(_) => Err("it takes a document's data as a PDF (application/pdf) only"),
+        })?;
         let mut messages = messages_to_anthropic(history)?;
         if let Some(last) = messages.last_mut().and_then(|m| m.get_mut("content")).and_then(Value::as_array_mut) {
             if let Some(block) = last.last_mut() {
@@ -229,6 +233,20 @@ fn content_blocks(parts: &[ContentPart], in_tool_result: bool) -> Result<Vec<Val
                 blocks.push(b)
             }
             ContentPart::ImageUrl { image_url } => blocks.push(media_block("image", &image_url.url)?),
+            // Checked before (`check_files`): a PDF's data, or a link.
+            ContentPart::File { file } => {
+                let source = match file.data() {
+                    Some((mime, data)) => json!({"type": "base64", "media_type": mime, "data": data}),
+                    None => json!({"type": "url", "url": file.url}),
+                };
+                let mut doc = Map::new();
+                doc.insert("type".into(), json!("document"));
+                doc.insert("source".into(), source);
+                if let Some(name) = &file.filename {
+                    doc.insert("title".into(), json!(name));
+                }
+                blocks.push(Value::Object(doc))
+            }
             ContentPart::Think { think, encrypted } if !in_tool_result => match encrypted.as_deref() {
                 Some(sig) if !sig.is_empty() && think.is_empty() => {
                     blocks.push(json!({"type": "redacted_thinking", "data": sig}))

@@ -87,6 +87,10 @@ impl GeminiConfig {
 
     fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         let Prompt { system: system_prompt, tools, history, output } = *prompt;
+        super::check_files(history, "the Gemini API", |f| match f.media_type() {
+            Some(_) => Ok(()),
+            None => Err("a linked file needs its media_type"),
+        })?;
         let mut body = Map::new();
         body.insert("contents".into(), Value::Array(contents(history, is_gemini_3(&self.http.model))?));
         if !system_prompt.is_empty() {
@@ -163,6 +167,11 @@ fn parts_of(content: &[ContentPart]) -> Vec<Value> {
             ContentPart::ImageUrl { image_url } => Some(media_part(&image_url.url, "image/png")),
             ContentPart::AudioUrl { audio_url } => Some(media_part(&audio_url.url, "audio/mpeg")),
             ContentPart::VideoUrl { video_url } => Some(media_part(&video_url.url, "video/mp4")),
+            // Checked before (`check_files`): data, or a link with its media type.
+            ContentPart::File { file } => Some(match file.data() {
+                Some((mime, data)) => json!({"inlineData": {"mimeType": mime, "data": data}}),
+                None => json!({"fileData": {"fileUri": file.url, "mimeType": file.media_type().unwrap_or_default()}}),
+            }),
         })
         .collect()
 }

@@ -417,6 +417,36 @@ impl CallIds {
     }
 }
 
+/// Every file part of `history` checked by a wire format's rule (`accepts`: `Err(why)` for one it
+/// cannot send) before anything is sent; a file whose URL is neither a base64 `data:` URL nor an
+/// `http(s)` URL is refused by every format. The error is `invalid_request` and names the format
+/// (`who`) and the file.
+pub fn check_files(
+    history: &[Message],
+    who: &str,
+    accepts: fn(&crate::engine::message::FileRef) -> Result<(), &'static str>,
+) -> Result<(), ChatProviderError> {
+    for m in history {
+        for part in &m.content {
+            let crate::engine::message::ContentPart::File { file } = part else { continue };
+            let web = file.url.starts_with("https://") || file.url.starts_with("http://");
+            let why = if file.data().is_none() && !web {
+                Err("a file's url must be a base64 data: URL or an http(s) URL")
+            } else {
+                accepts(file)
+            };
+            if let Err(why) = why {
+                let name = file.filename.as_deref().unwrap_or("");
+                return Err(ChatProviderError::failed(
+                    FailureKind::InvalidRequest,
+                    format!("{who} cannot take the file `{name}`: {why}; nothing was sent"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `data:<mime>;base64,<data>` split into its media type and data.
 pub fn split_data_url(url: &str) -> Option<(&str, &str)> {
     let rest = url.strip_prefix("data:")?;

@@ -97,6 +97,15 @@ impl OpenAIChatConfig {
     /// (`json_schema`), or in Moonshot's dialect its JSON mode (see [`super::kimi::json_mode`]).
     fn request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         let Prompt { system: system_prompt, tools, history, output } = *prompt;
+        match self.dialect {
+            Dialect::OpenAI => super::check_files(history, "Chat Completions", |f| match f.data() {
+                Some(_) => Ok(()),
+                None => Err("Chat Completions takes a file's data (a base64 data: URL), not a link to it"),
+            })?,
+            Dialect::Kimi => super::check_files(history, "the Kimi API", |_| {
+                Err("it reads files only through its own file upload, not in a message")
+            })?,
+        }
         let mut messages = Vec::with_capacity(history.len() + 1);
         let (response_format, system_prompt) = match (output, self.dialect) {
             (None, _) => (None, std::borrow::Cow::Borrowed(system_prompt)),
@@ -176,6 +185,14 @@ fn part_to_openai(part: &ContentPart) -> Option<Value> {
         ContentPart::ImageUrl { image_url } => json!({"type": "image_url", "image_url": {"url": image_url.url}}),
         ContentPart::AudioUrl { audio_url } => json!({"type": "audio_url", "audio_url": {"url": audio_url.url}}),
         ContentPart::VideoUrl { video_url } => json!({"type": "video_url", "video_url": {"url": video_url.url}}),
+        // Checked before (`check_files`): a data URL.
+        ContentPart::File { file } => {
+            let mut f = json!({"file_data": file.url});
+            if let Some(name) = &file.filename {
+                f["filename"] = json!(name);
+            }
+            json!({"type": "file", "file": f})
+        }
     })
 }
 

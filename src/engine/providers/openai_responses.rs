@@ -42,6 +42,7 @@ impl WireFormat for ResponsesConfig {
     }
     super::http_field!();
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
+        super::check_files(prompt.history, "the Responses API", |_| Ok(()))?;
         Ok(self.request(prompt))
     }
     fn decoder(&self) -> Box<dyn StreamDecoder> {
@@ -145,6 +146,16 @@ fn input_content(parts: &[&ContentPart]) -> Vec<Value> {
             }
             ContentPart::AudioUrl { audio_url } => super::split_data_url(&audio_url.url)
                 .map(|(mime, data)| json!({"type": "input_file", "file_data": format!("data:{mime};base64,{data}")})),
+            ContentPart::File { file } => {
+                let mut f = match file.data() {
+                    Some(_) => json!({"type": "input_file", "file_data": file.url}),
+                    None => json!({"type": "input_file", "file_url": file.url}),
+                };
+                if let Some(name) = &file.filename {
+                    f["filename"] = json!(name);
+                }
+                Some(f)
+            }
             _ => None,
         })
         .collect()
