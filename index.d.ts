@@ -455,11 +455,28 @@ export interface GenerateResult {
   usage: TokenUsage | null;
   finishReason: string | null;
 }
+/**
+ * OpenTelemetry spans by the GenAI semantic conventions, with no dependency of this package: `tracer`
+ * is an `@opentelemetry/api` Tracer (`trace.getTracer(…)`), or anything with its `startSpan`. A model
+ * call is a `chat {model}` client span (`gen_ai.request.model`, `gen_ai.provider.name`,
+ * `server.address`/`server.port`, `gen_ai.response.id`, `gen_ai.usage.input_tokens`/`output_tokens`,
+ * `gen_ai.response.finish_reasons`, `gen_ai.response.time_to_first_chunk`, `error.type` on failure);
+ * each tool call an `execute_tool {name}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`,
+ * `error.type` for an error result or a throw), a child of the model call that started it.
+ * `recordContent: true` adds the prompt, the answer, arguments and results; keys are never recorded.
+ * `context`: the parent context of the model call's span (default: the active one).
+ */
+export interface TelemetryOption {
+  tracer: { startSpan(name: string, options?: object, context?: unknown): unknown };
+  recordContent?: boolean;
+  context?: unknown;
+}
 export interface GenerateOptions {
   onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
   onToolCall?(c: ToolCall): void | Promise<void>;
   signal?: AbortSignal;
   limits?: Limits;
+  telemetry?: TelemetryOption;
 }
 /**
  * With `output`: `result.output` is the parsed answer (`undefined` when the answer calls tools and its
@@ -505,6 +522,7 @@ export interface StepOptions {
   limits?: Limits;
   /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
   toolTimeoutMs?: number;
+  telemetry?: TelemetryOption;
 }
 export function step<T = never, const S extends JsonSchema = JsonSchema>(
   provider: ChatProvider,

@@ -3,6 +3,7 @@ import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
 import { checkLogger, checkOptionNames, isAsyncFunction, isThenable } from "./util.js";
+import { telemetryOption } from "./telemetry.js";
 
 
 /** The core's value of one of this package's providers. */
@@ -127,7 +128,22 @@ function historyJson(history) {
 }
 
 /** Checks everything first, so a bad argument never uses up a scripted answer. */
-const COMMON_STEP_OPTIONS = ["signal", "logger", "limits", "output", "onMessagePart", "onPartialOutput", "onOutputElement"];
+const COMMON_STEP_OPTIONS = ["signal", "logger", "limits", "output", "onMessagePart", "onPartialOutput", "onOutputElement", "telemetry"];
+
+/**
+ * With `telemetry`: the options with a part hook that marks the model call's first chunk (before
+ * the caller's own), and `call` to be set once the span has begun.
+ */
+function observed(options, telemetry) {
+  if (!telemetry) return { opts: options, span: {} };
+  const span = {};
+  const own = options.onMessagePart;
+  const onMessagePart = (p) => {
+    span.call?.part();
+    return typeof own === "function" ? own(p) : undefined;
+  };
+  return { opts: { ...options, onMessagePart }, span };
+}
 const GENERATE_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolCall"];
 const STEP_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolResult", "toolTimeoutMs"];
 
@@ -156,11 +172,21 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
   checkOptionNames(options ?? {}, "generate: options", GENERATE_OPTIONS);
-  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options);
+  const telemetry = telemetryOption(options.telemetry, "generate: options");
+  const { opts, span } = observed(options, telemetry);
+  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), opts);
   hooks.onToolCall = jsonHook(options.onToolCall);
-  const raw = await callWasm(() => wasm.runGenerate(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  span.call = telemetry?.chat(provider, systemPrompt, history);
+  let raw;
+  try {
+    raw = await callWasm(() => wasm.runGenerate(core, systemPrompt, JSON.stringify(tools.map(definitionOf)), h, hooks));
+  } catch (e) {
+    span.call?.fail(e);
+    throw e;
+  }
   watch?.end(raw.output);
   const out = { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+  span.call?.end(out);
   if (hooks.output) out.output = raw.output;
   return out;
 }
@@ -190,17 +216,23 @@ export async function step(provider, systemPrompt, toolset, history, options = {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }
   checkOptionNames(options ?? {}, "step: options", STEP_OPTIONS);
-  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), options, toolset._validate);
-  hooks.toolset = toolset;
+  const telemetry = telemetryOption(options.telemetry, "step: options");
+  const { opts, span } = observed(options, telemetry);
+  const { core, history: h, hooks, watch } = common(provider, systemPrompt, historyJson(history), opts, toolset._validate);
+  // With telemetry each call runs inside its span (the engine still runs a SimpleToolset by its registry).
+  hooks.toolset = telemetry ? telemetry.wrap(toolset) : toolset;
   hooks.toolTimeoutMs = options.toolTimeoutMs; // the core checks it
   hooks.simple = toolset._simpleId;
   if (typeof options.onToolResult === "function") hooks.onToolResult = jsonHook(options.onToolResult);
+  span.call = telemetry?.chat(provider, systemPrompt, history);
   let raw;
   try {
     raw = await callWasm(() => wasm.runStep(core, systemPrompt, h, hooks));
   } catch (e) {
+    span.call?.fail(e);
     throw withSalvaged(e);
   }
+  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: JSON.parse(raw.message) });
   watch?.end(raw.output);
   const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection

@@ -34,6 +34,15 @@ impl ProviderCore {
     }
 
     /// The same provider sending through `fetch` instead (`ChaosProvider` puts its faults there).
+    /// `scheme://host[:port]` an HTTP provider's requests go to; `undefined` for a scripted one.
+    #[wasm_bindgen(getter)]
+    pub fn origin(&self) -> Option<String> {
+        match &*self.provider() {
+            crate::engine::model::Provider::Http(p) => p.origin(),
+            crate::engine::model::Provider::Scripted(_) => None,
+        }
+    }
+
     #[wasm_bindgen(js_name = withFetch)]
     pub fn with_fetch(&self, fetch: Function) -> ProviderCore {
         ProviderCore { provider: self.provider.clone(), fetch: Some(fetch), timeout_ms: self.timeout_ms }

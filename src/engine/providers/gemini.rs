@@ -46,6 +46,9 @@ impl WireFormat for GeminiConfig {
         ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"])
     }
     super::http_field!();
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
+    }
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -227,6 +227,8 @@ pub trait WireFormat: WireClone {
     /// The options every HTTP provider takes.
     fn http(&self) -> &HttpOptions;
     fn http_mut(&mut self) -> &mut HttpOptions;
+    /// Where requests go when no `baseUrl` is given.
+    fn default_base_url(&self) -> &'static str;
     /// The request for this prompt; `prompt.output` asks for structured output in the format's
     /// native form.
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError>;
@@ -363,6 +365,11 @@ impl HttpProvider {
     /// reads the key from.
     pub fn identity(&self) -> (&'static str, &'static [&'static str]) {
         self.0.identity()
+    }
+
+    /// `scheme://host[:port]` requests go to (a telemetry span's `server.address`).
+    pub fn origin(&self) -> Option<String> {
+        origin_of(self.http().base_url.as_deref().unwrap_or(self.0.default_base_url()))
     }
 
     /// The key for one request, by this package's one rule: the provider's own host needs one —

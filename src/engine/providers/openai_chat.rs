@@ -56,6 +56,9 @@ impl WireFormat for OpenAIChatConfig {
         }
     }
     super::http_field!();
+    fn default_base_url(&self) -> &'static str {
+        DEFAULT_BASE_URL
+    }
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -1,0 +1,156 @@
+// OpenTelemetry spans by the GenAI semantic conventions, without a dependency: the caller gives an
+// @opentelemetry/api Tracer (or anything of its shape) as `telemetry: {tracer}`. A model call is a
+// `chat {model}` span; each tool call an `execute_tool {name}` span, a child of the model call that
+// started it — it starts while that call still streams, which any trace viewer shows. Prompts,
+// arguments and results go into spans only with `recordContent: true`; keys never do.
+import { checkOptionNames, describeThrown, isThenable } from "./util.js";
+
+/**
+ * @opentelemetry/api keeps the active span in a Context under this key, created with `Symbol.for`
+ * so that every copy of the API reads the others' contexts: a context built here is one the SDK
+ * reads as the parent.
+ */
+const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
+const SPAN_KIND_INTERNAL = 0;
+const SPAN_KIND_CLIENT = 2;
+const STATUS_ERROR = 2;
+
+/** A Context (the API's shape) holding `values`, over `base` (the caller's, when given). */
+function contextOf(values, base) {
+  return {
+    getValue: (key) => (values.has(key) ? values.get(key) : base?.getValue?.(key)),
+    setValue: (key, value) => contextOf(new Map(values).set(key, value), base),
+    deleteValue: (key) => {
+      const next = new Map(values);
+      next.set(key, undefined);
+      return contextOf(next, base);
+    },
+  };
+}
+
+/** `gen_ai.provider.name` for each provider class's `name`. */
+const PROVIDER_NAMES = { openai: "openai", openai_responses: "openai", kimi: "moonshot_ai", anthropic: "anthropic", gemini: "gcp.gemini" };
+
+/** The `telemetry` option, checked (`who` names it): `undefined` for none. */
+export function telemetryOption(option, who) {
+  if (option === undefined || option === null) return undefined;
+  if (typeof option !== "object") throw new TypeError(`${who}: telemetry must be an object {tracer, recordContent?, context?}`);
+  checkOptionNames(option, `${who}: telemetry`, ["tracer", "recordContent", "context"]);
+  if (typeof option.tracer?.startSpan !== "function") throw new TypeError(`${who}: telemetry.tracer must be an OpenTelemetry Tracer (with startSpan)`);
+  if (option.recordContent !== undefined && typeof option.recordContent !== "boolean") throw new TypeError(`${who}: telemetry.recordContent must be a boolean`);
+  return new Telemetry(option);
+}
+
+function failed(span, e) {
+  span.setAttribute("error.type", e?.kind ?? e?.name ?? "Error");
+  try {
+    span.recordException(e instanceof Error ? e : String(describeThrown(e)));
+  } catch {}
+  span.setStatus({ code: STATUS_ERROR, message: describeThrown(e) });
+}
+
+class Telemetry {
+  #tracer;
+  #content;
+  #context;
+  /** The model call whose tools are starting now (a tool's span is its child). */
+  current = null;
+
+  constructor({ tracer, recordContent = false, context }) {
+    this.#tracer = tracer;
+    this.#content = recordContent;
+    this.#context = context;
+  }
+
+  /** A `chat {model}` span for one model call of `provider`; `end(result)` or `fail(error)` closes it. */
+  chat(provider, systemPrompt, history) {
+    const model = provider.modelName;
+    const attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model };
+    const providerName = PROVIDER_NAMES[provider.name];
+    if (providerName) attributes["gen_ai.provider.name"] = providerName;
+    const origin = provider._core?.origin;
+    if (origin) {
+      const url = new URL(origin);
+      attributes["server.address"] = url.hostname;
+      attributes["server.port"] = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+    }
+    if (this.#content) {
+      if (systemPrompt) attributes["gen_ai.system_instructions"] = JSON.stringify([{ type: "text", content: systemPrompt }]);
+      attributes["gen_ai.input.messages"] = JSON.stringify(history);
+    }
+    const span = this.#tracer.startSpan(`chat ${model}`, { kind: SPAN_KIND_CLIENT, attributes }, this.#context);
+    const started = performance.now();
+    let first = false;
+    const call = {
+      span,
+      /** A part arrived: the first one marks the time to first chunk. */
+      part: () => {
+        if (first) return;
+        first = true;
+        span.setAttribute("gen_ai.response.time_to_first_chunk", (performance.now() - started) / 1000);
+      },
+      end: (result) => {
+        if (result?.id) span.setAttribute("gen_ai.response.id", result.id);
+        if (result?.usage) {
+          const u = result.usage;
+          span.setAttribute("gen_ai.usage.input_tokens", (u.input_other ?? 0) + (u.input_cache_read ?? 0) + (u.input_cache_creation ?? 0));
+          span.setAttribute("gen_ai.usage.output_tokens", u.output ?? 0);
+        }
+        const reason = result?.finishReason ?? result?.finish_reason;
+        if (reason) span.setAttribute("gen_ai.response.finish_reasons", [reason]);
+        if (this.#content && result?.message) span.setAttribute("gen_ai.output.messages", JSON.stringify([result.message]));
+        span.end();
+      },
+      fail: (e) => {
+        failed(span, e);
+        span.end();
+      },
+    };
+    this.current = call;
+    return call;
+  }
+
+  /** Runs `answer()` (a tool call) inside an `execute_tool {name}` span, a child of the current model call. */
+  tool(call, answer) {
+    const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.function.name, "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function" };
+    if (this.#content) attributes["gen_ai.tool.call.arguments"] = call.function.arguments ?? "{}";
+    const parent = this.current?.span;
+    const ctx = parent ? contextOf(new Map([[SPAN_KEY, parent]]), this.#context) : this.#context;
+    const span = this.#tracer.startSpan(`execute_tool ${call.function.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, ctx);
+    const done = (value) => {
+      // A handler's error result (toolError) or a toolset's ToolResult with one.
+      const rv = value?.return_value ?? value;
+      if (rv?.is_error === true) {
+        span.setAttribute("error.type", "tool_error");
+        span.setStatus({ code: STATUS_ERROR, message: String(rv.message ?? "") });
+      }
+      if (this.#content && value !== undefined) span.setAttribute("gen_ai.tool.call.result", typeof value === "string" ? value : JSON.stringify(value));
+      span.end();
+      return value;
+    };
+    const thrown = (e) => {
+      failed(span, e);
+      span.end();
+      throw e;
+    };
+    let out;
+    try {
+      out = answer();
+    } catch (e) {
+      thrown(e);
+    }
+    return isThenable(out) ? Promise.resolve(out).then(done, thrown) : done(out);
+  }
+
+  /** The toolset as the engine runs it, each call inside its span (the registry path and `handle` alike). */
+  wrap(toolset) {
+    const t = this;
+    return {
+      get tools() {
+        return toolset.tools;
+      },
+      _run: (call, ctx) => t.tool(call, () => toolset._run(call, ctx)),
+      handle: (call, ctx) => t.tool(call, () => toolset.handle(call, ctx)),
+    };
+  }
+}

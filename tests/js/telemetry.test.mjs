@@ -1,0 +1,107 @@
+// OpenTelemetry GenAI spans through the package, recorded by @opentelemetry/sdk-trace-base's
+// in-memory exporter (the real SDK; the package itself depends on none of it), against a loopback
+// server streaming a recorded Anthropic answer with two tool calls. The server holds the stream
+// open until the first tool has run, so the tool's span starts inside the model call's.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as k from "kosong-wasm";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+const KEY = "sk-ant-telemetry-secret";
+const exporter = new InMemorySpanExporter();
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer("kosong-wasm-test");
+const ns = ([s, n]) => s * 1e9 + n;
+const parentOf = (span) => span.parentSpanContext?.spanId;
+
+function anthropicEvents() {
+  const raw = readFileSync(new URL("../fixtures/anthropic.sse", import.meta.url), "utf8");
+  return raw.split("\n\n").filter((e) => e.trim()).map((e) => `${e}\n\n`);
+}
+
+const weather = (ran) => new k.SimpleToolset([{
+  name: "get_weather",
+  description: "The weather in a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  handler: async ({ city }) => {
+    if (city === "Paris") ran.open();
+    return city === "Paris" ? "Sunny, 24°C" : k.toolError({ message: "no station in Tokyo" });
+  },
+}]);
+
+test("step: a chat span with the GenAI attributes, and a child execute_tool span per call that starts while the model still streams", async () => {
+  exporter.reset();
+  const ran = gate();
+  const steps = [];
+  for (const e of anthropicEvents()) {
+    steps.push(e);
+    if (e.includes('"type":"content_block_stop","index":2')) steps.push({ wait: ran.promise, maxWait: 10_000 });
+  }
+  server.respond({ steps });
+  const provider = new k.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl: server.baseUrl });
+  const r = await k.step(provider, "You are terse.", weather(ran), [{ role: "user", content: "Weather in Paris and Tokyo?" }], { telemetry: { tracer } });
+  await r.toolResults();
+  const spans = exporter.getFinishedSpans();
+  const chat = spans.find((s) => s.name === "chat claude-sonnet-4-5");
+  assert.ok(chat, spans.map((s) => s.name).join(", "));
+  assert.equal(chat.kind, 2, "a client span");
+  const a = chat.attributes;
+  assert.equal(a["gen_ai.operation.name"], "chat");
+  assert.equal(a["gen_ai.provider.name"], "anthropic");
+  assert.equal(a["gen_ai.request.model"], "claude-sonnet-4-5");
+  assert.equal(a["server.address"], "127.0.0.1");
+  assert.equal(a["server.port"], Number(new URL(server.baseUrl).port));
+  assert.equal(a["gen_ai.response.id"], r.id);
+  assert.equal(a["gen_ai.usage.output_tokens"], r.usage.output);
+  assert.equal(a["gen_ai.usage.input_tokens"], r.usage.input_other + r.usage.input_cache_read + r.usage.input_cache_creation);
+  assert.deepEqual(a["gen_ai.response.finish_reasons"], [r.finishReason]);
+  assert.ok(a["gen_ai.response.time_to_first_chunk"] > 0);
+  assert.ok(!("gen_ai.input.messages" in a), "no content unless asked for");
+  const tools = spans.filter((s) => s.name === "execute_tool get_weather");
+  assert.equal(tools.length, 2);
+  for (const t of tools) {
+    assert.equal(parentOf(t), chat.spanContext().spanId, "a child of the model call that started it");
+    assert.equal(t.spanContext().traceId, chat.spanContext().traceId);
+    assert.equal(t.attributes["gen_ai.operation.name"], "execute_tool");
+  }
+  const [paris, tokyo] = [...tools].sort((x, y) => ns(x.startTime) - ns(y.startTime));
+  assert.equal(paris.attributes["gen_ai.tool.call.id"], r.toolCalls[0].id);
+  assert.ok(ns(paris.startTime) < ns(chat.endTime), "the first tool started while the model was still streaming");
+  assert.equal(tokyo.attributes["error.type"], "tool_error", "an error result marks its span");
+  assert.equal(tokyo.status.code, 2);
+  assert.ok(!JSON.stringify(spans.map((s) => s.attributes)).includes(KEY), "no key in any span");
+});
+
+test("recordContent puts the prompt, the answer, a call's arguments and result into the spans; a failed call is an error span", async () => {
+  exporter.reset();
+  server.respond({ steps: [text("Hello there"), finish("stop"), done()] });
+  const provider = new k.OpenAIChatProvider({ model: "gpt-4.1-mini", apiKey: KEY, baseUrl: server.baseUrl });
+  await k.generate(provider, "Be brief.", [], [{ role: "user", content: "hi" }], { telemetry: { tracer, recordContent: true } });
+  const [chat] = exporter.getFinishedSpans();
+  assert.equal(chat.name, "chat gpt-4.1-mini");
+  assert.equal(chat.attributes["gen_ai.provider.name"], "openai");
+  assert.match(chat.attributes["gen_ai.input.messages"], /"hi"/);
+  assert.match(chat.attributes["gen_ai.system_instructions"], /Be brief\./);
+  assert.match(chat.attributes["gen_ai.output.messages"], /Hello there/);
+  assert.ok(!JSON.stringify(chat.attributes).includes(KEY));
+
+  exporter.reset();
+  server.respond({ status: 503, body: { error: { message: "overloaded" } } });
+  const e = await k.generate(provider, "", [], [{ role: "user", content: "hi" }], { telemetry: { tracer } }).then(() => null, (x) => x);
+  assert.ok(e instanceof k.APIStatusError);
+  const [failed] = exporter.getFinishedSpans();
+  assert.equal(failed.status.code, 2);
+  assert.equal(failed.attributes["error.type"], "status");
+  assert.match(failed.status.message, /503/);
+});
+
+test("the telemetry option is checked where it is given", async () => {
+  const scripted = () => new k.ScriptedProvider(["text: hi"]);
+  await assert.rejects(k.generate(scripted(), "", [], [], { telemetry: {} }), /telemetry\.tracer must be an OpenTelemetry Tracer/);
+  await assert.rejects(k.generate(scripted(), "", [], [], { telemetry: { tracer, recordcontent: true } }), /did you mean `recordContent`/);
+});
