@@ -214,6 +214,13 @@ export interface HttpOptions {
   fetch?: typeof fetch;
   /** Longest wait for the response headers, and for each next chunk of the stream. */
   timeoutMs?: number;
+  /** From sending until the answer's first chunk, in ms: past it, an APITimeoutError "(firstChunkTimeoutMs)". */
+  firstChunkTimeoutMs?: number;
+  /**
+   * From sending until the stream's end, in ms: past it the call is cut and is an APITimeoutError
+   * "(stepTimeoutMs)", which an agent retries as a step (and salvages, when a tool already ran).
+   */
+  stepTimeoutMs?: number;
 }
 /** Options every HTTP provider takes. `extraBody` is merged into the request body, key by key. */
 export interface ProviderOptions extends HttpOptions {

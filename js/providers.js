@@ -21,7 +21,7 @@ function checkHttpOptions(opts, who) {
   }
 }
 
-const COMMON_OPTIONS = ["model", "apiKey", "baseUrl", "headers", "fetch", "timeoutMs", "maxTokens", "temperature", "thinking", "extraBody"];
+const COMMON_OPTIONS = ["model", "apiKey", "baseUrl", "headers", "fetch", "timeoutMs", "firstChunkTimeoutMs", "stepTimeoutMs", "maxTokens", "temperature", "thinking", "extraBody"];
 
 function checkProviderOptions(opts, who, known) {
   if (!opts || typeof opts !== "object") throw new TypeError(`${who}: options must be an object ({model, …})`);
@@ -102,6 +102,8 @@ class HttpProvider {
       adaptiveThinking: o.adaptiveThinking,
       extraBody: o.extraBody,
       thinkingEffort: o.thinking,
+      firstChunkTimeoutMs: o.firstChunkTimeoutMs,
+      stepTimeoutMs: o.stepTimeoutMs,
     };
     return callWasm(() => new wasm.ProviderCore(who, JSON.stringify(spec), o.fetch, o.timeoutMs));
   }

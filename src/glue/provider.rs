@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 
 use super::error::{type_error, GlueError};
 use super::transport::FetchTransport;
-use crate::engine::model::Provider;
+use crate::engine::model::{Deadlines, Provider};
 
 #[wasm_bindgen]
 pub struct ProviderCore {
@@ -33,7 +33,6 @@ impl ProviderCore {
         Ok(ProviderCore { provider: Rc::new(provider), fetch, timeout_ms: timeout_ms.filter(|t| *t > 0.0) })
     }
 
-    /// The same provider sending through `fetch` instead (`ChaosProvider` puts its faults there).
     /// `scheme://host[:port]` an HTTP provider's requests go to; `undefined` for a scripted one.
     #[wasm_bindgen(getter)]
     pub fn origin(&self) -> Option<String> {
@@ -43,6 +42,7 @@ impl ProviderCore {
         }
     }
 
+    /// The same provider sending through `fetch` instead (`ChaosProvider` puts its faults there).
     #[wasm_bindgen(js_name = withFetch)]
     pub fn with_fetch(&self, fetch: Function) -> ProviderCore {
         ProviderCore { provider: self.provider.clone(), fetch: Some(fetch), timeout_ms: self.timeout_ms }
@@ -67,8 +67,14 @@ impl ProviderCore {
         self.provider.clone()
     }
 
-    /// The transport one call sends through (the runtime's `fetch` found now, when none was given).
+    /// The transport one call sends through (the runtime's `fetch` found now, when none was given),
+    /// with the provider's time limits.
     pub fn transport(&self) -> FetchTransport {
-        FetchTransport::new(self.fetch.clone(), self.timeout_ms)
+        let mut deadlines = Deadlines { chunk_ms: self.timeout_ms, ..Deadlines::default() };
+        if let Provider::Http(p) = &*self.provider {
+            deadlines.first_chunk_ms = p.http().first_chunk_timeout_ms;
+            deadlines.step_ms = p.http().step_timeout_ms;
+        }
+        FetchTransport::new(self.fetch.clone(), deadlines)
     }
 }

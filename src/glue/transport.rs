@@ -24,30 +24,39 @@ use super::signals::AbortOnDrop;
 use super::sys::{self, AbortController, Headers, Reader, RequestInit, Response};
 use crate::engine::error::ChatProviderError;
 use crate::engine::generate::ByteSource;
-use crate::engine::model::{HttpResponse, Transport};
+use crate::engine::model::{Deadlines, HttpResponse, Transport};
 use crate::engine::providers::HttpRequest;
 
-/// Awaits `fut`, or fails with a timeout error after `ms` (when given).
-async fn with_timeout(
-    fut: impl std::future::Future<Output = Result<JsValue, JsValue>>,
-    ms: Option<f64>,
-    ctrl: &AbortController,
-    what: &str,
-) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
-    let Some(ms) = ms else { return Ok(fut.await) };
-    // Whole milliseconds (the timer's unit; and no float formatting in the .wasm for the message).
-    let ms = ms.ceil().clamp(0.0, u32::MAX as f64) as u32;
-    let timer = gloo_timers::future::TimeoutFuture::new(ms);
-    let fut = std::pin::pin!(fut);
-    let outcome = match select(fut, timer).await {
-        Either::Left((r, _)) => Some(r),
-        Either::Right(_) => None,
-    };
-    match outcome {
-        Some(r) => Ok(r),
-        None => {
-            ctrl.abort();
-            Err(ChatProviderError::Timeout(format!("Request timed out: no {what} within {ms} ms")))
+/// When one model call was sent, and the limits it waits within (the rule is the core's).
+#[derive(Clone, Copy)]
+struct Clock {
+    deadlines: Deadlines,
+    sent_ms: f64,
+}
+
+impl Clock {
+    /// Awaits `fut` within the tightest limit that applies now (`first`: no chunk of the body has
+    /// come yet), or fails with that limit's timeout error and aborts the exchange.
+    async fn wait(
+        &self,
+        fut: impl std::future::Future<Output = Result<JsValue, JsValue>>,
+        first: bool,
+        ctrl: &AbortController,
+        what: &str,
+    ) -> Result<Result<JsValue, JsValue>, ChatProviderError> {
+        let d = &self.deadlines;
+        // The clock is read only when a limit counts from the sending.
+        let elapsed =
+            if d.first_chunk_ms.is_some() || d.step_ms.is_some() { sys::date_now() - self.sent_ms } else { 0.0 };
+        let Some((ms, which)) = d.next_wait(elapsed, first) else { return Ok(fut.await) };
+        let timer = gloo_timers::future::TimeoutFuture::new(ms.ceil().clamp(0.0, u32::MAX as f64) as u32);
+        let fut = std::pin::pin!(fut);
+        match select(fut, timer).await {
+            Either::Left((r, _)) => Ok(r),
+            Either::Right(_) => {
+                ctrl.abort();
+                Err(d.error(which, what))
+            }
         }
     }
 }
@@ -79,12 +88,12 @@ fn describe_js_error(e: &JsValue) -> String {
 pub struct FetchTransport {
     /// The caller's; `None`: the runtime's, looked up when a request is sent.
     fetch: Option<Function>,
-    timeout_ms: Option<f64>,
+    deadlines: Deadlines,
 }
 
 impl FetchTransport {
-    pub fn new(fetch: Option<Function>, timeout_ms: Option<f64>) -> FetchTransport {
-        FetchTransport { fetch, timeout_ms }
+    pub fn new(fetch: Option<Function>, deadlines: Deadlines) -> FetchTransport {
+        FetchTransport { fetch, deadlines }
     }
 
     fn fetch(&self) -> Result<Function, ChatProviderError> {
@@ -100,6 +109,7 @@ impl FetchTransport {
 
     async fn exchange(&self, url: &str, req: &HttpRequest) -> Result<FetchResponse, GlueError> {
         let fetch = self.fetch()?;
+        let clock = Clock { deadlines: self.deadlines, sent_ms: sys::date_now() };
         let ctrl = sys::abort_controller().map_err(GlueError::Js)?;
         // Dropped while waiting for the response headers, the request closes its connection;
         // after that, the response (and then its body) does it when dropped early.
@@ -123,12 +133,13 @@ impl FetchTransport {
         let promise = called
             .dyn_into::<js_sys::Promise>()
             .map_err(|_| ChatProviderError::Other("the fetch function did not return a Promise".into()))?;
-        let response = with_timeout(JsFuture::from(promise), self.timeout_ms, &ctrl, "response headers")
+        let response = clock
+            .wait(JsFuture::from(promise), true, &ctrl, "response headers")
             .await?
             .map_err(connection)?
             .unchecked_into::<Response>();
         armed.disarm(); // the response owns the connection now
-        Ok(FetchResponse { response: Some(response), ctrl, timeout_ms: self.timeout_ms })
+        Ok(FetchResponse { response: Some(response), ctrl, clock })
     }
 }
 
@@ -161,7 +172,7 @@ impl Transport for FetchTransport {
 pub struct FetchResponse {
     response: Option<Response>,
     ctrl: AbortController,
-    timeout_ms: Option<f64>,
+    clock: Clock,
 }
 
 impl Drop for FetchResponse {
@@ -190,7 +201,7 @@ impl HttpResponse for FetchResponse {
 
     fn into_body(mut self) -> BodySource {
         let reader = self.response.take().and_then(|r| r.body()).map(|b| b.get_reader().unchecked_into::<Reader>());
-        BodySource::new(reader, self.ctrl.clone(), self.timeout_ms)
+        BodySource::new(reader, self.ctrl.clone(), self.clock)
     }
 }
 
@@ -203,7 +214,7 @@ struct Landing {
 }
 
 impl BodySource {
-    fn new(reader: Option<Reader>, ctrl: AbortController, timeout_ms: Option<f64>) -> BodySource {
+    fn new(reader: Option<Reader>, ctrl: AbortController, clock: Clock) -> BodySource {
         let landing = Rc::new(RefCell::new(Landing::default()));
         let land = |ok: bool| {
             let landing = landing.clone();
@@ -224,7 +235,8 @@ impl BodySource {
             state: Object::new(),
             batch: super::body_reader(),
             ctrl,
-            timeout_ms,
+            clock,
+            first: true,
             landing,
             on_value,
             on_error,
@@ -241,7 +253,9 @@ pub struct BodySource {
     /// `readBatch` of the JS layer (installed when the module is loaded).
     batch: Option<Function>,
     ctrl: AbortController,
-    timeout_ms: Option<f64>,
+    clock: Clock,
+    /// No chunk of the body has come yet (the first-chunk limit still applies).
+    first: bool,
     landing: Rc<RefCell<Landing>>,
     on_value: Closure<dyn FnMut(JsValue)>,
     on_error: Closure<dyn FnMut(JsValue)>,
@@ -295,7 +309,8 @@ impl ByteSource for BodySource {
                 }
             }
         });
-        let r = with_timeout(landed, self.timeout_ms, &self.ctrl, "stream data").await?;
+        let r = self.clock.wait(landed, self.first, &self.ctrl, "stream data").await?;
+        self.first = false;
         let value = r.map_err(broke)?;
         if value.is_null() || value.is_undefined() {
             self.reader = None;

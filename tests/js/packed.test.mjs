@@ -47,10 +47,11 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   console.log(`packed: ${statSync(tarball).size} bytes; .wasm ${wasm.length} bytes, ${gzip} gzip`);
   assert.ok(wasm.equals(readFileSync(join(root, "pkg", "wasm", "kosong_wasm_bg.wasm"))), "the installed .wasm is pkg/'s");
   // A ratchet, not the goal (the speed issue's is 210,000 bytes for .wasm and JS): a change that
-  // grows the shipped .wasm past it has to say so here. 256 KiB → 260 KiB: tool time limits
-  // (per tool, per step, per agent: +2.0 KB gzip) and file parts in four wire formats (+2.4 KB),
-  // on top of the errors that name their request.
-  const BUDGET = 260 * 1024;
+  // grows the shipped .wasm past it has to say so here. 256 KiB → 261 KiB: tool time limits
+  // (per tool, per step, per agent: +2.0 KB gzip), file parts in four wire formats (+2.4 KB), the
+  // model call's first-chunk and whole-call limits with the provider's origin for telemetry
+  // (+1.3 KB), on top of the errors that name their request.
+  const BUDGET = 261 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -2,7 +2,8 @@
 // agent. A call past its limit has its signal aborted with a TimeoutError and gets the timed-out
 // result; the wire, the history and what the tools did agree. The hanging tools never settle on
 // their own, so nothing here depends on how fast the machine is.
-import { test } from "node:test";
+import { test, before, after } from "node:test";
+import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
 import assert from "node:assert/strict";
 import * as k from "kosong-wasm";
 
@@ -101,4 +102,59 @@ test("a time limit that is not a positive number is refused where it is given", 
   assert.equal(tools.tools.length, 0, "a refused tool is not half-added");
   await assert.rejects(k.step(new k.ScriptedProvider(["text: hi"]), "", tools, user, { toolTimeoutMs: Infinity }), (e) => e instanceof TypeError && /toolTimeoutMs/.test(e.message));
   assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), toolTimeoutMs: "1s" }), (e) => e instanceof TypeError && /toolTimeoutMs/.test(e.message));
+});
+
+// ---- the model call's own limits: until the first chunk, and for the whole call -------------
+
+
+let server;
+before(async () => (server = await startMockServer()));
+after(async () => server.close());
+
+test("firstChunkTimeoutMs: a server that answers nothing in time is a timeout error naming the limit; the request is closed", async () => {
+  const held = gate();
+  server.respond({ steps: [{ wait: held.promise, maxWait: 20_000 }, text("too late"), finish("stop"), done()] });
+  const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-1", baseUrl: server.baseUrl, firstChunkTimeoutMs: 80 });
+  try {
+    const e = await k.generate(provider, "", [], user).then(() => null, (x) => x);
+    assert.ok(e instanceof k.APITimeoutError && e.kind === "timeout", String(e));
+    assert.match(e.message, /no first chunk of the answer within 80 ms \(firstChunkTimeoutMs\)/);
+  } finally {
+    held.open();
+  }
+});
+
+test("stepTimeoutMs: a stream that keeps trickling past the limit is cut and is a timeout; a quick one is untouched", async () => {
+  const trickle = [];
+  for (let i = 0; i < 200; i++) trickle.push(text("x"), { pause: 20 });
+  server.respond({ steps: [...trickle, finish("stop"), done()] });
+  const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-1", baseUrl: server.baseUrl, stepTimeoutMs: 250, timeoutMs: 5000 });
+  const e = await k.generate(provider, "", [], user).then(() => null, (x) => x);
+  assert.ok(e instanceof k.APITimeoutError, String(e));
+  assert.match(e.message, /the model call ran past 250 ms \(stepTimeoutMs\)/);
+  server.respond({ steps: [text("quick"), finish("stop"), done()] });
+  const r = await k.generate(provider, "", [], user);
+  assert.match(JSON.stringify(r.message.content), /quick/);
+});
+
+test("in an agent turn a step past stepTimeoutMs is retried as a step, and the turn ends with the retry's answer", async () => {
+  const trickle = [];
+  for (let i = 0; i < 200; i++) trickle.push(text("y"), { pause: 20 });
+  server.respond({ steps: [...trickle, finish("stop"), done()] });
+  server.respond({ steps: [text("second try"), finish("stop"), done()] });
+  const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-1", baseUrl: server.baseUrl, stepTimeoutMs: 250 });
+  const agent = new k.Agent({ provider, retryBackoff: { initialMs: 1, maxMs: 1, jitterMs: 0 } });
+  const wire = [];
+  await k.runSoul(agent, "hi", async (w) => { for await (const m of w.uiSide({ merge: true })) wire.push(m); }, new AbortController().signal);
+  const retries = wire.filter((m) => m.type === "StepRetry");
+  assert.equal(retries.length, 1);
+  assert.equal(retries[0].payload.error_type, "APITimeoutError");
+  assert.deepEqual(agent.context.history.map((m) => m.role), ["user", "assistant"]);
+  assert.match(JSON.stringify(agent.context.history[1].content), /second try/);
+});
+
+test("the model call's limits must be positive numbers", () => {
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m", stepTimeoutMs: 0 }), (e) => e instanceof TypeError && /stepTimeoutMs/.test(e.message));
+  assert.throws(() => new k.AnthropicProvider({ model: "m", firstChunkTimeoutMs: "1s" }), (e) => e instanceof TypeError && /firstChunkTimeoutMs/.test(e.message));
+  assert.throws(() => new k.OpenAIChatProvider({ model: "m", stepTimeoutMS: 5 }), /did you mean `stepTimeoutMs`/);
 });

@@ -21,7 +21,7 @@ use crate::engine::providers::Prompt;
 
 pub use provider::{Prepared, Provider, ProviderModel};
 pub use source::ModelSource;
-pub use transport::{HttpResponse, Offline, Transport};
+pub use transport::{Deadline, Deadlines, HttpResponse, Offline, Transport};
 
 /// An error a model (and the seams beside it) reports: a provider error, or the environment's
 /// own (a JS value, in the glue). The turn asks it whether it is a provider error, to retry it.

@@ -182,6 +182,60 @@ async fn read_error_body<B: ByteSource>(mut body: B, secrets: &Secrets) -> Strin
     }
 }
 
+/// How long one model call may wait, by this package's rule: `chunk_ms` for the response headers
+/// and for each chunk after them (`timeoutMs`), `first_chunk_ms` from sending until the first
+/// chunk of the body (`firstChunkTimeoutMs`), `step_ms` from sending until the stream's end
+/// (`stepTimeoutMs`). Each wait takes the tightest that applies; the one that fires names itself
+/// in the `Timeout` error, which the agent retries as a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Deadlines {
+    pub chunk_ms: Option<f64>,
+    pub first_chunk_ms: Option<f64>,
+    pub step_ms: Option<f64>,
+}
+
+/// Which limit a wait ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    Chunk,
+    FirstChunk,
+    Step,
+}
+
+impl Deadlines {
+    /// How long the next wait may take, `elapsed_ms` after sending, and which limit that is;
+    /// `None`: no limit. `first`: no chunk of the body has come yet. (Nothing is allocated: this
+    /// runs for every chunk.)
+    pub fn next_wait(&self, elapsed_ms: f64, first: bool) -> Option<(f64, Deadline)> {
+        let left = |limit: Option<f64>| limit.map(|ms| (ms - elapsed_ms).max(0.0));
+        let mut best = self.chunk_ms.map(|ms| (ms, Deadline::Chunk));
+        let first_chunk = if first { left(self.first_chunk_ms) } else { None };
+        for (wait, which) in [(first_chunk, Deadline::FirstChunk), (left(self.step_ms), Deadline::Step)] {
+            if let Some(w) = wait {
+                if best.is_none_or(|(b, _)| w < b) {
+                    best = Some((w, which));
+                }
+            }
+        }
+        best
+    }
+
+    /// The error for a wait that ran into `which` (`what`: what was awaited, for `Chunk`).
+    pub fn error(&self, which: Deadline, what: &str) -> ChatProviderError {
+        let whole = |ms: Option<f64>| ms.unwrap_or(0.0).ceil() as u64;
+        ChatProviderError::Timeout(match which {
+            Deadline::Chunk => format!("Request timed out: no {what} within {} ms", whole(self.chunk_ms)),
+            Deadline::FirstChunk => format!(
+                "Request timed out: no first chunk of the answer within {} ms (firstChunkTimeoutMs)",
+                whole(self.first_chunk_ms)
+            ),
+            Deadline::Step => {
+                format!("Request timed out: the model call ran past {} ms (stepTimeoutMs)", whole(self.step_ms))
+            }
+        })
+    }
+}
+
 /// No transport: every request fails with a connection error. For a model that only ever
 /// streams scripts (and tests that must not reach a network).
 pub struct Offline;
@@ -220,5 +274,26 @@ impl Transport for Offline {
     ) -> LocalBoxFuture<'a, Result<NoBody, ChatProviderError>> {
         let e = ChatProviderError::Connection(format!("Connection error: no transport to reach {url}"));
         Box::pin(futures::future::ready(Err(e)))
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::{Deadline, Deadlines};
+
+    #[test]
+    fn each_wait_takes_the_tightest_limit_and_names_it() {
+        let d = Deadlines { chunk_ms: Some(1000.0), first_chunk_ms: Some(300.0), step_ms: Some(5000.0) };
+        assert_eq!(d.next_wait(0.0, true), Some((300.0, Deadline::FirstChunk)));
+        assert_eq!(d.next_wait(200.0, true), Some((100.0, Deadline::FirstChunk)));
+        assert_eq!(d.next_wait(200.0, false), Some((1000.0, Deadline::Chunk)), "the first chunk came");
+        assert_eq!(d.next_wait(4500.0, false), Some((500.0, Deadline::Step)));
+        assert_eq!(d.next_wait(6000.0, false), Some((0.0, Deadline::Step)), "past it: no wait at all");
+        assert_eq!(Deadlines::default().next_wait(1e9, true), None);
+        assert!(d.error(Deadline::Step, "stream data").message().contains("ran past 5000 ms (stepTimeoutMs)"));
+        assert_eq!(
+            d.error(Deadline::Chunk, "stream data").message(),
+            "Request timed out: no stream data within 1000 ms"
+        );
     }
 }

@@ -158,6 +158,10 @@ pub struct HttpOptions {
     pub thinking_effort: Option<String>,
     /// Merged into the request body, key by key.
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// From sending until the answer's first chunk, in ms (`firstChunkTimeoutMs`).
+    pub first_chunk_timeout_ms: Option<f64>,
+    /// From sending until the stream's end, in ms (`stepTimeoutMs`).
+    pub step_timeout_ms: Option<f64>,
 }
 
 impl HttpOptions {
@@ -185,8 +189,18 @@ impl HttpOptions {
                 e => e,
             },
             extra_body: spec.object("extraBody")?,
+            first_chunk_timeout_ms: spec.get(
+                "firstChunkTimeoutMs",
+                "a positive number of milliseconds",
+                positive_ms,
+            )?,
+            step_timeout_ms: spec.get("stepTimeoutMs", "a positive number of milliseconds", positive_ms)?,
         })
     }
+}
+
+fn positive_ms(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|ms| ms.is_finite() && *ms > 0.0)
 }
 
 impl Spec {
