@@ -58,10 +58,7 @@ impl WireFormat for AnthropicConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("AnthropicProvider", &["ANTHROPIC_API_KEY"])
     }
-    super::http_field!();
-    fn default_base_url(&self) -> &'static str {
-        DEFAULT_BASE_URL
-    }
+    super::http_field!(DEFAULT_BASE_URL);
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

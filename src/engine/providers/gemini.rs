@@ -45,10 +45,7 @@ impl WireFormat for GeminiConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("GeminiProvider", &["GEMINI_API_KEY", "GOOGLE_API_KEY"])
     }
-    super::http_field!();
-    fn default_base_url(&self) -> &'static str {
-        DEFAULT_BASE_URL
-    }
+    super::http_field!(DEFAULT_BASE_URL);
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -250,15 +250,19 @@ pub trait WireFormat: WireClone {
     fn decoder(&self) -> Box<dyn StreamDecoder>;
 }
 
-/// A config's `http` field as [`WireFormat::http`] and [`WireFormat::http_mut`] (every format keeps
-/// the common options there).
+/// What every format's [`WireFormat`] impl says alike: its `http` field as [`WireFormat::http`]
+/// and [`WireFormat::http_mut`] (every format keeps the common options there), and `$base` as
+/// [`WireFormat::default_base_url`].
 macro_rules! http_field {
-    () => {
+    ($base:expr) => {
         fn http(&self) -> &super::HttpOptions {
             &self.http
         }
         fn http_mut(&mut self) -> &mut super::HttpOptions {
             &mut self.http
+        }
+        fn default_base_url(&self) -> &'static str {
+            $base
         }
     };
 }

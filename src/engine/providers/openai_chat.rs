@@ -55,10 +55,7 @@ impl WireFormat for OpenAIChatConfig {
             Dialect::Kimi => ("KimiProvider", &["MOONSHOT_API_KEY"]),
         }
     }
-    super::http_field!();
-    fn default_base_url(&self) -> &'static str {
-        DEFAULT_BASE_URL
-    }
+    super::http_field!(DEFAULT_BASE_URL);
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         self.request(prompt)
     }

@@ -40,10 +40,7 @@ impl WireFormat for ResponsesConfig {
     fn identity(&self) -> (&'static str, &'static [&'static str]) {
         ("OpenAIResponsesProvider", &["OPENAI_API_KEY"])
     }
-    super::http_field!();
-    fn default_base_url(&self) -> &'static str {
-        DEFAULT_BASE_URL
-    }
+    super::http_field!(DEFAULT_BASE_URL);
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError> {
         super::check_files(prompt.history, "the Responses API", |_| Ok(()))?;
         Ok(self.request(prompt))
