@@ -3,7 +3,7 @@
 // result; the wire, the history and what the tools did agree. The hanging tools never settle on
 // their own, so nothing here depends on how fast the machine is.
 import { test, before, after } from "node:test";
-import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
+import { startMockServer, gate, text, toolStart, toolArgs, finish, done } from "./mock-openai.mjs";
 import assert from "node:assert/strict";
 import * as k from "kosong-wasm";
 
@@ -157,4 +157,26 @@ test("the model call's limits must be positive numbers", () => {
   assert.throws(() => new k.OpenAIChatProvider({ model: "m", stepTimeoutMs: 0 }), (e) => e instanceof TypeError && /stepTimeoutMs/.test(e.message));
   assert.throws(() => new k.AnthropicProvider({ model: "m", firstChunkTimeoutMs: "1s" }), (e) => e instanceof TypeError && /firstChunkTimeoutMs/.test(e.message));
   assert.throws(() => new k.OpenAIChatProvider({ model: "m", stepTimeoutMS: 5 }), /did you mean `stepTimeoutMs`/);
+});
+
+test("a step cut by stepTimeoutMs after a call was handed on: the round is kept — the started tool ran once, the cut-off call did not — and wire, history and tools agree", async () => {
+  const trickle = [toolStart(0, "c1", "note", '{"text":"a"}'), toolStart(1, "c2", "note", "")];
+  for (let i = 0; i < 200; i++) trickle.push(toolArgs(1, " "), { pause: 20 });
+  server.respond({ steps: trickle });
+  server.respond({ steps: [text("Noted one."), finish("stop"), done()] });
+  const ran = [];
+  const tools = new k.SimpleToolset([{ name: "note", parameters: { type: "object", properties: { text: { type: "string" } } }, handler: ({ text: t }, { toolCallId }) => (ran.push(toolCallId), `noted ${t}`) }]);
+  const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-1", baseUrl: server.baseUrl, stepTimeoutMs: 300 });
+  const agent = new k.Agent({ provider, toolset: tools, retryBackoff: { initialMs: 1, maxMs: 1, jitterMs: 0 } });
+  const wire = [];
+  await k.runSoul(agent, "note a", async (w) => { for await (const m of w.uiSide({ merge: true })) wire.push(m); }, new AbortController().signal);
+  assert.deepEqual(ran, ["c1"], "the started tool ran once; the cut-off call never ran");
+  const results = wire.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value.is_error]);
+  assert.deepEqual(results, [["c1", false], ["c2", true]]);
+  const history = agent.context.history;
+  assert.deepEqual(history.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.deepEqual(history[1].tool_calls.map((c) => c.id), ["c1", "c2"]);
+  assert.deepEqual(history.filter((m) => m.role === "tool").map((m) => m.tool_call_id), ["c1", "c2"]);
+  assert.match(JSON.stringify(history[2].content), /noted a/);
+  assert.match(JSON.stringify(history[4].content), /Noted one/);
 });
