@@ -272,8 +272,13 @@ impl<H> SimpleToolset<H> {
         Ok(())
     }
 
+    /// The tool `name`, as the toolset keeps it.
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.specs().find(|t| t.definition.name == name)
+    }
+
     pub fn timeout_ms(&self, name: &str) -> Option<f64> {
-        self.specs().find(|t| t.definition.name == name).and_then(|t| t.timeout_ms)
+        self.spec(name).and_then(|t| t.timeout_ms)
     }
 
     pub fn is_idempotent(&self, name: &str) -> bool {

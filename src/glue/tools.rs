@@ -163,13 +163,9 @@ impl JsToolset {
 }
 
 impl JsToolset {
-    /// How long a call of `name` may run (its tool's own limit, else the default).
-    fn timeout_for(&self, name: &str) -> Option<f64> {
-        let own = match &self.simple {
-            Some(reg) => reg.borrow().timeout_ms(name),
-            None => self.own_timeouts.borrow().iter().find(|(n, _)| n == name).map(|(_, ms)| *ms),
-        };
-        self.timeouts.for_tool(own)
+    /// A custom toolset's own limit for `name` (a SimpleToolset's is read with its lookup).
+    fn own_timeout(&self, name: &str) -> Option<f64> {
+        self.own_timeouts.borrow().iter().find(|(n, _)| n == name).map(|(_, ms)| *ms)
     }
 
     /// `warn(message, {tool, id, bytes[, chars]})`: a call's name, id and size, never its arguments.
@@ -245,13 +241,19 @@ impl ToolDispatch for JsToolset {
     fn dispatch(&self, call: &ToolCall, checked: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let id = call.id.clone();
         let simple = self.simple.is_some();
-        if let Some(reg) = &self.simple {
-            if reg.borrow().get(&call.function.name).is_none() {
-                let r = ToolResult { tool_call_id: id, return_value: ToolReturnValue::not_found(&call.function.name) };
-                return futures::future::ready(r).boxed_local();
-            }
-        }
-        let limit = self.timeout_for(&call.function.name);
+        // One lookup: the tool (else "not found") and its own time limit.
+        let own = match &self.simple {
+            Some(reg) => match reg.borrow().spec(&call.function.name) {
+                Some(spec) => spec.timeout_ms,
+                None => {
+                    let r =
+                        ToolResult { tool_call_id: id, return_value: ToolReturnValue::not_found(&call.function.name) };
+                    return futures::future::ready(r).boxed_local();
+                }
+            },
+            None => self.own_timeout(&call.function.name),
+        };
+        let limit = self.timeouts.for_tool(own);
         let failed =
             |e: JsValue| futures::future::ready(settle(call.id.clone(), Err(ToolFailure::Runtime(error_text(&e)))));
         let (signal, mut guard) = match &self.signals {
