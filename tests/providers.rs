@@ -1537,3 +1537,145 @@ fn a_file_part_reads_and_writes_as_kosong_shaped_json() {
     assert_eq!(file.media_type(), Some("application/pdf"));
     assert!(serde_json::from_value::<ContentPart>(json!({"type": "file"})).is_err());
 }
+
+/// Groq (through Chat Completions) sends its token counts only in `x_groq.usage` on the last
+/// chunk, and an `x_groq` object on the first; the counts are read, the text is whole.
+#[test]
+fn groq_usage_in_x_groq_is_counted() {
+    let p = provider(
+        json!({"kind": "openai", "model": "llama-3.3-70b-versatile", "baseUrl": "https://api.groq.com/openai/v1"}),
+    );
+    let c = |delta: Value, finish: Value, extra: Option<Value>| {
+        let mut v = json!({"id":"chatcmpl-g1","object":"chat.completion.chunk","created":1770000000,
+            "model":"llama-3.3-70b-versatile","system_fingerprint":"fp_x",
+            "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish}]});
+        if let Some(x) = extra {
+            v["x_groq"] = x;
+        }
+        format!("data: {v}\n\n")
+    };
+    let s = c(json!({"role":"assistant","content":""}), Value::Null, Some(json!({"id":"req_1","seed":42})))
+        + &c(json!({"content":"Hello"}), Value::Null, None)
+        + &c(json!({"content":" there"}), Value::Null, None)
+        + &c(
+            json!({}),
+            json!("stop"),
+            Some(json!({"id":"req_1","usage":{"queue_time":0.04,"prompt_tokens":45,"prompt_time":0.003,
+                "completion_tokens":662,"completion_time":2.6,"total_tokens":707,"total_time":2.65}})),
+        )
+        + "data: [DONE]\n\n";
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.extract_text(""), "Hello there");
+    assert_eq!(
+        o.usage,
+        Some(TokenUsage { input_other: 45, output: 662, input_cache_read: 0, input_cache_creation: 0 })
+    );
+    // A top-level `usage` wins where both are sent.
+    let both =
+        c(json!({"content":"x"}), json!("stop"), Some(json!({"usage":{"prompt_tokens":1,"completion_tokens":1}})))
+            .replace("\"x_groq\"", "\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3},\"x_groq\"");
+    let o = decode_every_split(&p, both.as_bytes());
+    assert_eq!(o.usage.map(|u| (u.input_other, u.output)), Some((7, 3)));
+}
+
+/// OpenRouter (and Snowflake) stream reasoning as `delta.reasoning_details`: without a
+/// `reasoningKey` its text, summaries, signature and encrypted reasoning are think parts; beside a
+/// `reasoning` string that the configured key reads, it is not counted twice.
+#[test]
+fn reasoning_details_are_think_parts() {
+    let c = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"gen-1","provider":"Anthropic","model":"anthropic/claude-sonnet-4.5","object":"chat.completion.chunk",
+                "created":1770000000,"choices":[{"index":0,"delta":delta,"finish_reason":finish,"native_finish_reason":finish}]})
+        )
+    };
+    let text = |t: &str, sig: Value| {
+        json!({"role":"assistant","content":"","reasoning":t,
+            "reasoning_details":[{"type":"reasoning.text","text":t,"signature":sig,"format":"anthropic-claude-v1","index":0}]})
+    };
+    let s = c(text("Let me ", Value::Null), Value::Null)
+        + &c(text("add them.", Value::Null), Value::Null)
+        + &c(text("", json!("EqQBCkYIBxgCKkBsig")), Value::Null)
+        + &c(json!({"role":"assistant","content":"2 + 2 = 4"}), Value::Null)
+        + &c(json!({"role":"assistant","content":""}), json!("stop"))
+        + "data: [DONE]\n\n";
+    let p = provider(
+        json!({"kind": "openai", "model": "anthropic/claude-sonnet-4.5", "baseUrl": "https://openrouter.ai/api/v1"}),
+    );
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(o.message.content.len(), 2, "{:#?}", o.message.content);
+    assert_eq!(think(&o.message), ("Let me add them.", Some("EqQBCkYIBxgCKkBsig")));
+    assert_eq!(o.message.content[1], ContentPart::text("2 + 2 = 4"));
+
+    // `reasoningKey: "reasoning"` reads the string; the details beside it are the same text.
+    let p = provider(json!({"kind": "openai", "model": "m", "reasoningKey": "reasoning"}));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert_eq!(think(&o.message), ("Let me add them.", None));
+
+    // A summary, and reasoning that comes only encrypted (OpenAI's models through OpenRouter).
+    let s = c(
+        json!({"content":null,"reasoning_details":[{"type":"reasoning.summary","summary":"Adding.","format":"openai-responses-v1"}]}),
+        Value::Null,
+    ) + &c(
+        json!({"content":null,"reasoning_details":[{"type":"reasoning.encrypted","data":"gAAAAB-enc","format":"openai-responses-v1"},
+            {"type":"reasoning.unknown-kind","text":"ignored"}]}),
+        Value::Null,
+    ) + &c(json!({"content":"4"}), json!("stop"))
+        + "data: [DONE]\n\n";
+    let p = provider(json!({"kind": "openai", "model": "openai/gpt-5"}));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    assert_eq!(think(&o.message), ("Adding.", Some("gAAAAB-enc")));
+    assert_eq!(o.message.extract_text(""), "4");
+}
+
+/// Gemini's code-execution tool: `executableCode` and `codeExecutionResult` parts stay in the
+/// answer, in order, as server-tool parts; they go back to Gemini as they came and never to
+/// another provider.
+#[test]
+fn gemini_code_execution_parts_are_kept_and_sent_back() {
+    let p = provider(json!({"kind": "gemini", "model": "gemini-2.5-flash"}));
+    let code = json!({"executableCode":{"language":"PYTHON","code":"print(sum(range(1, 101)))\n"}});
+    let result = json!({"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"5050\n"}});
+    let chunk = |parts: Value, finish: Option<&str>| {
+        let mut cand = json!({"content":{"parts":parts,"role":"model"},"index":0});
+        if let Some(f) = finish {
+            cand["finishReason"] = json!(f);
+        }
+        format!("data: {}\r\n\r\n", json!({"candidates":[cand],"modelVersion":"gemini-2.5-flash","responseId":"r-ce"}))
+    };
+    let s = chunk(json!([{"text":"I'll compute it."}]), None)
+        + &chunk(json!([code]), None)
+        + &chunk(json!([result]), None)
+        + &chunk(json!([{"text":"The sum is 5050."}]), Some("STOP"));
+    let o = decode_every_split(&p, s.as_bytes());
+    assert!(o.end.is_ok(), "{:?}", o.end);
+    let m = &o.message;
+    assert_eq!(m.content.len(), 4, "{:#?}", m.content);
+    let st = server_tools(m);
+    assert_eq!(st.len(), 2);
+    assert_eq!(st[0]["extras"]["server_tool"], json!({"provider":"gemini","value":code}));
+    assert_eq!(st[1]["extras"]["server_tool"], json!({"provider":"gemini","value":result}));
+    assert!(m.tool_calls.is_none());
+    assert_eq!(m.extract_text(""), "I'll compute it.The sum is 5050.");
+    let line = serde_json::to_string(m).unwrap();
+    assert_eq!(&serde_json::from_str::<Message>(&line).unwrap(), m);
+
+    let history = vec![Message::new(Role::User, vec![ContentPart::text("Sum 1..100 with code.")]), m.clone()];
+    let body: Value = serde_json::from_str(&p.build_request("", &[], &history).unwrap().body).unwrap();
+    assert_eq!(
+        body["contents"][1]["parts"],
+        json!([{"text":"I'll compute it."}, code, result, {"text":"The sum is 5050."}])
+    );
+    let chat = provider(json!({"kind": "anthropic", "model": "claude-x"}));
+    let body: Value = serde_json::from_str(&chat.build_request("", &[], &history).unwrap().body).unwrap();
+    assert!(!body.to_string().contains("executableCode"), "{body}");
+
+    // An answer of code execution alone is an answer, not an empty one.
+    let o = decode(&p, &[(chunk(json!([code]), None) + &chunk(json!([result]), Some("STOP"))).as_bytes()]);
+    assert!(o.end.is_ok());
+    assert_eq!(server_tools(&o.message).len(), 2);
+}

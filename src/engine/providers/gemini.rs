@@ -12,7 +12,9 @@
 //! Stream: each event is a whole `GenerateContentResponse`; thought parts (`thought: true`)
 //! are think parts, `functionCall` parts arrive whole and are complete at once; usage comes
 //! from `usageMetadata` (cached tokens split out, thinking tokens counted as output); the
-//! answer ends with a `finishReason`.
+//! answer ends with a `finishReason`. The code-execution tool's `executableCode` and
+//! `codeExecutionResult` parts are server-tool parts ([`ContentPart::server_tool`]), sent back
+//! to Gemini as they came.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
 use crate::engine::json::Arguments;
@@ -152,6 +154,7 @@ fn parts_of(content: &[ContentPart]) -> Vec<Value> {
     content
         .iter()
         .filter_map(|p| match p {
+            ContentPart::Text { .. } if p.is_server_tool() => p.server_tool_for("gemini").cloned(),
             ContentPart::Text { text, .. } if text.is_empty() => None,
             ContentPart::Text { text, .. } => Some(json!({"text": text})),
             ContentPart::Think { think, encrypted } => {
@@ -530,6 +533,12 @@ impl GeminiDecoder {
             out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
             // A call arrives whole in one part: it is complete as it stands.
             out.push(StreamEvent::ToolCallComplete(id));
+            return Ok(());
+        }
+        // The code-execution tool's code and its result: Gemini's own tool, kept in the answer in
+        // order and sent back to Gemini as it came (signature included).
+        if part.get("executableCode").is_some() || part.get("codeExecutionResult").is_some() {
+            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::server_tool("gemini", part.clone()))));
             return Ok(());
         }
         let Some(text) = part.get("text").and_then(Value::as_str) else { return Ok(()) };

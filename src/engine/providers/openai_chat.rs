@@ -274,6 +274,9 @@ struct Delta {
     /// A refusal, in place of content.
     refusal: Option<String>,
     reasoning: Option<Value>,
+    /// OpenRouter (and Snowflake): reasoning as a list of `reasoning.text`, `reasoning.summary`
+    /// and `reasoning.encrypted` items, read when the reasoning key gave nothing.
+    reasoning_details: Option<Vec<Value>>,
     tool_calls: Option<Vec<ToolCallDelta>>,
     /// OpenAI's search models: `url_citation` annotations of the text.
     annotations: Option<Vec<Value>>,
@@ -314,7 +317,13 @@ impl Chunk {
         Ok(Chunk {
             id: f.string("id")?,
             choices: each(f, "choices", Choice::read)?.unwrap_or_default(),
-            usage: f.object("usage")?.map(Usage::read).transpose()?,
+            // Groq sends its counts only in `x_groq.usage`.
+            usage: match f.object("usage")? {
+                Some(u) => Some(u),
+                None => f.object("x_groq")?.map(|x| x.object("usage")).transpose()?.flatten(),
+            }
+            .map(Usage::read)
+            .transpose()?,
             error: f.any("error").cloned(),
             citations: f.list("citations")?.cloned(),
             search_results: f.list("search_results")?.cloned(),
@@ -341,6 +350,7 @@ impl Delta {
             reasoning_content: f.string("reasoning_content")?,
             refusal: f.string("refusal")?,
             reasoning: f.any("reasoning").cloned(),
+            reasoning_details: f.list("reasoning_details")?.cloned(),
             tool_calls: each(f, "tool_calls", ToolCallDelta::read)?,
             annotations: f.list("annotations")?.cloned(),
         })
@@ -392,6 +402,22 @@ fn text_of_parts(v: Option<&Value>) -> String {
         Some(Value::Array(items)) => items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect(),
         _ => String::new(),
     }
+}
+
+/// One item of `reasoning_details` as a think part: the text (`reasoning.text`) or summary
+/// (`reasoning.summary`), a signature or encrypted reasoning (`reasoning.encrypted`) as the part's
+/// `encrypted`; `None` for an item with neither, or of a type not known.
+fn reasoning_detail(item: &Value) -> Option<ContentPart> {
+    let s = |k: &str| item.get(k).and_then(Value::as_str);
+    let (think, encrypted) = match s("type")? {
+        "reasoning.text" => (s("text").unwrap_or(""), s("signature")),
+        "reasoning.summary" => (s("summary").unwrap_or(""), None),
+        "reasoning.encrypted" => ("", s("data")),
+        _ => return None,
+    };
+    let encrypted = encrypted.filter(|e| !e.is_empty());
+    (!think.is_empty() || encrypted.is_some())
+        .then(|| ContentPart::Think { think: think.to_owned(), encrypted: encrypted.map(str::to_owned) })
 }
 
 /// An error the server sent as a stream chunk. One that carries an HTTP status (`code` or
@@ -644,11 +670,18 @@ impl StreamDecoder for OpenAIChatDecoder {
                     .ok()
                     .and_then(|v| v.pointer(&format!("/choices/{pos}/delta"))?.get(key)?.as_str().map(str::to_owned)),
             };
+            let details = if think.is_none() { delta.reasoning_details } else { None };
             if let Some(t) = think.filter(|t| self.empty_think || !t.is_empty()) {
                 if !t.is_empty() {
                     self.content_after_calls(out);
                 }
                 out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::think(t))));
+            }
+            for part in details.iter().flatten().filter_map(reasoning_detail) {
+                if matches!(&part, ContentPart::Think { think, .. } if !think.is_empty()) {
+                    self.content_after_calls(out);
+                }
+                out.push(StreamEvent::Part(StreamedMessagePart::Content(part)));
             }
             if let Some(r) = &delta.refusal {
                 self.refusal.push_str(r);
@@ -803,7 +836,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
             s.literal(b"null")
         }
         // Fields the general path reads: never skipped here.
-        _ if key.is_any(&["error", "citations", "search_results"]) => None,
+        _ if key.is_any(&["error", "citations", "search_results", "x_groq"]) => None,
         _ => s.skip(0),
     })?;
     s.ws();
