@@ -3,7 +3,7 @@ export { init, memoryBytes, setMemoryBudget, memoryBudget } from "./internal.js"
 export { ChatProviderError, APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError } from "./errors.js";
 export { toolOk, toolError, SimpleToolset } from "./tools.js";
 export { PartialJson } from "./preview.js";
-export { OpenAIChatProvider, KimiProvider, AnthropicProvider, OpenAIResponsesProvider, GeminiProvider, ScriptedProvider } from "./providers.js";
+export { OpenAIChatProvider, KimiProvider, AnthropicProvider, OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, FallbackProvider } from "./providers.js";
 export { ChaosProvider } from "./chaos.js";
 export { generate, step, StepResult } from "./step.js";
 export { Wire, WireRecorder, readWireRecord, closeInterruptedTurn, unfinishedTurn, WIRE_PROTOCOL_VERSION, QueueShutDown } from "./wire.js";

@@ -217,3 +217,65 @@ export class ScriptedProvider {
     return this.#core;
   }
 }
+
+/**
+ * Providers tried in order (`new FallbackProvider([primary, backup], {fallbackOn})`): a step moves
+ * on to the next when an error outlasts its retries, or at once when its kind (`"missing_key"`) or
+ * HTTP status (`401`) is in `fallbackOn`, and stays on it for the rest of the call. The rule is the
+ * core's (src/engine/model/fallback.rs); `result.provider` and the wire say which one answered.
+ */
+export class FallbackProvider {
+  #providers;
+  #fallbackOn;
+  #core;
+  constructor(providers, options = {}) {
+    const who = "FallbackProvider";
+    if (!Array.isArray(providers) || providers.length === 0) throw new TypeError(`${who}: give a non-empty array of providers`);
+    if (options === null || typeof options !== "object") throw new TypeError(`${who}: options must be an object ({fallbackOn})`);
+    checkOptionNames(options, `${who}: options`, ["fallbackOn"]);
+    const fallbackOn = options.fallbackOn ?? [];
+    if (!Array.isArray(fallbackOn)) throw new TypeError(`${who}: \`fallbackOn\` must be a list of error kinds and HTTP statuses`);
+    const cores = providers.map((p, i) => {
+      const core = p !== null && typeof p === "object" ? p._core : undefined;
+      if (!(core instanceof wasm.ProviderCore)) throw new TypeError(`${who}: providers[${i}] is not one of this package's providers`);
+      return core;
+    });
+    // A fallback provider among them gives its own members, in its order.
+    this.#providers = Object.freeze(providers.flatMap((p) => (p instanceof FallbackProvider ? p.providers : [p])));
+    this.#fallbackOn = [...fallbackOn];
+    this.#core = callWasm(() => {
+      const core = wasm.ProviderCore.fallback(cores[0], JSON.stringify(fallbackOn));
+      for (const c of cores.slice(1)) core.addMember(c);
+      return core;
+    });
+  }
+  /** The members, in the order they are tried. */
+  get providers() {
+    return this.#providers;
+  }
+  get name() {
+    return "fallback";
+  }
+  /** The first member's model. */
+  get modelName() {
+    return this.#providers[0].modelName;
+  }
+  get thinkingEffort() {
+    return this.#providers[0].thinkingEffort;
+  }
+  /** A new fallback provider whose members think with `effort`; this one is unchanged. */
+  withThinking(effort) {
+    return new FallbackProvider(this.#providers.map((p) => p.withThinking(effort)), { fallbackOn: this.#fallbackOn });
+  }
+  /** @internal The core's value: each member's, and the rule for moving on. */
+  get _core() {
+    return this.#core;
+  }
+  /** @internal The member that answered, by its place (`answeredBy` from the engine). */
+  _member(index) {
+    return this.#providers[index] ?? this;
+  }
+  toJSON() {
+    return { name: this.name, providers: this.#providers.map((p) => p.toJSON?.() ?? p.name) };
+  }
+}

@@ -185,17 +185,24 @@ export async function generate(provider, systemPrompt, tools, history, options =
     throw e;
   }
   watch?.end(raw.output);
-  const out = { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason };
+  const out = { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason, provider: answeredBy(provider, raw) };
   span.call?.end(out);
   if (hooks.output) out.output = raw.output;
   return out;
 }
 
+/** The provider that answered: a fallback provider's member by the engine's `answeredBy`, else the provider. */
+function answeredBy(provider, raw) {
+  return typeof provider._member === "function" ? provider._member(raw.answeredBy) : provider;
+}
+
 /** The outcome of `step`: the message, and its tools' results in call order. */
 export class StepResult {
   #results;
-  constructor(raw, results) {
+  constructor(raw, results, provider) {
     this.id = raw.id;
+    /** The provider that answered (a `FallbackProvider`'s member). */
+    this.provider = provider;
     this.message = JSON.parse(raw.message);
     this.usage = raw.usage;
     this.finishReason = raw.finishReason;
@@ -232,11 +239,12 @@ export async function step(provider, systemPrompt, toolset, history, options = {
     span.call?.fail(e);
     throw withSalvaged(e);
   }
-  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: JSON.parse(raw.message) });
+  const answered = answeredBy(provider, raw);
+  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: JSON.parse(raw.message), provider: answered });
   watch?.end(raw.output);
   const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
-  return new StepResult(raw, results);
+  return new StepResult(raw, results, answered);
 }
 
 /**

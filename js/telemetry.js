@@ -10,6 +10,14 @@ import { checkOptionNames, describeThrown, isThenable } from "./util.js";
  * so that every copy of the API reads the others' contexts: a context built here is one the SDK
  * reads as the parent.
  */
+/** `server.address` and `server.port` of the origin `provider` sends to (none for a scripted one). */
+function serverOf(provider) {
+  const origin = provider._core?.origin;
+  if (!origin) return {};
+  const url = new URL(origin);
+  return { "server.address": url.hostname, "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)) };
+}
+
 const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
 const SPAN_KIND_INTERNAL = 0;
 const SPAN_KIND_CLIENT = 2;
@@ -68,12 +76,7 @@ class Telemetry {
     const attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model };
     const providerName = PROVIDER_NAMES[provider.name];
     if (providerName) attributes["gen_ai.provider.name"] = providerName;
-    const origin = provider._core?.origin;
-    if (origin) {
-      const url = new URL(origin);
-      attributes["server.address"] = url.hostname;
-      attributes["server.port"] = Number(url.port || (url.protocol === "https:" ? 443 : 80));
-    }
+    Object.assign(attributes, serverOf(provider));
     if (this.#content) {
       if (systemPrompt) attributes["gen_ai.system_instructions"] = JSON.stringify([{ type: "text", content: systemPrompt }]);
       attributes["gen_ai.input.messages"] = JSON.stringify(history);
@@ -91,6 +94,10 @@ class Telemetry {
       },
       end: (result) => {
         if (result?.id) span.setAttribute("gen_ai.response.id", result.id);
+        // A fallback provider's member that answered.
+        const by = result?.provider;
+        if (by?.modelName) span.setAttribute("gen_ai.response.model", by.modelName);
+        if (by && by !== provider) span.setAttributes(serverOf(by));
         if (result?.usage) {
           const u = result.usage;
           span.setAttribute("gen_ai.usage.input_tokens", (u.input_other ?? 0) + (u.input_cache_read ?? 0) + (u.input_cache_creation ?? 0));

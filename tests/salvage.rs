@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use kosong_wasm::engine::error::ChatProviderError;
 use kosong_wasm::engine::json::Arguments;
 use kosong_wasm::engine::message::{Message, Role, ToolCall};
-use kosong_wasm::engine::model::{Model, Provider, ProviderModel};
+use kosong_wasm::engine::model::{Fallback, Model, Provider, ProviderModel, Trigger};
 use kosong_wasm::engine::providers::{Prompt, ToolDefinition};
 use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
@@ -28,7 +28,7 @@ use kosong_wasm::engine::step::{step, ToolDispatch};
 use kosong_wasm::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
 use support::http::{ok, End, FakeHttp, Reply};
-use support::streams::{answer, broken_after_a_call, data, shows_open_calls, text_only, KINDS};
+use support::streams::{answer, broken_after_a_call, data, one_call, shows_open_calls, text_only, KINDS};
 use support::yield_now;
 
 fn resp(chunks: Vec<String>, end: End) -> Reply {
@@ -181,6 +181,14 @@ impl Ran {
 }
 
 fn run_turn(model: &SseModel, tools: &Mail, config: AgentConfig, cancel: impl Future<Output = ()> + 'static) -> Ran {
+    run_turn_on(&model.model(), tools, config, cancel)
+}
+
+fn run_turn_on<M>(model: &M, tools: &Mail, config: AgentConfig, cancel: impl Future<Output = ()> + 'static) -> Ran
+where
+    M: Model,
+    M::Source: kosong_wasm::engine::generate::EventSource<Error = ChatProviderError>,
+{
     let mut pool = LocalPool::new();
     let env = FakeEnv { spawner: pool.spawner(), sleeps: RefCell::default() };
     let context = SharedContext::default();
@@ -195,7 +203,7 @@ fn run_turn(model: &SseModel, tools: &Mail, config: AgentConfig, cancel: impl Fu
     let turn = Turn {
         config: &config,
         context: &context,
-        model: Some(&model.model()),
+        model: Some(model),
         tools,
         wire: &wire,
         approvals: &approvals,
@@ -591,4 +599,157 @@ fn a_structured_turn_whose_final_answer_is_not_json_fails_after_the_salvaged_rou
         assert_eq!(text_of(ran.history.last().unwrap()), "All sent!", "{kind}");
         assert_eq!(model.bodies().len(), 2, "{kind}: not retried");
     }
+}
+
+// ---- fallback: a provider made of providers ------------------------------------------------------------
+
+/// A primary of one wire format and a backup of another, each with its own scripted server.
+struct Pair {
+    primary: SseModel,
+    backup: SseModel,
+}
+
+impl Pair {
+    fn new(a: &str, b: &str, first: Vec<Reply>, second: Vec<Reply>) -> Pair {
+        let member = |kind: &str, model: &str, replies| SseModel {
+            provider: support::http::provider(kind, json!({"model": model})),
+            http: FakeHttp::new(replies),
+        };
+        Pair { primary: member(a, "primary-model", first), backup: member(b, "backup-model", second) }
+    }
+    fn model(&self, at_once: Vec<Trigger>) -> Fallback<ProviderModel<'_, FakeHttp>> {
+        Fallback::new(self.primary.model(), [self.backup.model()], at_once)
+    }
+}
+
+fn unavailable() -> Reply {
+    support::http::status(503, r#"{"error":{"message":"overloaded"}}"#, &[])
+}
+
+/// Every pair of wire formats: the primary answers the first step with a call (the tool runs), then
+/// fails the second step with a 503 until its retries are spent; the backup answers it. One
+/// consistent turn: the backup's request carries the primary's call and the tool's result in its
+/// own format, the tool ran once, the wire says where the step went and who answered each step.
+#[test]
+fn a_step_whose_error_outlasts_its_retries_goes_to_the_next_provider_for_every_pair_of_formats() {
+    for a in KINDS {
+        for b in KINDS {
+            let first = vec![
+                resp(one_call(a, "call_1", "send_email", r#"{"to":"a@b.c"}"#), End::Done),
+                unavailable(),
+                unavailable(),
+                unavailable(),
+            ];
+            let pair = Pair::new(a, b, first, vec![resp(answer(b, "done"), End::Done)]);
+            let tools = Mail::default();
+            let ran = run_turn_on(&pair.model(vec![]), &tools, AgentConfig::default(), futures::future::pending());
+            let at = format!("{a} then {b}");
+            assert!(ran.result.is_ok(), "{at}: {:?}", ran.result);
+            assert_eq!(*tools.sent.borrow(), vec![r#"{"to":"a@b.c"}"#], "{at}: the tool ran once");
+            assert_eq!(ran.roles(), ["user", "assistant", "tool", "assistant"], "{at}");
+            assert_eq!(text_of(&ran.history[3]), "done", "{at}");
+            ran.assert_every_call_closed();
+            ran.assert_history_consistent();
+            assert_eq!(pair.primary.bodies().len(), 4, "{at}: one step, then three attempts of the next");
+            let backup = pair.backup.bodies();
+            assert_eq!(backup.len(), 1, "{at}");
+            let sent = backup[0].to_string();
+            // (Gemini pairs calls and results by name and place: no ids.)
+            assert!(sent.contains("send_email") && (b == "gemini" || sent.contains("call_1")), "{at}: {sent}");
+            assert!(sent.contains(r#"sent {\"to\":\"a@b.c\"}"#), "{at}: {sent}");
+            let url = &pair.backup.http.sent()[0].url;
+            assert!(sent.contains("backup-model") || url.contains("backup-model"), "{at}: the backup's own model");
+            // Two retries on the primary, then the move: attempts count from 1 again, no wait.
+            let retries = ran.payloads("StepRetry");
+            assert_eq!(retries.len(), 3, "{at}: {retries:?}");
+            assert!(retries[..2].iter().all(|r| r.get("fallback").is_none()), "{at}");
+            assert_eq!(retries[2]["fallback"], json!({"index": 1, "model": "backup-model"}), "{at}");
+            assert_eq!((retries[2]["next_attempt"].as_u64(), retries[2]["wait_s"].as_f64()), (Some(1), Some(0.0)));
+            let by: Vec<Value> = ran.payloads("StatusUpdate").iter().map(|u| u["provider"].clone()).collect();
+            assert_eq!(
+                by,
+                [json!({"index": 0, "model": "primary-model"}), json!({"index": 1, "model": "backup-model"})],
+                "{at}"
+            );
+        }
+    }
+}
+
+/// A round that broke after its tool ran is kept, and the turn goes on with the next provider when
+/// the error is one the caller named (or the retries are spent): for every pair of formats.
+#[test]
+fn a_salvaged_round_goes_on_with_the_next_provider() {
+    for a in KINDS {
+        for b in KINDS {
+            for (at_once, max) in [(vec![Trigger::Kind("connection".into())], 3), (vec![], 1)] {
+                let pair = Pair::new(
+                    a,
+                    b,
+                    vec![resp(broken_after_a_call(a, "call"), End::Drop)],
+                    vec![resp(answer(b, "done"), End::Done)],
+                );
+                let tools = Mail::default();
+                let config = AgentConfig { max_retries_per_step: max, ..AgentConfig::default() };
+                let ran = run_turn_on(&pair.model(at_once), &tools, config, futures::future::pending());
+                let at = format!("{a} then {b} (max {max})");
+                assert!(ran.result.is_ok(), "{at}: {:?}", ran.result);
+                assert_eq!(*tools.sent.borrow(), vec![r#"{"to":"a@b.c"}"#], "{at}: the email went once");
+                assert_eq!(*tools.started.borrow(), vec![r#"{"to":"a@b.c"}"#], "{at}: the cut-off call never ran");
+                assert_eq!(text_of(ran.history.last().unwrap()), "done", "{at}");
+                ran.assert_every_call_closed();
+                ran.assert_history_consistent();
+                assert!(!ran.kinds().contains(&"StepRetry".to_owned()), "{at}: the kept round is not void");
+                assert_eq!(pair.primary.bodies().len(), 1, "{at}");
+                let sent = pair.backup.bodies()[0].to_string();
+                assert!(sent.contains(r#"sent {\"to\":\"a@b.c\"}"#), "{at}: {sent}");
+                let by: Vec<Value> =
+                    ran.payloads("StatusUpdate").iter().map(|u| u["provider"]["index"].clone()).collect();
+                assert_eq!(by, [json!(0), json!(1)], "{at}");
+            }
+        }
+    }
+}
+
+/// Only what the rule names moves on: a 400 (not retried, not named) ends the turn on the
+/// primary; a named status moves on at once, without the primary's retries.
+#[test]
+fn fallback_moves_on_only_for_what_its_rule_names() {
+    let bad = || support::http::status(400, r#"{"error":{"message":"bad request"}}"#, &[]);
+    let pair = Pair::new("openai", "anthropic", vec![bad()], vec![resp(answer("anthropic", "done"), End::Done)]);
+    let ran = run_turn_on(&pair.model(vec![]), &Mail::default(), AgentConfig::default(), futures::future::pending());
+    assert!(
+        matches!(&ran.result, Err(TurnError::Seam(ChatProviderError::Status { status: 400, .. }))),
+        "{:?}",
+        ran.result
+    );
+    assert_eq!(pair.backup.bodies().len(), 0);
+
+    let pair = Pair::new("openai", "anthropic", vec![bad()], vec![resp(answer("anthropic", "done"), End::Done)]);
+    let ran = run_turn_on(
+        &pair.model(vec![Trigger::Status(400)]),
+        &Mail::default(),
+        AgentConfig::default(),
+        futures::future::pending(),
+    );
+    assert!(ran.result.is_ok(), "{:?}", ran.result);
+    assert_eq!((pair.primary.bodies().len(), pair.backup.bodies().len()), (1, 1));
+    let retries = ran.payloads("StepRetry");
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0]["fallback"]["index"], 1);
+
+    // The last member has nowhere to go: its error ends the turn after its own retries.
+    let pair = Pair::new(
+        "gemini",
+        "openai_responses",
+        vec![unavailable(), unavailable(), unavailable()],
+        vec![unavailable(), unavailable(), unavailable()],
+    );
+    let ran = run_turn_on(&pair.model(vec![]), &Mail::default(), AgentConfig::default(), futures::future::pending());
+    assert!(
+        matches!(&ran.result, Err(TurnError::Seam(ChatProviderError::Status { status: 503, .. }))),
+        "{:?}",
+        ran.result
+    );
+    assert_eq!((pair.primary.bodies().len(), pair.backup.bodies().len()), (3, 3));
+    assert_eq!(ran.payloads("StepRetry").len(), 5, "two retries, the move, two retries");
 }

@@ -59,6 +59,24 @@ impl FailureKind {
     }
 }
 
+/// Every [`ChatProviderError::kind`], in the order docs/errors.md lists them.
+pub const ERROR_KINDS: &[&str] = &[
+    "status",
+    "connection",
+    "redirect",
+    "timeout",
+    "empty",
+    "malformed",
+    "truncated",
+    "limit",
+    "server",
+    "invalid_request",
+    "refused",
+    "missing_key",
+    "malformed_output",
+    "other",
+];
+
 impl ChatProviderError {
     /// The JavaScript class name of this error.
     pub fn class_name(&self) -> &'static str {

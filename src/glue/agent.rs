@@ -16,15 +16,13 @@ use super::context::ContextCore;
 use super::convert::{read_js, to_js};
 use super::error::{type_error, GlueError};
 use super::output::{OutputOption, Problem};
-use super::provider::ProviderCore;
+use super::provider::{Members, ProviderCore};
 use super::signals::AbortWatch;
 use super::sys::{self, AbortSignal};
 use super::tools::{JsToolset, RunFunctions, ToolSignals};
-use super::transport::FetchTransport;
 use super::wire::WireCore;
 use super::{get, read_limits};
 use crate::engine::generate::Limits;
-use crate::engine::model::{Provider, ProviderModel};
 use crate::engine::providers::ToolDefinition;
 use crate::engine::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use crate::engine::soul::approval::{ApprovalState, Approvals};
@@ -102,7 +100,7 @@ pub struct AgentCore {
     /// A turn is running: a second one is refused (two turns would interleave in one context).
     busy: Rc<std::cell::Cell<bool>>,
     /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
-    provider: Option<(Rc<Provider>, FetchTransport)>,
+    provider: Option<Members>,
     limits: Limits,
     /// The structured output every turn asks for, with the caller's validator.
     output: Option<Rc<OutputOption>>,
@@ -168,7 +166,7 @@ impl AgentCore {
     /// The provider every turn of this agent runs over.
     #[wasm_bindgen(js_name = setProvider)]
     pub fn set_provider(&mut self, provider: &ProviderCore) {
-        self.provider = Some((provider.provider(), provider.transport()));
+        self.provider = Some(provider.members_for_call());
     }
 
     /// The last turn's structured output (`undefined` when that turn gave none or failed).
@@ -279,7 +277,7 @@ impl AgentCore {
                     None => futures::future::pending::<()>().await,
                 }
             };
-            let model = provider.as_ref().map(|(p, t)| ProviderModel::new(p, t.clone(), limits));
+            let model = provider.as_ref().map(|m| m.model(limits));
             let turn = Turn {
                 config: &config,
                 context: &context,

@@ -14,15 +14,18 @@ use wasm_bindgen_futures::{future_to_promise, spawn_local};
 use super::error::{type_error, GlueError};
 use super::output::OutputOption;
 use super::parts::{call_json_hook, PartBatch};
-use super::provider::ProviderCore;
+use super::provider::{Members, ProviderCore};
 use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{self, JsToolset};
 use super::transport::{BodySource, FetchTransport};
+
+type CallModel<'a> = Fallback<ProviderModel<'a, FetchTransport>>;
 use super::{get, read_limits};
 use crate::engine::generate::{generate, GenerateOutput, Limits};
 use crate::engine::message::{Message, ToolCall};
-use crate::engine::model::{Model, ModelSource, Provider, ProviderModel};
+use crate::engine::model::fallback::open_with_fallback;
+use crate::engine::model::{Fallback, Model, ModelSource, ProviderModel};
 use crate::engine::output::answer_json;
 use crate::engine::providers::{Prompt, ToolDefinition};
 use crate::engine::step::{collect_results, step, StepFailure, ToolResultCallback};
@@ -82,6 +85,12 @@ async fn guarded<T>(
     outcome
 }
 
+/// Which member of a fallback provider answered (`answeredBy`, its index; `step.js` gives the
+/// provider itself).
+fn set_answered_by(obj: &Object, model: &CallModel<'_>) {
+    let _ = Reflect::set(obj, &JsValue::from_str("answeredBy"), &JsValue::from(model.active() as u32));
+}
+
 /// `result_object`, with `output` (the answer's structured output, checked) when one was asked
 /// for and the answer carries it; a broken one is the `malformed_output` error.
 fn result_with_output(out: &GenerateOutput, output: Option<&OutputOption>) -> Result<Object, GlueError> {
@@ -117,8 +126,7 @@ pub fn result_object(out: &GenerateOutput) -> Object {
 /// What one call of the engine works with: its inputs, the provider with its transport, the
 /// tools' controller, and the watch on the caller's signal.
 struct Call {
-    provider: Rc<Provider>,
-    transport: FetchTransport,
+    members: Members,
     system_prompt: String,
     tools: Vec<ToolDefinition>,
     history: Vec<Message>,
@@ -159,26 +167,22 @@ impl Call {
         };
         let history: Vec<Message> = super::convert::read_json_text(history).map_err(|e| bad("history", &e))?;
         let watch = hooks.signal.clone().map(AbortWatch::new);
-        let call = Call {
-            provider: provider.provider(),
-            transport: provider.transport(),
-            system_prompt,
-            tools,
-            history,
-            hooks,
-            tools_ctrl,
-            watch,
-        };
+        let call =
+            Call { members: provider.members_for_call(), system_prompt, tools, history, hooks, tools_ctrl, watch };
         Ok((call, toolset))
     }
 
-    /// Prepares the request and opens its stream.
-    async fn open(&self) -> Result<ModelSource<BodySource>, GlueError> {
-        let model = ProviderModel::new(&self.provider, self.transport.clone(), self.hooks.limits);
+    /// Prepares the request and opens its stream: of a fallback provider's next member while the
+    /// one before fails before its answer began (the rule is the core's, `Fallback`). Gives the
+    /// member that answers.
+    async fn open(&self, model: &CallModel<'_>) -> Result<ModelSource<BodySource>, GlueError> {
         let output = self.hooks.output.as_ref().map(|o| &o.format);
-        let request =
-            model.prepare(&Prompt::new(&self.system_prompt, &self.tools, &self.history).with_output(output))?;
-        model.open(request).await
+        let prompt = Prompt::new(&self.system_prompt, &self.tools, &self.history).with_output(output);
+        open_with_fallback(model, || async { model.open(model.prepare(&prompt)?).await }).await
+    }
+
+    fn model(&self) -> CallModel<'_> {
+        self.members.model(self.hooks.limits)
     }
 
     async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {
@@ -215,13 +219,16 @@ pub fn run_generate(
     Ok(future_to_promise(async move {
         let (call, _) = call?;
         let hooks = &call.hooks;
+        let model = call.model();
         let work = async {
-            let mut source = call.open().await?;
+            let mut source = call.open(&model).await?;
             generate(&mut source, PartBatch::new(&hooks.on_part), |c: &ToolCall| call_json_hook(&hooks.on_tool_call, c))
                 .await
         };
         let out = call.guard(work.boxed_local()).await?;
-        Ok(result_with_output(&out, hooks.output.as_ref()).map_err(GlueError::into_js)?.into())
+        let obj = result_with_output(&out, hooks.output.as_ref()).map_err(GlueError::into_js)?;
+        set_answered_by(&obj, &model);
+        Ok(obj.into())
     }))
 }
 
@@ -246,8 +253,9 @@ pub fn run_step(
             }) as ToolResultCallback
         });
         let spawn = |f: LocalBoxFuture<'static, ()>| spawn_local(f);
+        let model = call.model();
         let work = async {
-            let mut source = call.open().await?;
+            let mut source = call.open(&model).await?;
             Ok(step(&mut source, &toolset, &spawn, PartBatch::new(&hooks.on_part), on_tool_result).await)
         };
         let out = match call.guard(work.boxed_local()).await? {
@@ -260,6 +268,7 @@ pub fn run_step(
             }
         };
         let obj = result_with_output(&out.generated, hooks.output.as_ref()).map_err(GlueError::into_js)?;
+        set_answered_by(&obj, &model);
         let results = out.results;
         let drivers = out.drivers;
         let results_promise = future_to_promise(async move {

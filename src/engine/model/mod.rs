@@ -9,6 +9,7 @@
 //! transport's response and body do that when dropped). Every error that leaves a model is cleaned
 //! of the API key it used ([`ModelError::redact`]).
 
+pub mod fallback;
 pub mod provider;
 pub mod source;
 pub mod transport;
@@ -19,6 +20,7 @@ use crate::engine::error::ChatProviderError;
 use crate::engine::generate::EventSource;
 use crate::engine::providers::Prompt;
 
+pub use fallback::{Fallback, Member, Trigger};
 pub use provider::{Prepared, Provider, ProviderModel};
 pub use source::ModelSource;
 pub use transport::{Deadline, Deadlines, HttpResponse, Offline, Transport};
@@ -50,4 +52,13 @@ pub trait Model {
         &self,
         request: Self::Request,
     ) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
+    /// A model made of models ([`Fallback`]): moves on to its next member when `error` calls for
+    /// it — `spent`: the error outlasted its retries — and says which; a single model never does.
+    fn fall_back(&self, _error: &ChatProviderError, _spent: bool) -> Option<Member> {
+        None
+    }
+    /// The member that answers now, for a model made of several (`None` otherwise).
+    fn answered_by(&self) -> Option<Member> {
+        None
+    }
 }

@@ -109,6 +109,7 @@ where
                         wait_s: 0.0,
                         error_type: "RuntimeStopped".into(),
                         status_code: None,
+                        fallback: None,
                     }));
                     // The void attempt counts as the step's first: the next is the second.
                     state.borrow_mut().broken_attempts = 1;

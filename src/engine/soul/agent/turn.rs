@@ -186,6 +186,7 @@ where
     /// salvaged a round is never retried: something ran. Gives the attempt last made.
     async fn with_retries<R, F, Fut>(
         &self,
+        model: &M,
         announce: Option<u32>,
         first: u32,
         mut attempt: F,
@@ -201,25 +202,48 @@ where
                 Ok(v) => return (Ok(v), i),
                 Err(f) => f,
             };
-            let retry = f.salvaged.is_none() && i < max;
-            let Some(pe) = f.error.provider_error().filter(|pe| retry && is_retryable(pe)) else { return (Err(f), i) };
+            let Some(pe) = f.error.provider_error().filter(|_| f.salvaged.is_none()) else { return (Err(f), i) };
+            let retry = i < max && is_retryable(pe);
+            let status_code = match pe {
+                ChatProviderError::Status { status, .. } => Some(*status),
+                _ => None,
+            };
             let retry_after = match pe {
                 ChatProviderError::Status { retry_after_ms, .. } => retry_after_ms.map(|ms| ms as f64),
                 _ => None,
             };
+            let error_type = pe.class_name();
+            // A fallback model moves on when the error outlasted its retries (or is one the
+            // caller named): the step is asked again of the next provider, at once, from its
+            // first attempt.
+            if let Some(to) = model.fall_back(pe, !retry) {
+                if let Some(n) = announce {
+                    self.send(WireMessage::StepRetry(StepRetry {
+                        n,
+                        next_attempt: 1,
+                        max_attempts: max,
+                        wait_s: 0.0,
+                        error_type: error_type.to_owned(),
+                        status_code,
+                        fallback: Some(to),
+                    }));
+                }
+                i = 1;
+                continue;
+            }
+            if !retry {
+                return (Err(f), i);
+            }
             let wait = retry_wait_ms(i, retry_after, self.env.random(), self.config.backoff);
             if let Some(n) = announce {
-                let status_code = match pe {
-                    ChatProviderError::Status { status, .. } => Some(*status),
-                    _ => None,
-                };
                 self.send(WireMessage::StepRetry(StepRetry {
                     n,
                     next_attempt: i + 1,
                     max_attempts: max,
                     wait_s: wait / 1000.0,
-                    error_type: pe.class_name().to_owned(),
+                    error_type: error_type.to_owned(),
                     status_code,
+                    fallback: None,
                 }));
             }
             self.env.sleep(wait).await;
@@ -233,7 +257,7 @@ where
         if let Some((ask, kept)) = prepared {
             let ask = [ask];
             let (summary, _) = self
-                .with_retries(None, 1, || async {
+                .with_retries(model, None, 1, || async {
                     let req = model.prepare(&Prompt::new(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask))?;
                     let mut source = model.open(req).await?;
                     Ok(generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await?)
@@ -295,7 +319,7 @@ where
         });
         let spawn = |f: LocalBoxFuture<'static, ()>| self.env.spawn(f);
         let (out, attempt) = self
-            .with_retries(Some(n), first_attempt, || {
+            .with_retries(model, Some(n), first_attempt, || {
                 {
                     let mut st = state.borrow_mut();
                     st.repeats.begin_attempt();
@@ -345,7 +369,7 @@ where
             }
             Err(StepFailure { error, salvaged: None }) => return Err(TurnError::Seam(error)),
             Err(StepFailure { error, salvaged: Some(salvaged) }) => {
-                return self.after_salvage(error, salvaged, attempt, state, round);
+                return self.after_salvage(model, error, salvaged, attempt, state, round);
             }
         };
         let GenerateOutput { id: message_id, message, usage, finish_reason, .. } = generated;
@@ -358,7 +382,7 @@ where
         let output = (self.config.output.is_some() && !has_calls && !paused).then(|| answer_json(&message));
         // Kept here (not copied) while the tools run, so a cancel can still write it down.
         state.borrow_mut().in_flight = Some((message, usage));
-        self.status_update(message_id, usage);
+        self.status_update(message_id, usage, model.answered_by());
 
         let results = collect_results(results).await;
         drop(drivers);
@@ -384,6 +408,7 @@ where
     /// [`TurnState::broken_attempts`]); otherwise the turn fails with the error.
     fn after_salvage(
         &self,
+        model: &M,
         error: ErrOf<M>,
         salvaged: Salvaged,
         attempt: u32,
@@ -392,9 +417,16 @@ where
     ) -> Result<bool, TurnError<ErrOf<M>>> {
         *round.borrow_mut() = MessageAssembler::new();
         let Salvaged { generated: GenerateOutput { id, message, usage, .. }, results } = salvaged;
-        self.status_update(id, usage);
+        self.status_update(id, usage, model.answered_by());
         let over = self.close_round(message, usage, &results, state)?;
-        let go_on = attempt < self.config.max_retries_per_step && error.provider_error().is_some_and(is_retryable);
+        let Some(pe) = error.provider_error() else { return Err(TurnError::Seam(error)) };
+        let go_on = attempt < self.config.max_retries_per_step && is_retryable(pe);
+        // The round is kept either way; a fallback model that moves on asks the next step of its
+        // next provider, from that provider's first attempt.
+        if model.fall_back(pe, !go_on).is_some() {
+            state.borrow_mut().broken_attempts = 0;
+            return Ok(over);
+        }
         if !go_on {
             return Err(TurnError::Seam(error));
         }
@@ -403,12 +435,17 @@ where
     }
 
     /// kimi-cli: the context's count becomes the step's input tokens, then the status.
-    pub(super) fn status_update(&self, message_id: Option<String>, usage: Option<TokenUsage>) {
+    pub(super) fn status_update(
+        &self,
+        message_id: Option<String>,
+        usage: Option<TokenUsage>,
+        provider: Option<crate::engine::model::Member>,
+    ) {
         if let Some(u) = &usage {
             self.context.update_token_count(u.input());
         }
         let status = Status::of(self.context.read(|c| c.token_count()), self.config.max_context_tokens);
-        self.send(WireMessage::StatusUpdate(StatusUpdate { status, token_usage: usage, message_id }));
+        self.send(WireMessage::StatusUpdate(StatusUpdate { status, token_usage: usage, message_id, provider }));
     }
 
     /// Writes a round into the context — its message, usage and one tool message per result —

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::engine::message::{StreamedMessagePart, TokenUsage};
+use crate::engine::model::Member;
 use crate::engine::partial_json::Edit;
 use crate::engine::soul::agent::UserInput;
 use crate::engine::toolset::ToolResult;
@@ -63,6 +64,10 @@ pub struct StepRetry {
     /// The error's class (`APIStatusError`, …).
     pub error_type: String,
     pub status_code: Option<u16>,
+    /// A `FallbackProvider` moved on: the member the next attempt goes to (attempts count from 1
+    /// again, with no wait). kimi-cli's `StepRetry` ignores the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Member>,
 }
 
 /// The context's state: kimi-cli's status snapshot (`Agent.status`) and, with the step's usage
@@ -89,6 +94,9 @@ pub struct StatusUpdate {
     pub status: Status,
     pub token_usage: Option<TokenUsage>,
     pub message_id: Option<String>,
+    /// The member of a `FallbackProvider` that answered the step (absent for one provider).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Member>,
 }
 
 /// A tool asks the user (`id` names the request; the answer is an `ApprovalResponse`).
