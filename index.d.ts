@@ -306,6 +306,36 @@ export class ScriptedProvider implements ChatProvider {
 }
 
 /**
+ * Providers tried in order: a step moves on to the next member when its error outlasts its retries
+ * (an error the agent retries — a 429/5xx, a dropped connection, a timeout, a cut-off or garbled
+ * stream — still there when `maxRetriesPerStep` is spent; `step` and `generate` make no retries, so
+ * for them the first such error), or at once when its kind or HTTP status is in `fallbackOn`. Once
+ * moved on, the rest of the call (the turn's later steps) stays on that member. Each member builds
+ * its own request (its wire format, key, `fetch`, structured output). `result.provider` (step,
+ * generate) and the wire (`StepRetry.fallback`, `StatusUpdate.provider`) say which one answered.
+ * A `FallbackProvider` among the members gives its members (its own `fallbackOn` does not apply).
+ */
+export class FallbackProvider implements ChatProvider {
+  constructor(providers: ChatProvider[], options?: {
+    /** Kinds (`"missing_key"`, `"status"`, … — see ChatProviderError.kind) and HTTP statuses (`401`) that move on without retries. */
+    fallbackOn?: Array<ProviderErrorKind | number>;
+  });
+  /** The members, in the order they are tried. */
+  readonly providers: readonly ChatProvider[];
+  readonly name: "fallback";
+  /** The first member's. */
+  readonly modelName: string;
+  readonly thinkingEffort: ThinkingEffort | null;
+  withThinking(effort: ThinkingEffort): FallbackProvider;
+}
+
+/** Which member of a `FallbackProvider` a step moved on to (`StepRetry.fallback`) or was answered by (`StatusUpdate.provider`). */
+export interface FallbackMember {
+  index: number;
+  model: string;
+}
+
+/**
  * Wraps a provider and injects faults through its real fetch path (a ScriptedProvider inside is
  * served as an OpenAI-compatible SSE stream): HTTP errors (429 with Retry-After), a stream cut
  * mid-event or between events (a connection error), a tool call missing its final `}`, slow
@@ -461,6 +491,8 @@ export interface GenerateResult {
   message: Message;
   usage: TokenUsage | null;
   finishReason: string | null;
+  /** The provider that answered: the one given, or the member of a `FallbackProvider`. */
+  provider: ChatProvider;
 }
 /**
  * OpenTelemetry spans by the GenAI semantic conventions, with no dependency of this package: `tracer`
@@ -512,6 +544,8 @@ export class StepResult<T = unknown> {
   readonly usage: TokenUsage | null;
   readonly finishReason: string | null;
   readonly toolCalls: ToolCall[];
+  /** The provider that answered: the one given, or the member of a `FallbackProvider`. */
+  readonly provider: ChatProvider;
   /** With `output`: the parsed answer, as `generate` gives it. */
   readonly output?: T;
   /** In call order, whatever order they finished in. Rejects with the signal's reason if it aborts first. */
@@ -567,7 +601,7 @@ export interface Logger {
 /** kimi-cli's envelope: `{type: "TurnBegin", payload: {user_input}}`, `{type: "ContentPart", payload: TextPart}`, … */
 export type WireMessage = { type: string; payload: any };
 
-/** The context's state; `context_usage` and `max_context_tokens` are 0 when the model's window is not known. A `StatusUpdate`'s payload has the same fields (and `token_usage`, `message_id`). */
+/** The context's state; `context_usage` and `max_context_tokens` are 0 when the model's window is not known. A `StatusUpdate`'s payload has the same fields (and `token_usage`, `message_id`, and `provider`: a `FallbackMember` when the agent's provider is a `FallbackProvider`). */
 export interface StatusSnapshot {
   context_usage: number;
   context_tokens: number;

@@ -66,6 +66,10 @@ test("kimi-cli reads every message of a recording this runtime wrote (a tool cal
   await k.runSoul(new k.Agent({ provider: new k.ScriptedProvider([script, "text: 3"]), toolset }), "add", drain, new AbortController().signal, record());
   const retrying = new k.Agent({ provider: new k.ScriptedProvider(["error: 429 slow", "text: ok"]), retryBackoff: { initialMs: 0, maxMs: 0, jitterMs: 0 } });
   await k.runSoul(retrying, "x", drain, new AbortController().signal, record());
+  // A fallback provider's move (StepRetry.fallback) and who answered (StatusUpdate.provider).
+  const fallback = new k.FallbackProvider([new k.ScriptedProvider(["error: 429 slow"]), new k.ScriptedProvider(["text: ok"])], { fallbackOn: [429] });
+  await k.runSoul(new k.Agent({ provider: fallback }), "y", drain, new AbortController().signal, record());
+  assert.ok(lines.some((l) => l.includes('"fallback":{"index":1')) && lines.some((l) => l.includes('"provider":{"index":1')), "the fallback's fields are recorded");
   const file = join(mkdtempSync(join(tmpdir(), "kimi-wire-")), "wire.jsonl");
   writeFileSync(file, lines.join("\n") + "\n");
   const theirs = JSON.parse(execFileSync(python, ["-c", READ_WIRE, file], { encoding: "utf8" }));
