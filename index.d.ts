@@ -653,6 +653,13 @@ export class Agent implements Soul {
     /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
     toolTimeoutMs?: number;
     /**
+     * How long a whole turn may run, in ms. Past it the turn is stopped as an abort stops it (every
+     * running tool's `ctx.signal` aborts with a `TimeoutError`, each open call gets a "timed out"
+     * result, the history stays consistent, `TurnEnd` is sent) and `runSoul` rejects with
+     * `TurnTimeoutError`. Default: no limit.
+     */
+    turnTimeoutMs?: number;
+    /**
      * Structured output: every step asks for it, and a turn's output is its final answer's (tools
      * work in between). The wire carries the preview as `{type: "PartialOutput", payload: {edits}}`
      * after the parts that made it (apply with `PartialJson.applyEdits`, from each `StepBegin`;
@@ -718,6 +725,12 @@ export function unfinishedTurn(recording: string | WireMessage[]): null | {
 /** A turn could not go on after its runtime stopped (see `resumeSoul`). */
 export class TurnNotRecovered extends Error {
   constructor(message?: string);
+}
+
+/** A turn ran past its agent's `turnTimeoutMs` and was stopped. */
+export class TurnTimeoutError extends Error {
+  constructor(timeoutMs: number, message?: string);
+  readonly timeoutMs: number;
 }
 
 export class RunCancelled extends Error {

@@ -8,7 +8,7 @@ import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 import { checkLogger, checkOptionNames } from "./util.js";
 
-export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered } from "./errors.js";
+export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered, TurnTimeoutError } from "./errors.js";
 
 export class RunCancelled extends Error {
   constructor(message = "The run was cancelled", options) {
@@ -25,7 +25,7 @@ const BACKOFF_KEYS = ["initialMs", "maxMs", "jitterMs"];
  * result and status on the run's wire, with kimi-cli's retries, compaction, approvals and
  * repeated-call rules. The turn runs in the wasm core; this class holds its options.
  */
-const AGENT_OPTIONS = ["name", "provider", "systemPrompt", "toolset", "context", "maxStepsPerTurn", "maxRetriesPerStep", "maxContextTokens", "capabilities", "yolo", "logger", "limits", "retryBackoff", "output", "toolTimeoutMs"];
+const AGENT_OPTIONS = ["name", "provider", "systemPrompt", "toolset", "context", "maxStepsPerTurn", "maxRetriesPerStep", "maxContextTokens", "capabilities", "yolo", "logger", "limits", "retryBackoff", "output", "toolTimeoutMs", "turnTimeoutMs"];
 
 export class Agent {
   #core;
@@ -39,7 +39,7 @@ export class Agent {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     checkOptionNames(opts, "Agent", AGENT_OPTIONS);
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn, maxRetriesPerStep,
-      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output, toolTimeoutMs } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output, toolTimeoutMs, turnTimeoutMs } = opts;
     if (typeof name !== "string") throw new TypeError("Agent: name must be a string");
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     // Left out, they take the core's defaults (AgentConfig::default; index.d.ts documents them).
@@ -67,7 +67,7 @@ export class Agent {
     this.#logger = logger;
     const outputSpec = outputOption(output, "Agent", tools._validate);
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
-      yolo: Boolean(yolo), retryBackoff, limits, output: outputSpec, toolTimeoutMs }));
+      yolo: Boolean(yolo), retryBackoff, limits, output: outputSpec, toolTimeoutMs, turnTimeoutMs }));
     if (providerCore !== null) this.#core.setProvider(providerCore);
   }
 

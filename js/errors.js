@@ -79,6 +79,14 @@ export class TurnNotRecovered extends Error {
     this.name = "TurnNotRecovered";
   }
 }
+/** A turn ran past the agent's `turnTimeoutMs` and was stopped (what was open closed, as a cancel closes it). */
+export class TurnTimeoutError extends Error {
+  constructor(timeoutMs, message) {
+    super(worded("TurnTimeoutError", { timeoutMs }, message));
+    this.name = "TurnTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
 /** The model called the same tool with the same arguments too many times in a row. */
 export class RepeatedToolCallError extends Error {
   constructor(toolName, count, message) {
@@ -96,6 +104,7 @@ const runtimeErrors = {
   LLMNotSupported: (m, f) => new LLMNotSupported(f.modelName, f.capabilities, m),
   RepeatedToolCallError: (m, f) => new RepeatedToolCallError(f.toolName, f.count, m),
   TurnNotRecovered: (m) => new TurnNotRecovered(m),
+  TurnTimeoutError: (m, f) => new TurnTimeoutError(f.timeoutMs, m),
 };
 
 /**

@@ -8,6 +8,6 @@ export { ChaosProvider } from "./chaos.js";
 export { generate, step, StepResult } from "./step.js";
 export { Wire, WireRecorder, readWireRecord, closeInterruptedTurn, unfinishedTurn, WIRE_PROTOCOL_VERSION, QueueShutDown } from "./wire.js";
 export { Context } from "./context.js";
-export { Agent, runSoul, resumeSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered } from "./agent.js";
+export { Agent, runSoul, resumeSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered, TurnTimeoutError } from "./agent.js";
 export { UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS } from "./ui-stream.js";
 export { McpToolset } from "./mcp.js";

@@ -710,3 +710,48 @@ fn preview_edits_join_on_a_merged_side_and_stay_out_of_a_recording() {
     assert!(recorded.iter().all(|l| !l.contains("PartialOutput")), "{recorded:?}");
     assert!(recorded.iter().any(|l| l.contains("ContentPart")));
 }
+
+/// `turn_timeout_ms`: a turn still running at its limit is stopped as a cancel stops it — the
+/// finished call keeps its result, the running one gets a "timed out" result (and is dropped:
+/// the glue aborts its signal), the history is one consistent round — and fails with
+/// `TimedOut`; a turn that ends in time is untouched by it.
+#[test]
+fn a_turn_past_its_time_limit_is_stopped_with_a_consistent_history() {
+    let mut h = Harness::new();
+    plus(&h);
+    h.tools.add("hang", |_, _| futures::future::pending().boxed_local());
+    h.config.turn_timeout_ms = Some(1500.0);
+    let model = Echo::new([format!(
+        "text: Working.\n{}\n{}",
+        call("c1", "plus", json!({"a": 1, "b": 2})),
+        call("c2", "hang", json!({}))
+    )]);
+    let o = h.turn(Some(&model), "go", never(), |_, _| {});
+    assert!(matches!(o.result, Err(TurnError::TimedOut(ms)) if ms == 1500.0), "{:?}", o.result);
+    let msg = o.result.as_ref().err().and_then(|e| e.runtime_error()).unwrap();
+    assert_eq!(
+        msg,
+        ("TurnTimeoutError", "The turn ran past its time limit of 1500 ms (turnTimeoutMs) and was stopped.".into())
+    );
+    assert!(h.env.sleeps.borrow().contains(&1500.0), "the limit's timer: {:?}", h.env.sleeps.borrow());
+    assert_eq!(*h.tools.dropped.borrow(), ["c2"], "the running call was stopped");
+    let history = h.history();
+    let roles: Vec<_> = history.iter().map(|m| format!("{:?}", m.role)).collect();
+    assert_eq!(roles, ["User", "Assistant", "Tool", "Tool"]);
+    assert_eq!(history[2].extract_text(""), "3");
+    assert_eq!(
+        history[3].extract_text(""),
+        "<system>ERROR: The tool call was stopped: the turn ran past its time limit (1500 ms) before it finished.</system>"
+    );
+    let results: Vec<Value> = o.payloads("ToolResult");
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["return_value"]["display"][0]["text"], "Timed out");
+    assert_eq!(o.kinds().last().map(String::as_str), Some("TurnEnd"));
+
+    // In time: the limit changes nothing.
+    let mut h = Harness::new();
+    h.config.turn_timeout_ms = Some(1500.0);
+    h.env.hold.set(true); // the limit's timer never fires
+    let o = h.turn(Some(&Echo::new(["text: done"])), "go", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+}

@@ -3,10 +3,10 @@
 import * as kosong from "kosong-wasm";
 import {
   init, toolOk, toolError, SimpleToolset, OpenAIChatProvider, KimiProvider, AnthropicProvider,
-  OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, ChatProviderError,
+  OpenAIResponsesProvider, GeminiProvider, ScriptedProvider, ChaosProvider, FallbackProvider, ChatProviderError,
   APIConnectionError, APITimeoutError, APIEmptyResponseError, APIStatusError, generate, step,
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
-  readWireRecord, closeInterruptedTurn, resumeSoul, unfinishedTurn, TurnNotRecovered, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
+  readWireRecord, closeInterruptedTurn, resumeSoul, unfinishedTurn, TurnNotRecovered, TurnTimeoutError, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
   McpToolset, UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS,
 } from "kosong-wasm";
 import type {
@@ -58,6 +58,9 @@ export async function main(): Promise<string> {
   const scripted = new ScriptedProvider(['tool_call: {"id": "c1", "name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}', "text: 3"]);
   const chaos: ChatProvider = new ChaosProvider(scripted, { errorProbability: 0, errorTypes: [429], retryAfterS: 1, seed: 1, corruptToolCallProbability: 0, truncateStreamProbability: 0 });
   const thinking: ChatProvider = providers[0].withThinking("high");
+  const fallback = new FallbackProvider([new ScriptedProvider(["error: 503"]), new ScriptedProvider(["text: backup"])], { fallbackOn: ["status", 401] });
+  const answeredBy: ChatProvider = (await step(fallback, "", new SimpleToolset(), [])).provider;
+  const member: readonly ChatProvider[] = fallback.providers;
 
   const out = await generate(new ScriptedProvider(["text: hello"]), "sys", definitions, [], {
     onMessagePart: (p: StreamedMessagePart) => void p,
@@ -139,7 +142,7 @@ export async function main(): Promise<string> {
 
   const errors: Error[] = [
     new ChatProviderError("x"), new APIConnectionError("x"), new APITimeoutError("x"), new APIEmptyResponseError("x"),
-    new RunCancelled("x"), new LLMNotSet(), new MaxStepsReached(3), new LLMNotSupported("m", ["image_in"]),
+    new RunCancelled("x"), new LLMNotSet(), new MaxStepsReached(3), new LLMNotSupported("m", ["image_in"]), new TurnTimeoutError(5000),
   ];
   const isStatus = (e: unknown): number | null => (e instanceof APIStatusError ? e.status : null);
   const kind: string = new ChatProviderError("x", { kind: "limit" }).kind + new APIStatusError("x", { status: 429 }).kind;

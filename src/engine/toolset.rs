@@ -79,7 +79,10 @@ impl ToolReturnValue {
     /// result (it counts like any other).
     pub fn timed_out(name: &str, ms: f64) -> Self {
         Self::error(
-            &format!("Tool `{name}` timed out after {} ms and was stopped.", ms.round()),
+            &format!(
+                "Tool `{name}` timed out after {} ms and was stopped.",
+                crate::engine::json::number_text(ms.round())
+            ),
             "Timed out",
             ToolOutput::Text(String::new()),
         )
@@ -177,7 +180,7 @@ pub fn check_timeout_ms(v: f64, what: &str) -> Result<f64, String> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
-        Err(format!("{what} must be a positive number of milliseconds; got {v}"))
+        Err(format!("{what} must be a positive number of milliseconds; got {}", crate::engine::json::number_text(v)))
     }
 }
 

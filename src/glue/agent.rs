@@ -18,6 +18,7 @@ use super::error::{type_error, GlueError};
 use super::output::{OutputOption, Problem};
 use super::provider::{Members, ProviderCore};
 use super::signals::AbortWatch;
+use super::signals::StopReason;
 use super::sys::{self, AbortSignal};
 use super::tools::{JsToolset, RunFunctions, ToolSignals};
 use super::wire::WireCore;
@@ -59,6 +60,8 @@ impl Env for WebEnv {
 struct AgentEnv {
     output: Option<Rc<OutputOption>>,
     last: Rc<RefCell<JsValue>>,
+    /// What the tools' signals abort with when the turn stops itself.
+    stop: StopReason,
 }
 
 impl Env for AgentEnv {
@@ -73,6 +76,11 @@ impl Env for AgentEnv {
     }
     fn now_s(&self) -> f64 {
         WebEnv.now_s()
+    }
+    fn turn_timed_out(&self, ms: f64) {
+        let why =
+            format!("the turn ran past its time limit of {} ms (turnTimeoutMs)", crate::engine::json::number_text(ms));
+        self.stop.replace(Some(sys::timeout_error(&why)));
     }
     fn accept_output(&self, json: &str) -> Result<(), String> {
         let Some(o) = &self.output else { return Ok(()) };
@@ -148,6 +156,7 @@ impl AgentCore {
             },
             output: None,
             tool_timeouts: super::tools::read_tool_timeouts(get(&opts, "toolTimeoutMs"), "Agent")?,
+            turn_timeout_ms: super::tools::read_time_limit(get(&opts, "turnTimeoutMs"), "Agent: turnTimeoutMs")?,
         };
         let yolo = field(&opts, "yolo").as_bool().unwrap_or(false);
         let output = OutputOption::read(&opts, "Agent")?.map(Rc::new);
@@ -250,11 +259,12 @@ impl AgentCore {
             Box::new(sys::random_uuid),
         ));
         let run_fns = RunClosures::new(&wire, &approvals);
+        let stop = StopReason::default();
         let simple = get(&hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32);
         let tools = JsToolset::new(
             toolset,
             simple,
-            ToolSignals::PerCall(signal.clone()),
+            ToolSignals::PerCall(signal.clone(), stop.clone()),
             warn,
             Some(run_fns.functions()),
             self.config.tool_timeouts,
@@ -262,7 +272,7 @@ impl AgentCore {
         let provider = self.provider.clone();
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
         self.last_output.replace(JsValue::UNDEFINED);
-        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone() };
+        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone(), stop };
         self.busy.set(true);
         let busy = Busy(self.busy.clone());
         Ok(future_to_promise(async move {
@@ -357,6 +367,7 @@ fn runtime_fields<E>(e: &TurnError<E>) -> js_sys::Object {
             set("capabilities", capabilities.iter().map(|c| JsValue::from_str(c)).collect::<js_sys::Array>().into());
         }
         TurnError::MaxStepsReached(n) => set("nSteps", JsValue::from(*n)),
+        TurnError::TimedOut(ms) => set("timeoutMs", JsValue::from(*ms)),
         TurnError::RepeatedToolCall { tool_name, count } => {
             set("toolName", JsValue::from_str(tool_name));
             set("count", JsValue::from(*count));
@@ -386,6 +397,7 @@ pub fn runtime_error_message(class: &str, fields: JsValue) -> String {
                 .unwrap_or_default(),
         },
         "MaxStepsReached" => TurnError::MaxStepsReached(number("nSteps")),
+        "TurnTimeoutError" => TurnError::TimedOut(get(&fields, "timeoutMs").and_then(|v| v.as_f64()).unwrap_or(0.0)),
         "RepeatedToolCallError" => TurnError::RepeatedToolCall { tool_name: text("toolName"), count: number("count") },
         _ => TurnError::LLMNotSet,
     };

@@ -3,6 +3,9 @@
 //! `gloo-timers`' `TimeoutFuture`, which clears its timeout when dropped.) Nothing the engine
 //! registers outlives the operation that registered it.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -58,11 +61,22 @@ impl Drop for AbortWatch {
 pub struct AbortOnDrop {
     ctrl: Option<AbortController>,
     reason_from: Option<AbortSignal>,
+    /// The reason when `reason_from` has none: the run's own (a turn past its time limit).
+    reason_else: Option<StopReason>,
 }
+
+/// Why a run stopped itself (set by the runtime before it drops the calls still running).
+pub type StopReason = Rc<RefCell<Option<JsValue>>>;
 
 impl AbortOnDrop {
     pub fn new(ctrl: AbortController, reason_from: Option<AbortSignal>) -> AbortOnDrop {
-        AbortOnDrop { ctrl: Some(ctrl), reason_from }
+        AbortOnDrop { ctrl: Some(ctrl), reason_from, reason_else: None }
+    }
+
+    /// With the run's own reason for when `reason_from` has not aborted.
+    pub fn or_reason(mut self, reason: &StopReason) -> AbortOnDrop {
+        self.reason_else = Some(reason.clone());
+        self
     }
 
     /// It finished (or something else owns the controller now): nothing to abort.
@@ -82,6 +96,7 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         if let Some(ctrl) = self.ctrl.take() {
             let reason = self.reason_from.as_ref().filter(|s| s.aborted()).map(|s| s.reason());
+            let reason = reason.or_else(|| self.reason_else.as_ref().and_then(|r| r.borrow().clone()));
             ctrl.abort_with_reason(&reason.unwrap_or(JsValue::UNDEFINED));
         }
     }

@@ -11,7 +11,7 @@ use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
 use super::convert::{error_text, from_js};
-use super::signals::AbortOnDrop;
+use super::signals::{AbortOnDrop, StopReason};
 use super::simple_toolset::{normalize_return, registry, Registry};
 use super::sys::{self, AbortSignal};
 use crate::engine::json::Arguments;
@@ -24,11 +24,15 @@ use crate::engine::toolset::{
 
 /// The `toolTimeoutMs` option (`who` names it): none, or a positive number of milliseconds.
 pub fn read_tool_timeouts(v: Option<JsValue>, who: &str) -> Result<ToolTimeouts, JsValue> {
-    let Some(v) = v else { return Ok(ToolTimeouts::default()) };
-    let what = format!("{who}: toolTimeoutMs");
+    Ok(ToolTimeouts { default_ms: read_time_limit(v, &format!("{who}: toolTimeoutMs"))? })
+}
+
+/// A time limit option (`what` names it): none, or a positive number of milliseconds (the
+/// core's rule, [`check_timeout_ms`]).
+pub fn read_time_limit(v: Option<JsValue>, what: &str) -> Result<Option<f64>, JsValue> {
+    let Some(v) = v else { return Ok(None) };
     let ms = v.as_f64().ok_or_else(|| js_sys::TypeError::new(&format!("{what} must be a number")))?;
-    let ms = check_timeout_ms(ms, &what).map_err(|m| JsValue::from(js_sys::TypeError::new(&m)))?;
-    Ok(ToolTimeouts { default_ms: Some(ms) })
+    check_timeout_ms(ms, what).map(Some).map_err(|m| JsValue::from(js_sys::TypeError::new(&m)))
 }
 
 /// A value or a Promise of one, as a future of the settled outcome.
@@ -64,8 +68,8 @@ pub enum ToolSignals {
     /// One signal for every call (`step`'s own controller).
     Shared(AbortSignal),
     /// A controller per call, aborted when the engine drops the call unfinished (an agent
-    /// run; the run's signal gives the reason).
-    PerCall(Option<AbortSignal>),
+    /// run; the run's signal gives the reason, else the run's own: a turn past its time limit).
+    PerCall(Option<AbortSignal>, StopReason),
 }
 
 /// Any JS object with the `Toolset` shape. A `SimpleToolset` (not subclassed) is run by its
@@ -268,12 +272,12 @@ impl ToolDispatch for JsToolset {
                 }
                 Err(e) => return failed(e).boxed_local(),
             },
-            ToolSignals::PerCall(run_signal) => match sys::abort_controller() {
+            ToolSignals::PerCall(run_signal, stop) => match sys::abort_controller() {
                 Ok(ctrl) => {
                     let signal = ctrl.signal();
                     // The tool's own signal: aborted when the engine drops the call unfinished
                     // (the run was cancelled, or the step failed), with the run's reason.
-                    (signal, Some(AbortOnDrop::new(ctrl, run_signal.clone())))
+                    (signal, Some(AbortOnDrop::new(ctrl, run_signal.clone()).or_reason(stop)))
                 }
                 Err(e) => return failed(e).boxed_local(),
             },

@@ -180,3 +180,35 @@ test("a step cut by stepTimeoutMs after a call was handed on: the round is kept 
   assert.match(JSON.stringify(history[2].content), /noted a/);
   assert.match(JSON.stringify(history[4].content), /Noted one/);
 });
+
+test("turnTimeoutMs: a turn past it is stopped — the running tool's signal aborts with a TimeoutError, its result says so, the history is consistent — and runSoul rejects with TurnTimeoutError", async () => {
+  const seen = [];
+  const tools = new k.SimpleToolset([{ name: "quick", handler: () => "done" }, hanging("hang", seen)]);
+  const agent = new k.Agent({ provider: new k.ScriptedProvider([`text: Working.\n${call("c1", "quick")}\n${call("c2", "hang")}`]), toolset: tools, turnTimeoutMs: 60 });
+  const wire = [];
+  const err = await k.runSoul(agent, "go", async (w) => {
+    for await (const m of w.uiSide({ merge: true })) wire.push(m);
+  }, new AbortController().signal).then(() => null, (e) => e);
+  assert.ok(err instanceof k.TurnTimeoutError, String(err));
+  assert.equal(err.timeoutMs, 60);
+  assert.equal(err.message, "The turn ran past its time limit of 60 ms (turnTimeoutMs) and was stopped.");
+  assert.deepEqual(seen, [{ name: "hang", reason: "TimeoutError" }]);
+  const h = agent.context.history;
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool"]);
+  assert.match(JSON.stringify(h[3].content), /the turn ran past its time limit \(60 ms\) before it finished/);
+  const results = wire.filter((m) => m.type === "ToolResult").map((m) => m.payload);
+  assert.deepEqual(results.map((r) => [r.tool_call_id, r.return_value.is_error]), [["c1", false], ["c2", true]]);
+  assert.equal(wire.at(-1).type, "TurnEnd");
+  // The agent takes its next turn as usual.
+  assert.equal(new k.TurnTimeoutError(5).message, "The turn ran past its time limit of 5 ms (turnTimeoutMs) and was stopped.");
+  assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), turnTimeoutMs: 0 }), (e) => e instanceof TypeError && /turnTimeoutMs must be a positive number of milliseconds; got 0/.test(e.message));
+  assert.throws(() => new k.Agent({ provider: new k.ScriptedProvider([]), turnTimeoutMS: 5 }), /did you mean `turnTimeoutMs`/);
+});
+
+test("turnTimeoutMs: a turn that ends in time is untouched, and its timer does not outlive it", async () => {
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["text: quick"]), turnTimeoutMs: 60_000 });
+  const started = performance.now();
+  await k.runSoul(agent, "go", async (w) => { for await (const _ of w.uiSide({ merge: true })); }, new AbortController().signal);
+  assert.equal(agent.context.history.at(-1).content, "quick");
+  assert.ok(performance.now() - started < 30_000, "did not wait for the limit");
+});

@@ -15,6 +15,22 @@ pub fn is_json(text: &str) -> bool {
     scan::accepts_json(text) || serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
+/// A number as JavaScript prints it (`5`, `0.5`, `-1e21`, `NaN`, `Infinity`), without core's float
+/// formatting (its tables are 15 KB of .wasm): whole numbers by the integer formatter, others by
+/// serde_json's (ryu), which the package carries anyway.
+pub fn number_text(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return (v as i64).to_string();
+    }
+    serde_json::Number::from_f64(v).map(|n| n.to_string()).unwrap_or_default()
+}
+
 /// `text` (JSON) with every `\u` escape of a lone surrogate — one JavaScript's `JSON.stringify`
 /// writes for a string cut between the halves of a pair — made `\uFFFD`, as `TextEncoder` makes
 /// such a half; `None` when there is none. serde_json refuses those escapes, so a reader retries
@@ -60,6 +76,15 @@ pub fn lone_surrogates_replaced(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_read_as_in_javascript() {
+        for (v, t) in
+            [(5.0, "5"), (-5.0, "-5"), (0.0, "0"), (0.5, "0.5"), (f64::NAN, "NaN"), (f64::NEG_INFINITY, "-Infinity")]
+        {
+            assert_eq!(super::number_text(v), t);
+        }
+    }
+
     use super::lone_surrogates_replaced as fix;
 
     #[test]

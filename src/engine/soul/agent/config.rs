@@ -25,6 +25,9 @@ pub struct AgentConfig {
     pub output: Option<OutputFormat>,
     /// How long a tool call may run (a tool's own limit comes first).
     pub tool_timeouts: crate::engine::toolset::ToolTimeouts,
+    /// How long a whole turn may run, in milliseconds: past it, the turn is stopped as a cancel
+    /// stops it (what is open is closed) and fails with [`super::TurnError::TimedOut`].
+    pub turn_timeout_ms: Option<f64>,
 }
 
 impl Default for AgentConfig {
@@ -39,6 +42,7 @@ impl Default for AgentConfig {
             backoff: Backoff::default(),
             output: None,
             tool_timeouts: Default::default(),
+            turn_timeout_ms: None,
         }
     }
 }

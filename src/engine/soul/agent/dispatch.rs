@@ -28,6 +28,21 @@ pub fn aborted_result(call_id: &str) -> ToolResult {
     }
 }
 
+/// The result a call gets when the turn ran past its time limit (`ms`) before the call finished.
+pub fn timed_out_result(call_id: &str, ms: f64) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            &format!(
+                "The tool call was stopped: the turn ran past its time limit ({} ms) before it finished.",
+                crate::engine::json::number_text(ms)
+            ),
+            "Timed out",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
 /// The result a call gets when the runtime running it stopped (a deploy, an eviction, a crash)
 /// before its result was recorded: it may have run to the end, part of the way, or not at all.
 pub fn interrupted_result(call_id: &str) -> ToolResult {

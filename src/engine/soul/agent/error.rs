@@ -24,6 +24,8 @@ pub enum TurnError<E> {
     /// failing when its runtime stopped.
     NotRecovered(String),
     Cancelled,
+    /// The turn ran past its time limit (`turn_timeout_ms`, in milliseconds) and was stopped.
+    TimedOut(f64),
 }
 
 impl<E> From<E> for TurnError<E> {
@@ -48,6 +50,13 @@ impl<E> TurnError<E> {
                 "RepeatedToolCallError",
                 format!(
                     "The model called `{tool_name}` with the same arguments {count} times in a row; the turn was stopped."
+                ),
+            ),
+            TurnError::TimedOut(ms) => (
+                "TurnTimeoutError",
+                format!(
+                    "The turn ran past its time limit of {} ms (turnTimeoutMs) and was stopped.",
+                    crate::engine::json::number_text(*ms)
                 ),
             ),
             TurnError::NotRecovered(why) => ("TurnNotRecovered", format!("The turn could not go on after its runtime stopped: {why}.")),

@@ -30,4 +30,7 @@ pub trait Env {
     fn accept_output(&self, _json: &str) -> Result<(), String> {
         Ok(())
     }
+    /// The turn ran past its time limit (`ms`): the tools still running are stopped next (the glue
+    /// gives their signals a `TimeoutError` as the reason).
+    fn turn_timed_out(&self, _ms: f64) {}
 }

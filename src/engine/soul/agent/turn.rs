@@ -8,7 +8,7 @@ use std::rc::Rc;
 use futures::future::{select, Either, LocalBoxFuture};
 
 use super::config::{AgentConfig, UserInput};
-use super::dispatch::{aborted_result, TurnDispatch, TurnState};
+use super::dispatch::{aborted_result, timed_out_result, TurnDispatch, TurnState};
 use super::error::TurnError;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
@@ -70,11 +70,32 @@ where
         let state = Rc::new(RefCell::new(TurnState::new()));
         let round = Rc::new(RefCell::new(MessageAssembler::new()));
         let body = body(state.clone(), round.clone());
-        let outcome = match select(Box::pin(body), Box::pin(cancel)).await {
+        // The turn's own time limit races the caller's cancel: `Some(ms)` when it fired.
+        let (limit, env) = (self.config.turn_timeout_ms, self.env);
+        let time_up = async move {
+            match limit {
+                Some(ms) => {
+                    env.sleep(ms).await;
+                    ms
+                }
+                None => futures::future::pending().await,
+            }
+        };
+        let stop = async {
+            match select(Box::pin(cancel), Box::pin(time_up)).await {
+                Either::Left(((), _)) => None,
+                Either::Right((ms, _)) => Some(ms),
+            }
+        };
+        let outcome = match select(Box::pin(body), Box::pin(stop)).await {
             Either::Left((r, _)) => r,
-            Either::Right(((), _)) => {
-                self.after_cancel(&state, &round);
-                Err(TurnError::Cancelled)
+            Either::Right((timed_out, body)) => {
+                if let Some(ms) = timed_out {
+                    self.env.turn_timed_out(ms);
+                }
+                self.after_cancel(&state, &round, timed_out);
+                drop(body);
+                Err(timed_out.map_or(TurnError::Cancelled, TurnError::TimedOut))
             }
         };
         self.send(WireMessage::TurnEnd);
@@ -86,7 +107,13 @@ where
     /// finished, an aborted one (also published) if not. The same wherever the cancel lands:
     /// mid-stream, mid-tool, mid-salvage, mid-approval; while waiting to retry, the failed
     /// attempt was already void and nothing of it is kept.
-    pub(super) fn after_cancel(&self, state: &Rc<RefCell<TurnState>>, round: &RefCell<MessageAssembler>) {
+    /// `timed_out`: the turn's time limit stopped it (in ms), not the caller.
+    pub(super) fn after_cancel(
+        &self,
+        state: &Rc<RefCell<TurnState>>,
+        round: &RefCell<MessageAssembler>,
+        timed_out: Option<f64>,
+    ) {
         self.wire.reject_pending();
         let (in_flight, finished, published) = {
             let mut st = state.borrow_mut();
@@ -111,7 +138,10 @@ where
             .map(|c| match finished.get(&c.id).filter(|_| published.contains(&c.id)) {
                 Some(r) => r.clone(),
                 None => {
-                    let r = aborted_result(&c.id);
+                    let r = match timed_out {
+                        Some(ms) => timed_out_result(&c.id, ms),
+                        None => aborted_result(&c.id),
+                    };
                     self.wire.send(WireMessage::ToolResult(r.clone()));
                     r
                 }
