@@ -502,6 +502,10 @@ export interface GenerateResult {
  * `gen_ai.response.finish_reasons`, `gen_ai.response.time_to_first_chunk`, `error.type` on failure);
  * each tool call an `execute_tool {name}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`,
  * `error.type` for an error result or a throw), a child of the model call that started it.
+ * On an `Agent`, each turn is an `invoke_agent {name}` span (`gen_ai.agent.name`, `error.type` when
+ * the turn fails) with a `chat` span per attempt of each step as its children (a retried attempt
+ * marked failed with the error's class; the member of a `FallbackProvider` that answered in
+ * `gen_ai.response.model`), and the tools' spans children of the chat that started them.
  * `recordContent: true` adds the prompt, the answer, arguments and results; keys are never recorded.
  * `context`: the parent context of the model call's span (default: the active one).
  */
@@ -652,6 +656,8 @@ export class Agent implements Soul {
     retryBackoff?: { initialMs?: number; maxMs?: number; jitterMs?: number };
     /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
     toolTimeoutMs?: number;
+    /** OpenTelemetry spans of each turn (`invoke_agent`), its model calls and its tools: see `TelemetryOption`. */
+    telemetry?: TelemetryOption;
     /**
      * How long a whole turn may run, in ms. Past it the turn is stopped as an abort stops it (every
      * running tool's `ctx.signal` aborts with a `TimeoutError`, each open call gets a "timed out"

@@ -7,6 +7,7 @@ import { coreOf, outputOption } from "./step.js";
 import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 import { checkLogger, checkOptionNames } from "./util.js";
+import { telemetryOption } from "./telemetry.js";
 
 export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered, TurnTimeoutError } from "./errors.js";
 
@@ -25,7 +26,7 @@ const BACKOFF_KEYS = ["initialMs", "maxMs", "jitterMs"];
  * result and status on the run's wire, with kimi-cli's retries, compaction, approvals and
  * repeated-call rules. The turn runs in the wasm core; this class holds its options.
  */
-const AGENT_OPTIONS = ["name", "provider", "systemPrompt", "toolset", "context", "maxStepsPerTurn", "maxRetriesPerStep", "maxContextTokens", "capabilities", "yolo", "logger", "limits", "retryBackoff", "output", "toolTimeoutMs", "turnTimeoutMs"];
+const AGENT_OPTIONS = ["name", "provider", "systemPrompt", "toolset", "context", "maxStepsPerTurn", "maxRetriesPerStep", "maxContextTokens", "capabilities", "yolo", "logger", "limits", "retryBackoff", "output", "toolTimeoutMs", "turnTimeoutMs", "telemetry"];
 
 export class Agent {
   #core;
@@ -34,12 +35,13 @@ export class Agent {
   #toolset;
   #context;
   #logger;
+  #telemetry;
 
   constructor(opts) {
     if (!opts || typeof opts !== "object") throw new TypeError("Agent needs options: {provider, systemPrompt, …}");
     checkOptionNames(opts, "Agent", AGENT_OPTIONS);
     const { name = "agent", provider = null, systemPrompt = "", toolset, context, maxStepsPerTurn, maxRetriesPerStep,
-      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output, toolTimeoutMs, turnTimeoutMs } = opts;
+      maxContextTokens = 0, capabilities, yolo = false, logger, limits, retryBackoff = {}, output, toolTimeoutMs, turnTimeoutMs, telemetry } = opts;
     if (typeof name !== "string") throw new TypeError("Agent: name must be a string");
     if (typeof systemPrompt !== "string") throw new TypeError("Agent: systemPrompt must be a string");
     // Left out, they take the core's defaults (AgentConfig::default; index.d.ts documents them).
@@ -65,6 +67,7 @@ export class Agent {
     this.#toolset = tools;
     this.#context = context ?? new Context();
     this.#logger = logger;
+    this.#telemetry = telemetryOption(telemetry, "Agent");
     const outputSpec = outputOption(output, "Agent", tools._validate);
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
       yolo: Boolean(yolo), retryBackoff, limits, output: outputSpec, toolTimeoutMs, turnTimeoutMs }));
@@ -91,7 +94,8 @@ export class Agent {
   /** Runs one turn. `run` comes from `runSoul`: `{wire, signal, send, requestApproval}`. */
   async run(userInput, run) {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.run needs the run context runSoul gives it ({wire, signal, …})");
-    await callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), this.#toolset, this.#hooks(run)));
+    await this.#traced(run, userInput, (toolset) =>
+      callWasm(() => this.#core.run(userInput, wireCore(run.wire), contextCore(this.#context), toolset, this.#hooks(run))));
   }
 
   /**
@@ -102,7 +106,22 @@ export class Agent {
   async resume(messages, run, { maxResumes } = {}) {
     if (!run || !(run.wire instanceof Wire)) throw new TypeError("Agent.resume needs the run context resumeSoul gives it ({wire, signal, …})");
     const hooks = { ...this.#hooks(run), maxResumes };
-    await callWasm(() => this.#core.resume(JSON.stringify(messages), wireCore(run.wire), contextCore(this.#context), this.#toolset, hooks));
+    await this.#traced(run, undefined, (toolset) =>
+      callWasm(() => this.#core.resume(JSON.stringify(messages), wireCore(run.wire), contextCore(this.#context), toolset, hooks)));
+  }
+
+  /** `turn(toolset)`, inside an `invoke_agent` span when the agent has `telemetry` (its tools' calls inside theirs). */
+  async #traced(run, userInput, turn) {
+    const t = this.#telemetry;
+    if (!t) return turn(this.#toolset);
+    const span = t.turn(this, this.#provider, run.wire, userInput);
+    try {
+      await turn(t.wrap(this.#toolset));
+    } catch (e) {
+      await span.fail(e);
+      throw e;
+    }
+    await span.end();
   }
 
   #hooks(run) {

@@ -18,6 +18,15 @@ function serverOf(provider) {
   return { "server.address": url.hostname, "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)) };
 }
 
+/** `gen_ai.provider.name` and the server of `provider` (a fallback provider's first member's). */
+function modelAttributes(provider) {
+  const attributes = {};
+  const first = provider?.providers?.[0] ?? provider;
+  const providerName = PROVIDER_NAMES[first?.name];
+  if (providerName) attributes["gen_ai.provider.name"] = providerName;
+  return first ? Object.assign(attributes, serverOf(first)) : attributes;
+}
+
 const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
 const SPAN_KIND_INTERNAL = 0;
 const SPAN_KIND_CLIENT = 2;
@@ -70,19 +79,20 @@ class Telemetry {
     this.#context = context;
   }
 
-  /** A `chat {model}` span for one model call of `provider`; `end(result)` or `fail(error)` closes it. */
-  chat(provider, systemPrompt, history) {
+  /**
+   * A `chat {model}` span for one model call of `provider`; `end(result)` or `fail(error)` closes
+   * it. `within`: the parent's context (an agent turn's span), `startTime` when it began earlier or
+   * begins later than now (an attempt after its retry wait). `history` undefined: not known here.
+   */
+  chat(provider, systemPrompt, history, { within = this.#context, startTime } = {}) {
     const model = provider.modelName;
-    const attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model };
-    const providerName = PROVIDER_NAMES[provider.name];
-    if (providerName) attributes["gen_ai.provider.name"] = providerName;
-    Object.assign(attributes, serverOf(provider));
-    if (this.#content) {
+    const attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model, ...modelAttributes(provider) };
+    if (this.#content && history !== undefined) {
       if (systemPrompt) attributes["gen_ai.system_instructions"] = JSON.stringify([{ type: "text", content: systemPrompt }]);
       attributes["gen_ai.input.messages"] = JSON.stringify(history);
     }
-    const span = this.#tracer.startSpan(`chat ${model}`, { kind: SPAN_KIND_CLIENT, attributes }, this.#context);
-    const started = performance.now();
+    const span = this.#tracer.startSpan(`chat ${model}`, { kind: SPAN_KIND_CLIENT, attributes, ...(startTime ? { startTime } : {}) }, within);
+    const started = startTime ? startTime - performance.timeOrigin : performance.now();
     let first = false;
     const call = {
       span,
@@ -115,6 +125,67 @@ class Telemetry {
     };
     this.current = call;
     return call;
+  }
+
+  /**
+   * One agent turn: an `invoke_agent {name}` span, and — read from the turn's wire as it runs — a
+   * `chat {model}` span per attempt of each step (its child: from `StepBegin`, or from the end of a
+   * retry's wait, to its `StatusUpdate` — usage, message id, the fallback member that answered — or
+   * its `StepRetry`, which marks it failed with the error's class). The tools' spans are children of
+   * the chat span that started them (`wrap`). `end()` or `fail(error)` closes what is open.
+   */
+  turn(agent, provider, wire, userInput) {
+    const attributes = { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name, ...modelAttributes(provider) };
+    if (provider?.modelName) attributes["gen_ai.request.model"] = provider.modelName;
+    if (this.#content && userInput !== undefined) {
+      const content = typeof userInput === "string" ? [{ type: "text", content: userInput }] : userInput;
+      attributes["gen_ai.input.messages"] = JSON.stringify([{ role: "user", parts: content }]);
+    }
+    const span = this.#tracer.startSpan(`invoke_agent ${agent.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, this.#context);
+    const within = contextOf(new Map([[SPAN_KEY, span]]), this.#context);
+    const side = wire.uiSide({ merge: false });
+    let call = null;
+    // A fallback provider's chat spans name the member asked (the first, until a StepRetry moves on).
+    const members = provider?.providers;
+    let current = members?.[0] ?? provider;
+    const begin = (startTime) => (call = current ? this.chat(current, "", undefined, { within, startTime }) : null);
+    let closed = false;
+    const handle = (m) => {
+      if (closed) return;
+      const p = m.payload;
+      if (m.type === "StepBegin") begin();
+      else if (m.type === "ContentPart" || m.type === "ToolCall" || m.type === "ToolCallPart") call?.part();
+      else if (m.type === "StatusUpdate") {
+        const by = (p?.provider && members?.[p.provider.index]) || current;
+        call?.end({ id: p?.message_id, usage: p?.token_usage, provider: by });
+        call = null;
+      } else if (m.type === "StepRetry") {
+        call?.fail({ kind: p?.error_type, message: p?.status_code ? `status ${p.status_code}` : p?.error_type });
+        if (p?.fallback && members?.[p.fallback.index]) current = members[p.fallback.index];
+        begin(performance.timeOrigin + performance.now() + (p?.wait_s ?? 0) * 1000);
+      }
+    };
+    // Read in batches, each handled as it is taken: a message is never between the side and here
+    // when the turn's end reads the rest.
+    (async () => {
+      while (!closed && !side._finished) {
+        for (const m of side._takeReady()) handle(m);
+        await side._ready();
+      }
+    })().catch(() => {});
+    const close = (e) => {
+      // What the turn published last and this loop has not read yet.
+      for (const m of side._takeReady()) handle(m);
+      closed = true;
+      if (call) {
+        if (e) call.fail(e);
+        else call.end({});
+        call = null;
+      }
+      if (e) failed(span, e);
+      span.end();
+    };
+    return { end: () => close(null), fail: (e) => close(e) };
   }
 
   /** Runs `answer()` (a tool call) inside an `execute_tool {name}` span, a child of the current model call. */

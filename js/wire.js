@@ -49,6 +49,23 @@ class WireUISide {
     }
   }
 
+  /** @internal Resolves when a message is ready or the wire has shut down. */
+  _ready() {
+    return this.#core.wait();
+  }
+  /** @internal The wire shut down and every message was read. */
+  get _finished() {
+    return this.#head >= this.#batch.length && this.#core.finished;
+  }
+  /** @internal Every message ready now, without waiting (telemetry reads a turn's last ones so). */
+  _takeReady() {
+    const out = this.#batch.slice(this.#head);
+    this.#batch = [];
+    this.#head = 0;
+    const ready = callWasm(() => this.#core.take());
+    return ready === undefined ? out : out.concat(JSON.parse(ready));
+  }
+
   [Symbol.asyncIterator]() {
     return {
       next: async () => {

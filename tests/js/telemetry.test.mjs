@@ -105,3 +105,62 @@ test("the telemetry option is checked where it is given", async () => {
   await assert.rejects(k.generate(scripted(), "", [], [], { telemetry: {} }), /telemetry\.tracer must be an OpenTelemetry Tracer/);
   await assert.rejects(k.generate(scripted(), "", [], [], { telemetry: { tracer, recordcontent: true } }), /did you mean `recordContent`/);
 });
+
+test("Agent: an invoke_agent span per turn; a chat span per attempt of each step, its child; the tools' spans children of the chat that started them, overlapping it", async () => {
+  exporter.reset();
+  const ran = gate();
+  const steps = [];
+  for (const e of anthropicEvents()) {
+    steps.push(e);
+    if (e.includes('"type":"content_block_stop","index":2')) steps.push({ wait: ran.promise, maxWait: 10_000 });
+  }
+  server.respond({ status: 503, body: { type: "error", error: { type: "overloaded_error", message: "busy" } } });
+  server.respond({ steps });
+  server.respond({ steps: ["event: message_start\ndata: " + JSON.stringify({ type: "message_start", message: { id: "msg_final", type: "message", role: "assistant", content: [], usage: { input_tokens: 50, output_tokens: 1 } } }) + "\n\n",
+    "event: content_block_start\ndata: " + JSON.stringify({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }) + "\n\n",
+    "event: content_block_delta\ndata: " + JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Sunny in Paris." } }) + "\n\n",
+    "event: content_block_stop\ndata: " + JSON.stringify({ type: "content_block_stop", index: 0 }) + "\n\n",
+    "event: message_delta\ndata: " + JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 5 } }) + "\n\n",
+    "event: message_stop\ndata: " + JSON.stringify({ type: "message_stop" }) + "\n\n"] });
+  const provider = new k.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl: server.baseUrl });
+  const agent = new k.Agent({ name: "weather-bot", provider, systemPrompt: "terse", toolset: weather(ran), retryBackoff: { initialMs: 1, jitterMs: 0 }, telemetry: { tracer } });
+  await k.runSoul(agent, "Weather in Paris and Tokyo?", async (w) => { for await (const _ of w.uiSide({ merge: true })); }, new AbortController().signal);
+  const spans = exporter.getFinishedSpans();
+  const turn = spans.find((s) => s.name === "invoke_agent weather-bot");
+  assert.ok(turn, spans.map((s) => s.name).join(", "));
+  assert.equal(turn.attributes["gen_ai.operation.name"], "invoke_agent");
+  assert.equal(turn.attributes["gen_ai.agent.name"], "weather-bot");
+  assert.equal(turn.attributes["gen_ai.request.model"], "claude-sonnet-4-5");
+  assert.equal(parentOf(turn), undefined, "the turn is the root");
+  const chats = spans.filter((s) => s.name === "chat claude-sonnet-4-5").sort((a, b) => ns(a.startTime) - ns(b.startTime));
+  assert.equal(chats.length, 3, "the failed attempt, the step with the calls, the answer");
+  assert.ok(chats.every((c) => parentOf(c) === turn.spanContext().spanId && c.spanContext().traceId === turn.spanContext().traceId));
+  assert.equal(chats[0].attributes["error.type"], "APIStatusError");
+  assert.equal(chats[0].status.code, 2);
+  const hist = agent.context.history;
+  assert.equal(chats[1].attributes["gen_ai.response.id"], "msg_01XFDUDYJgAACzvnptvVoYEL");
+  assert.equal(chats[2].attributes["gen_ai.response.id"], "msg_final");
+  assert.equal(chats[2].attributes["gen_ai.usage.output_tokens"], 5);
+  assert.ok(chats[1].attributes["gen_ai.response.time_to_first_chunk"] > 0);
+  const tools = spans.filter((s) => s.name === "execute_tool get_weather");
+  assert.equal(tools.length, 2);
+  for (const t of tools) assert.equal(parentOf(t), chats[1].spanContext().spanId, "a child of the chat that started it");
+  const paris = tools.find((t) => ns(t.startTime) === Math.min(...tools.map((x) => ns(x.startTime))));
+  assert.ok(ns(paris.startTime) < ns(chats[1].endTime), "the first tool started while its model call still streamed");
+  assert.ok(tools.some((t) => t.attributes["error.type"] === "tool_error"), "Tokyo's error result");
+  assert.ok(ns(turn.endTime) >= Math.max(...spans.map((s) => ns(s.endTime))) - 1e6, "the turn's span closes last");
+  assert.deepEqual(hist.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.ok(!JSON.stringify(spans.map((s) => s.attributes)).includes(KEY));
+});
+
+test("Agent: a failed turn's span says why; telemetry is checked", async () => {
+  exporter.reset();
+  const agent = new k.Agent({ provider: new k.ScriptedProvider(["error: 400 bad"]), telemetry: { tracer, recordContent: true } });
+  await assert.rejects(k.runSoul(agent, "hi", async (w) => { for await (const _ of w.uiSide()); }, new AbortController().signal));
+  const turn = exporter.getFinishedSpans().find((s) => s.name === "invoke_agent agent");
+  assert.equal(turn.status.code, 2);
+  assert.equal(turn.attributes["error.type"], "status");
+  assert.match(turn.attributes["gen_ai.input.messages"], /"hi"/);
+  assert.equal(exporter.getFinishedSpans().filter((s) => s.name === "chat scripted_echo").length, 1);
+  assert.throws(() => new k.Agent({ provider: null, telemetry: { tracer: {} } }), /Agent: telemetry.tracer must be an OpenTelemetry Tracer/);
+});
