@@ -157,6 +157,49 @@ test("McpToolset in workerd: the SDK's client with the cfworker validator, again
   }
 });
 
+test("telemetry in workerd: a step's and an agent turn's spans, by the GenAI conventions, from the real SDK's in-memory exporter", async () => {
+  linkDevDependency("@opentelemetry/sdk-trace-base");
+  linkDevDependency("@opentelemetry/api");
+  const app = join(dir, "telemetry-worker");
+  mkdirSync(join(app, "src"), { recursive: true });
+  cpSync(join(root, "tests", "js", "telemetry-worker", "index.js"), join(app, "src", "index.js"));
+  writeFileSync(join(app, "wrangler.toml"), 'name = "telemetry-worker"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\ncompatibility_flags = ["nodejs_compat"]\n');
+  sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
+  const worker = new Miniflare(bundledWorker(app, { compatibilityFlags: ["nodejs_compat"] }));
+  const call = (id, a, b) => [toolStart(0, id, "add"), toolArgs(0, JSON.stringify({ a, b })), finish("tool_calls"), done()];
+  llm.respond({ steps: [text("Adding."), ...call("s1", 1, 2)] });
+  llm.respond({ steps: [text("Adding."), ...call("a1", 2, 3)] });
+  llm.respond({ steps: [text("It is 5."), finish(), usage(40, 4), done()] });
+  try {
+    const res = await worker.dispatchFetch(`http://worker.local/?llm=${encodeURIComponent(llm.baseUrl)}`);
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    const { spans } = body;
+    const named = (n) => spans.filter((s) => s.name === n);
+    assert.deepEqual(body.history, ["user", "assistant", "tool", "assistant"]);
+    const [turn] = named("invoke_agent worker-agent");
+    assert.ok(turn, spans.map((s) => s.name).join(", "));
+    assert.equal(turn.attributes["gen_ai.operation.name"], "invoke_agent");
+    const chats = named("chat mock-model").sort((a, b) => a.start - b.start);
+    assert.equal(chats.length, 3, "the step's call and the turn's two");
+    assert.equal(chats[0].parent, null, "the step's chat span is a root");
+    assert.ok(chats.slice(1).every((c) => c.parent === turn.id && c.trace === turn.trace));
+    for (const c of chats) {
+      assert.equal(c.kind, 2);
+      for (const k of ["gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "server.address", "server.port"]) assert.ok(k in c.attributes, `${k} in ${JSON.stringify(c.attributes)}`);
+    }
+    assert.equal(chats[2].attributes["gen_ai.usage.output_tokens"], 4);
+    const tools = named("execute_tool add");
+    assert.equal(tools.length, 2);
+    assert.equal(tools[0].parent, chats[0].id);
+    assert.equal(tools[1].parent, chats[1].id);
+    for (const t of tools) assert.deepEqual([t.attributes["gen_ai.tool.name"], t.attributes["gen_ai.operation.name"]], ["add", "execute_tool"]);
+    assert.ok(!JSON.stringify(spans).includes("sk-worker-telemetry"), "no key in any span");
+  } finally {
+    await worker.dispose();
+  }
+});
+
 // ---- the Worker ---------------------------------------------------------------------------
 
 const SECRET = "test-session-secret-0123456789abcdef-XYZ";
