@@ -65,13 +65,7 @@ impl ProviderCore {
     /// member's); `undefined` for a scripted one.
     #[wasm_bindgen(getter)]
     pub fn origin(&self) -> Option<String> {
-        self.origin_of(0)
-    }
-
-    /// The origin of member `index` (0 for a provider alone).
-    #[wasm_bindgen(js_name = originOf)]
-    pub fn origin_of(&self, index: usize) -> Option<String> {
-        match &*self.member(index)?.provider {
+        match &*self.first.provider {
             Provider::Http(p) => p.origin(),
             Provider::Scripted(_) => None,
         }
@@ -118,12 +112,6 @@ impl ProviderCore {
         self.rest.push(next.first.clone());
         self.rest.extend(next.rest.iter().cloned());
     }
-
-    /// How many providers this is made of (1 for a provider alone).
-    #[wasm_bindgen(getter)]
-    pub fn members(&self) -> usize {
-        1 + self.rest.len()
-    }
 }
 
 /// Each member's provider with the transport one call sends through, and the triggers.
@@ -147,13 +135,6 @@ impl Members {
 impl ProviderCore {
     fn one(single: Single) -> ProviderCore {
         ProviderCore { first: single, rest: Vec::new(), at_once: Vec::new() }
-    }
-
-    fn member(&self, index: usize) -> Option<&Single> {
-        match index {
-            0 => Some(&self.first),
-            i => self.rest.get(i - 1),
-        }
     }
 
     /// What one call runs over (the runtime's `fetch` found now, for a member given none).

@@ -162,6 +162,5 @@ test("FallbackProvider checks what it is given", () => {
   const two = new k.ScriptedProvider(["text: y"]);
   const nested = new k.FallbackProvider([new k.FallbackProvider([one, two])]);
   assert.deepEqual(nested.providers, [one, two]);
-  assert.equal(nested._core.members, 2);
   assert.equal(nested.modelName, "scripted_echo");
 });

@@ -50,8 +50,11 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // grows the shipped .wasm past it has to say so here. 256 KiB → 261 KiB: tool time limits
   // (per tool, per step, per agent: +2.0 KB gzip), file parts in four wire formats (+2.4 KB), the
   // model call's first-chunk and whole-call limits with the provider's origin for telemetry
-  // (+1.3 KB), on top of the errors that name their request.
-  const BUDGET = 261 * 1024;
+  // (+1.3 KB), on top of the errors that name their request. 261 KiB → 267 KiB: FallbackProvider
+  // (the rule, its triggers and the members' cores: +3.1 KB), what vendors send beside the format
+  // (Groq's usage, reasoning_details, Gemini's code execution: +0.9 KB), the turn's time limit and
+  // the agent's telemetry hooks (+1.4 KB).
+  const BUDGET = 267 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -28,7 +28,7 @@ pub fn number_text(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         return (v as i64).to_string();
     }
-    serde_json::Number::from_f64(v).map(|n| n.to_string()).unwrap_or_default()
+    serde_json::to_string(&v).unwrap_or_default()
 }
 
 /// `text` (JSON) with every `\u` escape of a lone surrogate — one JavaScript's `JSON.stringify`
