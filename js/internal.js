@@ -37,16 +37,18 @@ async function nextBatch(reader, st, max) {
   if (first.done) return null;
   const chunks = [first.value];
   let size = first.value.byteLength;
+  // The reactions that note a read's outcome, made once per body (not two closures per chunk).
+  const seen = (st.seen ??= { r: NOT_READY, ok: null, bad: () => {} });
+  seen.ok ??= (x) => (seen.r = x);
   while (size < max) {
     const next = reader.read();
     // A read the stream can answer at once is settled already: its reaction runs before this
-    // function resumes from `await null`. One still waiting is kept for the next call.
-    let r = NOT_READY;
-    next.then(
-      (x) => (r = x),
-      () => {}, // awaited (and so reported) by the next call
-    );
+    // function resumes from `await null`. One still waiting is kept for the next call (whose
+    // `await` of it resumes after this reaction ran, so a late one never lands on a newer read).
+    seen.r = NOT_READY;
+    next.then(seen.ok, seen.bad); // a failure is awaited (and so reported) by the next call
     await null;
+    const r = seen.r;
     if (r === NOT_READY) {
       st.pending = next;
       break;
