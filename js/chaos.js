@@ -5,7 +5,7 @@
 // ScriptedProvider inside is served as an OpenAI-compatible SSE stream for the same reason.
 import { callWasm, wasm } from "./internal.js";
 import { checkOptionNames, sleep } from "./util.js";
-import { ScriptedProvider } from "./providers.js";
+import { FallbackProvider, ScriptedProvider } from "./providers.js";
 
 /** mulberry32: small, fast, and the same sequence for the same seed everywhere (the soak test's too). */
 export function mulberry32(seed) {
@@ -182,6 +182,8 @@ export class ChaosProvider {
 
   constructor(inner, opts = {}) {
     if (inner === null || typeof inner !== "object" || !("_core" in inner)) throw new TypeError("ChaosProvider wraps one of this package's providers");
+    // Its faults go through one fetch: a fallback provider's members each send through their own.
+    if (inner instanceof FallbackProvider) throw new TypeError("ChaosProvider wraps one provider, not a FallbackProvider: wrap its members (new FallbackProvider([new ChaosProvider(a), b]))");
     checkOptionNames(opts ?? {}, "ChaosProvider", ["errorProbability", "truncateStreamProbability", "corruptToolCallProbability", "slowChunkProbability", "slowChunkMs", "errorTypes", "retryAfterS", "seed"]);
     const errorTypes = opts.errorTypes ?? DEFAULT_ERROR_TYPES;
     if (!Array.isArray(errorTypes) || errorTypes.length === 0 || errorTypes.some((s) => !Number.isInteger(Number(s)) || Number(s) < 400 || Number(s) > 599)) {

@@ -163,4 +163,15 @@ test("FallbackProvider checks what it is given", () => {
   const nested = new k.FallbackProvider([new k.FallbackProvider([one, two])]);
   assert.deepEqual(nested.providers, [one, two]);
   assert.equal(nested.modelName, "scripted_echo");
+  // Chaos goes on a member, whose own fetch it wraps; a fallback provider's members each have theirs.
+  assert.throws(() => new k.ChaosProvider(nested), /wrap its members/);
+});
+
+test("a ChaosProvider member: its injected 503 moves the step to the next member", async () => {
+  const flaky = new k.ChaosProvider(new k.ScriptedProvider(["text: never"]), { errorProbability: 1, errorTypes: [503], seed: 3 });
+  const steady = new k.ScriptedProvider(["text: steady"]);
+  const r = await k.step(new k.FallbackProvider([flaky, steady]), "", new k.SimpleToolset([]), user);
+  assert.equal(r.provider, steady);
+  assert.equal(textOf(r.message), "steady");
+  assert.equal(flaky.injected.http, 1, "one injected 503, then the next member");
 });
