@@ -5,11 +5,6 @@
 // arguments and results go into spans only with `recordContent: true`; keys never do.
 import { checkOptionNames, describeThrown, isThenable } from "./util.js";
 
-/**
- * @opentelemetry/api keeps the active span in a Context under this key, created with `Symbol.for`
- * so that every copy of the API reads the others' contexts: a context built here is one the SDK
- * reads as the parent.
- */
 /** `server.address` and `server.port` of the origin `provider` sends to (none for a scripted one). */
 function serverOf(provider) {
   const origin = provider._core?.origin;
@@ -27,6 +22,11 @@ function modelAttributes(provider) {
   return first ? Object.assign(attributes, serverOf(first)) : attributes;
 }
 
+/**
+ * @opentelemetry/api keeps the active span in a Context under this key, created with `Symbol.for`
+ * so that every copy of the API reads the others' contexts: a context built here is one the SDK
+ * reads as the parent.
+ */
 const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
 const SPAN_KIND_INTERNAL = 0;
 const SPAN_KIND_CLIENT = 2;

@@ -19,8 +19,6 @@ use super::signals::AbortWatch;
 use super::sys::{self, AbortController, AbortSignal};
 use super::tools::{self, JsToolset};
 use super::transport::{BodySource, FetchTransport};
-
-type CallModel<'a> = Fallback<ProviderModel<'a, FetchTransport>>;
 use super::{get, read_limits};
 use crate::engine::generate::{generate, GenerateOutput, Limits};
 use crate::engine::message::{Message, ToolCall};
@@ -30,6 +28,9 @@ use crate::engine::output::answer_json;
 use crate::engine::providers::{Prompt, ToolDefinition};
 use crate::engine::step::{collect_results, step, StepFailure, ToolResultCallback};
 use crate::engine::toolset::ToolResult;
+
+/// What one call runs over: the provider's members (one, unless it is a `FallbackProvider`).
+type CallModel<'a> = Fallback<ProviderModel<'a, FetchTransport>>;
 
 /// Options read from the JS layer's hooks object.
 struct Hooks {
@@ -173,8 +174,8 @@ impl Call {
     }
 
     /// Prepares the request and opens its stream: of a fallback provider's next member while the
-    /// one before fails before its answer began (the rule is the core's, `Fallback`). Gives the
-    /// member that answers.
+    /// one before fails before its answer began (the rule is the core's, `Fallback`; `model`
+    /// then says which member answers).
     async fn open(&self, model: &CallModel<'_>) -> Result<ModelSource<BodySource>, GlueError> {
         let output = self.hooks.output.as_ref().map(|o| &o.format);
         let prompt = Prompt::new(&self.system_prompt, &self.tools, &self.history).with_output(output);
