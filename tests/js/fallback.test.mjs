@@ -175,3 +175,34 @@ test("a ChaosProvider member: its injected 503 moves the step to the next member
   assert.equal(textOf(r.message), "steady");
   assert.equal(flaky.injected.http, 1, "one injected 503, then the next member");
 });
+
+test("an agent turn whose primary's socket is destroyed after a call was handed on: the round is kept, the tool ran once, the backup answers the next step; wire, history and servers agree", async () => {
+  const { fallback } = pair(new k.AnthropicProvider({ model: "claude-backup", apiKey: "sk-backup", baseUrl: backup.baseUrl }), { fallbackOn: ["connection"] });
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "plus", parameters: { type: "object" }, handler: ({ a, b }) => (ran.push([a, b]), String(a + b)) }]);
+  const agent = new k.Agent({ provider: fallback, toolset, retryBackoff: { initialMs: 1, jitterMs: 0 } });
+  const [p0, b0] = [primary.requests.length, backup.requests.length];
+  // The first call is whole (its arguments parse and a second call begins); the socket dies inside the second.
+  primary.respond({ steps: [text("Adding."), toolStart(0, "call_1", "plus"), toolArgs(0, '{"a":2,"b":3}'), toolStart(1, "call_2", "plus"), toolArgs(1, '{"a":'), { pause: 30 }, { destroy: true }] });
+  backup.respond(anthropicAnswer("It is 5."));
+  const wire = [];
+  await k.runSoul(agent, "2+3?", async (w) => {
+    for await (const m of w.uiSide({ merge: true })) wire.push(m);
+  }, new AbortController().signal);
+  assert.deepEqual(ran, [[2, 3]], "the whole call ran once; the cut-off one never");
+  const h = agent.context.history;
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.deepEqual(h[1].tool_calls.map((c) => c.id), ["call_1", "call_2"]);
+  assert.equal(textOf(h[2]), "5");
+  assert.match(textOf(h[3]), /broke off/);
+  assert.equal(textOf(h[4]), "It is 5.");
+  assert.equal(wire.filter((m) => m.type === "StepRetry").length, 0, "the kept round is not void");
+  const results = wire.filter((m) => m.type === "ToolResult").map((m) => m.payload.tool_call_id);
+  assert.deepEqual(results.sort(), ["call_1", "call_2"], "each call the wire showed has one result");
+  assert.deepEqual(wire.filter((m) => m.type === "StatusUpdate").map((m) => m.payload.provider.index), [0, 1]);
+  assert.equal(primary.requests.length - p0, 1);
+  const sent = backup.requests.slice(b0);
+  assert.equal(sent.length, 1);
+  const body = JSON.stringify(sent[0].body);
+  assert.ok(body.includes("call_1") && body.includes("broke off"), "the backup is told what happened");
+});

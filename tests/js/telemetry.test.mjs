@@ -24,6 +24,16 @@ function anthropicEvents() {
   return raw.split("\n\n").filter((e) => e.trim()).map((e) => `${e}\n\n`);
 }
 
+/** The recorded answer, held open after its first call until `ran` opens (the first tool ran). */
+function heldUntil(ran) {
+  const steps = [];
+  for (const e of anthropicEvents()) {
+    steps.push(e);
+    if (e.includes('"type":"content_block_stop","index":2')) steps.push({ wait: ran.promise, maxWait: 10_000 });
+  }
+  return steps;
+}
+
 const weather = (ran) => new k.SimpleToolset([{
   name: "get_weather",
   description: "The weather in a city",
@@ -37,11 +47,7 @@ const weather = (ran) => new k.SimpleToolset([{
 test("step: a chat span with the GenAI attributes, and a child execute_tool span per call that starts while the model still streams", async () => {
   exporter.reset();
   const ran = gate();
-  const steps = [];
-  for (const e of anthropicEvents()) {
-    steps.push(e);
-    if (e.includes('"type":"content_block_stop","index":2')) steps.push({ wait: ran.promise, maxWait: 10_000 });
-  }
+  const steps = heldUntil(ran);
   server.respond({ steps });
   const provider = new k.AnthropicProvider({ model: "claude-sonnet-4-5", apiKey: KEY, baseUrl: server.baseUrl });
   const r = await k.step(provider, "You are terse.", weather(ran), [{ role: "user", content: "Weather in Paris and Tokyo?" }], { telemetry: { tracer } });
@@ -109,11 +115,7 @@ test("the telemetry option is checked where it is given", async () => {
 test("Agent: an invoke_agent span per turn; a chat span per attempt of each step, its child; the tools' spans children of the chat that started them, overlapping it", async () => {
   exporter.reset();
   const ran = gate();
-  const steps = [];
-  for (const e of anthropicEvents()) {
-    steps.push(e);
-    if (e.includes('"type":"content_block_stop","index":2')) steps.push({ wait: ran.promise, maxWait: 10_000 });
-  }
+  const steps = heldUntil(ran);
   server.respond({ status: 503, body: { type: "error", error: { type: "overloaded_error", message: "busy" } } });
   server.respond({ steps });
   server.respond({ steps: ["event: message_start\ndata: " + JSON.stringify({ type: "message_start", message: { id: "msg_final", type: "message", role: "assistant", content: [], usage: { input_tokens: 50, output_tokens: 1 } } }) + "\n\n",
