@@ -180,8 +180,8 @@ async function drain(init) {
   if (init?.body && typeof init.body !== "string" && init.body.getReader) await new Response(init.body).arrayBuffer();
 }
 
-export function fixtureFetch(fixture, followUpEvents) {
-  const bytes = fixture.events.map((e) => enc.encode(e));
+export function fixtureFetch(fixture, followUpEvents, { readBytes = 0 } = {}) {
+  const bytes = readBytes > 0 ? networkReads(fixture.events, readBytes) : fixture.events.map((e) => enc.encode(e));
   const state = { handed: new Float64Array(bytes.length), endedAt: 0, requests: 0 };
   const track = (i) => {
     if (i < bytes.length) state.handed[i] = performance.now();
@@ -194,6 +194,19 @@ export function fixtureFetch(fixture, followUpEvents) {
     return streamResponse((followUpEvents ?? []).map((e) => enc.encode(e)));
   };
   return { fetch, state };
+}
+
+/**
+ * The events' bytes as a network hands them over: joined, then cut every `size` bytes wherever
+ * that falls (inside an event, a line or a UTF-8 character). undici's reads of a real response
+ * are of this kind (one TLS record or socket read, often 16 KB), where the fixtures' one event a
+ * read measures mostly what each contender pays per read.
+ */
+export function networkReads(events, size) {
+  const all = enc.encode(events.join(""));
+  const out = [];
+  for (let at = 0; at < all.length; at += size) out.push(all.subarray(at, at + size));
+  return out;
 }
 
 /** A `fetch` that answers its n-th request with the n-th list of events (the last one again after that). */
