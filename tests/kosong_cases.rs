@@ -360,6 +360,118 @@ fn a_call_early_in_a_large_chunk_is_handed_on_before_the_rest_is_decoded() {
     assert_eq!(decoded.get(), 303);
 }
 
+/// A part sink that holds parts until the generation flushes it, as the package's part hook
+/// does; `batches` is what each flush handed over.
+struct Held {
+    held: Vec<StreamedMessagePart>,
+    batches: Rc<RefCell<Vec<Vec<StreamedMessagePart>>>>,
+}
+
+impl kosong_wasm::engine::generate::PartSink<ChatProviderError> for Held {
+    fn part(&mut self, p: &StreamedMessagePart) -> kosong_wasm::engine::generate::CallbackResult<ChatProviderError> {
+        self.held.push(p.clone());
+        Ok(None)
+    }
+    fn flush(&mut self) -> kosong_wasm::engine::generate::CallbackResult<ChatProviderError> {
+        if !self.held.is_empty() {
+            self.batches.borrow_mut().push(std::mem::take(&mut self.held));
+        }
+        Ok(None)
+    }
+}
+
+fn chat_text_events(n: usize, from: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"word {i:05} \"}}}}]}}\n\n"))
+        .collect()
+}
+
+/// A read is decoded a piece at a time, but its parts reach a sink that holds them in one
+/// handing-over when the read is done (before the generation waits for the next one): one
+/// crossing to the JS part hook a read, not one a 1 KB piece. A call's parts are still handed
+/// over before the call is, wherever in the read it ends.
+#[test]
+fn a_holding_sink_is_flushed_once_a_read_and_before_each_call() {
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
+    let first = chat_text_events(300, 0); // about 18 KB: many pieces
+    let call = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
+    let second = format!(
+        "{}{call}{}data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n",
+        chat_text_events(100, 300),
+        chat_text_events(100, 400)
+    );
+    assert!(first.len() > 16 * 1024);
+    let batches = Rc::new(RefCell::new(Vec::new()));
+    let sink = Held { held: Vec::new(), batches: batches.clone() };
+    let decoder = OpenAIChatConfig::for_model("m").decoder();
+    let mut src = SseEventSource::new(Chunks([first.into_bytes(), second.into_bytes()].into()), decoder);
+    let at_call = Rc::new(std::cell::Cell::new(0));
+    let out = futures::executor::block_on(generate(&mut src, sink, |_: &ToolCall| {
+        at_call.set(batches.borrow().iter().map(Vec::len).sum());
+        Ok(None)
+    }))
+    .unwrap();
+    let sizes: Vec<usize> = batches.borrow().iter().map(Vec::len).collect();
+    // The first read whole; the second up to the call (its 100 text parts and the call's own);
+    // the rest of the second read.
+    assert_eq!(sizes, vec![300, 101, 100], "{sizes:?}");
+    assert_eq!(at_call.get(), 401, "the call's parts were all handed over before the call");
+    let all: String = batches
+        .borrow()
+        .iter()
+        .flatten()
+        .filter_map(|p| match p {
+            StreamedMessagePart::Content(ContentPart::Text { text, .. }) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(all, (0..500).map(|i| format!("word {i:05} ")).collect::<String>());
+    assert!(out.message.tool_calls.is_some());
+}
+
+/// An error met in a later piece of a read (after pieces whose parts the sink still holds) comes
+/// after those parts: the sink is flushed before the error is returned.
+#[test]
+fn a_holding_sink_hears_the_parts_before_an_error_later_in_the_same_read() {
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
+    // 200 events, then one padded so that the error starts a piece of its own (pieces as
+    // `next_piece` cuts them: 1 KB, then on to the end of the line), after the pieces whose parts
+    // the sink holds.
+    let err = "data: {\"error\":{\"message\":\"Rate limit\",\"code\":429}}\n\n";
+    let starts = |b: &[u8]| {
+        let (mut pos, mut out) = (0, Vec::new());
+        while pos < b.len() {
+            out.push(pos);
+            let rest = &b[pos..];
+            pos += match rest.get(1024..).and_then(|t| t.iter().position(|&c| c == b'\n')) {
+                Some(nl) => 1024 + nl + 1,
+                None => rest.len(),
+            };
+        }
+        out
+    };
+    let body = (0..2048)
+        .map(|pad| {
+            let last = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+                "x".repeat(pad)
+            );
+            chat_text_events(200, 0) + &last
+        })
+        .find(|b| starts((b.clone() + err).as_bytes()).contains(&b.len()))
+        .expect("a padding that ends a piece")
+        + err;
+    let batches = Rc::new(RefCell::new(Vec::new()));
+    let sink = Held { held: Vec::new(), batches: batches.clone() };
+    let decoder = OpenAIChatConfig::for_model("m").decoder();
+    let mut src = SseEventSource::new(Chunks([body.into_bytes()].into()), decoder);
+    let out = futures::executor::block_on(generate(&mut src, sink, |_: &ToolCall| Ok(None)));
+    assert!(matches!(out, Err(ChatProviderError::Status { status: 429, .. })), "{out:?}");
+    assert_eq!(batches.borrow().iter().map(Vec::len).sum::<usize>(), 201);
+}
+
 /// A body that yields one event per read and notes, before each read, whether the source said
 /// a tool call was streaming.
 struct Hinted(std::collections::VecDeque<Vec<u8>>, Rc<RefCell<Vec<bool>>>, bool);

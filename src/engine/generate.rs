@@ -98,6 +98,11 @@ pub trait EventSource {
     fn limits(&self) -> Limits {
         Limits::default()
     }
+    /// Bytes already read are still to be decoded: the next batch comes without waiting for the
+    /// network, so a part sink need not hand its parts over yet.
+    fn buffered(&self) -> bool {
+        false
+    }
 }
 
 /// Bytes of a response body, pulled as they arrive.
@@ -253,6 +258,9 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     }
     fn limits(&self) -> Limits {
         self.limits
+    }
+    fn buffered(&self) -> bool {
+        self.failed.is_none() && !self.ended && self.pos < self.chunk.len()
     }
 }
 
@@ -573,7 +581,9 @@ where
     *asm.borrow_mut() = MessageAssembler::with_limits(source.limits());
     let mut batch = Vec::new();
     loop {
-        let more = source.next_batch(&mut batch).await?;
+        // A failed batch appends nothing (the events before an error in the same piece come in
+        // a batch of their own first).
+        let next = source.next_batch(&mut batch).await;
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
@@ -604,10 +614,16 @@ where
                 StreamEvent::Boundary => asm.borrow_mut().boundary(),
             }
         }
-        if let Some(f) = parts.flush()? {
-            f.await?;
+        // Handed over before the generation waits for more bytes, and before an error (as they
+        // would have been had the error come in a later read); while a read's pieces are still
+        // being decoded (a batch is one piece of a read) they are gathered: one crossing to the
+        // part hook a read, not a piece.
+        if next.is_err() || !source.buffered() {
+            if let Some(f) = parts.flush()? {
+                f.await?;
+            }
         }
-        if !more {
+        if !next? {
             break;
         }
     }

@@ -49,4 +49,10 @@ where
             ModelSource::Scripted(s) => s.limits(),
         }
     }
+    fn buffered(&self) -> bool {
+        match self {
+            ModelSource::Sse { source, .. } => source.buffered(),
+            ModelSource::Scripted(s) => s.buffered(),
+        }
+    }
 }
