@@ -14,7 +14,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "../scripts/build.mjs";
 import { ensureNpmPackages } from "../scripts/setup.mjs";
-import { textFixture, toolsFixture, fixtureFetch, followUp, stats } from "./lib.mjs";
+import { textFixture, toolsFixture, fixtureFetch, followUp, stats, settle } from "./lib.mjs";
 import { textContenders, bareToolStream } from "./contenders.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,7 +26,6 @@ const arg = (name, fallback) => {
 const base = arg("base");
 const RUNS = Number(arg("runs", 11));
 const ONLY = arg("only", null)?.split(",");
-const gc = () => globalThis.gc?.();
 
 /** Builds `ref`'s package in a worktree; returns its pkg/node.js path and a cleanup. */
 function buildBase(ref) {
@@ -112,8 +111,8 @@ async function rounds(fx, order, runs) {
   for (let w = 0; w < 3; w++) for (const [, run] of order) await run(fx.setup());
   for (let r = 0; r < runs; r++) {
     for (const [name, run] of order) {
+      await settle();
       const io = fx.setup();
-      gc();
       const t = performance.now();
       await run(io);
       times[name].push(performance.now() - t);

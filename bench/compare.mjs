@@ -8,7 +8,7 @@ import { createParser } from "eventsource-parser";
 import OpenAI from "openai";
 import { Agent as OAAgent, run as oaRun, tool as oaTool, OpenAIChatCompletionsModel, setTracingDisabled } from "@openai/agents";
 import { createOpenAI } from "@ai-sdk/openai";
-import { oa, sequenceFetch, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, structuredFixture, followUp, fixtureFetch, fixtureServer, stats } from "./lib.mjs";
+import { oa, sequenceFetch, textFixture, toolsFixture, bigArgFixture, nestedArgFixture, structuredFixture, followUp, fixtureFetch, fixtureServer, stats, settle } from "./lib.mjs";
 import { textContenders, toolContenders, bareToolStream } from "./contenders.mjs";
 
 const [which, runsArg] = process.argv.slice(2);
@@ -25,8 +25,8 @@ async function measure(setup, fn, runs = RUNS, warmup = WARMUP) {
   for (let i = 0; i < warmup; i++) await fn(setup());
   const ms = [];
   for (let i = 0; i < runs; i++) {
+    await settle();
     const io = setup();
-    gc();
     const t = performance.now();
     await fn(io);
     ms.push(performance.now() - t);
@@ -44,8 +44,8 @@ async function roundRobin(contenders, setup, runs = RUNS) {
   const times = Object.fromEntries(entries.map(([name]) => [name, []]));
   for (let r = 0; r < runs; r++) {
     for (const [name, fn] of entries) {
+      await settle();
       const io = setup();
-      gc();
       const t = performance.now();
       await fn(io);
       times[name].push(performance.now() - t);
@@ -93,7 +93,7 @@ async function toolsComparison(format, interleaved) {
     for (const [name, fn] of contenders) {
       const { fetch, state } = fixtureFetch(fixture, followUp(format));
       const started = new Map();
-      gc();
+      await settle();
       const t = performance.now();
       const n = await fn({ fetch, baseUrl: "http://bench.invalid/v1", calls: fixture.calls, onStart: (id) => started.has(id) || started.set(id, performance.now()) });
       const total = performance.now() - t;

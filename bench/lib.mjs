@@ -241,6 +241,19 @@ export async function fixtureServer(fixture, followUpEvents) {
 
 // ---- statistics -------------------------------------------------------------------------------
 
+/**
+ * Between timed runs: a GC, then one task turn, in which the FinalizationRegistry callbacks the GC
+ * queued free the last run's wasm objects (and let go of what they hold: a provider's `fetch`, and
+ * with it a fixture's bytes), then a GC again. Without the task turn a bench whose runs never leave
+ * the microtask queue (the fixtures' `fetch`) frees none of them: the A/B of every fixture grew to
+ * 7 GB here, and each later fixture was timed in a heavier heap.
+ */
+export async function settle() {
+  globalThis.gc?.();
+  await new Promise((r) => setTimeout(r, 0));
+  globalThis.gc?.();
+}
+
 export function stats(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const q = (p) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))];
@@ -252,7 +265,7 @@ export async function time(fn, { runs = 7, warmup = 1 } = {}) {
   for (let i = 0; i < warmup; i++) await fn();
   const out = [];
   for (let i = 0; i < runs; i++) {
-    if (global.gc) global.gc();
+    await settle();
     const t = performance.now();
     await fn();
     out.push(performance.now() - t);
