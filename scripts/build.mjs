@@ -154,7 +154,7 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
 /**
  * binaryen's `wasm-opt` (the npm package `binaryen`, a devDependency) over the finished .wasm, with
  * its inlining held back: LLVM has inlined at `opt-level = "z"` already, and binaryen's own
- * inlining is what made `-Oz` grow the gzip file (measured on this binary, gzip -9: as built
+ * inlining is what made `-Oz` grow the gzip file (measured on this binary with gzip(1) -9: as built
  * 270,677; `-Oz` 282,895; `-Os` 282,314; `-O2 -fimfs 0 -ocimfs 0` 265,157). Without binaryen
  * installed the .wasm is left as wasm-bindgen wrote it, and the build says so.
  */
