@@ -12,7 +12,7 @@
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
-use crate::engine::json::scan::{Is, Scan};
+use crate::engine::json::scan::{same_bytes, Is, Scan};
 use crate::engine::json::Arguments;
 use serde_json::{json, Map, Value};
 
@@ -339,9 +339,39 @@ pub enum AnthropicDelta {
     },
 }
 
+/// A text delta exactly as Anthropic's API writes one (compact, its keys in this order):
+/// `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`, matched
+/// as two literals around the index, then the text and `}}`. What it takes, the key-by-key scan
+/// below takes too and reads alike (the same index rule, the same text reader); anything else,
+/// whitespace or another key order included, is left to that scan.
+fn anthropic_text_as_sent(data: &str) -> Option<String> {
+    const HEAD: &[u8] = br#"{"type":"content_block_delta","index":"#;
+    const MID: &[u8] = br#","delta":{"type":"text_delta","text":"#;
+    let b = data.as_bytes();
+    if !same_bytes(b.get(..HEAD.len())?, HEAD) {
+        return None;
+    }
+    let mut s = Scan { s: data, b, i: HEAD.len(), escapes: false };
+    s.uint()?;
+    if !same_bytes(b.get(s.i..s.i + MID.len())?, MID) {
+        return None;
+    }
+    s.i += MID.len();
+    let text = s.content()?;
+    same_bytes(b.get(s.i..)?, b"}}").then_some(text)
+}
+
 /// An Anthropic `content_block_delta` carrying a `text_delta` or an `input_json_delta`, or
 /// `None` for the general path.
 pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
+    match anthropic_text_as_sent(data) {
+        Some(text) => Some(AnthropicDelta::Text(text)),
+        None => delta_by_keys(data),
+    }
+}
+
+/// [`anthropic_delta`]'s scan of any member order and whitespace.
+fn delta_by_keys(data: &str) -> Option<AnthropicDelta> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
     let (mut seen_type, mut seen_delta) = (false, false);
     let mut index = None;
@@ -385,6 +415,40 @@ pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
 #[cfg(test)]
 mod fast_tests {
     use super::*;
+
+    /// The literal match takes Anthropic's own form and reads it as the key-by-key scan does;
+    /// what it refuses is the scan's to read (or to refuse).
+    #[test]
+    fn the_text_delta_as_sent_reads_as_the_key_scan_does() {
+        let sent = |index: &str, text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"text_delta","text":"{text}"}}}}"#
+            )
+        };
+        for (index, text) in
+            [("0", "plain"), ("12", ""), ("3", r#"esc \"q\" \\ \n \u00e9 \ud83d\ude00"#), ("0", "é✓😀")]
+        {
+            let e = sent(index, text);
+            let got = anthropic_text_as_sent(&e);
+            assert!(got.is_some(), "{e}");
+            assert_eq!(got.map(AnthropicDelta::Text), delta_by_keys(&e), "{e}");
+        }
+        for e in [
+            sent("01", "x"),
+            sent("1.0", "x"),
+            sent("-1", "x"),
+            sent("1234567890123456", "x"),
+            sent("0", r#"bad \x escape"#),
+            sent("0", "x") + "}",
+            sent("0", "x").replace("}}", "} }"),
+            sent("0", "x").replace(r#""text":"x""#, r#""text":"x","text":"y""#),
+            sent("0", "x").replace(r#"{"type""#, r#"{ "type""#),
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}"#.to_owned(),
+        ] {
+            assert_eq!(anthropic_text_as_sent(&e), None, "{e}");
+            assert_eq!(anthropic_delta(&e), delta_by_keys(&e), "{e}");
+        }
+    }
 
     #[test]
     fn anthropic_text_deltas() {
