@@ -148,7 +148,7 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
   mkdirSync(outDir, { recursive: true });
   run(bindgen, ["--target", "web", "--weak-refs", ...(names ? [] : ["--remove-name-section"]), "--remove-producers-section", "--out-dir", outDir, "--out-name", outName, wasmFile], opts);
   guardGlue(join(outDir, `${outName}.js`));
-  shrink(join(outDir, `${outName}_bg.wasm`), opts);
+  shrink(join(outDir, `${outName}_bg.wasm`), { names, opts });
 }
 
 /**
@@ -161,7 +161,7 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
 const WASM_OPT_FLAGS = ["-O2", "-fimfs", "0", "-ocimfs", "0"];
 // What rustc's wasm32-unknown-unknown target emits today; wasm-opt refuses features it is not told of.
 const WASM_FEATURES = ["--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", "--enable-reference-types", "--enable-multivalue"];
-function shrink(wasmFile, opts) {
+function shrink(wasmFile, { names, opts }) {
   let wasmOpt;
   try {
     wasmOpt = createRequire(import.meta.url).resolve("binaryen/bin/wasm-opt");
@@ -169,7 +169,8 @@ function shrink(wasmFile, opts) {
     console.error("kosong-wasm: binaryen is not installed (npm install); the .wasm is left unoptimized by wasm-opt");
     return;
   }
-  run(process.execPath, [wasmOpt, ...WASM_OPT_FLAGS, ...WASM_FEATURES, wasmFile, "-o", wasmFile], opts);
+  // `-g` keeps the function names of a profiling build (KOSONG_WASM_NAMES=1); wasm-opt drops them otherwise.
+  run(process.execPath, [wasmOpt, ...WASM_OPT_FLAGS, ...WASM_FEATURES, ...(names ? ["-g"] : []), wasmFile, "-o", wasmFile], opts);
 }
 
 /**
