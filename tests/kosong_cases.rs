@@ -436,19 +436,14 @@ fn a_holding_sink_is_flushed_once_a_read_and_before_each_call() {
 fn a_holding_sink_hears_the_parts_before_an_error_later_in_the_same_read() {
     use kosong_wasm::engine::generate::SseEventSource;
     use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
-    // 200 events, then one padded so that the error starts a piece of its own (pieces as
-    // `next_piece` cuts them: 1 KB, then on to the end of the line), after the pieces whose parts
-    // the sink holds.
+    // 200 events, then one padded so that the error starts a piece of its own (pieces as the
+    // engine's `next_piece` cuts them), after the pieces whose parts the sink holds.
     let err = "data: {\"error\":{\"message\":\"Rate limit\",\"code\":429}}\n\n";
     let starts = |b: &[u8]| {
         let (mut pos, mut out) = (0, Vec::new());
         while pos < b.len() {
             out.push(pos);
-            let rest = &b[pos..];
-            pos += match rest.get(1024..).and_then(|t| t.iter().position(|&c| c == b'\n')) {
-                Some(nl) => 1024 + nl + 1,
-                None => rest.len(),
-            };
+            pos += kosong_wasm::engine::generate::next_piece(b, pos).len();
         }
         out
     };

@@ -166,8 +166,8 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
 const PIECE: usize = 1 << 10;
 
 /// The next piece of `chunk` from `pos`: up to [`PIECE`] bytes, ended at a line's end when
-/// one comes soon after.
-fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
+/// one comes soon after. Public for the tests that place an event at a piece's start.
+pub fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
     let rest = chunk.get(pos..).unwrap_or_default();
     if rest.len() <= PIECE {
         return rest;

@@ -84,6 +84,18 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Exactly the bytes `lit` here, no whitespace before them: a fast path's match of an event
+    /// as its API writes it.
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn raw(&mut self, lit: &[u8]) -> R<()> {
+        if !same_bytes(self.b.get(self.i..self.i + lit.len())?, lit) {
+            return None;
+        }
+        self.i += lit.len();
+        Some(())
+    }
+
     #[inline(always)]
     pub(crate) fn peek(&mut self) -> R<u8> {
         self.ws();

@@ -12,7 +12,7 @@
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
-use crate::engine::json::scan::{same_bytes, Is, Scan};
+use crate::engine::json::scan::{Is, Scan};
 use crate::engine::json::Arguments;
 use serde_json::{json, Map, Value};
 
@@ -345,20 +345,13 @@ pub enum AnthropicDelta {
 /// below takes too and reads alike (the same index rule, the same text reader); anything else,
 /// whitespace or another key order included, is left to that scan.
 fn anthropic_text_as_sent(data: &str) -> Option<String> {
-    const HEAD: &[u8] = br#"{"type":"content_block_delta","index":"#;
-    const MID: &[u8] = br#","delta":{"type":"text_delta","text":"#;
-    let b = data.as_bytes();
-    if !same_bytes(b.get(..HEAD.len())?, HEAD) {
-        return None;
-    }
-    let mut s = Scan { s: data, b, i: HEAD.len(), escapes: false };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    s.raw(br#"{"type":"content_block_delta","index":"#)?;
     s.uint()?;
-    if !same_bytes(b.get(s.i..s.i + MID.len())?, MID) {
-        return None;
-    }
-    s.i += MID.len();
+    s.raw(br#","delta":{"type":"text_delta","text":"#)?;
     let text = s.content()?;
-    same_bytes(b.get(s.i..)?, b"}}").then_some(text)
+    s.raw(b"}}")?;
+    (s.i == s.b.len()).then_some(text)
 }
 
 /// An Anthropic `content_block_delta` carrying a `text_delta` or an `input_json_delta`, or
