@@ -146,6 +146,21 @@ fn fast_and_general<D: StreamDecoder>(make: impl Fn(bool) -> D, preamble: &[&str
     (run(true), run(false))
 }
 
+/// Like [`fast_and_general`], with the decoder's state after each of `events`.
+fn fast_and_general_all<D: StreamDecoder>(make: impl Fn(bool) -> D, events: &[&str]) -> (String, String) {
+    let run = |fast: bool| {
+        let mut d = make(fast);
+        let mut states = Vec::new();
+        for e in events {
+            let mut out = Vec::new();
+            let r = d.on_event(&SseEvent { event: None, data: (*e).to_owned(), id: None }, &mut out);
+            states.push(format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason()));
+        }
+        states.join("\n")
+    };
+    (run(true), run(false))
+}
+
 /// `data` with the byte at `cut` removed, one time in four (`mutate`): broken JSON of the same shape.
 fn sometimes_broken(mut data: String, cut: u16, mutate: u8) -> String {
     if mutate.is_multiple_of(4) && data.len() > 1 {
@@ -391,6 +406,81 @@ mod chat_fast_path {
             })
     }
 
+    /// Two chunks of one shape: the same members (in any order, with or without whitespace)
+    /// around a content or a fragment's arguments and an `obfuscation` padding, which differ
+    /// between the two; and one time in four the second with a byte deleted or inserted anywhere
+    /// (in the members the shape compares as bytes, too).
+    fn same_shape() -> impl Strategy<Value = (String, String)> {
+        const VALUE: &str = "\u{e000}";
+        const PAD: &str = "\u{e001}";
+        let delta = prop_oneof![
+            Just(format!("{{\"content\":\"{VALUE}\"}}")),
+            Just(format!("{{\"role\":\"assistant\",\"content\":\"{VALUE}\"}}")),
+            Just(format!("{{\"content\":\"{VALUE}\",\"content\":\"x\"}}")),
+            Just(format!("{{\"content\":\"{VALUE}\",\"reasoning_content\":\"x\"}}")),
+            Just(format!("{{\"content\":\"{VALUE}\",\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{VALUE}\"}}}}]}}")),
+            prop_oneof![Just("0"), Just("1"), Just("2")].prop_map(|i| format!(
+                "{{\"tool_calls\":[{{\"index\":{i},\"function\":{{\"arguments\":\"{VALUE}\"}}}}]}}"
+            )),
+        ];
+        let finish = prop_oneof![Just("null"), Just("\"stop\""), Just("\"tool_calls\"")];
+        let choice = (delta, finish, any::<bool>()).prop_map(|(d, f, logprobs)| {
+            let lp = if logprobs { ",\"logprobs\":null" } else { "" };
+            format!("\"choices\":[{{\"index\":0,\"delta\":{d}{lp},\"finish_reason\":{f}}}]")
+        });
+        let others = proptest::collection::vec(
+            prop_oneof![
+                3 => Just("\"object\":\"chat.completion.chunk\"".to_owned()),
+                3 => value().prop_map(|v| format!("\"id\":{v}")),
+                2 => Just("\"usage\":null".to_owned()),
+                3 => Just(format!("\"obfuscation\":\"{PAD}\"")),
+                1 => Just(format!("\"obfuscation\":{PAD}")),
+                1 => Just("\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}".to_owned()),
+                1 => value().prop_map(|v| format!("\"model\":{v}")),
+                1 => Just(format!("\"created\":\"{PAD}\"")),
+            ],
+            0..5,
+        );
+        let fill = (
+            text(),
+            text(),
+            text(),
+            prop_oneof![Just("\"p\""), Just("null"), Just("1")],
+            prop_oneof![Just("\"q\""), Just("\"\\n\""), Just("[]")],
+        );
+        (choice, others, prop_oneof![Just(""), Just(" ")], fill, any::<u16>(), any::<u8>(), 0..6u8)
+            .prop_flat_map(|(c, mut o, ws, fill, at, byte, mutate)| {
+                o.push(c);
+                (Just(o).prop_shuffle(), Just(ws), Just(fill), Just(at), Just(byte), Just(mutate))
+            })
+            .prop_map(|(members, ws, (v1, v2, v3, p1, p2), at, byte, mutate)| {
+                let skeleton = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
+                // A padding outside quotes is a whole value: a string or not.
+                let pad = |p: &str, quoted: &str| skeleton.replace(&format!("\"{PAD}\""), quoted).replace(PAD, p);
+                let first = pad(p1, "\"a1\"").replace(VALUE, &v1);
+                let mut second = pad(p2, if v3.is_empty() { "\"b2c3\"" } else { "\"\"" });
+                second = second.replacen(VALUE, &v2, 1).replace(VALUE, &v3);
+                if mutate == 0 && !second.is_empty() {
+                    let i = at as usize % second.len();
+                    if second.is_char_boundary(i) && second.is_char_boundary(i + 1) {
+                        second.remove(i);
+                    }
+                } else if mutate == 1 {
+                    let i = at as usize % (second.len() + 1);
+                    if second.is_char_boundary(i) && byte.is_ascii() {
+                        second.insert(i, byte as char);
+                    }
+                } else if mutate == 2 && !second.is_empty() {
+                    // The same length: a byte changed where the shape compares bytes by position.
+                    let i = at as usize % second.len();
+                    if second.is_char_boundary(i) && second.is_char_boundary(i + 1) && byte.is_ascii() {
+                        second.replace_range(i..i + 1, &(byte as char).to_string());
+                    }
+                }
+                (first, second)
+            })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
 
@@ -398,6 +488,25 @@ mod chat_fast_path {
         fn the_fast_path_agrees_with_the_general_one(data in chunk()) {
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
+        }
+
+        /// The second chunk is read by the shape the first taught (when it has that shape):
+        /// the decoder ends as the general path leaves it, for the two chunks and a third like
+        /// the first.
+        #[test]
+        fn a_chunk_of_the_last_ones_shape_reads_as_the_general_path_reads_it((first, second) in same_shape()) {
+            let start = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#;
+            let other = r#"{"id":"chatcmpl-other","choices":[{"index":0,"delta":{"reasoning_content":"r"}}]}"#;
+            let (fast, general) = super::fast_and_general_all(
+                |fast| {
+                    let mut d = OpenAIChatConfig::for_model("m").decoder();
+                    d.fast = fast;
+                    d
+                },
+                // Between the two, a chunk of another id (read by the general path).
+                &[start, &first, other, &second, &first],
+            );
+            prop_assert_eq!(fast, general, "{}\n{}", first, second);
         }
     }
 }

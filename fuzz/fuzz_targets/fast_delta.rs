@@ -1,5 +1,7 @@
 //! The fast path for text deltas leaves a decoder in the same state as the general path, for
-//! any event text (Chat Completions, Anthropic, Responses and Gemini).
+//! any event text (Chat Completions, Anthropic, Responses and Gemini). The input's NUL-separated
+//! parts are events in turn, so what a fast path keeps from one event to the next (Chat Completions'
+//! chunk shape) is fuzzed too.
 #![no_main]
 use kosong_wasm::engine::providers::anthropic::AnthropicDecoder;
 use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
@@ -9,10 +11,14 @@ use kosong_wasm::engine::providers::StreamDecoder;
 use kosong_wasm::engine::sse::SseEvent;
 use libfuzzer_sys::fuzz_target;
 
-fn state(d: &mut dyn StreamDecoder, data: &str) -> String {
-    let mut out = Vec::new();
-    let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
-    format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
+fn state(d: &mut dyn StreamDecoder, text: &str) -> String {
+    let mut states = String::new();
+    for data in text.split('\0') {
+        let mut out = Vec::new();
+        let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+        states += &format!("{out:?} {:?} {:?} {:?} {:?}\n", r.is_ok(), d.id(), d.usage(), d.finish_reason());
+    }
+    states
 }
 
 /// The decoder `make` builds, with the fast path on and then off, must end in the same state.

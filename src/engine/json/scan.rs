@@ -279,10 +279,19 @@ impl<'a> Scan<'a> {
     /// An object whose one member is `key`, a string: `{"text": "…"}`.
     #[cfg_attr(not(any(feature = "openai", feature = "gemini")), allow(dead_code))]
     pub(crate) fn sole_string(&mut self, key: &str) -> R<String> {
+        self.sole_string_at(key, &mut None)
+    }
+
+    /// [`Scan::sole_string`], and where the string lies (quotes included) in `span`.
+    #[cfg_attr(not(any(feature = "openai", feature = "gemini")), allow(dead_code))]
+    pub(crate) fn sole_string_at(&mut self, key: &str, span: &mut Option<(usize, usize)>) -> R<String> {
         let mut value = None;
         self.object(|s, k| match () {
             _ if k.is(key) && value.is_none() => {
+                s.ws();
+                let at = s.i;
                 value = Some(s.content()?);
+                *span = Some((at, s.i));
                 Some(())
             }
             _ => None,

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
-use crate::engine::json::scan::{Is, Scan};
+use crate::engine::json::scan::{same_bytes, Is, Scan};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::engine::sse::SseEvent;
 
@@ -465,6 +465,8 @@ pub struct OpenAIChatDecoder {
     /// the text at the end.
     sources: Option<serde_json::Map<String, Value>>,
     calls: Vec<OpenCall>,
+    /// The shape of the last chunk the fast path read, to match the next one against.
+    shape: ChunkShape,
     /// Each index's call, and the server ids seen: O(1) lookups however many calls come.
     by_index: std::collections::HashMap<u64, usize>,
     server_ids: std::collections::HashSet<String>,
@@ -486,6 +488,7 @@ impl OpenAIChatDecoder {
             refusal: String::new(),
             sources: None,
             calls: Vec::new(),
+            shape: ChunkShape::default(),
             by_index: std::collections::HashMap::new(),
             server_ids: std::collections::HashSet::new(),
             superseded_upto: 0,
@@ -510,13 +513,6 @@ impl OpenAIChatDecoder {
             out.push(StreamEvent::ToolCallComplete(call.id.clone()));
         } else {
             call.parse_failed = true;
-        }
-    }
-
-    /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
-    fn note_id(&mut self, id: &str) {
-        if !id.is_empty() && !self.state.id.as_deref().is_some_and(|have| have.is(id)) {
-            self.state.id = Some(id.to_owned());
         }
     }
 
@@ -615,9 +611,25 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Ok(());
         }
         if self.fast {
+            if let Some(value) = self.shape.read(data) {
+                self.shape.misses = 0;
+                if let Some(id) = &self.shape.id {
+                    note_id(&mut self.state, id);
+                }
+                match self.shape.fragment {
+                    Some(index) => {
+                        let function = Some(FunctionDelta { name: None, arguments: Some(value) });
+                        self.on_tool_call_delta(ToolCallDelta { index: Some(index), id: None, function }, out);
+                    }
+                    None if !value.is_empty() => self.push_content(ContentPart::text(value), out),
+                    None => {}
+                }
+                return Ok(());
+            }
             if let Some(delta) = chat_text_delta(data) {
+                self.shape.learn(data, &delta);
                 if let Some(id) = delta.id {
-                    self.note_id(id);
+                    note_id(&mut self.state, id);
                 }
                 if let Some(text) = delta.content.filter(|c| !c.is_empty()) {
                     self.push_content(ContentPart::text(text), out);
@@ -640,7 +652,7 @@ impl StreamDecoder for OpenAIChatDecoder {
             return Err(mid_stream_error(&err));
         }
         if let Some(id) = chunk.id.as_deref() {
-            self.note_id(id);
+            note_id(&mut self.state, id);
         }
         if let Some(u) = chunk.usage {
             self.state.usage = Some(u.to_token_usage());
@@ -757,6 +769,97 @@ pub struct TextDelta<'a> {
     pub content: Option<String>,
     /// A fragment of a call's arguments: `tool_calls: [{index, function: {arguments}}]`.
     pub fragment: Option<(u64, String)>,
+    /// Where the chunk's one string that changes from chunk to chunk lies (the content's or the
+    /// fragment's, quotes included), when there is exactly one; and where the value of a
+    /// top-level `obfuscation` string lies. What [`ChunkShape`] learns a chunk's shape by.
+    pub spans: Spans,
+}
+
+/// Byte ranges in a chunk (see [`TextDelta::spans`]).
+#[derive(Debug, PartialEq, Default, Clone, Copy)]
+pub struct Spans {
+    pub value: Option<(usize, usize)>,
+    pub pad: Option<(usize, usize)>,
+}
+
+/// The chunk's id: every chunk repeats it, so it is copied only when it changes.
+fn note_id(state: &mut StreamState, id: &str) {
+    if !id.is_empty() && !state.id.as_deref().is_some_and(|have| have.is(id)) {
+        state.id = Some(id.to_owned());
+    }
+}
+
+/// The bytes of the last chunk [`chat_text_delta`] read, around its one string that changes (the
+/// text or the arguments fragment) and its `obfuscation` padding. A stream repeats the same
+/// metadata in every chunk (id, model, fingerprint, index, nulls); a chunk that has exactly these
+/// bytes around those two strings is the same chunk to the scan, which decides nothing by what a
+/// string holds: it is read by comparing bytes and decoding the one string, not by a second scan.
+#[derive(Debug, Default)]
+pub struct ChunkShape {
+    /// The bytes before the changing string, after it up to the padding, after the padding.
+    head: String,
+    mid: String,
+    tail: String,
+    padded: bool,
+    /// `Some(index)` when the changing string is a fragment of that call's arguments.
+    fragment: Option<u64>,
+    /// The chunk's id.
+    id: Option<String>,
+    known: bool,
+    /// Shapes learned and never matched since the last match: a stream whose chunks differ
+    /// elsewhere (a changing field this does not know) stops the learning.
+    misses: u8,
+}
+
+/// A shape is learned only while its fixed bytes stay this small.
+const SHAPE_MAX: usize = 2048;
+
+impl ChunkShape {
+    /// The changing string of `data` when `data` has this shape.
+    fn read(&self, data: &str) -> Option<String> {
+        if !self.known {
+            return None;
+        }
+        let b = data.as_bytes();
+        if !same_bytes(b.get(..self.head.len())?, self.head.as_bytes()) {
+            return None;
+        }
+        let mut s = Scan { s: data, b, i: self.head.len(), escapes: false };
+        let value = s.content()?;
+        s.raw(self.mid.as_bytes())?;
+        if self.padded {
+            s.skip(0)?;
+        }
+        s.raw(self.tail.as_bytes())?;
+        (s.i == b.len()).then_some(value)
+    }
+
+    /// Learns the shape of a chunk [`chat_text_delta`] read as `d`.
+    fn learn(&mut self, data: &str, d: &TextDelta) {
+        if self.known {
+            // The last shape did not match this chunk.
+            self.misses = self.misses.saturating_add(1);
+        }
+        self.known = false;
+        let Some((a, z)) = d.spans.value else { return };
+        let (p, q) = match d.spans.pad {
+            Some((p, q)) if p >= z => (p, q),
+            Some(_) => return,
+            None => (data.len(), data.len()),
+        };
+        if self.misses >= 8 || data.len() - (z - a) - (q - p) > SHAPE_MAX {
+            return;
+        }
+        let (Some(head), Some(mid), Some(tail)) = (data.get(..a), data.get(z..p), data.get(q..)) else { return };
+        for (to, from) in [(&mut self.head, head), (&mut self.mid, mid), (&mut self.tail, tail)] {
+            to.clear();
+            to.push_str(from);
+        }
+        self.padded = d.spans.pad.is_some();
+        self.fragment = d.fragment.as_ref().map(|f| f.0);
+        self.id = d.id.map(str::to_owned);
+        self.known = true;
+    }
 }
 
 /// The Chat Completions chunk as a plain text delta, or `None` for the general path.
@@ -768,6 +871,8 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
     let mut fragment = None;
     let mut seen_choices = false;
     let mut seen_usage = false;
+    let mut spans = Spans::default();
+    let (mut content_span, mut fragment_span) = (None, None);
     s.object(|s, key| match () {
         _ if key.is("id") => {
             if std::mem::replace(&mut seen_id, true) {
@@ -805,7 +910,7 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                                     Some(())
                                 }
                                 _ if key.is("function") && arguments.is_none() => {
-                                    arguments = Some(s.sole_string("arguments")?);
+                                    arguments = Some(s.sole_string_at("arguments", &mut fragment_span)?);
                                     Some(())
                                 }
                                 _ => None,
@@ -817,7 +922,9 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                             if s.peek()? == b'n' {
                                 return s.literal(b"null");
                             }
+                            let at = s.i;
                             content = Some(s.content()?);
+                            content_span = Some((at, s.i));
                             Some(())
                         }
                         _ if key.is("role") && !std::mem::replace(&mut seen_role, true) => s.plain_str().map(|_| ()),
@@ -837,13 +944,24 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
         }
         // Fields the general path reads: never skipped here.
         _ if key.is_any(&["error", "citations", "search_results", "x_groq"]) => None,
+        // A string that changes with every chunk (OpenAI pads chunks to hide their length).
+        _ if key.is("obfuscation") && spans.pad.is_none() && s.peek()? == b'"' => {
+            let at = s.i;
+            s.skip(0)?;
+            spans.pad = Some((at, s.i));
+            Some(())
+        }
         _ => s.skip(0),
     })?;
     s.ws();
     if s.i != s.b.len() || !seen_choices {
         return None;
     }
-    Some(TextDelta { id, content, fragment })
+    spans.value = match (content_span, fragment_span) {
+        (Some(v), None) | (None, Some(v)) => Some(v),
+        _ => None,
+    };
+    Some(TextDelta { id, content, fragment, spans })
 }
 
 #[cfg(test)]
@@ -853,14 +971,79 @@ mod fast_tests {
     #[test]
     fn the_common_chunk_is_read() {
         let c = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{"index":0,"delta":{"content":" the fox"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"a1b2"}"#;
-        assert_eq!(
-            chat_text_delta(c),
-            Some(TextDelta { id: Some("chatcmpl-1"), content: Some(" the fox".into()), fragment: None })
-        );
+        let d = chat_text_delta(c).unwrap();
+        assert_eq!((d.id, d.content.as_deref(), d.fragment), (Some("chatcmpl-1"), Some(" the fox"), None));
+        let (value, pad) = (d.spans.value.unwrap(), d.spans.pad.unwrap());
+        assert_eq!((&c[value.0..value.1], &c[pad.0..pad.1]), (r#"" the fox""#, r#""a1b2""#));
         let c = r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"function":{"arguments":"{\"a\":"}}]},"finish_reason":null}]}"#;
         assert_eq!(chat_text_delta(c).unwrap().fragment, Some((3, "{\"a\":".into())));
         let c = r#"{ "choices" : [ { "delta" : { "role":"assistant", "content" : "a\n\"b\"\u00e9" } } ] }"#;
         assert_eq!(chat_text_delta(c).unwrap().content.as_deref(), Some("a\n\"b\"é"));
+    }
+
+    /// A chunk shaped like OpenAI's, with this content and padding.
+    fn openai(content: &str, pad: &str) -> String {
+        format!(
+            r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4.1","system_fingerprint":"fp_1","service_tier":"default","choices":[{{"index":0,"delta":{{"content":"{content}"}},"logprobs":null,"finish_reason":null}}],"usage":null,"obfuscation":"{pad}"}}"#
+        )
+    }
+
+    fn learned(data: &str) -> ChunkShape {
+        let mut shape = ChunkShape::default();
+        shape.learn(data, &chat_text_delta(data).unwrap());
+        shape
+    }
+
+    #[test]
+    fn a_chunk_of_the_last_ones_shape_is_read_by_comparing_bytes() {
+        let shape = learned(&openai(" the", "a1b2"));
+        assert!(shape.known && shape.padded && shape.fragment.is_none());
+        assert_eq!(shape.id.as_deref(), Some("chatcmpl-1"));
+        // Another text and another padding, of other lengths, escapes decoded.
+        assert_eq!(shape.read(&openai(r#" quick \"brown\"\u00e9"#, "")).as_deref(), Some(" quick \"brown\"é"));
+        assert_eq!(shape.read(&openai("", "x9y8z7w6")).as_deref(), Some(""));
+        // Not this shape: a byte of the metadata differs, a member is added, the padding is not
+        // a string the scan takes, the text is not one.
+        for other in [
+            openai(" fox", "a1").replace("fp_1", "fp_2"),
+            openai(" fox", "a1").replace(r#""usage":null"#, r#""usage":null,"usage":null"#),
+            openai(" fox", "a1").replace(r#""content":" fox""#, r#""content":" fox","content":"x""#),
+            openai(" fox", r"\u0041"),
+            openai(r"\x", "a1"),
+            openai(" fox", "a1") + " ",
+        ] {
+            assert_eq!(shape.read(&other), None, "{other}");
+        }
+        // A fragment of a call's arguments has its own shape.
+        let call = |args: &str| {
+            format!(
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":3,"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
+            )
+        };
+        let shape = learned(&call(r#"{\"a\":"#));
+        assert_eq!((shape.known, shape.padded, shape.fragment), (true, false, Some(3)));
+        assert_eq!(shape.read(&call("1}")).as_deref(), Some("1}"));
+        assert_eq!(shape.read(&openai("x", "y")), None);
+    }
+
+    #[test]
+    fn a_shape_is_learned_from_one_changing_string_only() {
+        // Content and a fragment in one chunk; no content; padding before the content.
+        for data in [
+            r#"{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0,"function":{"arguments":"x"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"content":null}}]}"#,
+            r#"{"obfuscation":"ab","choices":[{"delta":{"content":"a"}}]}"#,
+        ] {
+            assert!(!learned(data).known, "{data}");
+        }
+        // A stream whose chunks keep differing elsewhere stops learning after eight misses.
+        let mut shape = ChunkShape::default();
+        for i in 0..20 {
+            let data = openai("x", "p").replace("1764000000", &format!("{}", 1764000000 + i));
+            assert_eq!(shape.read(&data), None);
+            shape.learn(&data, &chat_text_delta(&data).unwrap());
+            assert_eq!(shape.known, i < 8, "chunk {i}");
+        }
     }
 
     #[test]
