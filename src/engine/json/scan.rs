@@ -277,7 +277,7 @@ impl<'a> Scan<'a> {
     }
 
     /// An object whose one member is `key`, a string: `{"text": "…"}`.
-    #[cfg_attr(not(any(feature = "openai", feature = "gemini")), allow(dead_code))]
+    #[cfg_attr(not(feature = "gemini"), allow(dead_code))]
     pub(crate) fn sole_string(&mut self, key: &str) -> R<String> {
         self.sole_string_at(key, &mut None)
     }
