@@ -54,8 +54,9 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // (the rule, its triggers and the members' cores: +3.1 KB), what vendors send beside the format
   // (Groq's usage, reasoning_details, Gemini's code execution: +0.9 KB), the turn's time limit and
   // the agent's telemetry hooks (+1.4 KB). 267 KiB → 262 KiB: binaryen's wasm-opt over the build,
-  // its inlining held back (-5.5 KB); the parts of a read handed over at once (+0.4 KB).
-  const BUDGET = 262 * 1024;
+  // its inlining held back (-5.5 KB); the parts of a read handed over at once (+0.4 KB). 262 KiB →
+  // 263 KiB: Chat Completions chunks read by the last chunk's shape (+1.1 KB).
+  const BUDGET = 263 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
