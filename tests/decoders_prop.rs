@@ -391,19 +391,27 @@ mod chat_fast_path {
             .prop_map(|(members, ws, at, byte, mutate)| {
                 let mut s = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
                 // Now and then, break it: delete or insert a byte somewhere.
-                if mutate == 0 && !s.is_empty() {
-                    let i = at as usize % s.len();
-                    if s.is_char_boundary(i) && s.is_char_boundary(i + 1) {
-                        s.remove(i);
-                    }
-                } else if mutate == 1 {
-                    let i = at as usize % (s.len() + 1);
-                    if s.is_char_boundary(i) && byte.is_ascii() {
-                        s.insert(i, byte as char);
-                    }
+                if mutate < 2 {
+                    change_a_byte(&mut s, mutate, at, byte);
                 }
                 s
             })
+    }
+
+    /// `how` 0: the byte at `at` (wrapped) deleted; 1: `byte` inserted there; 2: the byte there
+    /// replaced by `byte` (the same length: where the chunk shape compares bytes by position);
+    /// anything else: `s` unchanged.
+    fn change_a_byte(s: &mut String, how: u8, at: u16, byte: u8) {
+        let i = at as usize % (s.len() + 1);
+        let one_byte = s.is_char_boundary(i) && s.is_char_boundary(i + 1) && i < s.len();
+        match how {
+            0 if one_byte => {
+                s.remove(i);
+            }
+            1 if s.is_char_boundary(i) && byte.is_ascii() => s.insert(i, byte as char),
+            2 if one_byte && byte.is_ascii() => s.replace_range(i..i + 1, &(byte as char).to_string()),
+            _ => {}
+        }
     }
 
     /// Two chunks of one shape: the same members (in any order, with or without whitespace)
@@ -460,23 +468,7 @@ mod chat_fast_path {
                 let first = pad(p1, "\"a1\"").replace(VALUE, &v1);
                 let mut second = pad(p2, if v3.is_empty() { "\"b2c3\"" } else { "\"\"" });
                 second = second.replacen(VALUE, &v2, 1).replace(VALUE, &v3);
-                if mutate == 0 && !second.is_empty() {
-                    let i = at as usize % second.len();
-                    if second.is_char_boundary(i) && second.is_char_boundary(i + 1) {
-                        second.remove(i);
-                    }
-                } else if mutate == 1 {
-                    let i = at as usize % (second.len() + 1);
-                    if second.is_char_boundary(i) && byte.is_ascii() {
-                        second.insert(i, byte as char);
-                    }
-                } else if mutate == 2 && !second.is_empty() {
-                    // The same length: a byte changed where the shape compares bytes by position.
-                    let i = at as usize % second.len();
-                    if second.is_char_boundary(i) && second.is_char_boundary(i + 1) && byte.is_ascii() {
-                        second.replace_range(i..i + 1, &(byte as char).to_string());
-                    }
-                }
+                change_a_byte(&mut second, mutate, at, byte);
                 (first, second)
             })
     }
