@@ -184,9 +184,8 @@ export const uiText = (m) => (Array.isArray(m?.parts) ? m.parts.filter((p) => p?
 export class AgentSession extends DurableObject {
   /** The clients listening to the running turn: each is called with every event published. */
   listeners = new Set();
-  /** The running turn's wire, and the approval requests it waits on (their ids). */
+  /** The running turn's wire (it keeps the approval requests the turn waits on). */
   wire = null;
-  pending = new Set();
   running = null;
   controller = null;
   /** The last event id, once read from storage (see `lastEventId`). */
@@ -247,7 +246,7 @@ export class AgentSession extends DurableObject {
           // The answers to the approvals the turn waits on, in the tool parts of the last message;
           // one answer a request (the first), and `approved` only when it is `true`.
           const seen = new Set();
-          const answers = (last?.parts ?? []).filter((p) => p?.state === "approval-responded" && this.pending.has(p.approval?.id) && !seen.has(p.approval.id) && seen.add(p.approval.id));
+          const answers = (last?.parts ?? []).filter((p) => p?.state === "approval-responded" && this.waiting(p.approval?.id) && !seen.has(p.approval.id) && seen.add(p.approval.id));
           if (!answers.length) return json(409, { error: "a turn is already running in this session; resume it with GET /api/chat/{id}/stream" });
           const after = this.lastEventId();
           for (const p of answers) this.wire.respond(p.approval.id, p.approval.approved === true ? "approve" : "reject", typeof p.approval.reason === "string" ? p.approval.reason : "");
@@ -266,7 +265,7 @@ export class AgentSession extends DurableObject {
       }
       case "POST /approve": {
         const { requestId, response, feedback = "" } = await request.json();
-        if (!this.running || !this.pending.has(requestId)) return json(404, { error: "no approval request of that id is waiting" });
+        if (!this.running || !this.waiting(requestId)) return json(404, { error: "no approval request of that id is waiting" });
         try {
           this.wire.respond(requestId, response, feedback);
         } catch (e) {
@@ -286,6 +285,11 @@ export class AgentSession extends DurableObject {
       }
     }
     return json(404, { error: "not found" });
+  }
+
+  /** Whether the running turn waits on the approval request of this id (its wire knows). */
+  waiting(requestId) {
+    return typeof requestId === "string" && this.wire !== null && this.wire._isWaiting(requestId);
   }
 
   /** The alarm set while a turn runs: a live runtime sets it again; a dead one's turn goes on. */
@@ -315,7 +319,6 @@ export class AgentSession extends DurableObject {
       this.setMeta("turn", { ...turn, running: false });
       return Promise.resolve();
     }
-    for (const a of unfinished.waitingApprovals) this.pending.add(a.requestId);
     let ready;
     this.recovering = new Promise((r) => (ready = r));
     this.runTurn(turn, (agent, ui, signal, recorder) => kosong.resumeSoul(agent, messages, ui, signal, { recorder }), ready);
@@ -464,8 +467,6 @@ export class AgentSession extends DurableObject {
     });
     const agent = new kosong.Agent({ name: "session", ...this.agentOptions(), context });
     const send = (data) => {
-      if (data?.type === "ApprovalRequest") this.pending.add(data.payload.id);
-      if (data?.type === "ApprovalResponse") this.pending.delete(data.payload.request_id);
       try {
         this.publish("wire", data);
       } catch (e) {
@@ -515,7 +516,6 @@ export class AgentSession extends DurableObject {
         this.tell({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) });
       }
       this.wire = null;
-      this.pending.clear();
       this.recovering = null;
       this.setMeta("turn", { ...turn, running: false });
       await this.ctx.storage.deleteAlarm();
@@ -575,7 +575,7 @@ export class AgentSession extends DurableObject {
             const chunks = chunker.push(data);
             if (e.id <= after) return; // already sent: it only moves the chunker on
             send(chunks);
-            if (data.type === "ApprovalRequest" && this.pending.has(data.payload.id)) finish(chunker.end({ pause: true }));
+            if (data.type === "ApprovalRequest" && this.waiting(data.payload.id)) finish(chunker.end({ pause: true }));
           },
           close: () => {
             if (!done) finish([]);

@@ -114,6 +114,11 @@ export class Wire {
     callWasm(() => this.#core.respond(String(requestId), response, String(feedback ?? "")));
   }
 
+  /** @internal Whether the approval request of this id waits for its answer (the wire keeps the waiting ones). */
+  _isWaiting(requestId) {
+    return callWasm(() => this.#core.isWaiting(String(requestId)));
+  }
+
   /**
    * Hands what the merged sides are still joining to them now (the next fragments start a new
    * message): call it on a timer to get merged text at least that often.

@@ -47,6 +47,12 @@ impl WireCore {
         self.wire.respond(request_id, r, feedback).map_err(|e| js_sys::Error::new(&e.to_string()).into())
     }
 
+    /// Whether an approval request of this id waits for its answer.
+    #[wasm_bindgen(js_name = isWaiting)]
+    pub fn is_waiting(&self, request_id: &str) -> bool {
+        self.wire.is_waiting(request_id)
+    }
+
     /// Publishes an `ApprovalRequest` (the core names it and shapes it: kimi-cli's payload, no
     /// display blocks); resolves `{response, feedback}`. `req`: `{tool_call_id, sender, action,
     /// description}`, strings.

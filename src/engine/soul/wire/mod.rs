@@ -256,6 +256,12 @@ impl Wire {
         async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
 
+    /// An approval request of this id is waiting for its answer ([`Wire::respond`] would take
+    /// one): asked and not answered yet, or a recovered turn's request waited on again.
+    pub fn is_waiting(&self, request_id: &str) -> bool {
+        self.0.borrow().pending.iter().any(|(id, _)| id == request_id)
+    }
+
     /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
     /// tool that asked.
     pub fn respond(&self, request_id: &str, response: ApprovalResponse, feedback: &str) -> Result<(), WireError> {
@@ -420,6 +426,35 @@ mod tests {
         assert_eq!(block_on(b).response, ApprovalResponse::Reject);
         let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
         assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse", "ApprovalRequest", "ApprovalResponse"]);
+    }
+
+    /// What a session asks before it hands an answer on: waiting from the moment the request
+    /// is recorded (a recorder asking then sees it), not once answered or shut down; a
+    /// recovered request waited on again is waiting without being published again.
+    #[test]
+    fn a_request_is_waiting_until_answered_or_shut_down() {
+        let wire = Wire::new();
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let (w2, s2) = (wire.clone(), seen.clone());
+        wire.set_recorder(Recorder::new(
+            Box::new(move |line| {
+                if line.contains("\"ApprovalRequest\"") {
+                    s2.borrow_mut().push(w2.is_waiting("r1"));
+                }
+            }),
+            Box::new(|| 0.0),
+        ));
+        assert!(!wire.is_waiting("r1"));
+        let _a = wire.request_approval(ask("r1"));
+        assert_eq!(*seen.borrow(), [true], "waiting when its request is recorded");
+        assert!(wire.is_waiting("r1") && !wire.is_waiting("r2"));
+        wire.respond("r1", ApprovalResponse::Approve, "").unwrap();
+        assert!(!wire.is_waiting("r1"));
+        let _b = wire.await_approval("r0");
+        assert!(wire.is_waiting("r0"));
+        assert_eq!(seen.borrow().len(), 1, "a request waited on again is not published again");
+        wire.shutdown();
+        assert!(!wire.is_waiting("r0"));
     }
 
     #[test]
