@@ -11,6 +11,7 @@ pub mod output;
 pub mod partial_json;
 pub mod providers;
 pub mod secrets;
+pub mod session;
 pub mod soul;
 pub mod sse;
 pub mod step;

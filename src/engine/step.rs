@@ -37,8 +37,10 @@ pub trait ToolDispatch {
     fn is_idempotent(&self, _name: &str) -> bool {
         false
     }
-    /// Starts the call, whose arguments the engine has checked (once, as the call completed);
-    /// the future yields its result (tool failures are results, not errors).
+    /// The call, whose arguments the engine has checked (once, as the call completed); the
+    /// future yields its result (tool failures are results, not errors). The tool starts at the
+    /// future's first poll, not before: an agent turn in a session holds a call back until the
+    /// call is durably stored (the engine polls at once otherwise).
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult>;
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.

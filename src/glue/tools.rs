@@ -292,10 +292,12 @@ impl ToolDispatch for JsToolset {
         } else {
             call.function.arguments.as_deref().map_or(JsValue::NULL, JsValue::from_str)
         };
-        let outcome = self.port.invoke(&call_head_json(call), &args, &signal);
-        let fut = settle_js(outcome);
+        // The handler is called at the future's first poll (the engine's contract: a session
+        // holds a call back until it is stored; a plain step polls at once).
+        let (port, head) = (self.port.clone(), call_head_json(call));
         let name = call.function.name.clone();
         async move {
+            let fut = settle_js(port.invoke(&head, &args, &signal));
             let outcome = match limit {
                 None => fut.await,
                 Some(ms) => {

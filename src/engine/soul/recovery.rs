@@ -83,6 +83,21 @@ pub struct RecordedTurn {
     pub resumes_without_progress: u32,
     /// Every resume of this turn.
     pub resumes: u32,
+    /// Resumes since the last progress, a person's wait included (a crash loop while an approval
+    /// waits ends too, after [`RecoveryBudget::max_resumes`] × 4).
+    pub resumes_in_a_row: u32,
+    /// How the turn is to end instead of going on (set by whoever resumes it: a session that
+    /// stored a cancel, or whose store refused a write): nothing runs again.
+    pub stop: Option<RecoveryStop>,
+}
+
+/// A recovered turn that is closed from its recording instead of going on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecoveryStop {
+    /// A cancel was stored before the runtime stopped: the turn ends cancelled.
+    Cancelled,
+    /// The turn is given up (why), and ends not recovered.
+    GiveUp(String),
 }
 
 /// Why a recording cannot be resumed.
@@ -157,6 +172,8 @@ impl RecordedTurn {
             failing: false,
             resumes_without_progress: 0,
             resumes: 0,
+            resumes_in_a_row: 0,
+            stop: None,
         };
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         for (kind, payload, part) in &read[begin + 1..] {
@@ -186,12 +203,14 @@ impl RecordedTurn {
                     t.usage = payload.get("token_usage").and_then(typed);
                     t.message_id = payload.get("message_id").and_then(Value::as_str).map(str::to_owned);
                     t.resumes_without_progress = 0;
+                    t.resumes_in_a_row = 0;
                 }
                 "ToolResult" => {
                     if let Some(r) = typed::<ToolResult>(payload) {
                         t.approvals.retain(|a| a.tool_call_id != r.tool_call_id);
                         t.results.insert(r.tool_call_id.clone(), r);
                         t.resumes_without_progress = 0;
+                        t.resumes_in_a_row = 0;
                     }
                 }
                 "ApprovalRequest" => t.approvals.push(RecordedApproval {
@@ -208,9 +227,11 @@ impl RecordedTurn {
                         a.answer = Some((response, text(payload, "feedback")));
                     }
                     t.resumes_without_progress = 0;
+                    t.resumes_in_a_row = 0;
                 }
                 "Notification" if payload.get("type").and_then(Value::as_str) == Some(RESUMED) => {
                     t.resumes += 1;
+                    t.resumes_in_a_row += 1;
                     if !payload.pointer("/payload/waiting_on_person").and_then(Value::as_bool).unwrap_or(false) {
                         t.resumes_without_progress += 1;
                     }

@@ -21,8 +21,22 @@ pub fn aborted_result(call_id: &str) -> ToolResult {
     ToolResult {
         tool_call_id: call_id.to_owned(),
         return_value: ToolReturnValue::error(
-            "The tool call was aborted: the user cancelled the run before it finished.",
+            "The tool call was aborted: the user cancelled the run before it finished. \
+             It may have taken effect; check before calling it again.",
             "Aborted",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
+/// The result a call gets when its call could not be stored (the session's store refused a
+/// write): the tool never started, and the turn stops.
+pub fn unstored_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool did not run: the session could not store its call.",
+            "Not run",
             ToolOutput::Text(String::new()),
         ),
     }
@@ -146,7 +160,24 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
     }
 
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+        // Write before tell: the call (with its whole input) is recorded, and the tool is held
+        // back until that record is stored — what a recovery reads back to know it started.
         self.wire.flush();
+        let stored = self.wire.stored();
+        let fut = self.dispatch_now(call, args);
+        let id = call.id.clone();
+        async move {
+            if !stored.await {
+                return unstored_result(&id);
+            }
+            fut.await
+        }
+        .boxed_local()
+    }
+}
+
+impl<T: ToolDispatch> TurnDispatch<'_, T> {
+    fn dispatch_now(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let mut st = self.state.borrow_mut();
         let key = (call.function.name.clone(), args.canonical());
         let verdict = st.repeats.on_call(&key);

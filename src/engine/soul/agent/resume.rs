@@ -17,7 +17,7 @@ use crate::engine::generate::MessageAssembler;
 use crate::engine::json::Arguments;
 use crate::engine::message::{Message, Role};
 use crate::engine::model::{Model, ModelError};
-use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget};
+use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryStop};
 use crate::engine::soul::wire::{StepRetry, WireMessage};
 use crate::engine::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
 use crate::engine::toolset::ToolResult;
@@ -74,15 +74,24 @@ where
         // Results the turn recorded are had: a call the model sends again under the same id gets
         // the result it has.
         state.borrow_mut().finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let give_up = if recorded.failing {
+        let cancelled = recorded.stop == Some(RecoveryStop::Cancelled);
+        let give_up_why = if let Some(RecoveryStop::GiveUp(why)) = &recorded.stop {
+            Some(why.clone())
+        } else if cancelled {
+            Some(String::new())
+        } else if recorded.failing {
             Some("it was ending with an error when its runtime stopped".to_owned())
         } else if recorded.resumes_without_progress >= budget.max_resumes && !recorded.waiting_on_person() {
             Some(format!("it was resumed {} times in a row without progress", recorded.resumes_without_progress))
+        } else if recorded.resumes_in_a_row >= budget.max_resumes.saturating_mul(4) {
+            Some(format!("it was resumed {} times in a row without progress", recorded.resumes_in_a_row))
         } else {
             None
         };
+        // A cancel stored before the runtime stopped: what ran is closed, nothing runs again.
+        let give_up = |why: String| if cancelled { TurnError::Cancelled } else { TurnError::NotRecovered(why) };
         if recorded.step == 0 {
-            if give_up.is_none() && !self.context.read(|c| recorded.user_message_written(c.history())) {
+            if give_up_why.is_none() && !self.context.read(|c| recorded.user_message_written(c.history())) {
                 let user = recorded.user_input.message();
                 self.check_capabilities(&user)?;
                 self.context.checkpoint();
@@ -90,11 +99,11 @@ where
                 self.check_store()?;
             }
         } else {
-            let closed = self.close_recorded_round(&recorded, give_up.is_some(), &state).await?;
+            let closed = self.close_recorded_round(&recorded, give_up_why.is_some(), &state).await?;
             self.check_store()?;
-            if let Some(why) = give_up {
+            if let Some(why) = give_up_why.clone() {
                 self.send(WireMessage::StepInterrupted);
-                return Err(TurnError::NotRecovered(why));
+                return Err(give_up(why));
             }
             match closed {
                 Closed::Over => return Ok(()),
@@ -117,9 +126,9 @@ where
                 }
             }
         }
-        if let Some(why) = give_up {
+        if let Some(why) = give_up_why {
             self.send(WireMessage::StepInterrupted);
-            return Err(TurnError::NotRecovered(why));
+            return Err(give_up(why));
         }
         self.steps_from(model, recorded.step + 1, true, &state, &round).await
     }

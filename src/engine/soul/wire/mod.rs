@@ -96,7 +96,13 @@ struct WireState {
     /// Merged messages waiting for the recorder (written once the state is released).
     to_record: Vec<WireMessage>,
     recorded: u64,
+    /// What says when everything recorded so far is durably stored (a session's store): a tool
+    /// starts only after its call is.
+    gate: Option<Gate>,
 }
+
+/// Resolves `true` once everything recorded so far is stored, `false` if a write of it failed.
+pub type Gate = Rc<dyn Fn() -> futures::future::LocalBoxFuture<'static, bool>>;
 
 impl WireState {
     fn publish_merged(&mut self, m: WireMessage) {
@@ -149,6 +155,22 @@ impl Wire {
         let mut st = self.0.borrow_mut();
         st.recorder = Some(recorder);
         st.recording = true;
+    }
+
+    /// Sets what [`Wire::stored`] waits on.
+    pub fn set_gate(&self, gate: Gate) {
+        self.0.borrow_mut().gate = Some(gate);
+    }
+
+    /// Resolves once everything recorded so far is durably stored (`true`), or a write of it
+    /// failed (`false`); at once (`true`) on a wire without a store behind its recorder.
+    pub fn stored(&self) -> futures::future::LocalBoxFuture<'static, bool> {
+        use futures::FutureExt;
+        let gate = self.0.borrow().gate.clone();
+        match gate {
+            Some(g) => g(),
+            None => futures::future::ready(true).boxed_local(),
+        }
     }
 
     /// Messages the recorder has written.

@@ -3,9 +3,16 @@
 use super::jsonl::{metadata_line, record_line};
 use super::WireMessage;
 
+/// Where the lines go: the text alone, or with the message it records (a session reads the
+/// message's kind without parsing the line again).
+enum Sink {
+    Text(Box<dyn FnMut(String)>),
+    Typed(Box<dyn FnMut(&WireMessage, String)>),
+}
+
 /// Writes the merged messages of a wire as `wire.jsonl` lines through a sink.
 pub struct Recorder {
-    sink: Box<dyn FnMut(String)>,
+    sink: Sink,
     now_s: Box<dyn Fn() -> f64>,
     wrote_header: bool,
     pub(super) count: u64,
@@ -14,22 +21,33 @@ pub struct Recorder {
 impl Recorder {
     /// `now_s` gives the timestamp of each record, in seconds.
     pub fn new(sink: Box<dyn FnMut(String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
-        Recorder { sink, now_s, wrote_header: false, count: 0 }
+        Recorder { sink: Sink::Text(sink), now_s, wrote_header: false, count: 0 }
+    }
+
+    /// A recorder whose sink gets each message with its line, and no metadata line (the
+    /// session that owns the recording writes its own header).
+    pub fn typed(sink: Box<dyn FnMut(&WireMessage, String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
+        Recorder { sink: Sink::Typed(sink), now_s, wrote_header: true, count: 0 }
     }
 
     /// A recorder that goes on with a recording already begun (its metadata line is written):
     /// a recovered turn's.
     pub fn appending(sink: Box<dyn FnMut(String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
-        Recorder { sink, now_s, wrote_header: true, count: 0 }
+        Recorder { sink: Sink::Text(sink), now_s, wrote_header: true, count: 0 }
     }
 
     pub(super) fn write(&mut self, m: &WireMessage) {
-        if !self.wrote_header {
-            self.wrote_header = true;
-            (self.sink)(metadata_line());
-        }
         let line = record_line((self.now_s)(), m);
-        (self.sink)(line);
+        match &mut self.sink {
+            Sink::Text(sink) => {
+                if !self.wrote_header {
+                    self.wrote_header = true;
+                    sink(metadata_line());
+                }
+                sink(line)
+            }
+            Sink::Typed(sink) => sink(m, line),
+        }
         self.count += 1;
     }
 }

@@ -1,0 +1,910 @@
+//! A chat session, sans-IO, the way quinn-proto's `Connection` is a connection: one owner of
+//! every rule of a session — what is stored, in which order, what a client may be told and when,
+//! what a death or a refused write leaves, and how the unfinished turn goes on — and no I/O.
+//!
+//! Inputs: a user message ([`Session::submit`]), a cancel ([`Session::cancel`]), the turn's
+//! progress (the wire's recorder and the context's sink, installed by [`Session::attach`]), the
+//! outcome of a storage write ([`Session::write_done`]), the end of the turn
+//! ([`Session::turn_ended`]) and the time ([`Session::handle_timeout`]). Outputs, polled: the
+//! writes to perform ([`Session::poll_write`]), the events a client may now be told
+//! ([`Session::poll_event`]), what the host must do with its turn ([`Session::poll_stop`],
+//! [`Session::poll_resume`]) and the next wake-up ([`Session::poll_timeout`]). The turn loop is the
+//! one `soul::agent::Turn` runs; the host runs it and feeds its progress in. No clock is read
+//! here: time is an input.
+//!
+//! # The store
+//! A store keeps three things and applies each [`Write`] whole or not at all (an adapter that
+//! cannot — two files — applies the ops in order: the last, [`Op::Meta`], is the commit record,
+//! and [`Session::open`] takes back whatever a torn write left past it):
+//! - the context's lines (kimi-cli's `context.jsonl`);
+//! - events: `(id, kind, data)`, the running turn's recording (`kind` `wire`, `data` a
+//!   `wire.jsonl` record line) and each turn's end (`kind` `end`, `data` a [`TurnOutcome`]);
+//! - the meta: one JSON value.
+//!
+//! # The rules
+//! - **Write before tell.** An event is told to a client only once the write that holds it is
+//!   committed; a tool starts only once its call is (the wire's gate, see `Wire::stored`).
+//! - **Event ids** increase by one and never repeat: the last id given is in the commit record.
+//! - **The context is written with its round or not at all.** A write is what the turn did in
+//!   one synchronous stretch; a round's lines are one stretch, so the committed context is always
+//!   at a round's edge.
+//! - **A refused write is a death without the funeral**: the turn in memory is dropped (the host
+//!   drops its future: nothing of it is recorded after), and the turn is closed from what was
+//!   committed, as after a death: a call that may have run is answered as interrupted. The
+//!   session is usable again as soon as the store takes writes; until then it says so.
+//! - **A cancel is acknowledged once it is stored**: a turn cancelled before its runtime died
+//!   ends cancelled when the session is opened again, and nothing of it runs again.
+//! - **What a death leaves is decided from the recording** (`soul::recovery`), never by running
+//!   a handler again to find out.
+//! - **A wait on a person costs nothing**: no wake-up while only an approval is awaited; a turn
+//!   that makes no progress for [`SessionLimits::stall_ms`] otherwise is stopped.
+//! - **The limits** (message bytes, session bytes, turns) are checked before anything counts.
+//! - `approve_for_session` is the session's: kept in the meta, across turns and deaths.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use futures::channel::oneshot;
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::soul::agent::{TurnError, UserInput};
+use crate::engine::soul::context::{Context, ContextWrite, SharedContext};
+use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryStop};
+use crate::engine::soul::wire::{read_wire_record, ApprovalResponse, Recorder, Wire, WireMessage};
+
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
+
+/// The caps a session enforces, and its times.
+#[derive(Clone, Debug)]
+pub struct SessionLimits {
+    /// One user message, in bytes of UTF-8.
+    pub max_message_bytes: usize,
+    /// The whole context, in bytes of its lines.
+    pub max_session_bytes: usize,
+    pub max_turns: u32,
+    /// Resumes in a row that make no progress before the turn is given up.
+    pub max_resumes: u32,
+    /// A turn that records nothing for this long (ms), while no person is awaited, is stopped.
+    pub stall_ms: f64,
+    /// How soon a host that can die without notice (a Durable Object) looks again at a running
+    /// turn that is not waiting on a person (ms).
+    pub watch_ms: f64,
+    /// How soon a refused write is tried again (ms).
+    pub retry_ms: f64,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_message_bytes: 1 << 20,
+            max_session_bytes: 16 << 20,
+            max_turns: 200,
+            max_resumes: crate::engine::soul::recovery::DEFAULT_MAX_RESUMES,
+            stall_ms: 300_000.0,
+            watch_ms: 5_000.0,
+            retry_ms: 1_000.0,
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Done,
+    Cancelled,
+    Failed,
+    NotRecovered,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeError {
+    pub name: String,
+    pub message: String,
+}
+
+/// A turn's end, as clients are told it (`{"outcome": …, "error"?: {name, message}}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnOutcome {
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<OutcomeError>,
+}
+
+impl TurnOutcome {
+    pub fn done() -> TurnOutcome {
+        TurnOutcome { outcome: Outcome::Done, error: None }
+    }
+    pub fn cancelled() -> TurnOutcome {
+        TurnOutcome { outcome: Outcome::Cancelled, error: None }
+    }
+    pub fn failed(name: &str, message: &str) -> TurnOutcome {
+        TurnOutcome {
+            outcome: Outcome::Failed,
+            error: Some(OutcomeError { name: name.to_owned(), message: message.to_owned() }),
+        }
+    }
+
+    /// The outcome of a turn that returned `result`; `seam` names and words a seam's own error
+    /// (a provider's: its class and message).
+    pub fn of<E>(result: &Result<(), TurnError<E>>, seam: impl Fn(&E) -> (String, String)) -> TurnOutcome {
+        match result {
+            Ok(()) => TurnOutcome::done(),
+            Err(TurnError::Cancelled) => TurnOutcome::cancelled(),
+            Err(TurnError::NotRecovered(_)) => TurnOutcome {
+                outcome: Outcome::NotRecovered,
+                error: result.as_ref().err().and_then(TurnError::runtime_error).map(|(n, m)| OutcomeError {
+                    name: n.to_owned(),
+                    message: m,
+                }),
+            },
+            Err(TurnError::Seam(e)) => {
+                let (n, m) = seam(e);
+                TurnOutcome::failed(&n, &m)
+            }
+            Err(TurnError::ContextStore) => TurnOutcome::failed(STORAGE_ERROR, "the session's store refused a write"),
+            Err(e) => match e.runtime_error() {
+                Some((n, m)) => TurnOutcome::failed(n, &m),
+                None => TurnOutcome::failed("Error", "the turn failed"),
+            },
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The error name of a turn stopped by its store.
+pub const STORAGE_ERROR: &str = "SessionStorageError";
+/// The error name of a turn stopped because it made no progress.
+pub const STALLED: &str = "TurnStalledError";
+
+/// What kind of event a stored event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A wire message: `data` is its `wire.jsonl` record line.
+    Wire,
+    /// A turn's end: `data` is its [`TurnOutcome`].
+    End,
+}
+
+/// An event of the session: stored, then told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub id: u64,
+    pub kind: EventKind,
+    pub data: String,
+}
+
+/// One operation of a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Event(Event),
+    /// Drop the events whose id is below this (a turn older than the last two).
+    TrimEvents { before: u64 },
+    /// Drop the events whose id is above this (a torn write's).
+    TruncateEvents { after: u64 },
+    /// Append a context line.
+    Context(String),
+    /// Keep the first `keep` context lines (`0`: clear it; the lines that follow replace it).
+    TruncateContext { keep: usize },
+    /// The session's meta: always the last op of a write, its commit record.
+    Meta(String),
+}
+
+/// A write to perform whole, then report with [`Session::write_done`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    pub seq: u64,
+    pub ops: Vec<Op>,
+}
+
+/// What a store held when the session was opened.
+#[derive(Clone, Debug, Default)]
+pub struct Stored {
+    pub context: Vec<String>,
+    pub events: Vec<Event>,
+    pub meta: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct TurnMeta {
+    /// The turn's number in the session (1-based).
+    n: u32,
+    first_id: u64,
+    running: bool,
+    #[serde(default)]
+    cancel: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Meta {
+    v: u32,
+    last_id: u64,
+    context_lines: usize,
+    turns: u32,
+    #[serde(default)]
+    turn: Option<TurnMeta>,
+    #[serde(default)]
+    approved_for_session: Vec<String>,
+}
+
+/// Why a message was refused before anything counted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// A turn runs (or is being closed, or a write is being tried again).
+    Busy(String),
+    Empty,
+    MessageTooLarge { bytes: usize, max: usize },
+    SessionTooLarge { max: usize },
+    TooManyTurns { max: u32 },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Busy(why) => f.write_str(why),
+            Refused::Empty => f.write_str("the message is empty"),
+            Refused::MessageTooLarge { bytes, max } => {
+                write!(f, "the message is {bytes} bytes, over the session's limit of {max} (maxMessageBytes)")
+            }
+            Refused::SessionTooLarge { max } => {
+                write!(f, "the session would exceed {max} bytes (maxSessionBytes); start a new one")
+            }
+            Refused::TooManyTurns { max } => write!(f, "this session has had its {max} turns; start a new one"),
+        }
+    }
+}
+
+/// What the host must do with the turn it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Resolve the turn's cancel: it closes what is open and ends (a stored cancel, or a stall).
+    Cancel,
+    /// Drop the turn's future now (a write was refused): nothing more of it is recorded; the
+    /// session closes the turn from what was stored ([`Session::poll_resume`]).
+    Drop,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopWhy {
+    Cancel,
+    Stalled,
+    Storage,
+}
+
+struct State {
+    limits: SessionLimits,
+    now_ms: f64,
+    // What the store holds (committed).
+    lines: Vec<String>,
+    line_bytes: usize,
+    events: Vec<Event>,
+    meta: Meta,
+    // What it will hold once the queued writes commit.
+    work: Meta,
+    pending: Vec<Op>,
+    in_flight: Option<(Write, Meta, u64)>,
+    next_seq: u64,
+    /// Ops queued since the session opened, and how many of them are committed.
+    queued: u64,
+    committed: u64,
+    /// Gates of tool calls waiting for their call to be stored: `(queued mark, answer)`.
+    waiters: Vec<(u64, oneshot::Sender<bool>)>,
+    untold: VecDeque<Event>,
+    /// The live turn: its generation (what the recorder and sink of a dropped turn carry, so
+    /// their late writes are ignored).
+    live: Option<u64>,
+    generation: u64,
+    stop: Option<StopWhy>,
+    stop_told: bool,
+    /// A cancel was asked and its write has not committed yet / it has and nobody was told.
+    cancel_asked: bool,
+    cancel_acked: bool,
+    /// A turn to close or resume from its recording (after open, or after a refused write).
+    resume: Option<RecordedTurn>,
+    /// A write was refused: the next try is due at this time.
+    retry_at: Option<f64>,
+    /// The store's refusals in a row.
+    refusals: u32,
+    last_progress_ms: f64,
+    /// Approval requests recorded in this turn and not answered: (request id, action).
+    waiting: Vec<(String, String)>,
+    asked: Vec<(String, String)>,
+    #[cfg(feature = "planted-bugs")]
+    bug: Option<planted::Bug>,
+}
+
+/// A session: a shared handle (the recorder, the sink and the gate hold it too).
+#[derive(Clone)]
+pub struct Session(Rc<RefCell<State>>);
+
+impl Session {
+    /// Opens a session over what a store held. A write cut short (anything past the commit
+    /// record) is taken back first; a turn the meta says is running is the unfinished turn of a
+    /// runtime that died: [`Session::poll_resume`] gives it (cancelled, if a cancel was stored).
+    pub fn open(stored: Stored, limits: SessionLimits, now_ms: f64) -> Session {
+        Session::open_with(stored, limits, now_ms, None)
+    }
+
+    #[cfg(feature = "planted-bugs")]
+    pub fn open_planted(stored: Stored, limits: SessionLimits, now_ms: f64, bug: Option<planted::Bug>) -> Session {
+        Session::open_with(stored, limits, now_ms, bug)
+    }
+
+    fn open_with(stored: Stored, limits: SessionLimits, now_ms: f64, _bug: Option<Bug>) -> Session {
+        let Stored { mut context, mut events, meta } = stored;
+        let meta: Meta = meta.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Meta { v: 1, ..Meta::default() });
+        let mut repair = Vec::new();
+        // Past the commit record: a torn write. Nobody was told of it; it is taken back.
+        if events.iter().any(|e| e.id > meta.last_id) {
+            events.retain(|e| e.id <= meta.last_id);
+            repair.push(Op::TruncateEvents { after: meta.last_id });
+        }
+        let short = context.len() < meta.context_lines;
+        if context.len() > meta.context_lines {
+            context.truncate(meta.context_lines);
+            repair.push(Op::TruncateContext { keep: meta.context_lines });
+        }
+        let line_bytes = context.iter().map(|l| l.len() + 1).sum();
+        let mut st = State {
+            limits,
+            now_ms,
+            lines: context,
+            line_bytes,
+            events,
+            meta: meta.clone(),
+            work: meta,
+            pending: repair,
+            in_flight: None,
+            next_seq: 1,
+            queued: 0,
+            committed: 0,
+            waiters: Vec::new(),
+            untold: VecDeque::new(),
+            live: None,
+            generation: 0,
+            stop: None,
+            stop_told: false,
+            cancel_asked: false,
+            cancel_acked: false,
+            resume: None,
+            retry_at: None,
+            refusals: 0,
+            last_progress_ms: now_ms,
+            waiting: Vec::new(),
+            asked: Vec::new(),
+            #[cfg(feature = "planted-bugs")]
+            bug: _bug,
+        };
+        #[cfg(feature = "planted-bugs")]
+        if st.bug == Some(planted::Bug::IdFromEventCount) {
+            st.work.last_id = st.events.len() as u64;
+        }
+        st.queued = st.pending.len() as u64;
+        if st.meta.turn.as_ref().is_some_and(|t| t.running) {
+            if short {
+                // The store lost lines it had committed: the recording cannot be matched to it.
+                st.end_turn(TurnOutcome {
+                    outcome: Outcome::NotRecovered,
+                    error: Some(OutcomeError {
+                        name: "TurnNotRecovered".into(),
+                        message: "The turn could not go on after its runtime stopped: the store holds fewer \
+                                  context lines than it committed."
+                            .into(),
+                    }),
+                });
+            } else {
+                st.plan_recovery();
+            }
+        }
+        Session(Rc::new(RefCell::new(st)))
+    }
+
+    /// The session's context as stored (a turn runs on a copy of it).
+    pub fn context(&self) -> Context {
+        Context::from_jsonl(&self.0.borrow().lines.join("\n")).0
+    }
+
+    /// Actions approved for the whole session (`approve_for_session`), across turns and deaths.
+    pub fn approved_for_session(&self) -> Vec<String> {
+        self.0.borrow().work.approved_for_session.clone()
+    }
+
+    /// A turn runs, or is to be resumed or closed.
+    pub fn running(&self) -> bool {
+        self.0.borrow().work.turn.as_ref().is_some_and(|t| t.running)
+    }
+
+    pub fn turns(&self) -> u32 {
+        self.0.borrow().work.turns
+    }
+
+    /// The id of the last event stored or queued.
+    pub fn last_event_id(&self) -> u64 {
+        self.0.borrow().work.last_id
+    }
+
+    /// The events stored after `after`: the rest of the turn a client saw part of, then the
+    /// next. (What is told later comes through [`Session::poll_event`].)
+    pub fn events_after(&self, after: u64) -> Vec<Event> {
+        let st = self.0.borrow();
+        let from = st.events.partition_point(|e| e.id <= after);
+        st.events[from..].to_vec()
+    }
+
+    /// The id before the first event of the running (or last) turn: where a client that joins
+    /// the turn from its start reads from.
+    pub fn turn_start(&self) -> u64 {
+        self.0.borrow().meta.turn.as_ref().map_or(0, |t| t.first_id.saturating_sub(1))
+    }
+
+    /// Starts a turn on `input`: refused (and nothing counted) when a turn runs or a limit
+    /// would be passed. The host then runs `Turn::run` on a context from [`Session::context`],
+    /// attached with [`Session::attach`].
+    pub fn submit(&self, input: &UserInput, now_ms: f64) -> Result<(), Refused> {
+        let mut st = self.0.borrow_mut();
+        st.now_ms = now_ms;
+        if st.work.turn.as_ref().is_some_and(|t| t.running) || st.resume.is_some() {
+            return Err(Refused::Busy("a turn is already running in this session".into()));
+        }
+        if st.retry_at.is_some() {
+            return Err(Refused::Busy("the session's store refused a write; it is tried again".into()));
+        }
+        let bytes = match input {
+            UserInput::Text(t) => {
+                if t.trim().is_empty() {
+                    return Err(Refused::Empty);
+                }
+                t.len()
+            }
+            UserInput::Parts(p) => {
+                if p.is_empty() {
+                    return Err(Refused::Empty);
+                }
+                serde_json::to_string(p).map_or(usize::MAX, |s| s.len())
+            }
+        };
+        let max = st.limits.max_message_bytes;
+        if bytes > max {
+            return Err(Refused::MessageTooLarge { bytes, max });
+        }
+        if st.line_bytes.saturating_add(bytes) > st.limits.max_session_bytes {
+            return Err(Refused::SessionTooLarge { max: st.limits.max_session_bytes });
+        }
+        if st.work.turns >= st.limits.max_turns {
+            return Err(Refused::TooManyTurns { max: st.limits.max_turns });
+        }
+        // The turn before the last makes way; the last stays, so a client that saw part of it
+        // and comes back gets its rest before the new turn.
+        let keep_from = st.work.turn.as_ref().map_or(0, |t| t.first_id);
+        if st.events.first().is_some_and(|e| e.id < keep_from) {
+            st.queue(Op::TrimEvents { before: keep_from });
+        }
+        st.work.turns += 1;
+        let first_id = st.work.last_id + 1;
+        st.work.turn = Some(TurnMeta { n: st.work.turns, first_id, running: true, cancel: false });
+        st.begin_live();
+        Ok(())
+    }
+
+    /// Installs the session on a turn's wire and context: every merged message is recorded as an
+    /// event, every context change as a line, and a tool waits for its call to be stored.
+    /// Call once per turn (a new one or a resumed one), after [`Session::submit`] or
+    /// [`Session::poll_resume`].
+    pub fn attach(&self, wire: &Wire, context: &SharedContext) {
+        let generation = self.0.borrow().generation;
+        let (s1, s2, s3, s4) = (self.clone(), self.clone(), self.clone(), self.clone());
+        wire.set_recorder(Recorder::typed(
+            Box::new(move |m: &WireMessage, line: String| s1.record(generation, m, line)),
+            Box::new(move || s2.0.borrow().now_ms / 1000.0),
+        ));
+        wire.set_gate(Rc::new(move || s3.gate(generation)));
+        context.set_sink(Some(Box::new(move |w: ContextWrite<'_>| s4.context_write(generation, w))));
+    }
+
+    /// The turn this host ran ended with `outcome` (its wire shut down first, so everything it
+    /// published is recorded). The end is stored, then told.
+    pub fn turn_ended(&self, outcome: TurnOutcome) {
+        let mut st = self.0.borrow_mut();
+        if st.live.is_none() || st.stop == Some(StopWhy::Storage) {
+            return; // a dropped turn: the session closes it from the store
+        }
+        let cancel_asked = st.work.turn.as_ref().is_some_and(|t| t.cancel);
+        let outcome = match st.stop {
+            // A cancel asked wins over an end that came at the same moment.
+            _ if cancel_asked => TurnOutcome::cancelled(),
+            Some(StopWhy::Cancel) => TurnOutcome::cancelled(),
+            Some(StopWhy::Stalled) => TurnOutcome::failed(
+                STALLED,
+                &format!(
+                    "The turn made no progress for {} ms and was stopped.",
+                    crate::engine::json::number_text(st.limits.stall_ms)
+                ),
+            ),
+            _ => outcome,
+        };
+        st.end_turn(outcome);
+    }
+
+    /// Asks the running turn to stop. `false` when no turn runs. The cancel is stored first:
+    /// [`Session::poll_cancel_stored`] says when it is (then acknowledge it), and the turn is
+    /// stopped ([`Stop::Cancel`]).
+    pub fn cancel(&self) -> bool {
+        let mut st = self.0.borrow_mut();
+        let Some(t) = st.work.turn.as_mut() else { return false };
+        if !t.running {
+            return false;
+        }
+        if t.cancel {
+            return true;
+        }
+        t.cancel = true;
+        st.cancel_asked = true;
+        #[cfg(feature = "planted-bugs")]
+        if st.bug == Some(planted::Bug::CancelAckedBeforeStored) {
+            st.cancel_acked = true;
+        }
+        if st.resume.is_some() {
+            // Not resumed yet: it will be closed as cancelled.
+            if let Some(r) = st.resume.as_mut() {
+                r.stop = Some(RecoveryStop::Cancelled);
+            }
+        }
+        true
+    }
+
+    /// `true` once (per cancel) when the cancel asked is stored: acknowledge it now.
+    pub fn poll_cancel_stored(&self) -> bool {
+        std::mem::take(&mut self.0.borrow_mut().cancel_acked)
+    }
+
+    /// The next write to perform (one at a time: the next comes after this one's outcome).
+    pub fn poll_write(&self) -> Option<Write> {
+        let mut st = self.0.borrow_mut();
+        if st.in_flight.is_some() || st.retry_at.is_some() {
+            return None;
+        }
+        if st.pending.is_empty() && st.work == st.meta {
+            return None;
+        }
+        let mut ops = std::mem::take(&mut st.pending);
+        let meta = st.work.clone();
+        ops.push(Op::Meta(serde_json::to_string(&meta).unwrap_or_default()));
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let write = Write { seq, ops };
+        let mark = st.queued;
+        st.in_flight = Some((write.clone(), meta, mark));
+        Some(write)
+    }
+
+    /// The outcome of write `seq`: `true` when it committed whole, `false` when the store refused
+    /// it (none of it applied).
+    pub fn write_done(&self, seq: u64, ok: bool, now_ms: f64) {
+        let mut st = self.0.borrow_mut();
+        st.now_ms = now_ms;
+        let Some((write, meta, mark)) = st.in_flight.take() else { return };
+        if write.seq != seq {
+            st.in_flight = Some((write, meta, mark));
+            return;
+        }
+        if ok {
+            st.apply(write, meta, mark);
+        } else {
+            st.refused();
+        }
+    }
+
+    /// The next event a client may be told (its write is committed), in id order.
+    pub fn poll_event(&self) -> Option<Event> {
+        self.0.borrow_mut().untold.pop_front()
+    }
+
+    /// What the host must do with the turn it runs, once.
+    pub fn poll_stop(&self) -> Option<Stop> {
+        let mut st = self.0.borrow_mut();
+        if st.stop_told || st.live.is_none() {
+            return None;
+        }
+        let stop = match st.stop? {
+            StopWhy::Cancel | StopWhy::Stalled => Stop::Cancel,
+            StopWhy::Storage => Stop::Drop,
+        };
+        st.stop_told = true;
+        Some(stop)
+    }
+
+    /// A turn to resume (or close, per its `stop`) from the store: the unfinished turn found at
+    /// open, or the turn a refused write stopped. The host runs `Turn::resume` with it and the
+    /// budget, attached with [`Session::attach`], and reports the end with
+    /// [`Session::turn_ended`].
+    pub fn poll_resume(&self) -> Option<(RecordedTurn, RecoveryBudget)> {
+        let mut st = self.0.borrow_mut();
+        if st.in_flight.is_some() || !st.pending.is_empty() || st.retry_at.is_some() {
+            return None; // the repair of the store first
+        }
+        let r = st.resume.take()?;
+        st.begin_live();
+        // A recovered request waits again without being published again.
+        st.waiting = r
+            .approvals
+            .iter()
+            .filter(|a| a.answer.is_none())
+            .map(|a| (a.request_id.clone(), a.action.clone()))
+            .collect();
+        st.asked = r.approvals.iter().map(|a| (a.request_id.clone(), a.action.clone())).collect();
+        Some((r, RecoveryBudget { max_resumes: st.limits.max_resumes }))
+    }
+
+    /// When the host should call [`Session::handle_timeout`] next, if ever.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        let st = self.0.borrow();
+        if let Some(at) = st.retry_at {
+            return Some(at);
+        }
+        if st.live.is_some() && st.stop.is_none() && st.waiting.is_empty() {
+            return Some(st.last_progress_ms + st.limits.stall_ms);
+        }
+        None
+    }
+
+    /// How soon a host that can die without notice should look at the session again (a Durable
+    /// Object's alarm): while a turn runs that is not waiting on a person.
+    pub fn watch(&self) -> Option<f64> {
+        let st = self.0.borrow();
+        let running = st.work.turn.as_ref().is_some_and(|t| t.running);
+        (running && st.waiting.is_empty()).then(|| st.now_ms + st.limits.watch_ms)
+    }
+
+    pub fn handle_timeout(&self, now_ms: f64) {
+        let mut st = self.0.borrow_mut();
+        st.now_ms = now_ms;
+        if st.retry_at.is_some_and(|at| now_ms >= at) {
+            st.retry_at = None;
+            st.after_refusal();
+        }
+        if st.live.is_some()
+            && st.stop.is_none()
+            && st.waiting.is_empty()
+            && now_ms >= st.last_progress_ms + st.limits.stall_ms
+        {
+            st.stop = Some(StopWhy::Stalled);
+        }
+    }
+
+    /// Sets the time (every input takes it; this is for a host that has nothing else to say).
+    pub fn set_now(&self, now_ms: f64) {
+        self.0.borrow_mut().now_ms = now_ms;
+    }
+
+    fn record(&self, generation: u64, m: &WireMessage, line: String) {
+        let mut st = self.0.borrow_mut();
+        if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
+            return;
+        }
+        st.last_progress_ms = st.now_ms;
+        match m {
+            WireMessage::ApprovalRequest(r) => {
+                st.waiting.push((r.id.clone(), r.action.clone()));
+                st.asked.push((r.id.clone(), r.action.clone()));
+            }
+            WireMessage::ApprovalResponse { request_id, response, .. } => {
+                st.waiting.retain(|(id, _)| id != request_id);
+                if *response == ApprovalResponse::ApproveForSession {
+                    if let Some((_, action)) = st.asked.iter().find(|(id, _)| id == request_id).cloned() {
+                        if !st.work.approved_for_session.contains(&action) {
+                            st.work.approved_for_session.push(action);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        st.event(EventKind::Wire, line);
+    }
+
+    fn context_write(&self, generation: u64, w: ContextWrite<'_>) -> bool {
+        let mut st = self.0.borrow_mut();
+        if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
+            return false;
+        }
+        match w {
+            ContextWrite::Line(l) => {
+                st.work.context_lines += 1;
+                st.queue(Op::Context(l.to_owned()));
+            }
+            ContextWrite::Rewrite(all) => {
+                st.work.context_lines = 0;
+                st.queue(Op::TruncateContext { keep: 0 });
+                for l in all.lines().filter(|l| !l.is_empty()) {
+                    st.work.context_lines += 1;
+                    st.queue(Op::Context(l.to_owned()));
+                }
+            }
+        }
+        true
+    }
+
+    fn gate(&self, generation: u64) -> LocalBoxFuture<'static, bool> {
+        let mut st = self.0.borrow_mut();
+        #[cfg(feature = "planted-bugs")]
+        if st.bug == Some(planted::Bug::ToolBeforeStored) {
+            return futures::future::ready(true).boxed_local();
+        }
+        if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
+            return futures::future::ready(false).boxed_local();
+        }
+        let need = st.queued;
+        if st.committed >= need {
+            return futures::future::ready(true).boxed_local();
+        }
+        let (tx, rx) = oneshot::channel();
+        st.waiters.push((need, tx));
+        rx.map(|r| r.unwrap_or(false)).boxed_local()
+    }
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+type Bug = ();
+#[cfg(feature = "planted-bugs")]
+use planted::Bug;
+
+impl State {
+    fn queue(&mut self, op: Op) {
+        self.queued += 1;
+        self.pending.push(op);
+    }
+
+    fn event(&mut self, kind: EventKind, data: String) {
+        self.work.last_id += 1;
+        let id = self.work.last_id;
+        self.queue(Op::Event(Event { id, kind, data }));
+    }
+
+    fn begin_live(&mut self) {
+        self.generation += 1;
+        self.live = Some(self.generation);
+        self.stop = None;
+        self.stop_told = false;
+        self.waiting.clear();
+        self.asked.clear();
+        self.last_progress_ms = self.now_ms;
+    }
+
+    /// The turn's end: stored (with the turn marked ended), then told.
+    fn end_turn(&mut self, outcome: TurnOutcome) {
+        self.live = None;
+        self.waiting.clear();
+        if let Some(t) = self.work.turn.as_mut() {
+            t.running = false;
+        }
+        // A cancel asked and not stored yet is stored with the end: acknowledge it then.
+        self.event(EventKind::End, outcome.to_json());
+    }
+
+    fn apply(&mut self, write: Write, meta: Meta, mark: u64) {
+        self.refusals = 0;
+        for op in write.ops {
+            match op {
+                Op::Event(e) => {
+                    self.untold.push_back(e.clone());
+                    self.events.push(e);
+                }
+                Op::TrimEvents { before } => self.events.retain(|e| e.id >= before),
+                Op::TruncateEvents { after } => self.events.retain(|e| e.id <= after),
+                Op::Context(l) => {
+                    self.line_bytes += l.len() + 1;
+                    self.lines.push(l);
+                }
+                Op::TruncateContext { keep } => {
+                    self.lines.truncate(keep);
+                    self.line_bytes = self.lines.iter().map(|l| l.len() + 1).sum();
+                }
+                Op::Meta(_) => {}
+            }
+        }
+        if self.cancel_asked && meta.turn.as_ref().is_some_and(|t| t.cancel || !t.running) {
+            self.cancel_asked = false;
+            self.cancel_acked = true;
+            if self.live.is_some() && self.stop.is_none() {
+                self.stop = Some(StopWhy::Cancel);
+            }
+        }
+        self.meta = meta;
+        self.committed = mark;
+        let committed = self.committed;
+        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(need, _)| *need <= committed);
+        self.waiters = wait;
+        for (_, tx) in ready {
+            let _ = tx.send(true);
+        }
+    }
+
+    /// A write was refused: nothing of it, nor of what was queued after it, is stored. A live
+    /// turn is dropped; the session goes on from what the store holds.
+    fn refused(&mut self) {
+        self.refusals += 1;
+        self.pending.clear();
+        self.work = self.meta.clone();
+        self.queued = self.committed;
+        for (_, tx) in self.waiters.drain(..) {
+            let _ = tx.send(false);
+        }
+        if self.cancel_asked {
+            // Not stored, so not acknowledged: it is stored with the turn's closing.
+            if let Some(t) = self.work.turn.as_mut() {
+                t.cancel = true;
+            }
+        }
+        if self.live.is_some() {
+            self.stop = Some(StopWhy::Storage);
+        }
+        self.retry_at = Some(self.now_ms + self.limits.retry_ms);
+    }
+
+    /// After a refusal, once its wait is over: the turn the store says is running is closed from
+    /// what it holds (given up: nothing runs again), and the session is usable once that is
+    /// stored.
+    fn after_refusal(&mut self) {
+        self.live = None;
+        self.stop = None;
+        self.waiting.clear();
+        if self.meta.turn.as_ref().is_some_and(|t| t.running) {
+            self.plan_recovery();
+            if let Some(r) = self.resume.as_mut() {
+                if r.stop.is_none() {
+                    r.stop = Some(RecoveryStop::GiveUp("the session's store refused a write".into()));
+                }
+            }
+        }
+    }
+
+    /// The unfinished turn, from the committed recording: resumed, or closed (a stored cancel),
+    /// or ended at once (its `TurnEnd` is recorded: it ended and its end was not).
+    fn plan_recovery(&mut self) {
+        let Some(turn) = self.work.turn.clone() else { return };
+        let lines: Vec<&str> = self
+            .events
+            .iter()
+            .filter(|e| e.id >= turn.first_id && e.kind == EventKind::Wire)
+            .map(|e| e.data.as_str())
+            .collect();
+        let messages = read_wire_record(&lines.join("\n"));
+        match RecordedTurn::read(&messages) {
+            Ok(mut r) => {
+                if turn.cancel {
+                    r.stop = Some(RecoveryStop::Cancelled);
+                }
+                self.resume = Some(r);
+            }
+            Err(crate::engine::soul::recovery::RecoveryError::Finished) => {
+                #[cfg(feature = "planted-bugs")]
+                if self.bug == Some(planted::Bug::ResultTwiceAfterEnd) {
+                    planted::close_again(self, &messages);
+                }
+                let failing = messages.iter().rev().take_while(|m| m.kind() != "StepBegin").any(|m| m.kind() == "StepInterrupted");
+                let outcome = if turn.cancel {
+                    TurnOutcome::cancelled()
+                } else if failing {
+                    TurnOutcome::failed("TurnInterrupted", "the runtime stopped as the turn ended with an error")
+                } else {
+                    TurnOutcome::done()
+                };
+                self.end_turn(outcome);
+            }
+            Err(e) => {
+                self.end_turn(TurnOutcome {
+                    outcome: Outcome::NotRecovered,
+                    error: Some(OutcomeError { name: "TurnNotRecovered".into(), message: e.to_string() }),
+                });
+            }
+        }
+    }
+}

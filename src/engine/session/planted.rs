@@ -1,0 +1,33 @@
+//! Bugs planted on purpose (the `planted-bugs` feature, never in a shipped build), so the
+//! deterministic simulation (`tests/session_sim.rs`) shows it catches each kind of mistake.
+
+use super::{EventKind, State};
+use crate::engine::message::StreamedMessagePart;
+use crate::engine::soul::agent::interrupted_result;
+use crate::engine::soul::wire::{record_line, WireMessage};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// The gate opens at once: a tool starts before its call is stored.
+    ToolBeforeStored,
+    /// A cancel is acknowledged when asked, before it is stored.
+    CancelAckedBeforeStored,
+    /// The next event id is taken from the number of stored events (older turns were trimmed).
+    IdFromEventCount,
+    /// A turn that ended without its end stored gets an interrupted result for every call of
+    /// its last step, answered or not.
+    ResultTwiceAfterEnd,
+}
+
+pub const ALL: [Bug; 4] =
+    [Bug::ToolBeforeStored, Bug::CancelAckedBeforeStored, Bug::IdFromEventCount, Bug::ResultTwiceAfterEnd];
+
+pub(super) fn close_again(st: &mut State, messages: &[WireMessage]) {
+    let last_step = messages.iter().rposition(|m| m.kind() == "StepBegin").unwrap_or(0);
+    for m in &messages[last_step..] {
+        if let WireMessage::Part(StreamedMessagePart::ToolCall(c)) = m {
+            let r = WireMessage::ToolResult(interrupted_result(&c.id));
+            st.event(EventKind::Wire, record_line(st.now_ms / 1000.0, &r));
+        }
+    }
+}
