@@ -289,6 +289,8 @@ struct State {
     meta: Meta,
     // What it will hold once the queued writes commit.
     work: Meta,
+    /// What a torn write left that is to be taken back: first in every write until one commits.
+    repair: Vec<Op>,
     pending: Vec<Op>,
     in_flight: Option<(Write, Meta, u64)>,
     next_seq: u64,
@@ -361,7 +363,8 @@ impl Session {
             events,
             meta: meta.clone(),
             work: meta,
-            pending: repair,
+            repair,
+            pending: Vec::new(),
             in_flight: None,
             next_seq: 1,
             queued: 0,
@@ -387,7 +390,6 @@ impl Session {
         if st.bug == Some(planted::Bug::IdFromEventCount) {
             st.work.last_id = st.events.len() as u64;
         }
-        st.queued = st.pending.len() as u64;
         if st.meta.turn.as_ref().is_some_and(|t| t.running) {
             if short {
                 // The store lost lines it had committed: the recording cannot be matched to it.
@@ -571,10 +573,11 @@ impl Session {
         if st.in_flight.is_some() || st.retry_at.is_some() {
             return None;
         }
-        if st.pending.is_empty() && st.work == st.meta {
+        if st.pending.is_empty() && st.repair.is_empty() && st.work == st.meta {
             return None;
         }
-        let mut ops = std::mem::take(&mut st.pending);
+        let mut ops = st.repair.clone();
+        ops.append(&mut st.pending);
         let meta = st.work.clone();
         ops.push(Op::Meta(serde_json::to_string(&meta).unwrap_or_default()));
         let seq = st.next_seq;
@@ -627,7 +630,7 @@ impl Session {
     /// [`Session::turn_ended`].
     pub fn poll_resume(&self) -> Option<(RecordedTurn, RecoveryBudget)> {
         let mut st = self.0.borrow_mut();
-        if st.in_flight.is_some() || !st.pending.is_empty() || st.retry_at.is_some() {
+        if st.in_flight.is_some() || !st.pending.is_empty() || !st.repair.is_empty() || st.retry_at.is_some() {
             return None; // the repair of the store first
         }
         let r = st.resume.take()?;
@@ -791,6 +794,7 @@ impl State {
 
     fn apply(&mut self, write: Write, meta: Meta, mark: u64) {
         self.refusals = 0;
+        self.repair.clear();
         for op in write.ops {
             match op {
                 Op::Event(e) => {

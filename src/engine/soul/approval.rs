@@ -25,6 +25,11 @@ impl ApprovalState {
     pub fn new(yolo: bool) -> ApprovalState {
         ApprovalState { yolo, approved_for_session: HashSet::new() }
     }
+
+    /// Approves `action` for the rest of the session (a session's stored answer, taken up again).
+    pub fn approve_for_session(&mut self, action: &str) {
+        self.approved_for_session.insert(action.to_owned());
+    }
 }
 
 /// kimi-cli's `ToolRejectedError`: with the user's feedback when there was some.
@@ -67,7 +72,7 @@ pub struct Approvals {
     /// A recovered turn's approvals by call id: the request its tool asked before the runtime
     /// died, still waiting (or answered, when the answer was recorded). The tool, run again,
     /// gets it instead of asking anew.
-    resumed: RefCell<HashMap<String, Shared<LocalBoxFuture<'static, ApprovalAnswer>>>>,
+    resumed: RefCell<HashMap<String, (String, Shared<LocalBoxFuture<'static, ApprovalAnswer>>)>>,
 }
 
 impl Approvals {
@@ -85,7 +90,7 @@ impl Approvals {
             }
             None => self.wire.await_approval(&a.request_id).boxed_local(),
         };
-        self.resumed.borrow_mut().insert(a.tool_call_id.clone(), answer.shared());
+        self.resumed.borrow_mut().insert(a.tool_call_id.clone(), (a.request_id.clone(), answer.shared()));
     }
 
     /// Asks the user about `action` for the tool call `call_id`; true when approved.
@@ -98,15 +103,23 @@ impl Approvals {
         if action.is_empty() {
             return Err(ApprovalError::MissingAction);
         }
-        {
-            let st = self.state.borrow();
-            if st.yolo || st.approved_for_session.contains(action) {
-                return Ok(futures::future::ready(true).boxed_local());
-            }
-        }
         let resumed = self.resumed.borrow_mut().remove(call_id);
+        let approved = {
+            let st = self.state.borrow();
+            st.yolo || st.approved_for_session.contains(action)
+        };
+        if approved {
+            // A recovered request still waiting is answered by the session's approval (and the
+            // recording says so), not left to be refused when the run ends.
+            if let Some((request_id, _)) = &resumed {
+                if self.wire.is_waiting(request_id) {
+                    let _ = self.wire.respond(request_id, ApprovalResponse::Approve, "");
+                }
+            }
+            return Ok(futures::future::ready(true).boxed_local());
+        }
         let answer = match resumed {
-            Some(answer) => answer.boxed_local(),
+            Some((_, answer)) => answer.boxed_local(),
             None => self
                 .wire
                 .request_approval(ApprovalRequest {
