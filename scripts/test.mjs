@@ -47,6 +47,8 @@ build();
 build({ testHooks: true });
 build({ only: "anthropic" });
 run("cargo", ["test", "--quiet"]);
+// The session's simulation with bugs planted on purpose: each must be caught (its seed printed).
+run("cargo", ["test", "--quiet", "--features", "planted-bugs", "--test", "session_sim", "planted", "--", "--nocapture"]);
 await fuzz(5); // a smoke: each fuzz target for 5 s (`npm run fuzz` runs them longer)
 const jsTests = readdirSync(join(root, "tests", "js")).filter((f) => f.endsWith(".test.mjs")).map((f) => join("tests", "js", f));
 // The same suites on each Node the package is tested on (fetched when the machine's is another).

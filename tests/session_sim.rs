@@ -41,9 +41,7 @@ use kosong_wasm::engine::message::{Message, Role, StreamedMessagePart, TokenUsag
 use kosong_wasm::engine::model::Model;
 use kosong_wasm::engine::providers::echo::parse_echo_script;
 use kosong_wasm::engine::providers::{Prompt, StreamEvent, ToolDefinition};
-use kosong_wasm::engine::session::{
-    Event, EventKind, Op, Outcome, Session, SessionLimits, Stop, Stored, TurnOutcome,
-};
+use kosong_wasm::engine::session::{Event, EventKind, Op, Outcome, Session, SessionLimits, Stop, Stored, TurnOutcome};
 use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnTools, UserInput};
 use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
 use kosong_wasm::engine::soul::context::SharedContext;
@@ -204,7 +202,12 @@ fn turn_and_step(history: &[Message]) -> (u32, u32) {
         return (0, 1);
     };
     let text = serde_json::to_value(&history[at].content).unwrap_or(Value::Null).to_string();
-    let n = text.split("turn ").nth(1).and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next()).and_then(|d| d.parse().ok()).unwrap_or(0);
+    let n = text
+        .split("turn ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
     let k = history[at..].iter().filter(|m| m.role == Role::Assistant).count() as u32 + 1;
     (n, k)
 }
@@ -308,7 +311,7 @@ struct SimTools {
 
 impl ToolDispatch for SimTools {
     fn is_eager(&self, name: &str) -> bool {
-        name != "lookup" || self.seed % 2 == 0
+        name != "lookup" || self.seed.is_multiple_of(2)
     }
     fn is_idempotent(&self, name: &str) -> bool {
         name == "lookup" || name == "ask"
@@ -344,7 +347,11 @@ impl TurnTools for SimTools {
     fn definitions(&self) -> Vec<ToolDefinition> {
         ["charge", "lookup", "ask"]
             .iter()
-            .map(|n| ToolDefinition { name: (*n).into(), description: String::new(), parameters: json!({"type": "object"}) })
+            .map(|n| ToolDefinition {
+                name: (*n).into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            })
             .collect()
     }
 }
@@ -380,7 +387,9 @@ impl MemStore {
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     /// The runtime dies during the write, after `applied` of its ops reached the store.
-    Crash { applied: usize },
+    Crash {
+        applied: usize,
+    },
     Refuse,
 }
 
@@ -389,6 +398,8 @@ struct Plan {
     faults: BTreeMap<u64, Fault>,
     /// Turn n is cancelled this long after it starts.
     cancels: HashMap<u32, f64>,
+    /// The runtime dies in the first write after a cancel is asked, with this many ops applied.
+    crash_on_cancel: Option<usize>,
     model_faults: bool,
 }
 
@@ -409,7 +420,8 @@ impl Plan {
                 cancels.insert(t, r.below(400) as f64);
             }
         }
-        Plan { turns, faults, cancels, model_faults: r.chance(50) }
+        let crash_on_cancel = (!cancels.is_empty() && r.chance(30)).then(|| r.below(4) as usize);
+        Plan { turns, faults, cancels, crash_on_cancel, model_faults: r.chance(50) }
     }
 }
 
@@ -441,6 +453,8 @@ struct World {
     log: Vec<String>,
     lives: u32,
     limits: SessionLimits,
+    /// A fault for the next write, whatever its number.
+    next_fault: Option<Fault>,
     #[cfg(feature = "planted-bugs")]
     bug: Option<kosong_wasm::engine::session::planted::Bug>,
 }
@@ -466,6 +480,7 @@ impl World {
             client: ClientView::default(),
             log: Vec::new(),
             lives: 0,
+            next_fault: None,
             limits: SessionLimits { stall_ms: 60_000.0, ..SessionLimits::default() },
             #[cfg(feature = "planted-bugs")]
             bug: None,
@@ -482,7 +497,12 @@ impl World {
 
     fn open(&mut self) -> Session {
         self.lives += 1;
-        self.note(format!("life {} opens the store ({} events, {} context lines)", self.lives, self.store.events.len(), self.store.context.len()));
+        self.note(format!(
+            "life {} opens the store ({} events, {} context lines)",
+            self.lives,
+            self.store.events.len(),
+            self.store.context.len()
+        ));
         #[cfg(feature = "planted-bugs")]
         let s = Session::open_planted(self.store.stored(), self.limits.clone(), self.now(), self.bug);
         #[cfg(not(feature = "planted-bugs"))]
@@ -540,7 +560,7 @@ impl World {
             busy = true;
             self.writes += 1;
             let n = self.writes;
-            match self.plan.faults.get(&n).copied() {
+            match self.next_fault.take().or_else(|| self.plan.faults.get(&n).copied()) {
                 Some(Fault::Crash { applied }) => {
                     let applied = applied.min(w.ops.len());
                     for op in &w.ops[..applied] {
@@ -648,7 +668,8 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
     ));
     let tools = SimTools { clock: w.clock.clone(), ledger: w.ledger.clone(), approvals: Rc::default(), seed: w.seed };
     *tools.approvals.borrow_mut() = Some(approvals.clone());
-    let model = SimModel { seed: w.seed, clock: w.clock.clone(), requests: w.requests.clone(), faults: w.plan.model_faults };
+    let model =
+        SimModel { seed: w.seed, clock: w.clock.clone(), requests: w.requests.clone(), faults: w.plan.model_faults };
     let config = AgentConfig { max_steps_per_turn: 12, ..AgentConfig::default() };
     let turn = Turn {
         config: &config,
@@ -678,6 +699,12 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
             pool.run_until_stalled();
             let outcome = TurnOutcome::of(&r, |e: &ChatProviderError| (e.class_name().to_owned(), e.to_string()));
             w.note(format!("turn {n_turn} returned {:?}", outcome.outcome));
+            // A host may store what the turn recorded before it hears the turn's end.
+            if w.rng.chance(50) {
+                if let Pumped::Crashed = w.pump(s) {
+                    return Some(TurnEnd::Crashed);
+                }
+            }
             s.turn_ended(outcome);
             return Some(match w.pump(s) {
                 Pumped::Crashed => TurnEnd::Crashed,
@@ -714,7 +741,13 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
         }
         // Nothing moves: the next thing due.
         let Some(at) = w.next_due(s) else {
-            let tail: Vec<String> = wire_messages(&w.client.told).iter().rev().take(12).rev().map(|(id, m)| format!("{id} {}", m["type"])).collect();
+            let tail: Vec<String> = wire_messages(&w.client.told)
+                .iter()
+                .rev()
+                .take(12)
+                .rev()
+                .map(|(id, m)| format!("{id} {}", m["type"]))
+                .collect();
             panic!("seed {}: turn {n_turn} is stuck with nothing due; the last events told: {tail:?}", w.seed);
         };
         w.clock.advance(at);
@@ -727,7 +760,8 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
 /// What the client does when its time comes: answers approvals, cancels.
 fn client_acts(w: &mut World, s: &Session, wire: &Wire, n_turn: u32) {
     let now = w.now();
-    let due: Vec<(String, ApprovalResponse, f64)> = w.client.to_answer.iter().filter(|(_, _, d)| *d <= now).cloned().collect();
+    let due: Vec<(String, ApprovalResponse, f64)> =
+        w.client.to_answer.iter().filter(|(_, _, d)| *d <= now).cloned().collect();
     for (id, answer, _) in due {
         match wire.respond(&id, answer, "") {
             Ok(()) => {
@@ -741,7 +775,9 @@ fn client_acts(w: &mut World, s: &Session, wire: &Wire, n_turn: u32) {
                 for a in w.client.to_answer.iter_mut().filter(|(i, _, _)| *i == id) {
                     a.2 = now + 100.0;
                 }
-                if w.client.answered.contains(&id) || w.client.to_answer.iter().any(|(i, _, d)| *i == id && *d > now + 50_000.0) {
+                if w.client.answered.contains(&id)
+                    || w.client.to_answer.iter().any(|(i, _, d)| *i == id && *d > now + 50_000.0)
+                {
                     w.client.to_answer.retain(|(i, _, _)| *i != id);
                 }
             }
@@ -753,6 +789,14 @@ fn client_acts(w: &mut World, s: &Session, wire: &Wire, n_turn: u32) {
             if t == n_turn {
                 let asked = s.cancel();
                 w.note(format!("client cancels turn {t} (asked: {asked})"));
+                // The host answers the client's cancel as soon as the session says it is stored.
+                if s.poll_cancel_stored() {
+                    w.note(format!("cancel of turn {t} acknowledged"));
+                    w.client.cancel_acked.insert(t);
+                }
+                if let Some(applied) = w.plan.crash_on_cancel {
+                    w.next_fault = Some(Fault::Crash { applied });
+                }
             }
         }
     }
@@ -765,10 +809,13 @@ fn run(seed: u64, #[allow(unused_variables)] bug: Option<u8>) -> (World, Result<
     {
         w.bug = bug.map(|b| kosong_wasm::engine::session::planted::ALL[b as usize]);
     }
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_world(&mut w)))
-        .unwrap_or_else(|p| {
-            Err(p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panicked".into()))
-        });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_world(&mut w))).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()))
+    });
     (w, r)
 }
 
@@ -797,10 +844,11 @@ fn run_world(w: &mut World) -> Result<(), String> {
                 None => {}
             }
             // Nothing to start: wait for what is due (a write tried again), or the end.
-            if !s.running() && s.turns() >= w.plan.turns && s.poll_write().is_none() {
-                if s.poll_timeout().is_none() {
+            if !s.running() && s.turns() >= w.plan.turns && s.poll_timeout().is_none() {
+                if let Pumped::Quiet = w.pump(&s) {
                     break 'lives;
                 }
+                continue;
             }
             match w.next_due(&s) {
                 Some(at) => {
@@ -853,11 +901,19 @@ fn check(w: &World) -> Result<(), String> {
         }
     }
     if let (Some(first), Some(last)) = (kept.first(), w.client.told.last()) {
-        for after in (first.id - 1)..=last.id {
+        // From the start of what is kept, from the end, and from ids picked by the seed.
+        let mut r = Rng::new(w.seed);
+        let span = last.id - (first.id - 1) + 1;
+        let picks = [first.id - 1, last.id].into_iter().chain((0..6).map(|_| first.id - 1 + r.below(span)));
+        for after in picks {
             let rest = s.events_after(after);
             let told: Vec<&Event> = w.client.told.iter().filter(|e| e.id > after).collect();
             if rest.len() != told.len() || rest.iter().zip(&told).any(|(a, b)| a != *b) {
-                return Err(format!("a client resuming after {after} gets {} events, not the {} told", rest.len(), told.len()));
+                return Err(format!(
+                    "a client resuming after {after} gets {} events, not the {} told",
+                    rest.len(),
+                    told.len()
+                ));
             }
         }
     }
@@ -878,12 +934,17 @@ fn check(w: &World) -> Result<(), String> {
     let mut first_answer: HashMap<String, String> = HashMap::new();
     for (_, m) in &all {
         if m["type"] == "ApprovalRequest" {
-            request_call.insert(m["payload"]["id"].as_str().unwrap_or("").into(), m["payload"]["tool_call_id"].as_str().unwrap_or("").into());
+            request_call.insert(
+                m["payload"]["id"].as_str().unwrap_or("").into(),
+                m["payload"]["tool_call_id"].as_str().unwrap_or("").into(),
+            );
         }
         if m["type"] == "ApprovalResponse" {
             let rid = m["payload"]["request_id"].as_str().unwrap_or("").to_owned();
             if let Some(call) = request_call.get(&rid) {
-                first_answer.entry(call.clone()).or_insert_with(|| m["payload"]["response"].as_str().unwrap_or("").into());
+                first_answer
+                    .entry(call.clone())
+                    .or_insert_with(|| m["payload"]["response"].as_str().unwrap_or("").into());
             }
         }
     }
@@ -929,10 +990,14 @@ fn check(w: &World) -> Result<(), String> {
         for (_, m) in t {
             match m["type"].as_str() {
                 Some("ToolCall") => calls.push(m["payload"]["id"].as_str().unwrap_or("").into()),
-                Some("ToolResult") => *results.entry(m["payload"]["tool_call_id"].as_str().unwrap_or("").into()).or_default() += 1,
+                Some("ToolResult") => {
+                    *results.entry(m["payload"]["tool_call_id"].as_str().unwrap_or("").into()).or_default() += 1
+                }
                 // A failed attempt's parts are void (a UI drops them at the retry, or at the
                 // interruption that ends the turn): a call it showed never started.
-                Some("StepRetry") | Some("StepInterrupted") => voided.extend(calls.drain(..).filter(|c| !results.contains_key(c))),
+                Some("StepRetry") | Some("StepInterrupted") => {
+                    voided.extend(calls.drain(..).filter(|c| !results.contains_key(c)))
+                }
                 _ => {}
             }
         }
@@ -989,10 +1054,11 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-#[test]
-fn seeds() {
-    let n = env_u64("SIM_SEEDS").unwrap_or(SEEDS);
-    let from = env_u64("SIM_FROM").unwrap_or(0);
+/// The seeds in four parts, which the test runner runs at once on as many cores.
+fn seeds(part: u64) {
+    let total = env_u64("SIM_SEEDS").unwrap_or(SEEDS);
+    let n = total / 4 + u64::from(part < total % 4);
+    let from = env_u64("SIM_FROM").unwrap_or(0) + part * (total / 4) + part.min(total % 4);
     let mut faults = 0u64;
     let mut lives = 0u64;
     for seed in from..from + n {
@@ -1006,6 +1072,23 @@ fn seeds() {
     eprintln!("session_sim: {n} seeds from {from}: {lives} lives, {faults} planned faults");
 }
 
+#[test]
+fn seeds_1() {
+    seeds(0)
+}
+#[test]
+fn seeds_2() {
+    seeds(1)
+}
+#[test]
+fn seeds_3() {
+    seeds(2)
+}
+#[test]
+fn seeds_4() {
+    seeds(3)
+}
+
 /// `SIM_SEED=n`: runs one seed and prints its schedule.
 #[test]
 fn replay() {
@@ -1013,11 +1096,30 @@ fn replay() {
     let bug = env_u64("SIM_BUG").map(|b| b as u8);
     let (w, r) = run(seed, bug);
     eprintln!("{}", w.log.join("\n"));
-    eprintln!("plan: {} turns, faults {:?}, cancels {:?}, model faults {}", w.plan.turns, w.plan.faults, w.plan.cancels, w.plan.model_faults);
+    eprintln!(
+        "plan: {} turns, faults {:?}, cancels {:?}, model faults {}",
+        w.plan.turns, w.plan.faults, w.plan.cancels, w.plan.model_faults
+    );
     if std::env::var("SIM_EVENTS").is_ok() {
         for e in &w.client.told {
             eprintln!("  {} {:?} {}", e.id, e.kind, &e.data.chars().take(220).collect::<String>());
         }
     }
     eprintln!("verdict: {r:?}");
+}
+
+/// Each planted bug is caught by some seed (the first is reported): the harness is trusted only
+/// because it fails on these.
+#[cfg(feature = "planted-bugs")]
+#[test]
+fn planted_bugs_are_caught() {
+    use kosong_wasm::engine::session::planted::ALL;
+    let mut found = Vec::new();
+    for (i, bug) in ALL.iter().enumerate() {
+        let hit = (0..20_000u64).find(|&seed| run(seed, Some(i as u8)).1.is_err());
+        let seed = hit.unwrap_or_else(|| panic!("{bug:?} was not caught in 20,000 seeds"));
+        let why = run(seed, Some(i as u8)).1.unwrap_err();
+        found.push(format!("{bug:?}: seed {seed} (SIM_SEED={seed} SIM_BUG={i}): {}", why.lines().next().unwrap_or("")));
+    }
+    eprintln!("{}", found.join("\n"));
 }

@@ -137,10 +137,11 @@ impl TurnOutcome {
             Err(TurnError::Cancelled) => TurnOutcome::cancelled(),
             Err(TurnError::NotRecovered(_)) => TurnOutcome {
                 outcome: Outcome::NotRecovered,
-                error: result.as_ref().err().and_then(TurnError::runtime_error).map(|(n, m)| OutcomeError {
-                    name: n.to_owned(),
-                    message: m,
-                }),
+                error: result
+                    .as_ref()
+                    .err()
+                    .and_then(TurnError::runtime_error)
+                    .map(|(n, m)| OutcomeError { name: n.to_owned(), message: m }),
             },
             Err(TurnError::Seam(e)) => {
                 let (n, m) = seam(e);
@@ -187,13 +188,19 @@ pub struct Event {
 pub enum Op {
     Event(Event),
     /// Drop the events whose id is below this (a turn older than the last two).
-    TrimEvents { before: u64 },
+    TrimEvents {
+        before: u64,
+    },
     /// Drop the events whose id is above this (a torn write's).
-    TruncateEvents { after: u64 },
+    TruncateEvents {
+        after: u64,
+    },
     /// Append a context line.
     Context(String),
     /// Keep the first `keep` context lines (`0`: clear it; the lines that follow replace it).
-    TruncateContext { keep: usize },
+    TruncateContext {
+        keep: usize,
+    },
     /// The session's meta: always the last op of a write, its commit record.
     Meta(String),
 }
@@ -241,9 +248,16 @@ pub enum Refused {
     /// A turn runs (or is being closed, or a write is being tried again).
     Busy(String),
     Empty,
-    MessageTooLarge { bytes: usize, max: usize },
-    SessionTooLarge { max: usize },
-    TooManyTurns { max: u32 },
+    MessageTooLarge {
+        bytes: usize,
+        max: usize,
+    },
+    SessionTooLarge {
+        max: usize,
+    },
+    TooManyTurns {
+        max: u32,
+    },
 }
 
 impl std::fmt::Display for Refused {
@@ -342,7 +356,8 @@ impl Session {
 
     fn open_with(stored: Stored, limits: SessionLimits, now_ms: f64, _bug: Option<Bug>) -> Session {
         let Stored { mut context, mut events, meta } = stored;
-        let meta: Meta = meta.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Meta { v: 1, ..Meta::default() });
+        let meta: Meta =
+            meta.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Meta { v: 1, ..Meta::default() });
         let mut repair = Vec::new();
         // Past the commit record: a torn write. Nobody was told of it; it is taken back.
         if events.iter().any(|e| e.id > meta.last_id) {
@@ -824,7 +839,8 @@ impl State {
         self.meta = meta;
         self.committed = mark;
         let committed = self.committed;
-        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters).into_iter().partition(|(need, _)| *need <= committed);
+        let (ready, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.waiters).into_iter().partition(|(need, _)| *need <= committed);
         self.waiters = wait;
         for (_, tx) in ready {
             let _ = tx.send(true);
@@ -893,7 +909,11 @@ impl State {
                 if self.bug == Some(planted::Bug::ResultTwiceAfterEnd) {
                     planted::close_again(self, &messages);
                 }
-                let failing = messages.iter().rev().take_while(|m| m.kind() != "StepBegin").any(|m| m.kind() == "StepInterrupted");
+                let failing = messages
+                    .iter()
+                    .rev()
+                    .take_while(|m| m.kind() != "StepBegin")
+                    .any(|m| m.kind() == "StepInterrupted");
                 let outcome = if turn.cancel {
                     TurnOutcome::cancelled()
                 } else if failing {

@@ -61,6 +61,9 @@ impl std::fmt::Display for ApprovalError {
     }
 }
 
+/// A recovered request's answer: its request id's, shared by the reruns that ask.
+type SharedAnswer = Shared<LocalBoxFuture<'static, ApprovalAnswer>>;
+
 /// The approval side of one run: asks on the run's wire, remembers who was refused.
 pub struct Approvals {
     wire: Wire,
@@ -72,7 +75,7 @@ pub struct Approvals {
     /// A recovered turn's approvals by call id: the request its tool asked before the runtime
     /// died, still waiting (or answered, when the answer was recorded). The tool, run again,
     /// gets it instead of asking anew.
-    resumed: RefCell<HashMap<String, (String, Shared<LocalBoxFuture<'static, ApprovalAnswer>>)>>,
+    resumed: RefCell<HashMap<String, (String, SharedAnswer)>>,
 }
 
 impl Approvals {

@@ -3,11 +3,14 @@
 use super::jsonl::{metadata_line, record_line};
 use super::WireMessage;
 
+/// A sink of messages with their lines.
+pub type TypedSink = Box<dyn FnMut(&WireMessage, String)>;
+
 /// Where the lines go: the text alone, or with the message it records (a session reads the
 /// message's kind without parsing the line again).
 enum Sink {
     Text(Box<dyn FnMut(String)>),
-    Typed(Box<dyn FnMut(&WireMessage, String)>),
+    Typed(TypedSink),
 }
 
 /// Writes the merged messages of a wire as `wire.jsonl` lines through a sink.
@@ -26,7 +29,7 @@ impl Recorder {
 
     /// A recorder whose sink gets each message with its line, and no metadata line (the
     /// session that owns the recording writes its own header).
-    pub fn typed(sink: Box<dyn FnMut(&WireMessage, String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
+    pub fn typed(sink: TypedSink, now_s: Box<dyn Fn() -> f64>) -> Recorder {
         Recorder { sink: Sink::Typed(sink), now_s, wrote_header: true, count: 0 }
     }
 
