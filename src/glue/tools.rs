@@ -294,7 +294,7 @@ impl ToolDispatch for JsToolset {
         };
         // The handler is called at the future's first poll (the engine's contract: a session
         // holds a call back until it is stored; a plain step polls at once).
-        let (port, head) = (self.port.clone(), call_head_json(call));
+        let (port, head): (ToolPort, String) = (self.port.clone().unchecked_into(), call_head_json(call));
         let name = call.function.name.clone();
         async move {
             let fut = settle_js(port.invoke(&head, &args, &signal));
