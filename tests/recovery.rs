@@ -40,7 +40,8 @@ use support::{call, Echo};
 
 // ---- the tools ------------------------------------------------------------------------------
 
-/// `send_email` (not idempotent; asks for approval when `ask` is set) and `lookup` (idempotent).
+/// `send_email` (not idempotent; needs approval before it starts when `ask` is set: the way an
+/// approval survives a death) and `lookup` (idempotent).
 /// `hold` makes a run wait forever (the runtime dies under it). Every start is logged.
 #[derive(Clone, Default)]
 struct Desk {
@@ -67,19 +68,19 @@ impl ToolDispatch for Desk {
     fn is_idempotent(&self, name: &str) -> bool {
         name == "lookup"
     }
+    fn needs_approval(
+        &self,
+        call: &ToolCall,
+        _args: &Arguments<'_>,
+    ) -> Option<LocalBoxFuture<'static, Result<bool, String>>> {
+        (self.ask.get() && call.function.name == "send_email").then(|| futures::future::ready(Ok(true)).boxed_local())
+    }
     fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let (name, id) = (call.function.name.clone(), call.id.clone());
-        self.started.borrow_mut().push((name.clone(), id.clone()));
-        let (hold, ask, finished) = (self.hold.get(), self.ask.get() && name == "send_email", self.finished.clone());
-        let approvals = self.approvals.borrow().clone();
+        let (hold, started, finished) = (self.hold.get(), self.started.clone(), self.finished.clone());
+        // The tool starts at the first poll (the engine's contract).
         async move {
-            if ask {
-                let approvals = approvals.expect("approvals");
-                let yes = approvals.request(&id, "send email", "to a@b.c").expect("action").await;
-                if !yes {
-                    return ToolResult { tool_call_id: id.clone(), return_value: approvals.rejection(&id) };
-                }
-            }
+            started.borrow_mut().push((name.clone(), id.clone()));
             if hold {
                 futures::future::pending::<()>().await;
             }
@@ -394,11 +395,13 @@ fn a_recorded_result_is_kept_and_never_run_again() {
         format!("{}\n{}", call("a1", "lookup", json!({"q": 1})), call("m1", "send_email", json!({"to": "x"}))),
         "text: ok".to_owned(),
     ]);
-    // lookup finishes (its result is recorded); send_email waits for an approval; the runtime dies.
+    // lookup finishes (its result is recorded); send_email waits for an approval before it starts;
+    // the runtime dies.
     desk.ask.set(true);
     let d2 = desk.clone();
     let kill = move |ms: &[WireMessage]| {
-        !d2.starts("send_email").is_empty() && has(ms, "ToolResult") && has(ms, "ApprovalRequest")
+        assert!(d2.starts("send_email").is_empty(), "nothing of send_email runs before it is approved");
+        has(ms, "ToolResult") && has(ms, "ApprovalRequest")
     };
     life(&store, &model, &desk, Start::New("both"), kill, no_ui).unwrap();
     let ended = life(&store, &model, &desk, Start::Resume, never_kill, |m, wire| {
@@ -408,6 +411,7 @@ fn a_recorded_result_is_kept_and_never_run_again() {
     })
     .unwrap();
     assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    assert_eq!(desk.starts("send_email"), ["m1"], "started once, once approved");
     assert_eq!(desk.finishes("send_email"), ["m1"]);
     assert_eq!(desk.starts("lookup"), ["a1"], "the recorded result is kept; lookup never ran again");
     assert_consistent(&store);

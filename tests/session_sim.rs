@@ -150,6 +150,10 @@ enum Kind {
     Lookup,
     /// Idempotent; asks for approval mid-run and acts only when approved.
     Ask,
+    /// Not idempotent; needs approval before it starts (`needsApproval`).
+    Pay,
+    /// Not idempotent; reserves, then asks for approval mid-run, and books only when approved.
+    Book,
 }
 
 impl Kind {
@@ -158,6 +162,8 @@ impl Kind {
             Kind::Charge => "charge",
             Kind::Lookup => "lookup",
             Kind::Ask => "ask",
+            Kind::Pay => "pay",
+            Kind::Book => "book",
         }
     }
 }
@@ -171,10 +177,12 @@ fn answer_for(seed: u64, n: u32, k: u32) -> Vec<Kind> {
     }
     let calls = 1 + r.below(3);
     (0..calls)
-        .map(|_| match r.below(10) {
+        .map(|_| match r.below(14) {
             0..=3 => Kind::Charge,
             4..=6 => Kind::Lookup,
-            _ => Kind::Ask,
+            7..=8 => Kind::Ask,
+            9..=11 => Kind::Pay,
+            _ => Kind::Book,
         })
         .collect()
 }
@@ -316,6 +324,13 @@ impl ToolDispatch for SimTools {
     fn is_idempotent(&self, name: &str) -> bool {
         name == "lookup" || name == "ask"
     }
+    fn needs_approval(
+        &self,
+        call: &ToolCall,
+        _args: &Arguments<'_>,
+    ) -> Option<LocalBoxFuture<'static, Result<bool, String>>> {
+        (call.function.name == "pay").then(|| futures::future::ready(Ok(true)).boxed_local())
+    }
     fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let (name, id) = (call.function.name.clone(), call.id.clone());
         let (clock, ledger) = (self.clock.clone(), self.ledger.clone());
@@ -324,9 +339,9 @@ impl ToolDispatch for SimTools {
         // Lazy: the tool starts at the first poll (the engine's contract).
         async move {
             ledger.borrow_mut().push((name.clone(), id.clone(), "start".into()));
-            if name == "ask" {
+            if name == "ask" || name == "book" {
                 let approvals = approvals.expect("approvals");
-                let yes = approvals.request(&id, "ask", "may I?").expect("action").await;
+                let yes = approvals.request(&id, &name, "may I?", false).expect("action").await;
                 if !yes {
                     return ToolResult { tool_call_id: id.clone(), return_value: approvals.rejection(&id) };
                 }
@@ -345,7 +360,7 @@ impl ToolDispatch for SimTools {
 
 impl TurnTools for SimTools {
     fn definitions(&self) -> Vec<ToolDefinition> {
-        ["charge", "lookup", "ask"]
+        ["charge", "lookup", "ask", "pay", "book"]
             .iter()
             .map(|n| ToolDefinition {
                 name: (*n).into(),
@@ -925,32 +940,41 @@ fn check(w: &World) -> Result<(), String> {
         }
     }
     for ((tool, id), n) in &starts {
-        if tool == "charge" && *n > 1 {
+        if ["charge", "pay", "book"].contains(&tool.as_str()) && *n > 1 {
             return Err(format!("{tool} {id} started {n} times"));
         }
     }
     let all = wire_messages(&w.client.told);
-    let mut request_call: HashMap<String, String> = HashMap::new();
+    let mut request_call: HashMap<String, (String, String)> = HashMap::new();
     let mut first_answer: HashMap<String, String> = HashMap::new();
+    let mut for_session: HashSet<String> = HashSet::new();
     for (_, m) in &all {
+        let p = &m["payload"];
         if m["type"] == "ApprovalRequest" {
-            request_call.insert(
-                m["payload"]["id"].as_str().unwrap_or("").into(),
-                m["payload"]["tool_call_id"].as_str().unwrap_or("").into(),
-            );
+            let (call, action) = (p["tool_call_id"].as_str().unwrap_or(""), p["action"].as_str().unwrap_or(""));
+            request_call.insert(p["id"].as_str().unwrap_or("").into(), (call.into(), action.into()));
         }
         if m["type"] == "ApprovalResponse" {
-            let rid = m["payload"]["request_id"].as_str().unwrap_or("").to_owned();
-            if let Some(call) = request_call.get(&rid) {
-                first_answer
-                    .entry(call.clone())
-                    .or_insert_with(|| m["payload"]["response"].as_str().unwrap_or("").into());
+            let rid = p["request_id"].as_str().unwrap_or("").to_owned();
+            if let Some((call, action)) = request_call.get(&rid) {
+                let response = p["response"].as_str().unwrap_or("");
+                first_answer.entry(call.clone()).or_insert_with(|| response.into());
+                if response == "approve_for_session" {
+                    for_session.insert(action.clone());
+                }
             }
         }
     }
     for (tool, id, what) in w.ledger.borrow().iter() {
-        if tool == "ask" && what == "effect" && first_answer.get(id).map(String::as_str) == Some("reject") {
-            return Err(format!("ask {id} acted after its approval was refused"));
+        let answer = first_answer.get(id).map(String::as_str);
+        if (tool == "ask" || tool == "book") && what == "effect" && answer == Some("reject") {
+            return Err(format!("{tool} {id} acted after its approval was refused"));
+        }
+        // Asked before it starts: nothing of it runs unless approved.
+        let approved = matches!(answer, Some("approve") | Some("approve_for_session"))
+            || (answer.is_none() && for_session.contains("pay"));
+        if tool == "pay" && what == "start" && !approved {
+            return Err(format!("pay {id} started without an approval (answer: {answer:?})"));
         }
     }
     // Turns: each stored turn has one end; an acknowledged cancel ends its turn cancelled.

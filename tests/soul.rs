@@ -259,7 +259,7 @@ fn approving_tool(h: &Harness, ran: Rc<RefCell<Vec<String>>>) {
     h.tools.add("rm", move |c, approvals| {
         let args: Value = serde_json::from_str(c.function.arguments.as_deref().unwrap()).unwrap();
         let path = args["path"].as_str().unwrap().to_owned();
-        let asked = approvals.request(&c.id, "delete file", &format!("rm {path}")).unwrap();
+        let asked = approvals.request(&c.id, "delete file", &format!("rm {path}"), false).unwrap();
         let (approvals, id, ran) = (approvals.clone(), c.id.clone(), ran.clone());
         async move {
             if !asked.await {
@@ -509,6 +509,7 @@ mod run_soul {
             action: "a".into(),
             description: String::new(),
             display: Vec::new(),
+            before_start: false,
         });
         let (tx, rx) = oneshot::channel::<()>();
         let soul = async move {

@@ -42,6 +42,16 @@ pub trait ToolDispatch {
     /// future's first poll, not before: an agent turn in a session holds a call back until the
     /// call is durably stored (the engine polls at once otherwise).
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult>;
+    /// Must the call be approved before its handler starts (`needsApproval`)? `None`: no. The
+    /// future answers (a tool's own function may take its time); `Err`: that function failed.
+    /// Only an agent turn asks (it has a wire); a plain step's toolset refuses such a tool itself.
+    fn needs_approval(
+        &self,
+        _call: &ToolCall,
+        _args: &Arguments<'_>,
+    ) -> Option<LocalBoxFuture<'static, Result<bool, String>>> {
+        None
+    }
     /// The engine settled a call itself because its arguments never became JSON. For a log
     /// line: the call's name, id and size, never its contents.
     fn on_malformed_arguments(&self, _call: &ToolCall) {}

@@ -455,7 +455,7 @@ impl RunClosures {
             Closure::<dyn Fn(String, JsValue) -> Promise>::new(move |call_id: String, req: JsValue| {
                 let action = get(&req, "action").and_then(|v| v.as_string()).unwrap_or_default();
                 let description = get(&req, "description").and_then(|v| v.as_string()).unwrap_or_default();
-                match a.request(&call_id, &action, &description) {
+                match a.request(&call_id, &action, &description, false) {
                     Ok(answer) => future_to_promise(async move { Ok(JsValue::from_bool(answer.await)) }),
                     Err(e) => Promise::reject(&type_error(&e.to_string())),
                 }

@@ -70,6 +70,7 @@ impl WireCore {
             action: text("action")?,
             description: text("description")?,
             display: Vec::new(),
+            before_start: false,
         };
         let answer = self.wire.request_approval(request);
         Ok(future_to_promise(async move {

@@ -5,7 +5,7 @@
 //! turn; with feedback the model reads it and goes on.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use crate::engine::soul::recovery::RecordedApproval;
@@ -72,10 +72,10 @@ pub struct Approvals {
     new_id: Box<dyn Fn() -> String>,
     /// Calls the user refused in this run, with the feedback given.
     refused: RefCell<HashMap<String, String>>,
-    /// A recovered turn's approvals by call id: the request its tool asked before the runtime
-    /// died, still waiting (or answered, when the answer was recorded). The tool, run again,
-    /// gets it instead of asking anew.
-    resumed: RefCell<HashMap<String, (String, SharedAnswer)>>,
+    /// A recovered turn's approvals by call id, in the order they were asked: each request the
+    /// call asked before the runtime died, still waiting (or answered, when the answer was
+    /// recorded). The call, run again, gets them in order instead of asking anew.
+    resumed: RefCell<HashMap<String, VecDeque<(String, SharedAnswer)>>>,
 }
 
 impl Approvals {
@@ -93,25 +93,34 @@ impl Approvals {
             }
             None => self.wire.await_approval(&a.request_id).boxed_local(),
         };
-        self.resumed.borrow_mut().insert(a.tool_call_id.clone(), (a.request_id.clone(), answer.shared()));
+        self.resumed
+            .borrow_mut()
+            .entry(a.tool_call_id.clone())
+            .or_default()
+            .push_back((a.request_id.clone(), answer.shared()));
     }
 
     /// Asks the user about `action` for the tool call `call_id`; true when approved.
+    /// `before_start`: asked before the tool's handler starts (`needsApproval`).
     pub fn request(
         self: &Rc<Self>,
         call_id: &str,
         action: &str,
         description: &str,
+        before_start: bool,
     ) -> Result<LocalBoxFuture<'static, bool>, ApprovalError> {
         if action.is_empty() {
             return Err(ApprovalError::MissingAction);
         }
-        let resumed = self.resumed.borrow_mut().remove(call_id);
+        let resumed = self.resumed.borrow_mut().get_mut(call_id).and_then(VecDeque::pop_front);
+        // An answer the user gave to this very request (recorded before the runtime died) is
+        // the answer, whatever was approved for the session since.
+        let answered = resumed.as_ref().is_some_and(|(id, _)| !self.wire.is_waiting(id));
         let approved = {
             let st = self.state.borrow();
             st.yolo || st.approved_for_session.contains(action)
         };
-        if approved {
+        if approved && !answered {
             // A recovered request still waiting is answered by the session's approval (and the
             // recording says so), not left to be refused when the run ends.
             if let Some((request_id, _)) = &resumed {
@@ -132,6 +141,7 @@ impl Approvals {
                     action: action.to_owned(),
                     description: description.to_owned(),
                     display: Vec::new(),
+                    before_start,
                 })
                 .boxed_local(),
         };
@@ -139,6 +149,11 @@ impl Approvals {
         let (call_id, action) = (call_id.to_owned(), action.to_owned());
         Ok(async move {
             let a = answer.await;
+            // Write before tell: the tool goes on only once its answer is stored (a session's
+            // store refused it: the turn is stopping, and nothing was approved).
+            if !this.wire.stored().await {
+                return false;
+            }
             match a.response {
                 ApprovalResponse::Approve => true,
                 ApprovalResponse::ApproveForSession => {

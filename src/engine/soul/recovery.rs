@@ -59,6 +59,8 @@ pub struct RecordedApproval {
     pub action: String,
     /// The answer, when it was recorded (the tool had not finished yet).
     pub answer: Option<(ApprovalResponse, String)>,
+    /// Asked before the tool's handler started (`needsApproval`).
+    pub before_start: bool,
 }
 
 /// The unfinished turn, as its recording left it.
@@ -218,6 +220,7 @@ impl RecordedTurn {
                     tool_call_id: text(payload, "tool_call_id"),
                     action: text(payload, "action"),
                     answer: None,
+                    before_start: payload.get("before_start").and_then(Value::as_bool).unwrap_or(false),
                 }),
                 "ApprovalResponse" => {
                     let id = text(payload, "request_id");

@@ -11,6 +11,7 @@ use futures::FutureExt;
 
 use crate::engine::json::Arguments;
 use crate::engine::message::{Message, TokenUsage, ToolCall};
+use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::repeat::{append_reminder, RepeatTracker, Verdict};
 use crate::engine::soul::wire::WireMessage;
 use crate::engine::step::ToolDispatch;
@@ -40,6 +41,15 @@ pub fn unstored_result(call_id: &str) -> ToolResult {
             ToolOutput::Text(String::new()),
         ),
     }
+}
+
+/// What an approval asked before a call starts describes: the tool and its arguments (cut at
+/// 500 characters).
+fn approval_description(call: &ToolCall) -> String {
+    let args = call.function.arguments.as_deref().unwrap_or("{}");
+    let cut: String = args.chars().take(500).collect();
+    let more = if cut.len() < args.len() { "…" } else { "" };
+    format!("{}({cut}{more})", call.function.name)
 }
 
 /// The result a call gets when the turn ran past its time limit (`ms`) before the call finished.
@@ -136,6 +146,8 @@ pub(super) struct TurnDispatch<'a, T> {
     /// The turn's wire: flushed before a call is handed to its tool, so the call (with its whole
     /// input) is recorded before the tool can do anything — what a recovery reads back.
     pub(super) wire: crate::engine::soul::wire::Wire,
+    /// Where a tool that needs approval before it starts asks.
+    pub(super) approvals: Rc<Approvals>,
 }
 
 impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
@@ -164,11 +176,44 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         // back until that record is stored — what a recovery reads back to know it started.
         self.wire.flush();
         let stored = self.wire.stored();
+        // A call that has its result already (replayed under its id) is not asked again.
+        let had = {
+            let st = self.state.borrow();
+            st.finished.contains_key(&call.id) && st.calls.get(&call.id).is_some_and(|c| c.function == call.function)
+        };
+        let need = if had { None } else { self.inner.needs_approval(call, args) };
         let fut = self.dispatch_now(call, args);
         let id = call.id.clone();
+        let ask =
+            need.map(|need| (need, self.approvals.clone(), call.function.name.clone(), approval_description(call)));
         async move {
             if !stored.await {
                 return unstored_result(&id);
+            }
+            // Asked before the handler starts: nothing of the tool runs until it is approved.
+            if let Some((need, approvals, name, description)) = ask {
+                match need.await {
+                    Ok(false) => {}
+                    Ok(true) => match approvals.request(&id, &name, &description, true) {
+                        Ok(answer) => {
+                            if !answer.await {
+                                return ToolResult { return_value: approvals.rejection(&id), tool_call_id: id };
+                            }
+                        }
+                        Err(e) => {
+                            return ToolResult {
+                                tool_call_id: id,
+                                return_value: ToolReturnValue::runtime_error(&e.to_string()),
+                            }
+                        }
+                    },
+                    Err(e) => {
+                        return ToolResult {
+                            tool_call_id: id,
+                            return_value: ToolReturnValue::runtime_error(&format!("needsApproval failed: {e}")),
+                        }
+                    }
+                }
             }
             fut.await
         }

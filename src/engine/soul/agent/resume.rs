@@ -17,7 +17,8 @@ use crate::engine::generate::MessageAssembler;
 use crate::engine::json::Arguments;
 use crate::engine::message::{Message, Role};
 use crate::engine::model::{Model, ModelError};
-use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget, RecoveryStop};
+use crate::engine::soul::recovery::{RecordedApproval, RecordedTurn, RecoveryBudget, RecoveryStop};
+use crate::engine::soul::wire::ApprovalResponse;
 use crate::engine::soul::wire::{StepRetry, WireMessage};
 use crate::engine::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
 use crate::engine::toolset::ToolResult;
@@ -198,10 +199,23 @@ where
                     }
                 };
                 let _ = args;
-                let waiting = recorded.approvals.iter().any(|a| a.tool_call_id == c.id);
+                // What a death leaves is decided by what was recorded, never by running a handler
+                // again to find out: a call whose only question was asked before its handler
+                // started (`needsApproval`) and not approved has not run, so it waits (or takes its
+                // refusal) again; a handler that asked mid-run has started.
+                let asked: Vec<&RecordedApproval> =
+                    recorded.approvals.iter().filter(|a| a.tool_call_id == c.id).collect();
+                let not_started = !asked.is_empty()
+                    && asked.iter().all(|a| {
+                        a.before_start
+                            && !matches!(
+                                a.answer,
+                                Some((ApprovalResponse::Approve | ApprovalResponse::ApproveForSession, _))
+                            )
+                    });
                 if !recorded.stream_ended && !self.tools.is_eager(&c.function.name) {
                     Close::Answer(cut_off_result(c, true))
-                } else if !no_reruns && (waiting || self.tools.is_idempotent(&c.function.name)) {
+                } else if !no_reruns && (not_started || self.tools.is_idempotent(&c.function.name)) {
                     Close::Rerun
                 } else {
                     Close::Answer(interrupted_result(&c.id))
@@ -222,7 +236,12 @@ where
                 Close::Rerun => {}
             }
         }
-        let dispatch = TurnDispatch { inner: self.tools, state: state.clone(), wire: self.wire.clone() };
+        let dispatch = TurnDispatch {
+            inner: self.tools,
+            state: state.clone(),
+            wire: self.wire.clone(),
+            approvals: self.approvals.clone(),
+        };
         let runs: Vec<LocalBoxFuture<'_, ToolResult>> = calls
             .iter()
             .zip(plan)

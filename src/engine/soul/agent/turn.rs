@@ -334,7 +334,12 @@ where
             st.published.clear();
             st.broken_attempts + 1
         };
-        let dispatch = TurnDispatch { inner: self.tools, state: state.clone(), wire: self.wire.clone() };
+        let dispatch = TurnDispatch {
+            inner: self.tools,
+            state: state.clone(),
+            wire: self.wire.clone(),
+            approvals: self.approvals.clone(),
+        };
         let wire = self.wire.clone();
         let on_result_state = state.clone();
         let on_tool_result: ToolResultCallback = Rc::new(move |r: &ToolResult| {

@@ -108,6 +108,10 @@ pub struct ApprovalRequest {
     pub action: String,
     pub description: String,
     pub display: Vec<Value>,
+    /// Asked before the tool's handler started (`needsApproval`): after a death, nothing of the
+    /// tool has run, so its call waits again. kimi-cli reads past the field.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_start: bool,
 }
 
 impl WireMessage {

@@ -361,6 +361,7 @@ mod tests {
             action: "a".into(),
             description: String::new(),
             display: Vec::new(),
+            before_start: false,
         }
     }
 
