@@ -135,10 +135,20 @@ export interface Tool extends ToolDefinition {
    * was stopped." (brief "Timed out"), which counts like any other result.
    */
   timeoutMs?: number;
+  /**
+   * Asked through the wire before the handler starts (an `ApprovalRequest` with `action` the tool's
+   * name, `description` its call, and `before_start: true`): nothing of the tool runs until it is
+   * approved, and a refusal is kimi-cli's rejection result. Such a wait survives any death of its
+   * runtime (the call waits again under the same request id), where a handler that asked with
+   * `ctx.requestApproval` has started and is answered "interrupted" unless it is `idempotent`.
+   * A function decides per call from the arguments. In an agent run only: under a plain `step` the
+   * call is an error result (there is no wire to ask on).
+   */
+  needsApproval?: boolean | ((args: any) => boolean | Promise<boolean>);
 }
 /** kosong's protocol: any object of this shape works. */
 export interface Toolset {
-  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number; needsApproval?: boolean }>;
   /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
   handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
@@ -150,7 +160,7 @@ export interface Toolset {
  */
 export class SimpleToolset implements Toolset {
   constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger });
-  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number }>;
+  readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number; needsApproval?: boolean }>;
   /** Throws when the name is taken or invalid. */
   add(tool: Tool): this;
   /** Throws when no tool has that name. */

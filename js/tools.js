@@ -86,6 +86,11 @@ export class ToolPort {
     over = true;
     return out;
   }
+
+  /** A tool's own `needsApproval(args)` (a SimpleToolset's): a boolean, or a Promise of one. */
+  needsApproval(name, args) {
+    return this.#toolset._needsApproval(name, JSON.parse(args));
+  }
 }
 
 /** The engine's factory of ports (installed when the module loads). */
@@ -140,8 +145,11 @@ export class SimpleToolset {
     const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";
     if (tool.idempotent !== undefined && typeof tool.idempotent !== "boolean") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: idempotent must be a boolean`);
     if (tool.timeoutMs !== undefined && typeof tool.timeoutMs !== "number") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: timeoutMs must be a number`);
+    const na = tool.needsApproval;
+    if (na !== undefined && typeof na !== "boolean" && typeof na !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: needsApproval must be a boolean or a function (args) => boolean | Promise<boolean>`);
     callWasm(() => this.#core.add(tool.name, tool.description ?? "", json, tool.eager !== false));
     if (tool.idempotent) callWasm(() => this.#core.setIdempotent(tool.name, true));
+    if (na) callWasm(() => this.#core.setNeedsApproval(tool.name, typeof na === "function" ? 2 : 1));
     if (tool.timeoutMs !== undefined) {
       try {
         callWasm(() => this.#core.setTimeoutMs(tool.name, tool.timeoutMs)); // the core's rule
@@ -150,7 +158,7 @@ export class SimpleToolset {
         throw e;
       }
     }
-    this.#handlers.set(tool.name, { handler: tool.handler, parameters: p });
+    this.#handlers.set(tool.name, { name: tool.name, handler: tool.handler, parameters: p, needsApproval: na });
     return this;
   }
 
@@ -166,6 +174,12 @@ export class SimpleToolset {
    */
   get _simpleId() {
     return Object.getPrototypeOf(this) === SimpleToolset.prototype && !Object.hasOwn(this, "handle") ? this.#core.id : undefined;
+  }
+
+  /** @internal A tool's own `needsApproval` function, asked by the engine before its handler starts. */
+  _needsApproval(name, args) {
+    const na = this.#handlers.get(name)?.needsApproval;
+    return typeof na === "function" ? na(args) : Boolean(na);
   }
 
   /** @internal The engine's path: a call the core found a tool for; what the handler returned. */
@@ -216,6 +230,11 @@ export class SimpleToolset {
 
   /** Validates and runs a tool's handler (a validator's message becomes kosong's validation error). */
   #runHandler(tool, args, ctx) {
+    // In an agent run the engine asked before the handler was called; a plain step has no wire to
+    // ask through, and such a tool never runs unapproved.
+    if (tool.needsApproval && typeof ctx?.requestApproval !== "function") {
+      throw new Error(`tool \`${tool.name}\` has needsApproval: it runs only in an agent run (runSoul, AgentSession), where an approval has a wire to be asked on; a plain step cannot ask`);
+    }
     if (this.#validate) {
       const problem = this.#validate(tool.parameters, args);
       if (isThenable(problem)) {

@@ -157,6 +157,18 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// How long a call may run before it is stopped ([`ToolTimeouts`]); `None`: the default.
     pub timeout_ms: Option<f64>,
+    /// Asked through the wire before the handler starts (`needsApproval`).
+    pub needs_approval: NeedsApproval,
+}
+
+/// Whether a tool's call is approved before its handler starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NeedsApproval {
+    #[default]
+    No,
+    Always,
+    /// The tool's own function of the arguments decides.
+    Decide,
 }
 
 /// How long a tool call may run: its tool's own limit, else the step's or agent's default, else
@@ -233,7 +245,10 @@ impl<H> SimpleToolset<H> {
             }
         };
         let definition = crate::engine::providers::ToolDefinition { name: name.to_owned(), description, parameters };
-        self.tools.push((ToolSpec { definition, eager, idempotent: false, timeout_ms: None }, handler));
+        self.tools.push((
+            ToolSpec { definition, eager, idempotent: false, timeout_ms: None, needs_approval: NeedsApproval::No },
+            handler,
+        ));
         Ok(())
     }
 
@@ -263,6 +278,12 @@ impl<H> SimpleToolset<H> {
     pub fn set_idempotent(&mut self, name: &str, idempotent: bool) {
         if let Some((t, _)) = self.tools.iter_mut().find(|(t, _)| t.definition.name == name) {
             t.idempotent = idempotent;
+        }
+    }
+
+    pub fn set_needs_approval(&mut self, name: &str, needs: NeedsApproval) {
+        if let Some((t, _)) = self.tools.iter_mut().find(|(t, _)| t.definition.name == name) {
+            t.needs_approval = needs;
         }
     }
 

@@ -116,6 +116,18 @@ impl SimpleToolsetCore {
         self.inner.borrow_mut().set_idempotent(name, idempotent);
     }
 
+    /// Whether the tool's calls are approved before its handler starts: 0 no, 1 always, 2 its
+    /// own function decides (asked through the tool port).
+    #[wasm_bindgen(js_name = setNeedsApproval)]
+    pub fn set_needs_approval(&self, name: &str, kind: u8) {
+        let needs = match kind {
+            1 => crate::engine::toolset::NeedsApproval::Always,
+            2 => crate::engine::toolset::NeedsApproval::Decide,
+            _ => crate::engine::toolset::NeedsApproval::No,
+        };
+        self.inner.borrow_mut().set_needs_approval(name, needs);
+    }
+
     /// The tool's own time limit in milliseconds (a `TypeError` for one that is not positive).
     #[wasm_bindgen(js_name = setTimeoutMs)]
     pub fn set_timeout_ms(&self, name: &str, ms: f64) -> Result<(), JsValue> {
@@ -123,7 +135,8 @@ impl SimpleToolsetCore {
     }
 
     /// The tools as `SimpleToolset.tools` gives them: `{name, description, parameters}`, plus
-    /// `eager: false` for the tools that wait for a whole answer.
+    /// `eager: false` for the tools that wait for a whole answer, `needsApproval: true` for those
+    /// approved before they start.
     pub fn tools(&self) -> JsValue {
         let list: Vec<serde_json::Value> = self
             .inner
@@ -140,6 +153,11 @@ impl SimpleToolsetCore {
                 }
                 if let Some(ms) = t.timeout_ms {
                     v["timeoutMs"] = serde_json::json!(ms);
+                }
+                // A tool whose own function decides is asked every time through a subclass's `tools`
+                // (what is read there is a boolean).
+                if t.needs_approval != crate::engine::toolset::NeedsApproval::No {
+                    v["needsApproval"] = serde_json::Value::Bool(true);
                 }
                 v
             })

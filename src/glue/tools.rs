@@ -57,6 +57,10 @@ extern "C" {
     /// what the tool answered, or a Promise of it.
     #[wasm_bindgen(method, catch)]
     fn invoke(this: &ToolPort, call: &str, args: &JsValue, signal: &AbortSignal) -> Result<JsValue, JsValue>;
+
+    /// A tool's own `needsApproval(args)`: a boolean, or a Promise of one.
+    #[wasm_bindgen(method, catch, js_name = needsApproval)]
+    fn needs_approval(this: &ToolPort, name: &str, args: &str) -> Result<JsValue, JsValue>;
 }
 
 /// What a tool's context gains inside an agent run: `{send(message), requestApproval(toolCallId,
@@ -81,6 +85,8 @@ pub struct JsToolset {
     lazy: RefCell<Vec<String>>,
     /// The tools a custom toolset declares `idempotent: true` (read with the definitions).
     idempotent: RefCell<Vec<String>>,
+    /// The tools a custom toolset declares `needsApproval: true` (read with the definitions).
+    ask_first: RefCell<Vec<String>>,
     /// A custom toolset's tools' own `timeoutMs` (read with the definitions).
     own_timeouts: RefCell<Vec<(String, f64)>>,
     timeouts: ToolTimeouts,
@@ -114,6 +120,7 @@ impl JsToolset {
             simple,
             lazy: RefCell::default(),
             idempotent: RefCell::default(),
+            ask_first: RefCell::default(),
             own_timeouts: RefCell::default(),
             timeouts,
             signals,
@@ -133,6 +140,7 @@ impl JsToolset {
         let list: Vec<serde_json::Value> = from_js(&tools).unwrap_or_default();
         let mut lazy = Vec::new();
         let mut idempotent = Vec::new();
+        let mut ask_first = Vec::new();
         let mut own_timeouts = Vec::new();
         let mut defs = Vec::with_capacity(list.len());
         for t in list {
@@ -143,6 +151,9 @@ impl JsToolset {
             }
             if t.get("idempotent").and_then(serde_json::Value::as_bool) == Some(true) {
                 idempotent.push(name.clone());
+            }
+            if t.get("needsApproval").and_then(serde_json::Value::as_bool) == Some(true) {
+                ask_first.push(name.clone());
             }
             // A limit that is not a positive number is left out here (the toolset is the
             // caller's own object; a SimpleToolset refuses one when it is added).
@@ -161,6 +172,7 @@ impl JsToolset {
         }
         *self.lazy.borrow_mut() = lazy;
         *self.idempotent.borrow_mut() = idempotent;
+        *self.ask_first.borrow_mut() = ask_first;
         *self.own_timeouts.borrow_mut() = own_timeouts;
         defs
     }
@@ -215,6 +227,37 @@ impl ToolDispatch for JsToolset {
         match &self.simple {
             Some(reg) => reg.borrow().is_idempotent(name),
             None => self.idempotent.borrow().iter().any(|n| n == name),
+        }
+    }
+
+    fn needs_approval(
+        &self,
+        call: &ToolCall,
+        args: &Arguments<'_>,
+    ) -> Option<LocalBoxFuture<'static, Result<bool, String>>> {
+        use crate::engine::toolset::NeedsApproval;
+        let needs = match &self.simple {
+            Some(reg) => reg.borrow().spec(&call.function.name).map_or(NeedsApproval::No, |s| s.needs_approval),
+            None if self.ask_first.borrow().contains(&call.function.name) => NeedsApproval::Always,
+            None => NeedsApproval::No,
+        };
+        match needs {
+            NeedsApproval::No => None,
+            NeedsApproval::Always => Some(futures::future::ready(Ok(true)).boxed_local()),
+            NeedsApproval::Decide => {
+                let port: ToolPort = self.port.clone().unchecked_into();
+                let (name, args) = (call.function.name.clone(), args.text().to_owned());
+                // Asked at the first poll: once the call is stored.
+                Some(
+                    async move {
+                        match settle_js(port.needs_approval(&name, &args)).await {
+                            Ok(v) => Ok(v.is_truthy()),
+                            Err(e) => Err(error_text(&e)),
+                        }
+                    }
+                    .boxed_local(),
+                )
+            }
         }
     }
 

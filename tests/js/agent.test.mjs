@@ -282,6 +282,43 @@ test("ScriptedProvider's error: directives drive the retries: one StepRetry (429
   assert.equal(e.message, "reset");
 });
 
+test("needsApproval: asked before the handler starts (before_start), nothing of the tool runs until approved; a function of the arguments decides; a refusal is the rejection; under a plain step it is an error result", async () => {
+  const ran = [];
+  const toolset = new k.SimpleToolset([
+    { name: "pay", description: "", parameters: {}, needsApproval: ({ amount }) => Promise.resolve(amount > 100), handler: ({ amount }) => (ran.push(amount), `paid ${amount}`) },
+    { name: "wipe", description: "", parameters: {}, needsApproval: true, handler: () => (ran.push("wipe"), "wiped") },
+  ]);
+  assert.deepEqual(toolset.tools.map((t) => t.needsApproval), [true, true]);
+  const seen = [];
+  const provider = new k.ScriptedProvider([call("p1", "pay", { amount: 5 }), call("p2", "pay", { amount: 500 }), "text: ok"]);
+  let r = await runTurn(new k.Agent({ provider, systemPrompt: "", toolset }), "pay", {
+    onMessage: (m, wire) => {
+      if (m.type !== "ApprovalRequest") return;
+      seen.push({ ran: [...ran], request: m.payload });
+      wire.respond(m.payload.id, "approve");
+    },
+  });
+  assert.equal(r.error, undefined);
+  assert.deepEqual(ran, [5, 500]);
+  assert.equal(seen.length, 1, "the small amount was not asked about");
+  assert.deepEqual(seen[0].ran, [5], "pay 500 had not run when it was asked");
+  const { id, ...req } = seen[0].request;
+  assert.deepEqual(req, { tool_call_id: "p2", sender: "agent", action: "pay", description: 'pay({"amount":500})', display: [], before_start: true });
+  ran.length = 0;
+  r = await runTurn(new k.Agent({ provider: new k.ScriptedProvider([call("w1", "wipe", {}), "text: never"]), systemPrompt: "", toolset }), "wipe", {
+    onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "reject"),
+  });
+  assert.deepEqual(ran, [], "refused: the handler never ran");
+  assert.match(r.merged.find((m) => m.type === "ToolResult").payload.return_value.message, /rejected by the user/);
+  assert.equal(r.types.filter((t) => t === "StepBegin").length, 1, "a refusal without feedback ends the turn");
+  const stepped = await k.step(new k.ScriptedProvider([call("w2", "wipe", {})]), "", toolset, [{ role: "user", content: "wipe" }]);
+  const [res] = await stepped.toolResults();
+  assert.equal(res.return_value.is_error, true);
+  assert.match(res.return_value.message, /needsApproval: it runs only in an agent run/);
+  assert.deepEqual(ran, [], "never unapproved");
+  assert.throws(() => new k.SimpleToolset([{ name: "x", description: "", parameters: {}, needsApproval: "yes", handler: () => "" }]), /needsApproval must be a boolean or a function/);
+});
+
 test("yolo approves everything; cancelling during an approval resolves it as rejected and cancels the run", async () => {
   const toolset = new k.SimpleToolset([{ name: "act", description: "", parameters: {}, handler: async (_a, ctx) => String(await ctx.requestApproval({ action: "act", description: "" })) }]);
   let r = await runTurn(new k.Agent({ provider: new k.ScriptedProvider([call("y", "act", {}), "text: ok"]), systemPrompt: "", toolset, yolo: true }), "go");

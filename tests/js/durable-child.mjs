@@ -32,8 +32,9 @@ const tools = new k.SimpleToolset([
     description: "Sends an email",
     parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
     idempotent: Boolean(flags.idempotent),
+    // Asked before the handler starts: the way an approval survives a SIGKILL.
+    needsApproval: Boolean(flags.ask),
     handler: async ({ to }, ctx) => {
-      if (flags.ask && !(await ctx.requestApproval({ action: "send email", description: `to ${to}` }))) return ctx.rejection();
       appendFileSync(files.sent, `${ctx.toolCallId} ${to}\n`);
       say({ sent: ctx.toolCallId });
       if (flags.hold) await new Promise(() => {}); // still running when the process is killed

@@ -39,10 +39,10 @@ const tools = () =>
       name: "send_email",
       description: "Sends an email (the user approves each one first).",
       parameters: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } }, required: ["to", "subject"] },
-      handler: async ({ to, subject }, ctx) => {
-        if (!(await ctx.requestApproval({ action: "send email", description: `Send "${subject}" to ${to}` }))) return ctx.rejection();
-        return `sent to ${to}`;
-      },
+      // Asked before the handler starts: such a wait survives any restart of the runtime, and
+      // nothing of the tool runs until the user answers (a refusal is kimi-cli's rejection).
+      needsApproval: true,
+      handler: async ({ to }) => `sent to ${to}`,
     },
   ]);
 
