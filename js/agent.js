@@ -110,6 +110,23 @@ export class Agent {
       callWasm(() => this.#core.resume(JSON.stringify(messages), wireCore(run.wire), contextCore(this.#context), toolset, hooks)));
   }
 
+  /**
+   * @internal A turn of a Session (`js/session.js`): `input` starts one (refused, nothing counted,
+   * with `{refused, message}` thrown), `undefined` takes up the one its store holds unfinished.
+   * Returns the turn's promise, or null when there is nothing to take up.
+   */
+  _session(sessionCore, input, run) {
+    const toolset = this.#toolset;
+    const hooks = this.#hooks(run);
+    const wc = wireCore(run.wire);
+    const cc = contextCore(this.#context);
+    const started =
+      input === undefined
+        ? callWasm(() => this.#core.resumeSession(sessionCore, wc, cc, toolset, hooks))
+        : callWasm(() => this.#core.runSession(sessionCore, input, wc, cc, toolset, hooks));
+    return started ?? null;
+  }
+
   /** `turn(toolset)`, inside an `invoke_agent` span when the agent has `telemetry` (its tools' calls inside theirs). */
   async #traced(run, userInput, turn) {
     const t = this.#telemetry;

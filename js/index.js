@@ -11,3 +11,5 @@ export { Context } from "./context.js";
 export { Agent, runSoul, resumeSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered, TurnTimeoutError } from "./agent.js";
 export { UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS } from "./ui-stream.js";
 export { McpToolset } from "./mcp.js";
+export { Session, MemorySessionStore, SessionBusyError, SessionLockedError, SessionLimitError } from "./session.js";
+export { FileSessionStore } from "./session-file.js";

@@ -17,6 +17,7 @@ use super::convert::{read_js, to_js};
 use super::error::{type_error, GlueError};
 use super::output::{OutputOption, Problem};
 use super::provider::{Members, ProviderCore};
+use super::session::{refusal_to_js, SessionCore};
 use super::signals::AbortWatch;
 use super::signals::StopReason;
 use super::sys::{self, AbortSignal};
@@ -25,6 +26,7 @@ use super::wire::WireCore;
 use super::{get, read_limits};
 use crate::engine::generate::Limits;
 use crate::engine::providers::ToolDefinition;
+use crate::engine::session::{Refused, Session, TurnOutcome};
 use crate::engine::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use crate::engine::soul::approval::{ApprovalState, Approvals};
 use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget};
@@ -203,7 +205,51 @@ impl AgentCore {
     ) -> Result<Promise, JsValue> {
         let input: UserInput =
             read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
-        self.start(Start::Run(input), wire, context, toolset, hooks)
+        self.start(Start::Run(input), wire, context, toolset, hooks, None)
+    }
+
+    /// Starts a turn of `session` on `user_input` (refused, nothing counted, with `{refused,
+    /// message}` thrown), attached to the session (its writes, its gate), on `wire` and `context`
+    /// (the session's, from `SessionCore.context`). The turn's end goes to the session; the
+    /// promise settles as `run`'s.
+    #[wasm_bindgen(js_name = runSession)]
+    pub fn run_session(
+        &self,
+        session: &SessionCore,
+        user_input: JsValue,
+        wire: &WireCore,
+        context: &ContextCore,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let input: UserInput = read_js(&user_input)
+            .map_err(|_| type_error("the message must be a string or an array of content parts"))?;
+        if self.busy.get() {
+            return Err(refusal_to_js(&Refused::Busy("a turn is already running in this session".into())));
+        }
+        session.session.submit(&input, sys::date_now()).map_err(|r| refusal_to_js(&r))?;
+        session.session.attach(&wire.wire, &context.ctx);
+        self.start(Start::Run(input), wire, context, toolset, hooks, Some(session.session.clone()))
+    }
+
+    /// Goes on with (or closes) the turn the session's store holds unfinished; `null` when there
+    /// is none to take up now.
+    #[wasm_bindgen(js_name = resumeSession)]
+    pub fn resume_session(
+        &self,
+        session: &SessionCore,
+        wire: &WireCore,
+        context: &ContextCore,
+        toolset: JsValue,
+        hooks: JsValue,
+    ) -> Result<Option<Promise>, JsValue> {
+        if self.busy.get() {
+            return Ok(None);
+        }
+        let Some((turn, budget)) = session.session.poll_resume() else { return Ok(None) };
+        session.session.attach(&wire.wire, &context.ctx);
+        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks, Some(session.session.clone()))
+            .map(Some)
     }
 
     /// Goes on with the turn its runtime died in, from the turn's recorded messages (`recorded`:
@@ -230,7 +276,7 @@ impl AgentCore {
         if let Some(n) = get(&hooks, "maxResumes").and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0) {
             budget.max_resumes = n as u32;
         }
-        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks)
+        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks, None)
     }
 
     fn start(
@@ -240,6 +286,7 @@ impl AgentCore {
         context: &ContextCore,
         toolset: JsValue,
         hooks: JsValue,
+        session: Option<Session>,
     ) -> Result<Promise, JsValue> {
         if self.busy.get() {
             return Err(js_sys::Error::new(&format!(
@@ -252,6 +299,10 @@ impl AgentCore {
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
         let limits = self.limits;
         let wire = wire.wire.clone();
+        // approve_for_session is the session's: across turns and deaths.
+        for action in session.iter().flat_map(Session::approved_for_session) {
+            self.approvals.borrow_mut().approve_for_session(&action);
+        }
         let approvals = Rc::new(Approvals::new(
             wire.clone(),
             self.approvals.clone(),
@@ -301,8 +352,25 @@ impl AgentCore {
                 Start::Run(input) => turn.run(input, cancel).await,
                 Start::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel).await,
             };
+            if let Some(session) = &session {
+                // Everything the turn published is recorded, then its end is stored and told.
+                wire.shutdown();
+                session.turn_ended(TurnOutcome::of(&outcome, seam_words));
+            }
             outcome.map(|()| JsValue::UNDEFINED).map_err(|e| turn_error_to_js(e, signal.as_ref(), &store_error))
         }))
+    }
+}
+
+/// A seam's error as a session's outcome says it: its class and message.
+fn seam_words(e: &GlueError) -> (String, String) {
+    match e {
+        GlueError::Provider(p) | GlueError::Caused(p, _) => (p.class_name().to_owned(), p.to_string()),
+        GlueError::Runtime { class, message, .. } => ((*class).to_owned(), message.clone()),
+        GlueError::Js(v) => {
+            let name = get(v, "name").and_then(|n| n.as_string()).unwrap_or_else(|| "Error".into());
+            (name, super::convert::error_text(v))
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! | `parts.rs` | the part hook's batches, JSON callbacks |
 //! | `output.rs` | the `output` option, and the check of a structured answer |
 //! | `agent.rs` | `AgentCore` (one turn), `WebEnv` |
+//! | `session.rs` | `SessionCore`: the core's `Session` for the JS `Session` and its stores |
 //! | `wire.rs`, `context.rs` | `WireCore`/`WireSideCore`/`runSoul`, `ContextCore` |
 //! | `tools.rs`, `simple_toolset.rs` | the JS toolset as the core's `ToolDispatch`; `SimpleToolsetCore` |
 //! | `preview.rs`, `convert.rs` | `PartialJson`, `ChaosProvider`'s scripts; plain data as JSON text |
@@ -24,6 +25,7 @@ mod output;
 mod parts;
 mod preview;
 mod provider;
+mod session;
 mod signals;
 mod simple_toolset;
 mod step;

@@ -1004,7 +1004,8 @@ test("worker: its page in Chromium shows the answer as it streams, a refused sec
     llm.respond({ steps: [text("Mailed."), finish("stop"), done()] });
     await page.click("form button");
     await page.waitForSelector('.approval button[data-response="approve"]', { timeout: 10_000 });
-    assert.match(await page.textContent(".approval"), /Send "From the page" to ada@example\.com/);
+    // Asked before the tool starts (needsApproval): the question names the tool and its call.
+    assert.match(await page.textContent(".approval"), /send_email\(\{"to":"ada@example\.com","subject":"From the page"\}\)/);
     await page.click('.approval button[data-response="approve"]');
     await page.waitForFunction(() => document.getElementById("out").textContent.includes("Mailed."), null, { timeout: 10_000 });
     assert.match(await page.textContent("#out"), /→ sent to ada@example\.com/);

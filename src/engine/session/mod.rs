@@ -333,6 +333,9 @@ struct State {
     /// Approval requests recorded in this turn and not answered: (request id, action).
     waiting: Vec<(String, String)>,
     asked: Vec<(String, String)>,
+    /// Told (after the state is released) whenever an input may have made work to poll: a
+    /// host that waits for work (a JS pump on the microtask queue) wakes on it.
+    notify: Option<Rc<dyn Fn()>>,
     #[cfg(feature = "planted-bugs")]
     bug: Option<planted::Bug>,
 }
@@ -398,6 +401,7 @@ impl Session {
             last_progress_ms: now_ms,
             waiting: Vec::new(),
             asked: Vec::new(),
+            notify: None,
             #[cfg(feature = "planted-bugs")]
             bug: _bug,
         };
@@ -422,6 +426,25 @@ impl Session {
             }
         }
         Session(Rc::new(RefCell::new(st)))
+    }
+
+    /// What to call when an input may have made work to poll (never while the session is
+    /// borrowed: it may poll at once).
+    pub fn set_notify(&self, notify: Rc<dyn Fn()>) {
+        self.0.borrow_mut().notify = Some(notify);
+    }
+
+    fn wake(&self) {
+        let notify = self.0.borrow().notify.clone();
+        if let Some(n) = notify {
+            n();
+        }
+    }
+
+    /// A turn is to be resumed or closed from the store ([`Session::poll_resume`] gives it once
+    /// the store is repaired).
+    pub fn has_resume(&self) -> bool {
+        self.0.borrow().resume.is_some()
     }
 
     /// The session's context as stored (a turn runs on a copy of it).
@@ -466,6 +489,12 @@ impl Session {
     /// would be passed. The host then runs `Turn::run` on a context from [`Session::context`],
     /// attached with [`Session::attach`].
     pub fn submit(&self, input: &UserInput, now_ms: f64) -> Result<(), Refused> {
+        let r = self.submit_inner(input, now_ms);
+        self.wake();
+        r
+    }
+
+    fn submit_inner(&self, input: &UserInput, now_ms: f64) -> Result<(), Refused> {
         let mut st = self.0.borrow_mut();
         st.now_ms = now_ms;
         if st.work.turn.as_ref().is_some_and(|t| t.running) || st.resume.is_some() {
@@ -529,6 +558,11 @@ impl Session {
     /// The turn this host ran ended with `outcome` (its wire shut down first, so everything it
     /// published is recorded). The end is stored, then told.
     pub fn turn_ended(&self, outcome: TurnOutcome) {
+        self.turn_ended_inner(outcome);
+        self.wake();
+    }
+
+    fn turn_ended_inner(&self, outcome: TurnOutcome) {
         let mut st = self.0.borrow_mut();
         if st.live.is_none() || st.stop == Some(StopWhy::Storage) {
             return; // a dropped turn: the session closes it from the store
@@ -554,6 +588,12 @@ impl Session {
     /// [`Session::poll_cancel_stored`] says when it is (then acknowledge it), and the turn is
     /// stopped ([`Stop::Cancel`]).
     pub fn cancel(&self) -> bool {
+        let r = self.cancel_inner();
+        self.wake();
+        r
+    }
+
+    fn cancel_inner(&self) -> bool {
         let mut st = self.0.borrow_mut();
         let Some(t) = st.work.turn.as_mut() else { return false };
         if !t.running {
@@ -682,6 +722,11 @@ impl Session {
     }
 
     pub fn handle_timeout(&self, now_ms: f64) {
+        self.handle_timeout_inner(now_ms);
+        self.wake();
+    }
+
+    fn handle_timeout_inner(&self, now_ms: f64) {
         let mut st = self.0.borrow_mut();
         st.now_ms = now_ms;
         if st.retry_at.is_some_and(|at| now_ms >= at) {
@@ -703,6 +748,11 @@ impl Session {
     }
 
     fn record(&self, generation: u64, m: &WireMessage, line: String) {
+        self.record_inner(generation, m, line);
+        self.wake();
+    }
+
+    fn record_inner(&self, generation: u64, m: &WireMessage, line: String) {
         let mut st = self.0.borrow_mut();
         if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
             return;
@@ -729,6 +779,12 @@ impl Session {
     }
 
     fn context_write(&self, generation: u64, w: ContextWrite<'_>) -> bool {
+        let r = self.context_write_inner(generation, w);
+        self.wake();
+        r
+    }
+
+    fn context_write_inner(&self, generation: u64, w: ContextWrite<'_>) -> bool {
         let mut st = self.0.borrow_mut();
         if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
             return false;

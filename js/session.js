@@ -1,0 +1,383 @@
+// Sessions on every host: one Session over the core's sans-IO session (SessionCore over
+// src/engine/session), which owns every rule — what is stored and in which order, event ids,
+// write before tell, what a death or a refused write leaves, the limits, the outcome. This file
+// performs what the core asks (writes through the store, events to listeners, timers) and
+// decides nothing. The stores are adapters: memory here, files in session-file.js (Node).
+import { callWasm, wasm } from "./internal.js";
+import { Agent, RunCancelled } from "./agent.js";
+import { Context } from "./context.js";
+import { Wire } from "./wire.js";
+import { checkLogger, checkOptionNames } from "./util.js";
+
+/** A turn is running in this session (one at a time), or its store is being repaired. */
+export class SessionBusyError extends Error {
+  constructor(message = "a turn is already running in this session") {
+    super(message);
+    this.name = "SessionBusyError";
+  }
+}
+/** Another runtime owns this session's store (a second tab, a second process). */
+export class SessionLockedError extends Error {
+  constructor(message = "another runtime owns this session") {
+    super(message);
+    this.name = "SessionLockedError";
+  }
+}
+/** A message or the session is over one of the session's limits; nothing was counted. */
+export class SessionLimitError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "SessionLimitError";
+  }
+}
+
+const SESSION_OPTIONS = ["maxResumes", "logger", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs"];
+const RESPONSES = ["approve", "approve_for_session", "reject"];
+
+function refusal(e) {
+  if (e && typeof e === "object" && typeof e.refused === "string") {
+    if (e.refused === "busy") return new SessionBusyError(e.message);
+    if (e.refused === "limit") return new SessionLimitError(e.message);
+    return new TypeError(`Session.send: ${e.message}`);
+  }
+  return e;
+}
+
+/** A stored event as a listener gets it: `{id, message}` or `{id, end}`. */
+function sessionEvent(e) {
+  if (e.kind === "end") return { id: e.id, end: JSON.parse(e.data) };
+  return { id: e.id, message: JSON.parse(e.data).message };
+}
+
+/**
+ * A chat session: its context and its running turn's recording, in a store; one turn at a time;
+ * reopened after its runtime died (a reload, a SIGKILL, an eviction), the unfinished turn goes on
+ * by itself (`recovered`). See docs/sessions.md.
+ */
+export class Session {
+  #core;
+  #store;
+  #agentOptions;
+  #logger;
+  #turn = null; // {wire, controller, dropped}
+  #listeners = new Set();
+  #ends = []; // {after, resolve}
+  #cancels = []; // resolvers of cancel() waiting for the cancel to be stored
+  #resumed = []; // resolvers waiting for a recovered turn to be taken up
+  #pumping = false;
+  #again = false;
+  #timer = null;
+  #closed = false;
+  /** The unfinished turn found at open, resumed and ended; null when there was none. */
+  recovered;
+
+  constructor(token) {
+    if (token !== SESSION_TOKEN) throw new TypeError("use `await Session.open(store, agentOptions)`");
+  }
+
+  /**
+   * Opens the session kept in `store` (taking it: a second owner is refused with
+   * `SessionLockedError`) with the agent each turn runs (`agent`: what `new Agent(...)` takes,
+   * without `context`: the session's is given).
+   */
+  static async open(store, agent, options = {}) {
+    if (!store || typeof store.open !== "function" || typeof store.write !== "function" || typeof store.close !== "function") {
+      throw new TypeError("Session.open: store must be a SessionStore ({open(), write(ops), close()})");
+    }
+    if (!agent || typeof agent !== "object") throw new TypeError("Session.open: agent must be the options of an Agent ({provider, systemPrompt, toolset?, …})");
+    if ("context" in agent) throw new TypeError("Session.open: agent options take no `context`: the session's is given");
+    checkOptionNames(options ?? {}, "Session.open: options", SESSION_OPTIONS);
+    const o = options ?? {};
+    checkLogger(o.logger, "Session.open: options.logger");
+    for (const k of ["maxResumes", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs"]) {
+      if (o[k] !== undefined && !(Number.isInteger(o[k]) && o[k] >= 0)) throw new TypeError(`Session.open: options.${k} must be an integer ≥ 0`);
+    }
+    // Checked now, so a bad option is an error here, not at the first turn.
+    new Agent({ ...agent, context: new Context() });
+    const stored = await store.open();
+    let core;
+    try {
+      core = callWasm(() => new wasm.SessionCore(JSON.stringify(stored), o, Date.now()));
+    } catch (e) {
+      await store.close();
+      throw e;
+    }
+    const s = new Session(SESSION_TOKEN);
+    s.#core = core;
+    s.#store = store;
+    s.#agentOptions = agent;
+    s.#logger = o.logger;
+    core.setNotify(() => s.#schedule());
+    const running = core.running || core.hasResume();
+    s.recovered = running ? s.#nextEnd(core.turnStart) : Promise.resolve(null);
+    s.#schedule();
+    return s;
+  }
+
+  /** The stored history (what the next turn starts from). */
+  get history() {
+    return new Context(undefined, this.#core.context()).history;
+  }
+
+  /** A turn runs (or is being resumed or closed). */
+  get running() {
+    return this.#core.running;
+  }
+
+  /** Starts a turn (`SessionBusyError` while one runs; `SessionLimitError` past a limit) and resolves with its outcome when it ends. */
+  send(input) {
+    if (this.#closed) return Promise.reject(new Error("the session is closed"));
+    const after = this.#core.lastEventId;
+    try {
+      this.#run(input);
+    } catch (e) {
+      return Promise.reject(refusal(e));
+    }
+    return this.#nextEnd(after);
+  }
+
+  /** The recorded events after `after` (an event id), then the live ones; ends when the session closes. */
+  events({ after = 0 } = {}) {
+    if (!(Number.isInteger(after) && after >= 0)) throw new TypeError("Session.events: after must be an event id (an integer ≥ 0)");
+    const queue = JSON.parse(callWasm(() => this.#core.eventsAfter(after))).map(sessionEvent);
+    let last = queue.length ? queue[queue.length - 1].id : after;
+    let wake = null;
+    let done = this.#closed;
+    const listener = {
+      event: (e) => {
+        if (e.id <= last) return;
+        last = e.id;
+        queue.push(e);
+        wake?.();
+      },
+      close: () => {
+        done = true;
+        wake?.();
+      },
+    };
+    this.#listeners.add(listener);
+    const listeners = this.#listeners;
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        for (;;) {
+          if (queue.length) return { value: queue.shift(), done: false };
+          if (done) {
+            listeners.delete(listener);
+            return { value: undefined, done: true };
+          }
+          await new Promise((r) => (wake = r));
+          wake = null;
+        }
+      },
+      async return() {
+        listeners.delete(listener);
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  /** Answers an approval request the running turn waits on (the first answer counts). */
+  async respond(requestId, response, feedback = "") {
+    if (typeof requestId !== "string") throw new TypeError("Session.respond: requestId must be a string");
+    if (!RESPONSES.includes(response)) throw new TypeError(`Session.respond: response must be "approve", "approve_for_session" or "reject"; got ${JSON.stringify(response)}`);
+    if (typeof feedback !== "string") throw new TypeError("Session.respond: feedback must be a string");
+    // A recovered turn waits again once it is taken up: an answer given before then is held for it.
+    for (let i = 0; i < 200 && !this.#closed; i++) {
+      const wire = this.#turn?.wire;
+      if (wire && wire._isWaiting(requestId)) return wire.respond(requestId, response, feedback);
+      if (!this.#core.running) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(`No approval request ${requestId} is waiting in this session`);
+  }
+
+  /** Resolves once the cancel is stored: a turn cancelled before its runtime died ends cancelled. */
+  cancel() {
+    if (this.#closed || !callWasm(() => this.#core.cancel())) return Promise.resolve();
+    return new Promise((resolve) => this.#cancels.push(resolve));
+  }
+
+  /** Lets the store go; a running turn is left as a dead runtime leaves it (the next open resumes it). */
+  async close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    if (this.#turn) {
+      this.#turn.dropped = true;
+      this.#turn.controller.abort(new RunCancelled("the session was closed"));
+    }
+    for (const l of this.#listeners) l.close();
+    this.#listeners.clear();
+    for (const r of this.#cancels.splice(0)) r();
+    await this.#store.close();
+  }
+
+  // ---- what the core asks ----------------------------------------------------------------------
+
+  #schedule() {
+    if (this.#pumping) {
+      this.#again = true;
+      return;
+    }
+    this.#pumping = true;
+    queueMicrotask(() => this.#pump());
+  }
+
+  async #pump() {
+    try {
+      do {
+        this.#again = false;
+        if (this.#closed) return;
+        const w = this.#core.pollWrite();
+        if (w !== undefined) {
+          const { seq, ops } = JSON.parse(w);
+          let ok = true;
+          try {
+            await this.#store.write(ops);
+          } catch (e) {
+            ok = false;
+            this.#logger?.warn?.("kosong-wasm: the session's store refused a write", { error: e });
+          }
+          if (this.#closed) return;
+          callWasm(() => this.#core.writeDone(seq, ok, Date.now()));
+          this.#again = true;
+          continue;
+        }
+        for (let e; (e = this.#core.pollEvent()) !== undefined; ) this.#tell(sessionEvent(JSON.parse(e)));
+        if (this.#core.pollCancelStored()) for (const r of this.#cancels.splice(0)) r();
+        const stop = this.#core.pollStop();
+        if (stop !== undefined && this.#turn) {
+          if (stop === "drop") this.#turn.dropped = true;
+          this.#turn.controller.abort(new RunCancelled(stop === "drop" ? "the session's store refused a write" : "cancelled"));
+        }
+        if (!this.#turn && this.#core.hasResume()) this.#run(undefined);
+        this.#arm();
+      } while (this.#again);
+    } finally {
+      this.#pumping = false;
+      if (this.#again && !this.#closed) this.#schedule();
+    }
+  }
+
+  #arm() {
+    clearTimeout(this.#timer);
+    const at = this.#core.pollTimeout();
+    if (at === undefined) return;
+    this.#timer = setTimeout(() => {
+      callWasm(() => this.#core.handleTimeout(Date.now()));
+      this.#schedule();
+    }, Math.max(0, at - Date.now()));
+    // A timer of the session's never keeps a process alive by itself.
+    this.#timer?.unref?.();
+  }
+
+  #tell(e) {
+    for (const l of this.#listeners) {
+      try {
+        l.event(e);
+      } catch {
+        this.#listeners.delete(l);
+      }
+    }
+    if (e.end) {
+      for (const w of this.#ends.filter((w) => e.id > w.after)) w.resolve(e.end);
+      this.#ends = this.#ends.filter((w) => !(e.id > w.after));
+      for (const r of this.#cancels.splice(0)) r();
+    }
+  }
+
+  #nextEnd(after) {
+    return new Promise((resolve) => this.#ends.push({ after, resolve }));
+  }
+
+  /** Starts a turn: a new one on `input`, or (`undefined`) the one the store holds unfinished. */
+  #run(input) {
+    const context = new Context(undefined, this.#core.context());
+    const agent = new Agent({ ...this.#agentOptions, context });
+    const controller = new AbortController();
+    const wire = new Wire();
+    const run = { wire, signal: controller.signal };
+    const turn = { wire, controller, dropped: false };
+    const started = agent._session(this.#core, input, run);
+    if (started === null) return;
+    this.#turn = turn;
+    // A turn that keeps a person waiting keeps a Node process alive, as a server socket would.
+    const alive = setInterval(() => {}, 1 << 30);
+    started
+      .catch(() => {}) // its outcome is the session's end event
+      .finally(() => {
+        clearInterval(alive);
+        if (this.#turn === turn) this.#turn = null;
+        // Dropped before anything of it was stored: there is no end to tell; say so.
+        if (turn.dropped && !this.#closed && !this.#core.running && !this.#core.hasResume()) {
+          const end = { outcome: "failed", error: { name: "SessionStorageError", message: "the session's store refused a write before the turn was stored" } };
+          for (const w of this.#ends.splice(0)) w.resolve(end);
+        }
+        this.#schedule();
+      });
+  }
+}
+const SESSION_TOKEN = Symbol("Session");
+
+/**
+ * A session's store in memory (tests, a page that keeps nothing): one owner at a time; `close()`
+ * lets it go, and a new `Session.open` over it goes on where the last one left off.
+ */
+export class MemorySessionStore {
+  #context = [];
+  #events = [];
+  #meta = null;
+  #open = false;
+
+  async open() {
+    if (this.#open) throw new SessionLockedError("this MemorySessionStore is open in another Session");
+    this.#open = true;
+    return { context: [...this.#context], events: this.#events.map((e) => ({ ...e })), meta: this.#meta };
+  }
+
+  async write(ops) {
+    applyOps(ops, { context: this.#context, events: this.#events, setMeta: (m) => (this.#meta = m) });
+  }
+
+  async close() {
+    this.#open = false;
+  }
+}
+
+/** Keeps the elements of `list` that pass `keep`, in place (no spread: a list may be long). */
+function keepWhere(list, keep) {
+  let j = 0;
+  for (const x of list) if (keep(x)) list[j++] = x;
+  list.length = j;
+}
+
+/** Applies a write's ops in order to arrays (`context`: lines; `events`: `{id, kind, data}` in id order). */
+export function applyOps(ops, { context, events, setMeta }) {
+  for (const op of ops) {
+    switch (op.op) {
+      case "event":
+        events.push({ id: op.id, kind: op.kind, data: op.data });
+        break;
+      case "trimEvents":
+        keepWhere(events, (e) => e.id >= op.before);
+        break;
+      case "truncateEvents":
+        keepWhere(events, (e) => e.id <= op.after);
+        break;
+      case "context":
+        context.push(op.line);
+        break;
+      case "truncateContext":
+        context.length = Math.min(context.length, op.keep);
+        break;
+      case "meta":
+        setMeta(op.value);
+        break;
+      default:
+        throw new TypeError(`a session write has an op this store does not know: ${op.op}`);
+    }
+  }
+}
