@@ -329,6 +329,11 @@ struct State {
     retry_at: Option<f64>,
     /// The store's refusals in a row.
     refusals: u32,
+    /// The turn being closed was stopped by a refused write (its end says so).
+    closing_for_storage: bool,
+    /// A turn was submitted and has recorded nothing yet: its meta waits to be stored with its
+    /// first event (a turn stored without its `TurnBegin` could not be read back).
+    fresh_turn: bool,
     last_progress_ms: f64,
     /// Approval requests recorded in this turn and not answered: (request id, action).
     waiting: Vec<(String, String)>,
@@ -398,6 +403,8 @@ impl Session {
             resume: None,
             retry_at: None,
             refusals: 0,
+            closing_for_storage: false,
+            fresh_turn: false,
             last_progress_ms: now_ms,
             waiting: Vec::new(),
             asked: Vec::new(),
@@ -536,6 +543,7 @@ impl Session {
         st.work.turns += 1;
         let first_id = st.work.last_id + 1;
         st.work.turn = Some(TurnMeta { n: st.work.turns, first_id, running: true, cancel: false });
+        st.fresh_turn = true;
         st.begin_live();
         Ok(())
     }
@@ -568,9 +576,14 @@ impl Session {
             return; // a dropped turn: the session closes it from the store
         }
         let cancel_asked = st.work.turn.as_ref().is_some_and(|t| t.cancel);
+        let storage = std::mem::take(&mut st.closing_for_storage);
         let outcome = match st.stop {
             // A cancel asked wins over an end that came at the same moment.
             _ if cancel_asked => TurnOutcome::cancelled(),
+            _ if storage => TurnOutcome::failed(
+                STORAGE_ERROR,
+                "The session's store refused a write; the turn was closed from what was stored.",
+            ),
             Some(StopWhy::Cancel) => TurnOutcome::cancelled(),
             Some(StopWhy::Stalled) => TurnOutcome::failed(
                 STALLED,
@@ -628,7 +641,7 @@ impl Session {
         if st.in_flight.is_some() || st.retry_at.is_some() {
             return None;
         }
-        if st.pending.is_empty() && st.repair.is_empty() && st.work == st.meta {
+        if st.fresh_turn || (st.pending.is_empty() && st.repair.is_empty() && st.work == st.meta) {
             return None;
         }
         let mut ops = st.repair.clone();
@@ -837,6 +850,7 @@ impl State {
     }
 
     fn event(&mut self, kind: EventKind, data: String) {
+        self.fresh_turn = false;
         self.work.last_id += 1;
         let id = self.work.last_id;
         self.queue(Op::Event(Event { id, kind, data }));
@@ -907,6 +921,7 @@ impl State {
     /// turn is dropped; the session goes on from what the store holds.
     fn refused(&mut self) {
         self.refusals += 1;
+        self.fresh_turn = false;
         self.pending.clear();
         self.work = self.meta.clone();
         self.queued = self.committed;
@@ -937,6 +952,7 @@ impl State {
             if let Some(r) = self.resume.as_mut() {
                 if r.stop.is_none() {
                     r.stop = Some(RecoveryStop::GiveUp("the session's store refused a write".into()));
+                    self.closing_for_storage = true;
                 }
             }
         }

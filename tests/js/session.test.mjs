@@ -1,0 +1,286 @@
+// Sessions in Node: the core's Session through the package's stores. In memory: a turn, its
+// events from any id, the limits, a store that refuses writes, a death while a tool runs or an
+// approval waits, a stored cancel. In files: a real Node child, against a loopback server
+// streaming real SSE, SIGKILLed before and after each write of a turn; the next life goes on by
+// itself; the tool's own log, the files kimi-cli reads and the history agree. And one owner.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer } from "node:http";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as k from "kosong-wasm";
+
+const CHILD = new URL("./session-child.mjs", import.meta.url).pathname;
+const root = new URL("../..", import.meta.url).pathname;
+
+// ---- a loopback model that answers from the conversation -------------------------------------
+
+/** Chat Completions over real SSE: a call to send_email first, "Sent." once its result is in. */
+let server;
+let requests = 0;
+before(async () => {
+  server = createServer(async (req, res) => {
+    let body = "";
+    for await (const c of req) body += c;
+    requests++;
+    const messages = JSON.parse(body).messages;
+    const answered = messages.at(-1)?.role === "tool";
+    const chunk = (delta, finish = null) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    if (answered) {
+      res.write(chunk({ role: "assistant", content: "Sent." }));
+      res.write(chunk({}, "stop"));
+    } else {
+      res.write(chunk({ role: "assistant", content: "Sending." }));
+      await new Promise((r) => setTimeout(r, 5));
+      res.write(chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "send_email", arguments: '{"to":"a@b.c"}' } }] }));
+      res.write(chunk({}, "tool_calls"));
+    }
+    res.end("data: [DONE]\n\n");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+});
+after(() => new Promise((r) => server.close(r)));
+const baseUrl = () => `http://127.0.0.1:${server.address().port}/v1`;
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+const call = (id, name, args) => `tool_call: ${JSON.stringify({ id, name, arguments: JSON.stringify(args) })}`;
+
+/** Every call in the history has exactly one result right after its message; ids are unique. */
+function assertValidHistory(history) {
+  const seen = new Set();
+  for (let i = 0; i < history.length; i++) {
+    const calls = (history[i].tool_calls ?? []).map((c) => c.id);
+    const answers = [];
+    let j = i + 1;
+    while (j < history.length && history[j].role === "tool") answers.push(history[j++].tool_call_id);
+    if (history[i].role === "tool") assert.fail(`a tool message at ${i} answers no call before it`);
+    assert.deepEqual([...answers].sort(), [...calls].sort(), `the calls of message ${i} are answered once each`);
+    for (const c of calls) {
+      assert.ok(!seen.has(c), `call id ${c} once`);
+      seen.add(c);
+    }
+    i = j - 1;
+  }
+}
+
+async function collect(session, after = 0) {
+  const out = [];
+  const it = session.events({ after })[Symbol.asyncIterator]();
+  for (;;) {
+    const r = await Promise.race([it.next(), new Promise((res) => setTimeout(() => res({ done: true, idle: true }), 50))]);
+    if (r.done) {
+      await it.return();
+      return out;
+    }
+    out.push(r.value);
+  }
+}
+
+/** A memory store whose writes can be refused, counting them. */
+class FlakyStore extends k.MemorySessionStore {
+  refuse = 0;
+  writes = 0;
+  async write(ops) {
+    this.writes++;
+    if (this.refuse > 0) {
+      this.refuse--;
+      throw new Error("ENOSPC: no space left on device");
+    }
+    return super.write(ops);
+  }
+}
+
+// ---- in memory --------------------------------------------------------------------------------
+
+test("a session's turn: stored before told, event ids from 1 that a client resumes from any point; limits and a second turn refused before anything counts", async () => {
+  const store = new k.MemorySessionStore();
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "plus", description: "", parameters: {}, handler: ({ a, b }) => (ran.push([a, b]), String(a + b)) }]);
+  const provider = new k.ScriptedProvider([`text: Adding.\n${call("c1", "plus", { a: 2, b: 40 })}`, "text: 42."]);
+  const s = await k.Session.open(store, { provider, systemPrompt: "terse", toolset }, { maxMessageBytes: 64, maxTurns: 1 });
+  assert.equal(await s.recovered, null);
+  const live = collect(s);
+  const pending = s.send("add 2 and 40");
+  await assert.rejects(s.send("again"), k.SessionBusyError);
+  assert.deepEqual(await pending, { outcome: "done" });
+  assert.deepEqual(ran, [[2, 40]]);
+  const events = await live;
+  assert.deepEqual(events.map((e) => e.id), events.map((_, i) => i + 1), "ids go up by one from 1");
+  assert.deepEqual(events.at(-1), { id: events.length, end: { outcome: "done" } });
+  assert.deepEqual(events.filter((e) => e.message).map((e) => e.message.type), ["TurnBegin", "StepBegin", "ContentPart", "ToolCall", "StatusUpdate", "ToolResult", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+  for (const after of [0, 3, events.length - 1, events.length]) assert.deepEqual(await collect(s, after), events.slice(after), `from ${after}`);
+  assertValidHistory(s.history);
+  assert.deepEqual(s.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  // Refused before anything counts: too long, then the turn limit (one turn was had).
+  await s.close();
+  const s2 = await k.Session.open(store, { provider, systemPrompt: "terse", toolset }, { maxMessageBytes: 8, maxTurns: 2 });
+  await assert.rejects(s2.send("a message longer than eight bytes"), (e) => e instanceof k.SessionLimitError && /over the session's limit of 8/.test(e.message));
+  await assert.rejects(s2.send("   "), TypeError);
+  await s2.close();
+  const s3 = await k.Session.open(store, { provider, systemPrompt: "terse", toolset }, { maxTurns: 1 });
+  await assert.rejects(s3.send("more"), (e) => e instanceof k.SessionLimitError && /1 turns/.test(e.message));
+  assert.equal((await collect(s3)).length, events.length, "nothing was recorded for the refused messages");
+  await s3.close();
+});
+
+test("a store that refuses a write: the turn is closed from what was stored (failed, SessionStorageError), the history stays valid, and the session takes the next turn", async () => {
+  const store = new FlakyStore();
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "charge", description: "", parameters: {}, handler: async () => (ran.push("charge"), await new Promise((r) => setTimeout(r, 20)), "charged") }]);
+  const provider = new k.ScriptedProvider([`text: Charging.\n${call("c1", "charge", {})}`, "text: done", "text: second turn."]);
+  const s = await k.Session.open(store, { provider, systemPrompt: "", toolset });
+  const ended = s.send("charge me");
+  // The call's write is refused while the tool waits for it: the tool never starts.
+  await new Promise((r) => setTimeout(r, 0));
+  store.refuse = 1;
+  const out = await ended;
+  assert.equal(out.outcome, "failed", JSON.stringify(out));
+  assert.equal(out.error.name, "SessionStorageError");
+  assertValidHistory(s.history);
+  assert.ok(ran.length <= 1);
+  assert.deepEqual(await s.send("next"), { outcome: "done" }, "usable again, not wedged");
+  assertValidHistory(s.history);
+  const all = await collect(s);
+  assert.deepEqual(all.map((e) => e.id), all.map((_, i) => i + 1));
+  await s.close();
+});
+
+test("a death while a tool runs (close leaves the turn as a dead runtime does): the next open goes on by itself, the call answered interrupted, never run again", async () => {
+  const store = new k.MemorySessionStore();
+  const started = [];
+  let hold = true;
+  const toolset = () =>
+    new k.SimpleToolset([
+      { name: "charge", description: "", parameters: {}, handler: async (_a, ctx) => (started.push(ctx.toolCallId), hold && (await new Promise(() => {})), "charged") },
+    ]);
+  const provider = () => new k.ScriptedProvider([`text: Charging.\n${call("c1", "charge", {})}`, "text: I could not tell whether it went."]);
+  const s = await k.Session.open(store, { provider: provider(), systemPrompt: "", toolset: toolset() });
+  s.send("charge me");
+  while (!started.length) await new Promise((r) => setTimeout(r, 1));
+  await s.close();
+  hold = false;
+  // The model is asked again for the next step: the scripts' second answer.
+  const again = new k.ScriptedProvider(["text: I could not tell whether it went."]);
+  const s2 = await k.Session.open(store, { provider: again, systemPrompt: "", toolset: toolset() });
+  assert.deepEqual(await s2.recovered, { outcome: "done" });
+  assert.deepEqual(started, ["c1"], "charge ran once");
+  const tool = s2.history.find((m) => m.role === "tool");
+  assert.match(JSON.stringify(tool.content), /interrupted/);
+  assertValidHistory(s2.history);
+  const events = await collect(s2);
+  assert.deepEqual(events.map((e) => e.id), events.map((_, i) => i + 1), "ids continue across the death");
+  assert.equal(events.filter((e) => e.message?.type === "Notification").length, 1);
+  await s2.close();
+});
+
+test("needsApproval survives a death: the request waits again under its id, is answered in the next life, and the tool runs once; a stored cancel is never undone", async () => {
+  const store = new k.MemorySessionStore();
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "pay", description: "", parameters: {}, needsApproval: true, handler: ({ n }) => (ran.push(n), `paid ${n}`) }]);
+  const s = await k.Session.open(store, { provider: new k.ScriptedProvider([call("p1", "pay", { n: 1 })]), systemPrompt: "", toolset });
+  s.send("pay");
+  let request;
+  for await (const e of s.events()) {
+    if (e.message?.type === "ApprovalRequest") {
+      request = e.message.payload;
+      break;
+    }
+  }
+  assert.equal(request.before_start, true);
+  await s.close();
+  const s2 = await k.Session.open(store, { provider: new k.ScriptedProvider(["text: paid."]), systemPrompt: "", toolset });
+  await s2.respond(request.id, "approve");
+  assert.deepEqual(await s2.recovered, { outcome: "done" });
+  assert.deepEqual(ran, [1]);
+  const events = await collect(s2);
+  assert.equal(events.filter((e) => e.message?.type === "ApprovalRequest").length, 1, "asked once");
+  await s2.close();
+
+  // A cancel stored before the death: the turn ends cancelled when the session opens again.
+  const store2 = new k.MemorySessionStore();
+  const s3 = await k.Session.open(store2, { provider: new k.ScriptedProvider([call("p2", "pay", { n: 2 })]), systemPrompt: "", toolset });
+  s3.send("pay again");
+  for await (const e of s3.events()) if (e.message?.type === "ApprovalRequest") break;
+  const cancelled = s3.cancel();
+  await cancelled;
+  await s3.close();
+  const s4 = await k.Session.open(store2, { provider: new k.ScriptedProvider(["text: never"]), systemPrompt: "", toolset });
+  const end = await s4.recovered;
+  assert.equal(end?.outcome, "cancelled", JSON.stringify(end));
+  assert.deepEqual(ran, [1], "pay 2 never ran");
+  assertValidHistory(s4.history);
+  await s4.close();
+});
+
+// ---- files, SIGKILL ---------------------------------------------------------------------------
+
+function life(dir, killAt, when) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CHILD, dir, baseUrl(), String(killAt), when], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ events: out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l)), code, signal, err, child }));
+  });
+}
+
+const sent = (dir) => (existsSync(join(dir, "sent.log")) ? readFileSync(join(dir, "sent.log"), "utf8").trim().split("\n").filter(Boolean) : []);
+
+test("FileSessionStore: a Node process SIGKILLed before, in the middle of (data without its commit record) and after each write of a turn; the next process goes on by itself: the tool ran at most once, the turn ends done, kimi-cli's files read whole", { timeout: 240_000 }, async () => {
+  // How many writes a whole turn makes in one life.
+  const probe = mkdtempSync(join(tmpdir(), "kosong-session-"));
+  const whole = await life(probe, -1, "none");
+  assert.equal(whole.code, 0, whole.err);
+  assert.deepEqual(whole.events.find((e) => e.outcome)?.outcome, { outcome: "done" }, JSON.stringify(whole.events));
+  const writes = Object.assign({}, ...whole.events).writes;
+  assert.ok(writes >= 3, `a turn with a tool call is stored in several writes: ${writes}`);
+  let n = 0;
+  for (let at = 1; at <= writes; at++) {
+    for (const when of ["before", "torn", "after"]) {
+      const dir = mkdtempSync(join(tmpdir(), "kosong-session-"));
+      const first = await life(dir, at, when);
+      assert.equal(first.signal, "SIGKILL", `${at} ${when}: ${first.err}`);
+      n++;
+      assert.equal(first.signal, "SIGKILL");
+      const second = await life(dir, -1, "none");
+      assert.equal(second.code, 0, `${at} ${when}: ${second.err}`);
+      const o = Object.assign({}, ...second.events);
+      // Killed before its first write committed, the turn never was: the second life starts it.
+      // Killed after its end was stored, there is nothing to resume: the stored end says done.
+      assert.deepEqual(o.ends, [{ outcome: "done" }], `${at} ${when}: one turn, ended done: ${JSON.stringify(second.events)}`);
+      if (o.recovered) assert.deepEqual(o.recovered, { outcome: "done" });
+      assert.ok(sent(dir).length <= 1, `${at} ${when}: send_email ran ${sent(dir).length} times`);
+      const history = k.Context.fromJSONL(readFileSync(join(dir, "context.jsonl"), "utf8")).history;
+      assertValidHistory(history);
+      assert.equal(history.at(-1).role, "assistant");
+      // wire.jsonl as kimi-cli reads it: records with the event ids kimi-cli reads past.
+      const wire = readFileSync(join(dir, "wire.jsonl"), "utf8").trim().split("\n");
+      assert.equal(wire[0], '{"type":"metadata","protocol_version":"1.10"}');
+      const ids = wire.slice(1).map((l) => JSON.parse(l).id);
+      assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]), `${at} ${when}: ids increase: ${ids}`);
+      const msgs = k.readWireRecord(readFileSync(join(dir, "wire.jsonl"), "utf8"));
+      assert.equal(msgs.filter((m) => m.type === "TurnBegin").length, 1, `${at} ${when}: one turn`);
+      assert.equal(msgs.filter((m) => m.type === "ToolResult").length, 1, `${at} ${when}: one result`);
+    }
+  }
+  assert.equal(n, 3 * writes);
+});
+
+test("FileSessionStore: one owner — a second process is refused while the first lives, and takes over the lock once it is dead", { timeout: 30_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kosong-session-"));
+  const holder = spawn(process.execPath, [CHILD, dir, baseUrl(), "-1", "hold"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  await new Promise((resolve) => holder.stdout.on("data", (d) => String(d).includes("holding") && resolve()));
+  const refused = await life(dir, -1, "none");
+  assert.equal(refused.events[0]?.error, "SessionLockedError", JSON.stringify(refused.events));
+  holder.kill("SIGKILL");
+  await new Promise((r) => holder.on("exit", r));
+  const next = await life(dir, -1, "none");
+  assert.equal(next.code, 0, next.err);
+  assert.deepEqual(Object.assign({}, ...next.events).outcome, { outcome: "done" }, JSON.stringify(next.events));
+});
