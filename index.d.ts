@@ -873,6 +873,109 @@ export class McpToolset implements Toolset {
   refresh(): Promise<ToolDefinition[]>;
 }
 
+// ---- sessions on every host -----------------------------------------------------------------
+
+/** What `new Agent(...)` takes, without `context` (a session gives its own). */
+export type AgentOptions = Omit<ConstructorParameters<typeof Agent>[0], "context">;
+/** How a turn ended. `error` says why it failed (`SessionStorageError`: its store refused a write). */
+export type TurnOutcome = { outcome: "done" | "cancelled" | "failed" | "not_recovered"; error?: { name: string; message: string } };
+/** A session's event: a recorded wire message, or a turn's end. Ids go up by one and never repeat. */
+export type SessionEvent = { id: number; message: WireMessage } | { id: number; end: TurnOutcome };
+/** One operation of a store's write (see `SessionStore.write`). */
+export type SessionOp =
+  | { op: "event"; id: number; kind: "wire" | "end"; data: string }
+  | { op: "trimEvents"; before: number }
+  | { op: "truncateEvents"; after: number }
+  | { op: "context"; line: string }
+  | { op: "truncateContext"; keep: number }
+  | { op: "meta"; value: string };
+/** What a store holds: context lines (kimi-cli's `context.jsonl`), events in id order, the last commit record. */
+export interface StoredSession {
+  context: string[];
+  events: Array<{ id: number; kind: "wire" | "end"; data: string }>;
+  meta: string | null;
+}
+/**
+ * Where a session is kept. The rules are the session's; a store only performs: `open` takes the
+ * session (one owner: another runtime holding it is `SessionLockedError`) and gives what it holds;
+ * `write` applies the ops in order, all or nothing — or, when it cannot be atomic, in order with
+ * the `meta` op last: that is the commit record, and anything written past the last one is taken
+ * back when the session opens; a write that throws is a refused write. `close` lets the session go.
+ * docs/sessions.md has a worked example of a store of one's own.
+ */
+export interface SessionStore {
+  open(): Promise<StoredSession>;
+  write(ops: SessionOp[]): Promise<void>;
+  close(): Promise<void>;
+}
+/**
+ * A chat session: its context and its running turn's recording in a store, one turn at a time.
+ * Opened again after its runtime died (a reload, a SIGKILL, an eviction), the unfinished turn goes
+ * on by itself: every recorded result kept, a call that may have run answered "interrupted" unless
+ * its tool is idempotent, a `needsApproval` wait waiting again under its request id, a stored cancel
+ * ending it cancelled. Every event is stored before it is told, and a tool starts only once its call
+ * is stored. docs/sessions.md.
+ */
+export class Session {
+  static open(
+    store: SessionStore,
+    agent: AgentOptions,
+    options?: {
+      /** Resumes in a row without progress before the unfinished turn is given up. Default 3. */
+      maxResumes?: number;
+      logger?: Logger;
+      /** One message, in bytes of UTF-8. Default 1 MiB. */
+      maxMessageBytes?: number;
+      /** The whole context, in bytes. Default 16 MiB. */
+      maxSessionBytes?: number;
+      /** Default 200. */
+      maxTurns?: number;
+      /** A turn that records nothing for this long (ms), while no person is awaited, is stopped. Default 300,000. */
+      stallMs?: number;
+    },
+  ): Promise<Session>;
+  /** The unfinished turn found at open, resumed and ended; null when there was none. */
+  readonly recovered: Promise<TurnOutcome | null>;
+  /** Starts a turn (`SessionBusyError` while one runs, `SessionLimitError` past a limit: nothing counted) and resolves when it ends. */
+  send(input: string | ContentPart[]): Promise<TurnOutcome>;
+  /** The stored events after `after` (an event id), then the live ones; ends when the session closes. */
+  events(options?: { after?: number }): AsyncIterable<SessionEvent>;
+  /** Answers an approval request the running (or recovered) turn waits on; the first answer counts. */
+  respond(requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string): Promise<void>;
+  /** Resolves once the cancel is stored: a turn cancelled before its runtime died ends cancelled. */
+  cancel(): Promise<void>;
+  /** The stored history. */
+  readonly history: Message[];
+  readonly running: boolean;
+  /** Lets the store go; a running turn is left as a dead runtime leaves it (the next open resumes it). */
+  close(): Promise<void>;
+}
+/** A turn runs in this session (one at a time), or its store is being repaired. */
+export class SessionBusyError extends Error {}
+/** Another runtime owns the session's store (a second tab, a second process). */
+export class SessionLockedError extends Error {}
+/** A message or the session is over one of its limits; nothing was counted. */
+export class SessionLimitError extends Error {}
+/** A session in memory (tests; a page that keeps nothing): one owner at a time. */
+export class MemorySessionStore implements SessionStore {
+  constructor();
+  open(): Promise<StoredSession>;
+  write(ops: SessionOp[]): Promise<void>;
+  close(): Promise<void>;
+}
+/**
+ * Node: a session in a directory as kimi-cli keeps one — `context.jsonl` and `wire.jsonl` (which
+ * kimi-cli 1.52 reads; each record carries its event id) — plus `session.jsonl` (turn ends and
+ * commit records) and a lock: a second process is refused with `SessionLockedError`; a lock left
+ * by a dead process is taken over. Every write is made durable (fsync) before it is reported.
+ */
+export class FileSessionStore implements SessionStore {
+  constructor(dir: string);
+  open(): Promise<StoredSession>;
+  write(ops: SessionOp[]): Promise<void>;
+  close(): Promise<void>;
+}
+
 // ---- the AI SDK's UI message stream (useChat) ------------------------------------------------
 
 /** One chunk of the AI SDK's UI message stream (`start`, `text-delta`, `tool-input-available`, `finish`, …). */

@@ -8,13 +8,41 @@ import {
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
   readWireRecord, closeInterruptedTurn, resumeSoul, unfinishedTurn, TurnNotRecovered, TurnTimeoutError, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
   McpToolset, UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS,
+  Session, MemorySessionStore, FileSessionStore, SessionBusyError, SessionLockedError, SessionLimitError,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
   Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
   ToolContext, Tool, Toolset, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
   PartialJsonEdit, JsonSchema, InferSchema, OutputOption, McpClientLike, UIMessageChunk,
+  SessionStore, SessionOp, StoredSession, SessionEvent, TurnOutcome, AgentOptions,
 } from "kosong-wasm";
+
+/** A session in memory, a turn, its events from the start; and a store of one's own (an array of writes). */
+export async function sessions(provider: ScriptedProvider): Promise<number> {
+  const options: AgentOptions = { provider, systemPrompt: "terse" };
+  const session: Session = await Session.open(new MemorySessionStore(), options, { maxTurns: 10, stallMs: 60_000 });
+  const outcome: TurnOutcome = await session.send("hi");
+  let n = 0;
+  for await (const e of session.events({ after: 0 })) {
+    const ev: SessionEvent = e;
+    if ("end" in ev) break;
+    n += ev.message.type.length;
+  }
+  await session.cancel();
+  await session.close();
+  const written: SessionOp[][] = [];
+  const mine: SessionStore = {
+    open: async (): Promise<StoredSession> => ({ context: [], events: [], meta: null }),
+    write: async (ops: SessionOp[]) => void written.push(ops),
+    close: async () => {},
+  };
+  const other = await Session.open(mine, options);
+  await other.close();
+  const refusals = [new SessionBusyError(), new SessionLockedError(), new SessionLimitError("x")];
+  void [new FileSessionStore("./chat"), refusals, session.history.length, session.running, await session.recovered];
+  return n + (outcome.outcome === "done" ? 1 : 0) + written.length;
+}
 
 export async function main(): Promise<string> {
   await init();
