@@ -108,8 +108,7 @@ export class Session {
     s.#agentOptions = agent;
     s.#logger = o.logger;
     core.setNotify(() => s.#schedule());
-    const running = core.running || core.hasResume();
-    s.recovered = running ? s.#nextEnd(core.turnStart) : Promise.resolve(null);
+    s.recovered = core.running ? s.#nextEnd(core.turnStart) : Promise.resolve(null);
     s.#schedule();
     return s;
   }
@@ -231,30 +230,29 @@ export class Session {
       do {
         this.#again = false;
         if (this.#closed) return;
-        const w = this.#core.pollWrite();
-        if (w !== undefined) {
-          const { seq, ops } = JSON.parse(w);
+        // Everything the core asks now, in one crossing.
+        const asked = JSON.parse(callWasm(() => this.#core.poll()));
+        for (const e of asked.events) this.#tell(sessionEvent(e));
+        if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
+        if (asked.stop !== undefined && this.#turn) {
+          if (asked.stop === "drop") this.#turn.dropped = true;
+          this.#turn.controller.abort(new RunCancelled(asked.stop === "drop" ? "the session's store refused a write" : "cancelled"));
+        }
+        if (asked.write) {
           let ok = true;
           try {
-            await this.#store.write(ops);
+            await this.#store.write(asked.write.ops);
           } catch (e) {
             ok = false;
             this.#logger?.warn?.("kosong-wasm: the session's store refused a write", { error: e });
           }
           if (this.#closed) return;
-          callWasm(() => this.#core.writeDone(seq, ok, Date.now()));
+          callWasm(() => this.#core.writeDone(asked.write.seq, ok, Date.now()));
           this.#again = true;
           continue;
         }
-        for (let e; (e = this.#core.pollEvent()) !== undefined; ) this.#tell(sessionEvent(JSON.parse(e)));
-        if (this.#core.pollCancelStored()) for (const r of this.#cancels.splice(0)) r();
-        const stop = this.#core.pollStop();
-        if (stop !== undefined && this.#turn) {
-          if (stop === "drop") this.#turn.dropped = true;
-          this.#turn.controller.abort(new RunCancelled(stop === "drop" ? "the session's store refused a write" : "cancelled"));
-        }
-        if (!this.#turn && this.#core.hasResume()) this.#run(undefined);
-        this.#arm();
+        if (!this.#turn && asked.resume) this.#run(undefined);
+        this.#arm(asked.timeout);
       } while (this.#again);
     } finally {
       this.#pumping = false;
@@ -262,9 +260,8 @@ export class Session {
     }
   }
 
-  #arm() {
+  #arm(at) {
     clearTimeout(this.#timer);
-    const at = this.#core.pollTimeout();
     if (at === undefined) return;
     this.#timer = setTimeout(() => {
       callWasm(() => this.#core.handleTimeout(Date.now()));
@@ -312,7 +309,7 @@ export class Session {
         clearInterval(alive);
         if (this.#turn === turn) this.#turn = null;
         // Dropped before anything of it was stored: there is no end to tell; say so.
-        if (turn.dropped && !this.#closed && !this.#core.running && !this.#core.hasResume()) {
+        if (turn.dropped && !this.#closed && !this.#core.running) {
           const end = { outcome: "failed", error: { name: "SessionStorageError", message: "the session's store refused a write before the turn was stored" } };
           for (const w of this.#ends.splice(0)) w.resolve(end);
         }

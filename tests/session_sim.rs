@@ -983,7 +983,7 @@ fn check(w: &World) -> Result<(), String> {
         .told
         .iter()
         .filter(|e| e.kind == EventKind::End)
-        .map(|e| (e.id, serde_json::from_str(&e.data).expect("an end")))
+        .map(|e| (e.id, TurnOutcome::from_json(&e.data).expect("an end")))
         .collect();
     if s.running() {
         return Err("a turn is still running at the end".into());

@@ -5,13 +5,12 @@
 use std::rc::Rc;
 
 use js_sys::Function;
-use serde_json::{json, Value};
+use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
 use super::context::ContextCore;
 use super::error::type_error;
 use super::get;
-use super::wire::WireCore;
 use crate::engine::session::{Event, EventKind, Op, Refused, Session, SessionLimits, Stop, Stored};
 use crate::engine::soul::context::SharedContext;
 
@@ -20,12 +19,17 @@ pub struct SessionCore {
     pub(crate) session: Session,
 }
 
-fn event_json(e: &Event) -> Value {
+/// A JSON string: `s` quoted and escaped.
+fn quoted(s: &str) -> String {
+    Value::from(s).to_string()
+}
+
+fn event_json(e: &Event) -> String {
     let kind = match e.kind {
         EventKind::Wire => "wire",
         EventKind::End => "end",
     };
-    json!({"id": e.id, "kind": kind, "data": e.data})
+    format!("{{\"id\":{},\"kind\":\"{kind}\",\"data\":{}}}", e.id, quoted(&e.data))
 }
 
 /// What a store holds, as the JS store gives it: `{context: string[], events: [{id, kind,
@@ -56,8 +60,9 @@ fn read_stored(text: &str) -> Result<Stored, String> {
             events.push(Event { id, kind, data });
         }
     }
-    // In id order, whatever order the store kept them in.
-    events.sort_by_key(|e| e.id);
+    if events.windows(2).any(|w| w[0].id >= w[1].id) {
+        return Err("events out of id order (a store gives them oldest first)".into());
+    }
     let meta = match v.get("meta") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -116,77 +121,73 @@ impl SessionCore {
         ContextCore { ctx: SharedContext::new(self.session.context()), store_error: Default::default() }
     }
 
-    /// The next write: `{seq, ops}` as JSON text (`ops`: `{op: "event", id, kind, data}`,
-    /// `{op: "trimEvents", before}`, `{op: "truncateEvents", after}`, `{op: "context", line}`,
-    /// `{op: "truncateContext", keep}`, `{op: "meta", value}` — the last op, the commit record).
-    #[wasm_bindgen(js_name = pollWrite)]
-    pub fn poll_write(&self) -> Option<String> {
-        let w = self.session.poll_write()?;
-        let ops: Vec<Value> = w
-            .ops
-            .iter()
-            .map(|op| match op {
-                Op::Event(e) => {
-                    let mut v = event_json(e);
-                    v["op"] = "event".into();
-                    v
-                }
-                Op::TrimEvents { before } => json!({"op": "trimEvents", "before": before}),
-                Op::TruncateEvents { after } => json!({"op": "truncateEvents", "after": after}),
-                Op::Context(line) => json!({"op": "context", "line": line}),
-                Op::TruncateContext { keep } => json!({"op": "truncateContext", "keep": keep}),
-                Op::Meta(m) => json!({"op": "meta", "value": m}),
-            })
-            .collect();
-        Some(json!({"seq": w.seq, "ops": ops}).to_string())
+    /// Everything the session asks of its host now, in one crossing, as JSON text:
+    /// `{write?: {seq, ops}, events: [{id, kind, data}], stop?: "cancel" | "drop", cancelStored?:
+    /// true, resume?: true, timeout?: ms}` — a write only when no events wait (they come after it
+    /// commits). `ops`: `{op: "event", id, kind, data}`, `{op: "trimEvents", before}`, `{op:
+    /// "truncateEvents", after}`, `{op: "context", line}`, `{op: "truncateContext", keep}`, `{op:
+    /// "meta", value}` (the last op: the commit record).
+    pub fn poll(&self) -> String {
+        let s = &self.session;
+        let mut out = String::from("{\"events\":[");
+        let mut first = true;
+        while let Some(e) = s.poll_event() {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&event_json(&e));
+        }
+        out.push(']');
+        if let Some(w) = s.poll_write() {
+            let ops: Vec<String> = w
+                .ops
+                .iter()
+                .map(|op| match op {
+                    Op::Event(e) => format!("{{\"op\":\"event\",{}", &event_json(e)[1..]),
+                    Op::TrimEvents { before } => format!("{{\"op\":\"trimEvents\",\"before\":{before}}}"),
+                    Op::TruncateEvents { after } => format!("{{\"op\":\"truncateEvents\",\"after\":{after}}}"),
+                    Op::Context(line) => format!("{{\"op\":\"context\",\"line\":{}}}", quoted(line)),
+                    Op::TruncateContext { keep } => format!("{{\"op\":\"truncateContext\",\"keep\":{keep}}}"),
+                    Op::Meta(m) => format!("{{\"op\":\"meta\",\"value\":{}}}", quoted(m)),
+                })
+                .collect();
+            out.push_str(&format!(",\"write\":{{\"seq\":{},\"ops\":[{}]}}", w.seq, ops.join(",")));
+        }
+        match s.poll_stop() {
+            Some(Stop::Cancel) => out.push_str(",\"stop\":\"cancel\""),
+            Some(Stop::Drop) => out.push_str(",\"stop\":\"drop\""),
+            None => {}
+        }
+        if s.poll_cancel_stored() {
+            out.push_str(",\"cancelStored\":true");
+        }
+        if s.has_resume() {
+            out.push_str(",\"resume\":true");
+        }
+        if let Some(at) = s.poll_timeout() {
+            out.push_str(&format!(",\"timeout\":{}", crate::engine::json::number_text(at)));
+        }
+        out.push('}');
+        out
     }
 
+    /// The outcome of the write `seq` (`ok`: it committed whole).
     #[wasm_bindgen(js_name = writeDone)]
     pub fn write_done(&self, seq: f64, ok: bool, now_ms: f64) {
         self.session.write_done(seq as u64, ok, now_ms);
     }
 
-    /// The next event a client may be told (`{id, kind, data}` as JSON text), in id order.
-    #[wasm_bindgen(js_name = pollEvent)]
-    pub fn poll_event(&self) -> Option<String> {
-        self.session.poll_event().map(|e| event_json(&e).to_string())
-    }
-
     /// The stored events after `after`, as the JSON text of an array.
     #[wasm_bindgen(js_name = eventsAfter)]
     pub fn events_after(&self, after: f64) -> String {
-        let list: Vec<Value> = self.session.events_after(after.max(0.0) as u64).iter().map(event_json).collect();
-        Value::Array(list).to_string()
-    }
-
-    /// `"cancel"` or `"drop"` (see `engine::session::Stop`), once.
-    #[wasm_bindgen(js_name = pollStop)]
-    pub fn poll_stop(&self) -> Option<String> {
-        self.session.poll_stop().map(|s| match s {
-            Stop::Cancel => "cancel".into(),
-            Stop::Drop => "drop".into(),
-        })
-    }
-
-    #[wasm_bindgen(js_name = pollCancelStored)]
-    pub fn poll_cancel_stored(&self) -> bool {
-        self.session.poll_cancel_stored()
-    }
-
-    #[wasm_bindgen(js_name = pollTimeout)]
-    pub fn poll_timeout(&self) -> Option<f64> {
-        self.session.poll_timeout()
+        let list: Vec<String> = self.session.events_after(after.max(0.0) as u64).iter().map(event_json).collect();
+        format!("[{}]", list.join(","))
     }
 
     #[wasm_bindgen(js_name = handleTimeout)]
     pub fn handle_timeout(&self, now_ms: f64) {
         self.session.handle_timeout(now_ms);
-    }
-
-    /// While a turn runs that is not waiting on a person: when to look again (a Durable Object's
-    /// alarm), in ms since the epoch.
-    pub fn watch(&self) -> Option<f64> {
-        self.session.watch()
     }
 
     /// Asks the running turn to stop (stored first); `false` when none runs.
@@ -199,12 +200,6 @@ impl SessionCore {
         self.session.running()
     }
 
-    /// A turn is to be resumed (or closed) from the store.
-    #[wasm_bindgen(js_name = hasResume)]
-    pub fn has_resume(&self) -> bool {
-        self.session.has_resume()
-    }
-
     #[wasm_bindgen(js_name = lastEventId, getter)]
     pub fn last_event_id(&self) -> f64 {
         self.session.last_event_id() as f64
@@ -214,15 +209,5 @@ impl SessionCore {
     #[wasm_bindgen(js_name = turnStart, getter)]
     pub fn turn_start(&self) -> f64 {
         self.session.turn_start() as f64
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn turns(&self) -> u32 {
-        self.session.turns()
-    }
-
-    /// Installs the session on a turn's wire and context (before the turn starts).
-    pub fn attach(&self, wire: &WireCore, context: &ContextCore) {
-        self.session.attach(&wire.wire, &context.ctx);
     }
 }

@@ -55,8 +55,12 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // (Groq's usage, reasoning_details, Gemini's code execution: +0.9 KB), the turn's time limit and
   // the agent's telemetry hooks (+1.4 KB). 267 KiB → 262 KiB: binaryen's wasm-opt over the build,
   // its inlining held back (-5.5 KB); the parts of a read handed over at once (+0.4 KB). 262 KiB →
-  // 263 KiB: Chat Completions chunks read by the last chunk's shape (+1.1 KB).
-  const BUDGET = 263 * 1024;
+  // 263 KiB: Chat Completions chunks read by the last chunk's shape (+1.1 KB). 263 KiB → 278 KiB:
+  // sessions on every host — the core's sans-IO Session and its glue (+12.5 KB), needsApproval,
+  // the stored-call gate and approvals that survive a death (+2.7 KB); paid back inside it: the
+  // session's shapes written by hand instead of derived serde, the host's six pollers folded into
+  // one crossing, no sort (-3.8 KB).
+  const BUDGET = 278 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -48,7 +48,7 @@ use std::rc::Rc;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
-use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::engine::soul::agent::{TurnError, UserInput};
 use crate::engine::soul::context::{Context, ContextWrite, SharedContext};
@@ -92,8 +92,7 @@ impl Default for SessionLimits {
 }
 
 /// How a turn ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Done,
     Cancelled,
@@ -101,18 +100,33 @@ pub enum Outcome {
     NotRecovered,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutcomeError {
     pub name: String,
     pub message: String,
 }
 
 /// A turn's end, as clients are told it (`{"outcome": …, "error"?: {name, message}}`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnOutcome {
     pub outcome: Outcome,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<OutcomeError>,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed => "failed",
+            Outcome::NotRecovered => "not_recovered",
+        }
+    }
+}
+
+/// A JSON string (the text of `s`, quoted and escaped).
+fn quoted(s: &str) -> String {
+    Value::from(s).to_string()
 }
 
 impl TurnOutcome {
@@ -155,8 +169,34 @@ impl TurnOutcome {
         }
     }
 
+    /// Written by hand (as the meta is): a derived serializer and reader cost the .wasm more
+    /// than these few lines.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        match &self.error {
+            None => format!("{{\"outcome\":\"{}\"}}", self.outcome.as_str()),
+            Some(e) => format!(
+                "{{\"outcome\":\"{}\",\"error\":{{\"name\":{},\"message\":{}}}}}",
+                self.outcome.as_str(),
+                quoted(&e.name),
+                quoted(&e.message)
+            ),
+        }
+    }
+
+    pub fn from_json(text: &str) -> Option<TurnOutcome> {
+        let v: Value = serde_json::from_str(text).ok()?;
+        let outcome = match v.get("outcome")?.as_str()? {
+            "done" => Outcome::Done,
+            "cancelled" => Outcome::Cancelled,
+            "failed" => Outcome::Failed,
+            "not_recovered" => Outcome::NotRecovered,
+            _ => return None,
+        };
+        let error = v.get("error").map(|e| OutcomeError {
+            name: e.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            message: e.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        });
+        Some(TurnOutcome { outcome, error })
     }
 }
 
@@ -166,8 +206,7 @@ pub const STORAGE_ERROR: &str = "SessionStorageError";
 pub const STALLED: &str = "TurnStalledError";
 
 /// What kind of event a stored event is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
     /// A wire message: `data` is its `wire.jsonl` record line.
     Wire,
@@ -220,26 +259,73 @@ pub struct Stored {
     pub meta: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct TurnMeta {
     /// The turn's number in the session (1-based).
     n: u32,
     first_id: u64,
     running: bool,
-    #[serde(default)]
     cancel: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// The commit record: `{"v":1,"last_id","context_lines","turns","turn"?:{n,first_id,running,
+/// cancel},"approved_for_session":[…]}`.
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Meta {
     v: u32,
     last_id: u64,
     context_lines: usize,
     turns: u32,
-    #[serde(default)]
     turn: Option<TurnMeta>,
-    #[serde(default)]
     approved_for_session: Vec<String>,
+}
+
+impl Meta {
+    fn to_json(&self) -> String {
+        let turn = match &self.turn {
+            None => String::new(),
+            Some(t) => format!(
+                ",\"turn\":{{\"n\":{},\"first_id\":{},\"running\":{},\"cancel\":{}}}",
+                t.n, t.first_id, t.running, t.cancel
+            ),
+        };
+        let approved: Vec<String> = self.approved_for_session.iter().map(|a| quoted(a)).collect();
+        format!(
+            "{{\"v\":{},\"last_id\":{},\"context_lines\":{},\"turns\":{}{turn},\"approved_for_session\":[{}]}}",
+            self.v,
+            self.last_id,
+            self.context_lines,
+            self.turns,
+            approved.join(",")
+        )
+    }
+
+    /// `None` for a record that is not one (the session then starts from nothing stored).
+    fn from_json(text: &str) -> Option<Meta> {
+        let v: Value = serde_json::from_str(text).ok()?;
+        let n = |o: &Value, k: &str| o.get(k).and_then(Value::as_u64);
+        let turn = match v.get("turn") {
+            Some(t) if t.is_object() => Some(TurnMeta {
+                n: n(t, "n")? as u32,
+                first_id: n(t, "first_id")?,
+                running: t.get("running")?.as_bool()?,
+                cancel: t.get("cancel").and_then(Value::as_bool).unwrap_or(false),
+            }),
+            _ => None,
+        };
+        Some(Meta {
+            v: n(&v, "v").unwrap_or(1) as u32,
+            last_id: n(&v, "last_id")?,
+            context_lines: n(&v, "context_lines")? as usize,
+            turns: n(&v, "turns")? as u32,
+            turn,
+            approved_for_session: v
+                .get("approved_for_session")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+        })
+    }
 }
 
 /// Why a message was refused before anything counted.
@@ -364,8 +450,20 @@ impl Session {
 
     fn open_with(stored: Stored, limits: SessionLimits, now_ms: f64, _bug: Option<Bug>) -> Session {
         let Stored { mut context, mut events, meta } = stored;
-        let meta: Meta =
-            meta.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Meta { v: 1, ..Meta::default() });
+        let meta: Meta = match meta.as_deref() {
+            None => Meta { v: 1, ..Meta::default() },
+            Some(m) => Meta::from_json(m).unwrap_or_else(|| {
+                // A record that cannot be read (edited by hand): nothing stored is taken back
+                // on its word; the session goes on from what is there, with no turn running.
+                Meta {
+                    v: 1,
+                    last_id: events.iter().map(|e| e.id).max().unwrap_or(0),
+                    context_lines: context.len(),
+                    turns: events.iter().filter(|e| e.kind == EventKind::End).count() as u32,
+                    ..Meta::default()
+                }
+            }),
+        };
         let mut repair = Vec::new();
         // Past the commit record: a torn write. Nobody was told of it; it is taken back.
         if events.iter().any(|e| e.id > meta.last_id) {
@@ -647,7 +745,7 @@ impl Session {
         let mut ops = st.repair.clone();
         ops.append(&mut st.pending);
         let meta = st.work.clone();
-        ops.push(Op::Meta(serde_json::to_string(&meta).unwrap_or_default()));
+        ops.push(Op::Meta(meta.to_json()));
         let seq = st.next_seq;
         st.next_seq += 1;
         let write = Write { seq, ops };
