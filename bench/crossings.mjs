@@ -69,6 +69,12 @@ async function agentTurn(n) {
   await k.runSoul(agent, "go", async (wire) => { for await (const _ of wire.uiSide({ merge: true })); }, new AbortController().signal);
 }
 
+async function sessionTurn(n) {
+  const s = await k.Session.open(new k.MemorySessionStore(), { provider: new k.ScriptedProvider([calls(n), "text: done"]), systemPrompt: "", toolset: new k.SimpleToolset([plus]) });
+  await s.send("go");
+  await s.close();
+}
+
 const rows = [];
 const [t1, t2] = [await measure(() => textStep(100)), await measure(() => textStep(1100))];
 rows.push(["one text delta (step, no callback)", per(t1, t2, 1000)]);
@@ -79,6 +85,9 @@ rows.push(["one tool call (step)", per(s1, s2, 10)]);
 const [a1, a2] = [await measure(() => agentTurn(1)), await measure(() => agentTurn(11))];
 rows.push(["one tool call (agent turn, merged UI side)", per(a1, a2, 10)]);
 rows.push(["a whole agent turn with one tool call", { ...a1, total: a1.toWasm + a1.toJs }]);
+const [m1, m2] = [await measure(() => sessionTurn(1)), await measure(() => sessionTurn(11))];
+rows.push(["one tool call (Session, memory store)", per(m1, m2, 10)]);
+rows.push(["a whole Session turn with one tool call", { ...m1, total: m1.toWasm + m1.toJs }]);
 
 console.log(`crossings of ${pkg}`);
 for (const [what, c] of rows) console.log(`${what.padEnd(44)} JS→wasm ${String(c.toWasm).padStart(6)}  wasm→JS ${String(c.toJs).padStart(6)}  total ${c.total}`);

@@ -427,6 +427,8 @@ struct State {
     /// Told (after the state is released) whenever an input may have made work to poll: a
     /// host that waits for work (a JS pump on the microtask queue) wakes on it.
     notify: Option<Rc<dyn Fn()>>,
+    /// The host was told and has not polled since: telling it again is no news.
+    notified: bool,
     #[cfg(feature = "planted-bugs")]
     bug: Option<planted::Bug>,
 }
@@ -507,6 +509,7 @@ impl Session {
             waiting: Vec::new(),
             asked: Vec::new(),
             notify: None,
+            notified: false,
             #[cfg(feature = "planted-bugs")]
             bug: _bug,
         };
@@ -540,7 +543,14 @@ impl Session {
     }
 
     fn wake(&self) {
-        let notify = self.0.borrow().notify.clone();
+        let notify = {
+            let mut st = self.0.borrow_mut();
+            if st.notified {
+                return;
+            }
+            st.notified = st.notify.is_some();
+            st.notify.clone()
+        };
         if let Some(n) = notify {
             n();
         }
@@ -736,6 +746,8 @@ impl Session {
     /// The next write to perform (one at a time: the next comes after this one's outcome).
     pub fn poll_write(&self) -> Option<Write> {
         let mut st = self.0.borrow_mut();
+        // The host polls: the next news is news again.
+        st.notified = false;
         if st.in_flight.is_some() || st.retry_at.is_some() {
             return None;
         }
