@@ -229,6 +229,11 @@ impl AgentCore {
         }
         session.session.submit(&input, sys::date_now()).map_err(|r| refusal_to_js(&r))?;
         session.session.attach(&wire.wire, &context.ctx);
+        // A new session's context starts with its system prompt, as kimi-cli's does.
+        let (prompt, ctx) = (&self.config.system_prompt, &context.ctx);
+        if !prompt.is_empty() && ctx.read(|c| c.system_prompt().is_none() && c.history().is_empty()) {
+            ctx.write_system_prompt(prompt);
+        }
         self.start(Start::Run(input), wire, context, toolset, hooks, Some(session.session.clone()))
     }
 

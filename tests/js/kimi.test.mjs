@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
@@ -104,4 +104,37 @@ test("kimi-cli reads a resumed turn's recording (the resume notice, the interrup
   assert.ok(theirs.includes("Notification") && theirs.filter((t) => t === "TurnBegin").length === 1, theirs.join());
   const ctx = JSON.parse(execFileSync(python, ["-c", READ, join(dir, "context.jsonl")], { encoding: "utf8" }));
   assert.deepEqual(ctx.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
+
+const READ_SESSION = `
+import asyncio, json, sys
+from pathlib import Path
+from kimi_cli.soul.context import Context
+from kimi_cli.wire.file import WireFile
+async def main():
+    c = Context(Path(sys.argv[1]) / "context.jsonl")
+    await c.restore()
+    kinds = [r.message.type async for r in WireFile(Path(sys.argv[1]) / "wire.jsonl").iter_records()]
+    print(json.dumps({"roles": [m.role for m in c.history], "kinds": kinds}))
+asyncio.run(main())
+`;
+
+test("a FileSessionStore directory (a turn with a tool call asked with needsApproval) reads in kimi-cli as it reads here", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), "kimi-session-")), "s");
+  const toolset = new k.SimpleToolset([{ name: "pay", description: "", parameters: {}, needsApproval: true, handler: () => "paid" }]);
+  const provider = new k.ScriptedProvider([`tool_call: ${JSON.stringify({ id: "p1", name: "pay", arguments: "{}" })}`, "text: paid."]);
+  const s = await k.Session.open(new k.FileSessionStore(dir), { provider, systemPrompt: "be kind", toolset });
+  const ended = s.send("pay");
+  for await (const e of s.events()) {
+    if (e.message?.type === "ApprovalRequest") {
+      await s.respond(e.message.payload.id, "approve");
+      break;
+    }
+  }
+  assert.deepEqual(await ended, { outcome: "done" });
+  const here = { roles: s.history.map((m) => m.role), kinds: k.readWireRecord(readFileSync(join(dir, "wire.jsonl"), "utf8")).map((m) => m.type) };
+  await s.close();
+  const there = JSON.parse(execFileSync(python, ["-c", READ_SESSION, dir], { encoding: "utf8" }));
+  assert.deepEqual(there, here);
+  assert.ok(here.kinds.includes("ApprovalRequest") && here.kinds.includes("ToolResult"));
 });
