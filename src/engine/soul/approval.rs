@@ -126,6 +126,10 @@ impl Approvals {
             if let Some((request_id, _)) = &resumed {
                 if self.wire.is_waiting(request_id) {
                     let _ = self.wire.respond(request_id, ApprovalResponse::Approve, "");
+                    // Write before tell: the tool goes on once that answer is stored (a death
+                    // before would leave the request waiting and the tool started).
+                    let stored = self.wire.stored();
+                    return Ok(stored.boxed_local());
                 }
             }
             return Ok(futures::future::ready(true).boxed_local());
