@@ -964,6 +964,18 @@ export class MemorySessionStore implements SessionStore {
   close(): Promise<void>;
 }
 /**
+ * Browsers: a session in an IndexedDB database (`kosong-session:<name>`), one owner across tabs: a
+ * Web Lock held from `open` to `close` (released with the page, so a reloaded page takes it and its
+ * unfinished turn goes on). A second tab is refused with `SessionLockedError`, or waits for the
+ * lock with `{wait: true}`. Every write is one IndexedDB transaction.
+ */
+export class IndexedDBSessionStore implements SessionStore {
+  constructor(name: string, options?: { wait?: boolean });
+  open(): Promise<StoredSession>;
+  write(ops: SessionOp[]): Promise<void>;
+  close(): Promise<void>;
+}
+/**
  * Node: a session in a directory as kimi-cli keeps one — `context.jsonl` and `wire.jsonl` (which
  * kimi-cli 1.52 reads; each record carries its event id) — plus `session.jsonl` (turn ends and
  * commit records) and a lock: a second process is refused with `SessionLockedError`; a lock left

@@ -13,3 +13,4 @@ export { UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_
 export { McpToolset } from "./mcp.js";
 export { Session, MemorySessionStore, SessionBusyError, SessionLockedError, SessionLimitError } from "./session.js";
 export { FileSessionStore } from "./session-file.js";
+export { IndexedDBSessionStore } from "./session-idb.js";

@@ -8,7 +8,7 @@ import {
   Agent, runSoul, RunCancelled, MaxStepsReached, LLMNotSet, LLMNotSupported, Wire, WireRecorder,
   readWireRecord, closeInterruptedTurn, resumeSoul, unfinishedTurn, TurnNotRecovered, TurnTimeoutError, Context, memoryBytes, setMemoryBudget, memoryBudget, PartialJson, StepResult as StepResultClass, RepeatedToolCallError, QueueShutDown,
   McpToolset, UIMessageChunker, uiMessageStream, uiMessageStreamResponse, UI_MESSAGE_STREAM_HEADERS,
-  Session, MemorySessionStore, FileSessionStore, SessionBusyError, SessionLockedError, SessionLimitError,
+  Session, MemorySessionStore, FileSessionStore, IndexedDBSessionStore, SessionBusyError, SessionLockedError, SessionLimitError,
 } from "kosong-wasm";
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
@@ -40,7 +40,7 @@ export async function sessions(provider: ScriptedProvider): Promise<number> {
   const other = await Session.open(mine, options);
   await other.close();
   const refusals = [new SessionBusyError(), new SessionLockedError(), new SessionLimitError("x")];
-  void [new FileSessionStore("./chat"), refusals, session.history.length, session.running, await session.recovered];
+  void [new FileSessionStore("./chat"), new IndexedDBSessionStore("chat", { wait: true }), refusals, session.history.length, session.running, await session.recovered];
   return n + (outcome.outcome === "done" ? 1 : 0) + written.length;
 }
 

@@ -75,6 +75,9 @@ pub struct SessionLimits {
     pub watch_ms: f64,
     /// How soon a refused write is tried again (ms).
     pub retry_ms: f64,
+    /// While a turn runs, what the model wrote so far is recorded (and so told) at least this
+    /// often (ms); merged in between.
+    pub flush_ms: f64,
 }
 
 impl Default for SessionLimits {
@@ -87,6 +90,7 @@ impl Default for SessionLimits {
             stall_ms: 300_000.0,
             watch_ms: 5_000.0,
             retry_ms: 1_000.0,
+            flush_ms: 50.0,
         }
     }
 }
@@ -424,6 +428,9 @@ struct State {
     /// Approval requests recorded in this turn and not answered: (request id, action).
     waiting: Vec<(String, String)>,
     asked: Vec<(String, String)>,
+    /// The live turn's wire (flushed every `flush_ms` while the model writes).
+    wire: Option<Wire>,
+    flushed_at: f64,
     /// Told (after the state is released) whenever an input may have made work to poll: a
     /// host that waits for work (a JS pump on the microtask queue) wakes on it.
     notify: Option<Rc<dyn Fn()>>,
@@ -508,6 +515,8 @@ impl Session {
             last_progress_ms: now_ms,
             waiting: Vec::new(),
             asked: Vec::new(),
+            wire: None,
+            flushed_at: now_ms,
             notify: None,
             notified: false,
             #[cfg(feature = "planted-bugs")]
@@ -661,7 +670,12 @@ impl Session {
     /// Call once per turn (a new one or a resumed one), after [`Session::submit`] or
     /// [`Session::poll_resume`].
     pub fn attach(&self, wire: &Wire, context: &SharedContext) {
-        let generation = self.0.borrow().generation;
+        let generation = {
+            let mut st = self.0.borrow_mut();
+            st.wire = Some(wire.clone());
+            st.flushed_at = st.now_ms;
+            st.generation
+        };
         let (s1, s2, s3, s4) = (self.clone(), self.clone(), self.clone(), self.clone());
         wire.set_recorder(Recorder::typed(
             Box::new(move |m: &WireMessage, line: String| s1.record(generation, m, line)),
@@ -831,7 +845,8 @@ impl Session {
             return Some(at);
         }
         if st.live.is_some() && st.stop.is_none() && st.waiting.is_empty() {
-            return Some(st.last_progress_ms + st.limits.stall_ms);
+            let stall = st.last_progress_ms + st.limits.stall_ms;
+            return Some(stall.min(st.flushed_at + st.limits.flush_ms));
         }
         None
     }
@@ -850,6 +865,24 @@ impl Session {
     }
 
     fn handle_timeout_inner(&self, now_ms: f64) {
+        // What the model wrote so far is recorded (outside the state: the recorder comes back in).
+        let flush = {
+            let mut st = self.0.borrow_mut();
+            let due = st.live.is_some() && now_ms >= st.flushed_at + st.limits.flush_ms;
+            if due {
+                st.flushed_at = now_ms;
+            }
+            if due {
+                st.wire.clone()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = flush {
+            if w.buffered() {
+                w.flush();
+            }
+        }
         let mut st = self.0.borrow_mut();
         st.now_ms = now_ms;
         if st.retry_at.is_some_and(|at| now_ms >= at) {
@@ -967,6 +1000,7 @@ impl State {
     }
 
     fn begin_live(&mut self) {
+        self.wire = None;
         self.generation += 1;
         self.live = Some(self.generation);
         self.stop = None;
@@ -979,6 +1013,7 @@ impl State {
     /// The turn's end: stored (with the turn marked ended), then told.
     fn end_turn(&mut self, outcome: TurnOutcome) {
         self.live = None;
+        self.wire = None;
         self.waiting.clear();
         if let Some(t) = self.work.turn.as_mut() {
             t.running = false;
