@@ -204,6 +204,7 @@ export class Session {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
+    this.#core.setNotify(undefined);
     if (this.#turn) {
       this.#turn.dropped = true;
       this.#turn.controller.abort(new RunCancelled("the session was closed"));
@@ -233,6 +234,7 @@ export class Session {
         // Everything the core asks now, in one crossing.
         const asked = JSON.parse(callWasm(() => this.#core.poll()));
         for (const e of asked.events) this.#tell(sessionEvent(e));
+        if (asked.flush) this.#turn?.wire.flush();
         if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
         if (asked.stop !== undefined && this.#turn) {
           if (asked.stop === "drop") this.#turn.dropped = true;

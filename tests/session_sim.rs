@@ -767,6 +767,9 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
         };
         w.clock.advance(at);
         s.handle_timeout(w.now());
+        if s.poll_flush() {
+            wire.flush();
+        }
         client_acts(w, s, &wire, n_turn);
         assert!(w.now() < MAX_SIM_MS, "seed {}: the turn never ends (simulated time)", w.seed);
     }

@@ -108,11 +108,14 @@ impl SessionCore {
         Ok(SessionCore { session: Session::open(stored, read_limits(&limits), now_ms) })
     }
 
-    /// `notify()` is called (synchronously; it should only schedule) whenever there may be work.
+    /// `notify()` is called (synchronously; it should only schedule) whenever there may be work;
+    /// `undefined` lets it go (a closed session: nothing holds the JS side through the core).
     #[wasm_bindgen(js_name = setNotify)]
-    pub fn set_notify(&self, notify: Function) {
-        self.session.set_notify(Rc::new(move || {
-            let _ = notify.call0(&JsValue::UNDEFINED);
+    pub fn set_notify(&self, notify: Option<Function>) {
+        self.session.set_notify(notify.map(|f| -> Rc<dyn Fn()> {
+            Rc::new(move || {
+                let _ = f.call0(&JsValue::UNDEFINED);
+            })
         }));
     }
 
@@ -122,8 +125,8 @@ impl SessionCore {
     }
 
     /// Everything the session asks of its host now, in one crossing, as JSON text:
-    /// `{write?: {seq, ops}, events: [{id, kind, data}], stop?: "cancel" | "drop", cancelStored?:
-    /// true, resume?: true, timeout?: ms}` — a write only when no events wait (they come after it
+    /// `{write?: {seq, ops}, events: [{id, kind, data}], stop?: "cancel" | "drop", flush?: true
+    /// (flush the turn's wire), cancelStored?: true, resume?: true, timeout?: ms}` — a write only when no events wait (they come after it
     /// commits). `ops`: `{op: "event", id, kind, data}`, `{op: "trimEvents", before}`, `{op:
     /// "truncateEvents", after}`, `{op: "context", line}`, `{op: "truncateContext", keep}`, `{op:
     /// "meta", value}` (the last op: the commit record).
@@ -158,6 +161,9 @@ impl SessionCore {
             Some(Stop::Cancel) => out.push_str(",\"stop\":\"cancel\""),
             Some(Stop::Drop) => out.push_str(",\"stop\":\"drop\""),
             None => {}
+        }
+        if s.poll_flush() {
+            out.push_str(",\"flush\":true");
         }
         if s.poll_cancel_stored() {
             out.push_str(",\"cancelStored\":true");

@@ -428,9 +428,10 @@ struct State {
     /// Approval requests recorded in this turn and not answered: (request id, action).
     waiting: Vec<(String, String)>,
     asked: Vec<(String, String)>,
-    /// The live turn's wire (flushed every `flush_ms` while the model writes).
-    wire: Option<Wire>,
+    /// When the live turn's wire was last flushed, and whether it is due now (the host flushes
+    /// it: the session holds no wire, so nothing of a dead turn is kept alive through it).
     flushed_at: f64,
+    flush_due: bool,
     /// Told (after the state is released) whenever an input may have made work to poll: a
     /// host that waits for work (a JS pump on the microtask queue) wakes on it.
     notify: Option<Rc<dyn Fn()>>,
@@ -515,8 +516,8 @@ impl Session {
             last_progress_ms: now_ms,
             waiting: Vec::new(),
             asked: Vec::new(),
-            wire: None,
             flushed_at: now_ms,
+            flush_due: false,
             notify: None,
             notified: false,
             #[cfg(feature = "planted-bugs")]
@@ -547,8 +548,8 @@ impl Session {
 
     /// What to call when an input may have made work to poll (never while the session is
     /// borrowed: it may poll at once).
-    pub fn set_notify(&self, notify: Rc<dyn Fn()>) {
-        self.0.borrow_mut().notify = Some(notify);
+    pub fn set_notify(&self, notify: Option<Rc<dyn Fn()>>) {
+        self.0.borrow_mut().notify = notify;
     }
 
     fn wake(&self) {
@@ -672,7 +673,6 @@ impl Session {
     pub fn attach(&self, wire: &Wire, context: &SharedContext) {
         let generation = {
             let mut st = self.0.borrow_mut();
-            st.wire = Some(wire.clone());
             st.flushed_at = st.now_ms;
             st.generation
         };
@@ -750,6 +750,12 @@ impl Session {
             }
         }
         true
+    }
+
+    /// `true` once when the live turn's wire is to be flushed now (`Wire::flush`): what the model
+    /// wrote so far is recorded, stored and told.
+    pub fn poll_flush(&self) -> bool {
+        std::mem::take(&mut self.0.borrow_mut().flush_due)
     }
 
     /// `true` once (per cancel) when the cancel asked is stored: acknowledge it now.
@@ -865,25 +871,12 @@ impl Session {
     }
 
     fn handle_timeout_inner(&self, now_ms: f64) {
-        // What the model wrote so far is recorded (outside the state: the recorder comes back in).
-        let flush = {
-            let mut st = self.0.borrow_mut();
-            let due = st.live.is_some() && now_ms >= st.flushed_at + st.limits.flush_ms;
-            if due {
-                st.flushed_at = now_ms;
-            }
-            if due {
-                st.wire.clone()
-            } else {
-                None
-            }
-        };
-        if let Some(w) = flush {
-            if w.buffered() {
-                w.flush();
-            }
-        }
         let mut st = self.0.borrow_mut();
+        // What the model wrote so far is to be recorded: the host flushes its turn's wire.
+        if st.live.is_some() && now_ms >= st.flushed_at + st.limits.flush_ms {
+            st.flushed_at = now_ms;
+            st.flush_due = true;
+        }
         st.now_ms = now_ms;
         if st.retry_at.is_some_and(|at| now_ms >= at) {
             st.retry_at = None;
@@ -1000,7 +993,7 @@ impl State {
     }
 
     fn begin_live(&mut self) {
-        self.wire = None;
+        self.flush_due = false;
         self.generation += 1;
         self.live = Some(self.generation);
         self.stop = None;
@@ -1013,7 +1006,7 @@ impl State {
     /// The turn's end: stored (with the turn marked ended), then told.
     fn end_turn(&mut self, outcome: TurnOutcome) {
         self.live = None;
-        self.wire = None;
+        self.flush_due = false;
         self.waiting.clear();
         if let Some(t) = self.work.turn.as_mut() {
             t.running = false;

@@ -173,11 +173,6 @@ impl Wire {
         }
     }
 
-    /// Parts are held in the merge buffer (a [`Wire::flush`] would hand them on).
-    pub fn buffered(&self) -> bool {
-        self.0.borrow().buffer.is_some()
-    }
-
     /// Messages the recorder has written.
     pub fn recorded(&self) -> u64 {
         self.0.borrow().recorded
