@@ -56,7 +56,21 @@ impl ContextCore {
                 ContextWrite::Line(l) => (&sink, l),
                 ContextWrite::Rewrite(t) => (&on_rewrite, t),
             };
-            let Some(f) = f else { return true };
+            let Some(f) = f else {
+                if let ContextWrite::Rewrite(_) = w {
+                    // A store that can only append cannot take a rewrite: appending the new file
+                    // after the old one would leave both in it. Refused, loudly.
+                    store_error.borrow_mut().get_or_insert(
+                        js_sys::Error::new(
+                            "Context: the context was rewritten (a compaction, revertTo or clear) and its store has \
+                             only a sink, which appends: give onRewrite(text) to replace the stored file",
+                        )
+                        .into(),
+                    );
+                    return false;
+                }
+                return true;
+            };
             match f.call1(&JsValue::UNDEFINED, &JsValue::from_str(text)) {
                 Ok(_) => true,
                 Err(e) => {

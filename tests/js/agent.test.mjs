@@ -382,6 +382,15 @@ test("the raw side sees every part; the merged side joins them; the recording re
   assert.deepEqual(replay, r.merged);
 });
 
+test("Context: a store with a sink and no onRewrite refuses a rewrite loudly (appending the new file after the old would leave both)", () => {
+  const lines = [];
+  const ctx = new k.Context({ systemPrompt: "p", sink: (l) => lines.push(l) });
+  const id = ctx.checkpoint();
+  ctx.append({ role: "user", content: "a" });
+  assert.throws(() => ctx.revertTo(id), /only a sink, which appends: give onRewrite/);
+  assert.ok(!lines.some((l) => l.includes('"_system_prompt"') && lines.indexOf(l) > 0), "nothing was appended for the rewrite");
+});
+
 test("Context: JSONL round trip with checkpoints and revertTo, sink and onRewrite", async () => {
   const sunk = [];
   let rewritten = null;
