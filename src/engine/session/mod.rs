@@ -1142,3 +1142,78 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commit_record_and_the_outcome_read_back_as_written() {
+        let meta = Meta {
+            v: 1,
+            last_id: 42,
+            context_lines: 7,
+            turns: 3,
+            turn: Some(TurnMeta { n: 3, first_id: 30, running: true, cancel: true }),
+            approved_for_session: vec!["pay \"it\"".into(), "é\u{2028}".into()],
+        };
+        assert_eq!(Meta::from_json(&meta.to_json()), Some(meta.clone()));
+        let none = Meta { turn: None, approved_for_session: Vec::new(), ..meta };
+        assert_eq!(Meta::from_json(&none.to_json()), Some(none));
+        assert_eq!(Meta::from_json("{\"v\":1}"), None, "a record without its counts is not one");
+        for o in [
+            TurnOutcome::done(),
+            TurnOutcome::cancelled(),
+            TurnOutcome::failed(STORAGE_ERROR, "a \"quoted\"\nline"),
+            TurnOutcome { outcome: Outcome::NotRecovered, error: None },
+        ] {
+            let text = o.to_json();
+            assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
+            assert_eq!(TurnOutcome::from_json(&text), Some(o));
+        }
+    }
+
+    #[test]
+    fn an_unreadable_commit_record_takes_nothing_back() {
+        let stored = Stored {
+            context: vec!["{\"role\":\"user\",\"content\":\"hi\"}".into()],
+            events: vec![Event { id: 1, kind: EventKind::Wire, data: "{}".into() }],
+            meta: Some("{damaged".into()),
+        };
+        let s = Session::open(stored, SessionLimits::default(), 0.0);
+        assert_eq!(s.poll_write(), None, "no take-back write");
+        assert_eq!(s.events_after(0).len(), 1);
+        assert_eq!(s.last_event_id(), 1, "ids go on after what is there");
+        assert_eq!(s.context().history().len(), 1);
+        assert!(!s.running());
+    }
+
+    #[test]
+    fn a_torn_write_is_taken_back_at_open_and_refusals_are_checked_before_anything_counts() {
+        let meta = Meta { v: 1, last_id: 1, context_lines: 1, turns: 1, ..Meta::default() };
+        let stored = Stored {
+            context: vec![
+                "{\"role\":\"user\",\"content\":\"a\"}".into(),
+                "{\"role\":\"user\",\"content\":\"torn\"}".into(),
+            ],
+            events: vec![
+                Event { id: 1, kind: EventKind::End, data: TurnOutcome::done().to_json() },
+                Event { id: 2, kind: EventKind::Wire, data: "{}".into() },
+            ],
+            meta: Some(meta.to_json()),
+        };
+        let limits = SessionLimits { max_message_bytes: 4, max_turns: 2, ..SessionLimits::default() };
+        let s = Session::open(stored, limits, 0.0);
+        let w = s.poll_write().expect("the take-back");
+        assert_eq!(w.ops[..2], [Op::TruncateEvents { after: 1 }, Op::TruncateContext { keep: 1 }]);
+        s.write_done(w.seq, true, 0.0);
+        assert_eq!(s.context().history().len(), 1);
+        assert_eq!(
+            s.submit(&UserInput::Text("too long".into()), 0.0),
+            Err(Refused::MessageTooLarge { bytes: 8, max: 4 })
+        );
+        assert_eq!(s.submit(&UserInput::Text(" ".into()), 0.0), Err(Refused::Empty));
+        assert_eq!(s.turns(), 1, "nothing counted");
+        assert_eq!(s.poll_write(), None, "nothing written");
+    }
+}
