@@ -291,6 +291,12 @@ test("options a new user gets wrong fail loudly: unknown names say the closest, 
     const e = await k.generate(new k.OpenAIChatProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (x) => x);
     assert.ok(e instanceof k.ChatProviderError && e.kind === "missing_key" && /OPENAI_API_KEY/.test(e.message), String(e));
     assert.equal(seen.length, 0, "nothing was sent");
+    // An empty or blank key (an .env line `OPENAI_API_KEY=`) is a missing one, never sent.
+    for (const apiKey of ["", "  "]) {
+      const empty = await k.generate(new k.OpenAIChatProvider({ model: "m", apiKey, fetch }), "", [], [{ role: "user", content: "hi" }]).then(() => null, (x) => x);
+      assert.ok(empty instanceof k.ChatProviderError && empty.kind === "missing_key" && /`apiKey` is empty/.test(empty.message), String(empty));
+    }
+    assert.equal(seen.length, 0, "nothing was sent");
     process.env.ANTHROPIC_API_KEY = "sk-ant-from-env";
     await k.generate(new k.AnthropicProvider({ model: "m", fetch }), "", [], [{ role: "user", content: "hi" }]).catch(() => {});
     assert.deepEqual(seen, [{ url: "https://api.anthropic.com/v1/messages", auth: "sk-ant-from-env" }]);

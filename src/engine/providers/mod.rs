@@ -395,11 +395,21 @@ impl HttpProvider {
     /// anything is sent; a custom `baseUrl` may need none. `Ok(None)`: this provider as it is.
     pub fn key_for_request(&self, env: impl Fn(&str) -> Option<String>) -> Result<Option<HttpProvider>, String> {
         let o = self.http();
-        if o.api_key.is_some() || o.base_url.is_some() {
+        // An empty or blank key (an `.env` line `OPENAI_API_KEY=`) is no key: for the provider's
+        // own host it is looked up as a missing one, never sent.
+        let blank = o.api_key.as_deref().is_some_and(|k| k.trim().is_empty());
+        if (o.api_key.is_some() && !blank) || o.base_url.is_some() {
             return Ok(None);
         }
         let (who, names) = self.identity();
-        match names.iter().find_map(|n| env(n).filter(|k| !k.is_empty())) {
+        let found = names.iter().find_map(|n| env(n).filter(|k| !k.trim().is_empty()));
+        if blank && found.is_none() {
+            return Err(format!(
+                "{who}: `apiKey` is empty: pass a key, or set {} (an empty key is never sent)",
+                names.join(" or ")
+            ));
+        }
+        match found {
             Some(key) => {
                 let mut with_key = self.clone();
                 with_key.0.http_mut().api_key = Some(key);
