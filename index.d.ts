@@ -499,6 +499,8 @@ export interface OutputCallbacks<T> {
 export interface GenerateResult {
   id: string | null;
   message: Message;
+  /** The answer's text parts joined (thinking left out), as the AI SDK's `result.text`. */
+  text: string;
   usage: TokenUsage | null;
   finishReason: string | null;
   /** The provider that answered: the one given, or the member of a `FallbackProvider`. */
@@ -555,6 +557,8 @@ export function generate(
 export class StepResult<T = unknown> {
   readonly id: string | null;
   readonly message: Message;
+  /** The answer's text parts joined (thinking left out), as the AI SDK's `result.text`. */
+  readonly text: string;
   readonly usage: TokenUsage | null;
   readonly finishReason: string | null;
   readonly toolCalls: ToolCall[];

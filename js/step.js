@@ -185,10 +185,17 @@ export async function generate(provider, systemPrompt, tools, history, options =
     throw e;
   }
   watch?.end(raw.output);
-  const out = { id: raw.id, message: JSON.parse(raw.message), usage: raw.usage, finishReason: raw.finishReason, provider: answeredBy(provider, raw) };
+  const message = JSON.parse(raw.message);
+  const out = { id: raw.id, message, text: textOf(message), usage: raw.usage, finishReason: raw.finishReason, provider: answeredBy(provider, raw) };
   span.call?.end(out);
   if (hooks.output) out.output = raw.output;
   return out;
+}
+
+/** The answer's text: its text parts joined (thinking left out), as the AI SDK's `result.text`. */
+function textOf(message) {
+  const c = message.content;
+  return typeof c === "string" ? c : Array.isArray(c) ? c.filter((p) => p?.type === "text").map((p) => p.text).join("") : "";
 }
 
 /** The provider that answered: a fallback provider's member by the engine's `answeredBy`, else the provider. */
@@ -204,6 +211,7 @@ export class StepResult {
     /** The provider that answered (a `FallbackProvider`'s member). */
     this.provider = provider;
     this.message = JSON.parse(raw.message);
+    this.text = textOf(this.message);
     this.usage = raw.usage;
     this.finishReason = raw.finishReason;
     this.toolCalls = this.message.tool_calls ?? [];

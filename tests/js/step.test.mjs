@@ -424,3 +424,12 @@ test("limits: an oversized event, tool arguments or message is a clear error, an
   assert.throws(() => new k.Agent({ provider: provider(), limits: { maxEventByte: 1 } }), (e) => e instanceof TypeError && /Agent\.limits: unknown limit `maxEventByte`/.test(e.message));
   assert.throws(() => new k.Agent({ provider: provider(), limits: "big" }), /Agent\.limits must be an object/);
 });
+
+test("result.text: the answer's text parts joined, thinking left out, on generate and step (as the AI SDK's)", async () => {
+  const g = await k.generate(new k.ScriptedProvider(["think: hmm\ntext: Hel\ntext: lo"]), "", [], [{ role: "user", content: "hi" }]);
+  assert.equal(g.text, "Hello");
+  const s = await k.step(new k.ScriptedProvider(['text: Adding.\ntool_call: {"id": "c1", "name": "x", "arguments": "{}"}']), "", new k.SimpleToolset(), [{ role: "user", content: "hi" }]);
+  assert.equal(s.text, "Adding.");
+  const none = await k.generate(new k.ScriptedProvider(['tool_call: {"id": "c1", "name": "x", "arguments": "{}"}']), "", [], [{ role: "user", content: "hi" }]);
+  assert.equal(none.text, "");
+});
