@@ -228,7 +228,13 @@ export class AgentSession extends DurableObject {
     await this.recoverOrphanedTurn();
     switch (route) {
       case "POST /chat": {
-        const { message } = await request.json();
+        // Read capped and checked here, before anything counts or is erased (whatever Worker is in front).
+        const maxMessage = sessionLimit(this.env, "MAX_MESSAGE_BYTES");
+        const { body, error } = await readJsonBody(request, 2 * maxMessage + 1024, "{message}");
+        if (error) return error;
+        const { message } = body;
+        if (typeof message !== "string" || !message.trim()) return json(400, { error: "`message` must be a non-empty string" });
+        if (encoder.encode(message).byteLength > maxMessage) return json(413, { error: `a message is at most ${maxMessage} bytes`, limit: maxMessage });
         if (this.running) return json(409, { error: "a turn is already running in this session; resume it with GET /chat" });
         const refused = this.refuseTurn(message);
         if (refused) return refused;
@@ -240,7 +246,11 @@ export class AgentSession extends DurableObject {
         return this.stream(Number.isFinite(last) ? last : 0);
       }
       case "POST /api/chat": {
-        const { messages } = await request.json();
+        const maxMessage = sessionLimit(this.env, "MAX_MESSAGE_BYTES");
+        const { body, error } = await readJsonBody(request, sessionLimit(this.env, "MAX_SESSION_BYTES") + maxMessage, "{messages}");
+        if (error) return error;
+        const { messages } = body;
+        if (!Array.isArray(messages) || !messages.length) return json(400, { error: "`messages` must be a non-empty array of UI messages" });
         const last = messages.at(-1);
         if (this.running) {
           // The answers to the approvals the turn waits on, in the tool parts of the last message;
@@ -253,7 +263,8 @@ export class AgentSession extends DurableObject {
           return this.uiStream(after);
         }
         const message = uiText(last);
-        if (last?.role !== "user" || !message) return json(400, { error: "the last message must be the user's, with text" });
+        if (last?.role !== "user" || !message.trim()) return json(400, { error: "the last message must be the user's, with text" });
+        if (encoder.encode(message).byteLength > maxMessage) return json(413, { error: `a message is at most ${maxMessage} bytes`, limit: maxMessage });
         const refused = this.refuseTurn(message);
         if (refused) return refused;
         const first = this.startTurn(message);
@@ -264,7 +275,12 @@ export class AgentSession extends DurableObject {
         return this.uiStream(this.meta("turn").firstId - 1);
       }
       case "POST /approve": {
-        const { requestId, response, feedback = "" } = await request.json();
+        const { body, error } = await readJsonBody(request, 64 << 10, "{requestId, response, feedback?}");
+        if (error) return error;
+        const { requestId, response, feedback = "" } = body;
+        if (typeof requestId !== "string" || !["approve", "approve_for_session", "reject"].includes(response) || typeof feedback !== "string") {
+          return json(400, { error: 'the body is {requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string}' });
+        }
         if (!this.running || !this.waiting(requestId)) return json(404, { error: "no approval request of that id is waiting" });
         try {
           this.wire.respond(requestId, response, feedback);
@@ -435,9 +451,11 @@ export class AgentSession extends DurableObject {
 
   /** Starts a turn; returns the id of its first event. */
   startTurn(message) {
-    // The previous turn's recording makes way for this one's.
-    this.sql.exec("DELETE FROM events");
-    this.sql.exec("DELETE FROM event_pieces");
+    // The turn before the last makes way; the last stays, so a client that saw part of it and comes
+    // back (Last-Event-ID) gets its rest before this turn's events.
+    const keepFrom = this.meta("turn")?.firstId ?? 1;
+    this.sql.exec("DELETE FROM events WHERE id < ?", keepFrom);
+    this.sql.exec("DELETE FROM event_pieces WHERE id < ?", keepFrom);
     const turn = {
       running: true,
       firstId: this.lastEventId() + 1,
@@ -500,31 +518,40 @@ export class AgentSession extends DurableObject {
       } catch (e) {
         if (!storageError) end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
       }
-      onResumed?.(); // a resume that failed before saying so
-      if (storageError || !end) {
-        // What this turn wrote to the context is taken back: the history is as before it.
-        this.ctx.storage.transactionSync(() => {
-          this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
-          this.sql.exec("DELETE FROM context_pieces WHERE seq > ?", rows);
-        });
-        end = { outcome: "failed", error: `storage: ${storageError?.message ?? "a write failed"}` };
-      }
       try {
-        this.publish("end", end);
-      } catch {
-        // Even the end could not be stored: the listeners still hear it.
-        this.tell({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) });
+        await this.finishTurn(turn, rows, end, storageError, onResumed);
+      } finally {
+        // Whatever the storage did above, the session takes its next turn (never 409 until an eviction).
+        this.wire = null;
+        this.recovering = null;
+        this.closeListeners();
+        this.running = null;
+        this.controller = null;
       }
-      this.wire = null;
-      this.recovering = null;
-      this.setMeta("turn", { ...turn, running: false });
-      await this.ctx.storage.deleteAlarm();
-      this.closeListeners();
-      this.running = null;
-      this.controller = null;
     })();
     // The turn outlives the request that started it.
     this.ctx.waitUntil(this.running);
+  }
+
+  /** A turn's end: taken back if storage failed, stored, told; the turn marked ended; the alarm off. */
+  async finishTurn(turn, rows, end, storageError, onResumed) {
+    onResumed?.(); // a resume that failed before saying so
+    if (storageError || !end) {
+      // What this turn wrote to the context is taken back: the history is as before it.
+      this.ctx.storage.transactionSync(() => {
+        this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
+        this.sql.exec("DELETE FROM context_pieces WHERE seq > ?", rows);
+      });
+      end = { outcome: "failed", error: `storage: ${storageError?.message ?? "a write failed"}` };
+    }
+    try {
+      this.publish("end", end);
+    } catch {
+      // Even the end could not be stored: the listeners still hear it.
+      this.tell({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) });
+    }
+    this.setMeta("turn", { ...turn, running: false });
+    await this.ctx.storage.deleteAlarm();
   }
 
   /** The latest turn's events after `lastId`, then (while it runs) the live rest. */

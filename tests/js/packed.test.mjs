@@ -209,6 +209,43 @@ test("telemetry in workerd: a step's and an agent turn's spans, by the GenAI con
   }
 });
 
+test("AgentSession itself, with nothing in front: malformed, non-string, empty and oversized bodies get a 4xx before anything counts or is erased; the last good turn's recording stays", async () => {
+  const app = join(dir, "raw-session-worker");
+  mkdirSync(join(app, "src"), { recursive: true });
+  cpSync(join(root, "tests", "js", "raw-session-worker", "index.js"), join(app, "src", "index.js"));
+  writeFileSync(join(app, "wrangler.toml"), 'name = "raw-session"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\n[[durable_objects.bindings]]\nname = "RAW"\nclass_name = "RawSession"\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["RawSession"]\n');
+  sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
+  const worker = new Miniflare(bundledWorker(app, { durableObjects: { RAW: { className: "RawSession", useSQLite: true } }, bindings: { MAX_TURNS_PER_SESSION: "2" } }));
+  const post = (path, body) => worker.dispatchFetch(`http://raw.local${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const events = async (last = 0) => (await (await worker.dispatchFetch("http://raw.local/chat", { headers: { "last-event-id": String(last) } })).text()).split("\n\n").filter((f) => f.includes("data:"));
+  try {
+    assert.equal((await post("/session")).status, 201);
+    const good = await post("/chat", JSON.stringify({ message: "hi" }));
+    assert.equal(good.status, 200);
+    await good.text();
+    const recorded = await events();
+    assert.ok(recorded.some((f) => f.includes('"outcome":"done"')), recorded.join("\n"));
+    for (const [body, status] of [["{not json", 400], ["null", 400], ["{}", 400], ['{"message":5}', 400], ['{"message":""}', 400], ['{"message":"   "}', 400], [JSON.stringify({ message: "x".repeat(3 << 20) }), 413]]) {
+      const res = await post("/chat", body);
+      assert.equal(res.status, status, `${body.slice(0, 20)}: ${await res.clone().text()}`);
+      assert.ok((await res.json()).error, "a JSON error that says why");
+    }
+    for (const body of ["{", '{"requestId":5,"response":"approve"}', '{"requestId":"r","response":"yes"}']) assert.equal((await post("/approve", body)).status, 400, body);
+    assert.equal((await post("/api/chat", '{"messages":5}')).status, 400);
+    // Nothing counted, nothing erased: the good turn's recording is whole, and a second turn is allowed (of 2).
+    assert.deepEqual(await events(), recorded);
+    const second = await post("/chat", JSON.stringify({ message: "again" }));
+    assert.equal(second.status, 200);
+    await second.text();
+    // The previous turn's recording stays beside the new one: a client that saw part of it gets its rest first.
+    const all = await events();
+    assert.equal(all.filter((f) => f.includes('"outcome":"done"')).length, 2, "both turns' ends");
+    assert.equal((await post("/chat", JSON.stringify({ message: "third" }))).status, 429, "the third is past MAX_TURNS_PER_SESSION");
+  } finally {
+    await worker.dispose();
+  }
+});
+
 // ---- the Worker ---------------------------------------------------------------------------
 
 const SECRET = "test-session-secret-0123456789abcdef-XYZ";
