@@ -81,6 +81,37 @@ fn describe_js_error(e: &JsValue) -> String {
     }
 }
 
+/// Where a request went, for an error: the URL without its credentials or query (a key may ride
+/// in either), as `POST scheme://host/path`.
+fn where_to(url: &str) -> String {
+    let no_query = url.split(['?', '#']).next().unwrap_or(url);
+    let shown = match no_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            if path.is_empty() {
+                format!("{scheme}://{host}")
+            } else {
+                format!("{scheme}://{host}/{path}")
+            }
+        }
+        None => no_query.to_owned(),
+    };
+    format!("POST {shown}")
+}
+
+/// What a browser's fetch says when it fails without a status (Chromium, Firefox, Safari): most
+/// often the server did not allow the page's origin (CORS).
+fn cors_hint(message: &str) -> &'static str {
+    let in_browser = get(&js_sys::global(), "document").is_some_and(|d| !d.is_undefined());
+    let opaque = ["Failed to fetch", "NetworkError when attempting to fetch resource.", "Load failed"].contains(&message);
+    if in_browser && opaque {
+        " (in a browser, a fetch that fails with no status is most often CORS: the server did not allow this page's origin; or the network is down)"
+    } else {
+        ""
+    }
+}
+
 /// The core's transport over the caller's `fetch` (or the runtime's): each exchange with an
 /// `AbortController` of its own, redirects handed back to the core (`redirect: "manual"`), the
 /// response headers awaited within `timeoutMs`.
@@ -127,7 +158,9 @@ impl FetchTransport {
         // any host: the core follows one only within the origin the caller named.
         init.set_redirect(web_sys::RequestRedirect::Manual);
         let connection = |e: JsValue| {
-            GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}", describe_js_error(&e))), e)
+            let said = describe_js_error(&e);
+            let hint = cors_hint(&said);
+            GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}: {said}{hint}", where_to(url))), e)
         };
         let called = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(url), &init).map_err(connection)?;
         let promise = called

@@ -264,6 +264,12 @@ test("a refused connection is an APIConnectionError", async () => {
   const r = await within(k.generate(p, "", [], [user("x")]));
   assert.ok(r.error instanceof k.APIConnectionError, String(r.error));
   assert.match(r.error.message, /ECONNREFUSED|fetch failed/);
+  // Where it went (method and URL), never a key: a query (where a key may ride) is left out.
+  assert.match(r.error.message, new RegExp(`^Connection error: POST http://127\\.0\\.0\\.1:${port}/v1/chat/completions: `));
+  const secret = new k.OpenAIChatProvider({ model: "m", baseUrl: `http://127.0.0.1:${port}/v1?token=q-secret`, apiKey: API_KEY });
+  const r2 = await within(k.generate(secret, "", [], [user("x")]));
+  assert.ok(r2.error instanceof k.APIConnectionError, String(r2.error));
+  assert.ok(!/pw-secret|q-secret/.test(r2.error.message), r2.error.message);
 });
 
 test("timeoutMs: no response headers in time is an APITimeoutError", async () => {
