@@ -1,7 +1,8 @@
 // Sessions in real Chromium: a page keeps its session in IndexedDB (IndexedDBSessionStore) and
 // talks to a loopback model streaming real SSE; the page is reloaded while an approval waits,
 // while a tool runs and mid-stream, and the reloaded page goes on with its turn by itself. The
-// tools' starts are counted by the server (a ledger outside the browser). Two tabs: one owner.
+// tools' starts are counted by the server (a ledger outside the browser). Two tabs: one owner. And a
+// cross-origin fetch the server does not allow: its error names the URL and says CORS.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -191,4 +192,26 @@ test("Chromium: two tabs on one session — the second is refused with SessionLo
   const third = await open(context, "tabs");
   assert.equal(await third.page.evaluate(() => document.body.dataset.error ?? null), null);
   await context.close();
+});
+
+test("Chromium: a cross-origin fetch the server does not allow fails naming the method and URL, and says CORS is the likely cause", opts, async () => {
+  const context = await browser.newContext();
+  const { page } = await open(context, "cors");
+  // Another origin (another port) that answers without any CORS header.
+  const other = createServer((req, res) => res.writeHead(200, { "content-type": "text/event-stream" }).end("data: [DONE]\n\n"));
+  await new Promise((r) => other.listen(0, "127.0.0.1", r));
+  try {
+    const url = `http://127.0.0.1:${other.address().port}/v1`;
+    const message = await page.evaluate(async (baseUrl) => {
+      const k = await import("/pkg/browser.js");
+      const p = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl });
+      return k.generate(p, "", [], [{ role: "user", content: "hi" }]).then(() => "no error", (e) => `${e.name}: ${e.message}`);
+    }, url);
+    assert.match(message, new RegExp(`^APIConnectionError: Connection error: POST ${url.replace(/\./g, "\\.")}/chat/completions: Failed to fetch \\(in a browser, .*CORS`));
+    assert.ok(!message.includes("sk-test"));
+  } finally {
+    other.closeAllConnections?.();
+    await new Promise((r) => other.close(r));
+    await context.close();
+  }
 });
