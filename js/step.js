@@ -168,8 +168,23 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
   };
 }
 
+/**
+ * The arguments are positional: a call shaped like the AI SDK's (one object of `{system, messages,
+ * tools, …}`) is refused naming the argument and the signature, not with a complaint about another.
+ */
+function checkPositional(signature, systemPrompt) {
+  if (typeof systemPrompt === "string") return;
+  const objectCall = systemPrompt !== null && typeof systemPrompt === "object" && ["system", "messages", "prompt", "tools", "model"].some((k) => k in systemPrompt);
+  const got = systemPrompt === null ? "null" : Array.isArray(systemPrompt) ? "an array" : typeof systemPrompt === "object" ? "an object" : typeof systemPrompt;
+  throw new TypeError(
+    `${signature}: systemPrompt (the 2nd argument) must be a string; got ${got}` +
+      (objectCall ? ". The arguments are positional: this looks like the AI SDK's one-object call ({system, messages, …})" : ""),
+  );
+}
+
 /** One generation (kosong's `generate`). */
 export async function generate(provider, systemPrompt, tools, history, options = {}) {
+  checkPositional("generate(provider, systemPrompt, tools, history, options?)", systemPrompt);
   if (!Array.isArray(tools)) throw new TypeError("tools must be an array of tool definitions");
   checkOptionNames(options ?? {}, "generate: options", GENERATE_OPTIONS);
   const telemetry = telemetryOption(options.telemetry, "generate: options");
@@ -227,6 +242,7 @@ export class StepResult {
 
 /** One step (kosong's `step`): tools start as soon as their calls are complete. */
 export async function step(provider, systemPrompt, toolset, history, options = {}) {
+  checkPositional("step(provider, systemPrompt, toolset, history, options?)", systemPrompt);
   if (!toolset || typeof toolset.handle !== "function" || !Array.isArray(toolset.tools)) {
     throw new TypeError("toolset must have a `tools` array and a `handle(call, ctx)` method");
   }

@@ -439,3 +439,10 @@ test("result.text: the answer's text parts joined, thinking left out, on generat
   const none = await k.generate(new k.ScriptedProvider(['tool_call: {"id": "c1", "name": "x", "arguments": "{}"}']), "", [], [{ role: "user", content: "hi" }]);
   assert.equal(none.text, "");
 });
+
+test("positional mistakes name the argument and the signature: an AI SDK-shaped call to step or generate", async () => {
+  const p = new k.ScriptedProvider(["text: x"]);
+  await assert.rejects(k.step(p, { system: "s", messages: [] }), /^TypeError: step\(provider, systemPrompt, toolset, history, options\?\): systemPrompt \(the 2nd argument\) must be a string; got an object\. The arguments are positional/);
+  await assert.rejects(k.generate(p, { messages: [] }), /generate\(provider, systemPrompt, tools, history, options\?\): systemPrompt .* positional/);
+  await assert.rejects(k.step(p, 5, new k.SimpleToolset(), []), /systemPrompt \(the 2nd argument\) must be a string; got number$/);
+});
