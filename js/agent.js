@@ -211,10 +211,14 @@ async function runOnWire(start, uiLoop, signal, recorder) {
     uiDone = Promise.resolve();
   }
   const soulDone = Promise.resolve().then(() => start(run));
+  // A run keeps a Node process alive while it lasts, as a server socket would: a turn waiting on a
+  // person (an approval) has nothing else pending, and the process would exit mid-turn.
+  const alive = setInterval(() => {}, 1 << 30);
   let cancelled;
   try {
     cancelled = await callWasm(() => wasm.runSoul(core, soulDone, uiDone, signal, recorder ? () => recorder._written() : undefined));
   } finally {
+    clearInterval(alive);
     recorder?._ended();
   }
   if (cancelled) throw new RunCancelled("The run was cancelled", { cause: signal.reason });

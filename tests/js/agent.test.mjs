@@ -526,3 +526,24 @@ test("closeInterruptedTurn: an interrupted result for each call the recording sh
   assert.deepEqual(k.closeInterruptedTurn([]), [{ type: "TurnEnd", payload: {} }]);
   assert.throws(() => k.closeInterruptedTurn("nope"), TypeError);
 });
+
+test("a Node process whose turn waits on an approval stays alive (it does not exit mid-turn with code 13)", async () => {
+  const { spawn } = await import("node:child_process");
+  const script = `
+    import * as k from "kosong-wasm";
+    const toolset = new k.SimpleToolset([{ name: "pay", description: "", parameters: {}, needsApproval: true, handler: () => "paid" }]);
+    const agent = new k.Agent({ provider: new k.ScriptedProvider(['tool_call: {"id": "p1", "name": "pay", "arguments": "{}"}', "text: ok"]), systemPrompt: "", toolset });
+    await k.runSoul(agent, "pay", async (wire) => {
+      for await (const m of wire.uiSide()) if (m.type === "ApprovalRequest") process.stdout.write("waiting\\n");
+    }, new AbortController().signal);
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: new URL("../..", import.meta.url).pathname, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  const state = await Promise.race([exited, new Promise((r) => setTimeout(() => r("alive"), 1500))]);
+  assert.equal(state, "alive", `exited while waiting: ${JSON.stringify(state)} ${out}`);
+  assert.match(out, /waiting/);
+  child.kill("SIGKILL");
+  await exited;
+});
