@@ -104,7 +104,8 @@ fn where_to(url: &str) -> String {
 /// often the server did not allow the page's origin (CORS).
 fn cors_hint(message: &str) -> &'static str {
     let in_browser = get(&js_sys::global(), "document").is_some_and(|d| !d.is_undefined());
-    let opaque = ["Failed to fetch", "NetworkError when attempting to fetch resource.", "Load failed"].contains(&message);
+    let opaque =
+        ["Failed to fetch", "NetworkError when attempting to fetch resource.", "Load failed"].contains(&message);
     if in_browser && opaque {
         " (in a browser, a fetch that fails with no status is most often CORS: the server did not allow this page's origin; or the network is down)"
     } else {
@@ -160,7 +161,10 @@ impl FetchTransport {
         let connection = |e: JsValue| {
             let said = describe_js_error(&e);
             let hint = cors_hint(&said);
-            GlueError::Caused(ChatProviderError::Connection(format!("Connection error: {}: {said}{hint}", where_to(url))), e)
+            GlueError::Caused(
+                ChatProviderError::Connection(format!("Connection error: {}: {said}{hint}", where_to(url))),
+                e,
+            )
         };
         let called = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(url), &init).map_err(connection)?;
         let promise = called
