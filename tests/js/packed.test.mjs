@@ -59,8 +59,9 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // sessions on every host — the core's sans-IO Session and its glue (+12.5 KB), needsApproval,
   // the stored-call gate and approvals that survive a death (+2.7 KB); paid back inside it: the
   // session's shapes written by hand instead of derived serde, the host's six pollers folded into
-  // one crossing, no sort (-3.8 KB).
-  const BUDGET = 278 * 1024;
+  // one crossing, no sort (-3.8 KB). 278 KiB → 279 KiB: connection errors that name the method and
+  // URL (query left out) with the browser's CORS hint, a blank apiKey refused (+0.6 KB).
+  const BUDGET = 279 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
