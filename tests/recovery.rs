@@ -446,6 +446,38 @@ fn a_waiting_approval_still_waits_under_its_id_and_an_answer_after_the_restart_i
 }
 
 #[test]
+fn a_call_and_an_approval_request_recorded_twice_are_one_call_and_one_request() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.ask.set(true);
+    let model = Echo::new([call("m1", "send_email", json!({"to": "a@b.c"})), "text: sent it".to_owned()]);
+    let ended = life(&store, &model, &desk, Start::New("mail"), |ms| has(ms, "ApprovalRequest"), no_ui).unwrap();
+    assert!(ended.is_none());
+    // Edited by hand (or a line written again): the call's line and the request's line twice each.
+    {
+        let mut lines = store.wire.borrow_mut();
+        let twice: Vec<String> = lines
+            .iter()
+            .filter(|l| l.contains("\"type\":\"ToolCall\"") || l.contains("\"type\":\"ApprovalRequest\""))
+            .cloned()
+            .collect();
+        assert_eq!(twice.len(), 2, "{lines:?}");
+        lines.extend(twice);
+    }
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, |m, wire| {
+        if m.kind() == "Notification" {
+            wire.respond("life1-req-1", ApprovalResponse::Approve, "").expect("waiting under its id");
+        }
+    })
+    .unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "the turn ends, never waiting on the second line: {ended:?}");
+    assert_eq!(desk.starts("send_email"), ["m1"], "sent once");
+    let history = store.history();
+    assert_eq!(roles(&history), ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(history[1].tool_calls.as_ref().map(Vec::len), Some(1), "one call of that id to the model");
+}
+
+#[test]
 fn a_turn_that_makes_no_progress_is_given_up_after_its_budget_with_a_consistent_history() {
     let store = Store::default();
     let desk = Desk::default();

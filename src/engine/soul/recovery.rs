@@ -180,6 +180,13 @@ impl RecordedTurn {
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         for (kind, payload, part) in &read[begin + 1..] {
             if let Some(p) = part {
+                // A call recorded twice (a line written again) is one call: the round would
+                // otherwise send the model two calls of one id, each with its own result.
+                if let StreamedMessagePart::ToolCall(c) = p {
+                    if t.round.calls().iter().any(|r| r.id == c.id) {
+                        continue;
+                    }
+                }
                 let _ = t.round.try_push((*p).clone());
                 continue;
             }
@@ -215,6 +222,8 @@ impl RecordedTurn {
                         t.resumes_in_a_row = 0;
                     }
                 }
+                // A request recorded twice is one request (its second line would wait forever).
+                "ApprovalRequest" if t.approvals.iter().any(|a| a.request_id == text(payload, "id")) => {}
                 "ApprovalRequest" => t.approvals.push(RecordedApproval {
                     request_id: text(payload, "id"),
                     tool_call_id: text(payload, "tool_call_id"),
