@@ -51,7 +51,7 @@ const frame = (e) => `id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`;
 /** Reads a request body of at most `max` bytes, or returns null past it (however it was sent). */
 export async function readCapped(request, max) {
   const declared = Number(request.headers.get("content-length"));
-  if (Number.isFinite(declared) && declared > max) return null;
+  if (Number.isFinite(declared) && declared > max) return drained(request, declared);
   if (!request.body) return "";
   const reader = request.body.getReader();
   const chunks = [];
@@ -61,7 +61,7 @@ export async function readCapped(request, max) {
     if (done) break;
     size += value.byteLength;
     if (size > max) {
-      await reader.cancel();
+      await drainReader(reader, size);
       return null;
     }
     chunks.push(value);
@@ -70,6 +70,30 @@ export async function readCapped(request, max) {
   let at = 0;
   for (const c of chunks) all.set(c, (at += c.byteLength) - c.byteLength);
   return new TextDecoder().decode(all);
+}
+
+/**
+ * A body refused for its size is read to its end and dropped (up to DRAIN_BYTES), so the client
+ * gets the 413 instead of a connection reset while it is still sending; past that it is cut.
+ */
+const DRAIN_BYTES = 32 << 20;
+async function drained(request, declared) {
+  if (!request.body) return null;
+  const reader = request.body.getReader();
+  if (declared > DRAIN_BYTES) {
+    await reader.cancel();
+    return null;
+  }
+  await drainReader(reader, 0);
+  return null;
+}
+async function drainReader(reader, seen) {
+  for (let size = seen; ; ) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    size += value.byteLength;
+    if (size > DRAIN_BYTES) return void (await reader.cancel());
+  }
 }
 
 /** Reads a JSON object body of at most `max` bytes: `{body}`, or `{error}` (a response to send). */
