@@ -49,9 +49,9 @@ async function lines(path) {
   return all;
 }
 
-/** Appends text to a file and makes it durable. */
-async function append(path, text) {
-  const fh = await openFile(path, "a");
+/** Writes text to a file (`flag` "a": appends; "w": truncates) and makes it durable. */
+async function durable(path, text, flag) {
+  const fh = await openFile(path, flag);
   try {
     await fh.write(text);
     await fh.sync();
@@ -60,17 +60,13 @@ async function append(path, text) {
   }
 }
 
-/** Replaces a file whole (a temporary file renamed over it). */
+/** Appends text to a file and makes it durable. */
+const append = (path, text) => durable(path, text, "a");
+
+/** Replaces a file whole (a temporary file, made durable, renamed over it). */
 async function replace(path, text) {
-  const tmp = `${path}.tmp`;
-  const fh = await openFile(tmp, "w");
-  try {
-    await fh.write(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
+  await durable(`${path}.tmp`, text, "w");
+  await rename(`${path}.tmp`, path);
 }
 
 /** Whether a process of this id runs on this machine. */
