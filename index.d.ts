@@ -911,6 +911,14 @@ export interface SessionStore {
   open(): Promise<StoredSession>;
   write(ops: SessionOp[]): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Optional, for a store whose runtime can die unnoticed and that can wake it (a Durable Object's
+   * alarm): while a turn runs that waits on no person, `at` (ms since the epoch) is when to wake
+   * the host and open the session again (its unfinished turn then goes on); `null` when no
+   * wake-up is needed. Told again, later, before `at` passes while the session is alive; a host
+   * that wakes opens the session if it has none open (its unfinished turn then goes on).
+   */
+  wake?(at: number | null): Promise<void> | void;
 }
 /**
  * A chat session: its context and its running turn's recording in a store, one turn at a time.
@@ -923,7 +931,8 @@ export interface SessionStore {
 export class Session {
   static open(
     store: SessionStore,
-    agent: AgentOptions,
+    /** The options of the Agent each turn runs (no `context`), or a function that returns them (called for each turn). */
+    agent: AgentOptions | (() => AgentOptions),
     options?: {
       /** Resumes in a row without progress before the unfinished turn is given up. Default 3. */
       maxResumes?: number;
@@ -936,6 +945,8 @@ export class Session {
       maxTurns?: number;
       /** A turn that records nothing for this long (ms), while no person is awaited, is stopped. Default 300,000. */
       stallMs?: number;
+      /** For a store with `wake`: how far ahead (ms) the wake-up is set while a turn runs. Default 5,000. */
+      watchMs?: number;
     },
   ): Promise<Session>;
   /** The unfinished turn found at open, resumed and ended; null when there was none. */
@@ -959,7 +970,12 @@ export class SessionBusyError extends Error {}
 /** Another runtime owns the session's store (a second tab, a second process). */
 export class SessionLockedError extends Error {}
 /** A message or the session is over one of its limits; nothing was counted. */
-export class SessionLimitError extends Error {}
+export class SessionLimitError extends Error {
+  /** Which limit refused it. */
+  readonly option: "maxMessageBytes" | "maxSessionBytes" | "maxTurns";
+  /** That limit's value (bytes, or turns). */
+  readonly limit: number;
+}
 /** A session in memory (tests; a page that keeps nothing): one owner at a time. */
 export class MemorySessionStore implements SessionStore {
   constructor();

@@ -1,17 +1,14 @@
 // kosong-wasm/cloudflare: an agent chat session as a Cloudflare Durable Object, so a Worker writes
-// only its model, tools, system prompt and auth. The session keeps its Context (kimi-cli
-// `context.jsonl` lines in SQLite, a long one across rows) and the running turn's recording (its
-// wire messages, each an event with an id), and runs the turn itself:
+// only its model, tools, system prompt and auth. The session is the package's `Session` (its
+// rules are the core's: ids, write before tell, recovery, limits, the outcome); this file is its
+// store on the object's SQLite and alarm, and the routes:
 //
-// - every message is recorded before any client is sent it (the recorder writes it synchronously,
-//   so a tool's call is stored before the tool starts);
+// - every message is stored before any client is sent it, and a tool starts only once its call is;
 // - clients resume by `Last-Event-ID`, or as the AI SDK's UI message stream (`useChat`);
 // - approvals are answered by request id, and a turn can be cancelled;
-// - while a turn runs an alarm stays set: when the runtime that ran it dies (a deploy, an
-//   eviction, a crash), the alarm wakes the object with no client connected and the turn goes on
-//   from its recording (`resumeSoul`: the round kept, a call that ran without a recorded result
-//   answered as interrupted unless its tool is idempotent, a waiting approval still waiting under
-//   its id). A request to the session does the same at once.
+// - while a turn runs that waits on no person, the alarm stays set: when the runtime that ran it
+//   dies (a deploy, an eviction, a crash), the alarm wakes the object with no client connected
+//   and the turn goes on from its recording. A request to the session does the same at once.
 //
 // Routes the session answers (the Worker in front of it checks who may call them):
 //   POST /session                  creates the session (201; 409 if it exists)
@@ -23,6 +20,7 @@
 //   POST /cancel                   GET /history
 import { DurableObject } from "cloudflare:workers";
 import * as kosong from "./workerd.js";
+import { messageText } from "./session.js";
 
 /** Caps, in bytes of UTF-8 unless said otherwise; each can be set as a var of the same name. */
 export const SESSION_LIMITS = Object.freeze({
@@ -39,14 +37,10 @@ export function sessionLimit(env, name) {
   const v = Number(env?.[name]);
   return Number.isFinite(v) && v > 0 ? v : SESSION_LIMITS[name];
 }
-/** Text reaches clients at least this often while the model writes (merged in between). */
-const FLUSH_MS = 50;
-
 const encoder = new TextEncoder();
 /** A JSON response. */
 export const json = (status, body, headers = {}) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
-const frame = (e) => `id: ${e.id}\nevent: ${e.event}\ndata: ${e.data}\n\n`;
 
 /** Reads a request body of at most `max` bytes, or returns null past it (however it was sent). */
 export async function readCapped(request, max) {
@@ -161,7 +155,7 @@ export class ClientLimits extends DurableObject {
   }
 }
 
-// ---- storage across rows --------------------------------------------------------------------
+// ---- the store: SQLite rows and the alarm ----------------------------------------------------
 
 /**
  * A SQLite row holds at most 2 MB: a value longer than this many UTF-16 units (at most 3 bytes of
@@ -181,44 +175,14 @@ function piecesOf(s) {
   }
   return out.length ? out : [""];
 }
-/** `rows` ({key, value}) with their further pieces (`more`: {key, n, value}, ordered) joined on. */
-function joinPieces(rows, more) {
-  const rest = new Map();
-  for (const m of more) {
-    const list = rest.get(m.key) ?? [];
-    list.push(m.value);
-    rest.set(m.key, list);
-  }
-  return rows.map((r) => (rest.has(r.key) ? { ...r, value: r.value + rest.get(r.key).join("") } : r));
-}
-
-/** What a UI message stream ends with, from the turn's `end` event. */
-const outcomeOf = (end) =>
-  end.outcome === "done" ? {} : end.outcome === "cancelled" ? { cancelled: true } : { error: end.error ?? `the turn was ${end.outcome}` };
-/** The text of a UI message (`useChat`'s `{role, parts}`): its text parts, joined. */
-export const uiText = (m) => (Array.isArray(m?.parts) ? m.parts.filter((p) => p?.type === "text" && typeof p.text === "string").map((p) => p.text).join("") : "");
-
-// ---- the session ----------------------------------------------------------------------------
 
 /**
- * A chat session as a Durable Object (bind it with SQLite storage). Subclass it and define
- * `agentOptions()`: the options of the `Agent` each turn runs (`provider`, `systemPrompt`,
- * `toolset`, …; no `context`, the session's is given). `this.env` holds the Worker's bindings.
+ * A `SessionStore` on a Durable Object's SQLite (every write one transaction) and its alarm (the
+ * session's wake-up). One object is one session, so it needs no lock.
  */
-export class AgentSession extends DurableObject {
-  /** The clients listening to the running turn: each is called with every event published. */
-  listeners = new Set();
-  /** The running turn's wire (it keeps the approval requests the turn waits on). */
-  wire = null;
-  running = null;
-  controller = null;
-  /** The last event id, once read from storage (see `lastEventId`). */
-  lastId = null;
-  /** Resolves once a turn being recovered has taken up its waiting approvals. */
-  recovering = null;
-
-  constructor(ctx, env) {
-    super(ctx, env);
+export class DurableObjectSessionStore {
+  constructor(ctx) {
+    this.ctx = ctx;
     this.sql = ctx.storage.sql;
     this.sql.exec(`CREATE TABLE IF NOT EXISTS context (seq INTEGER PRIMARY KEY, line TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS context_pieces (seq INTEGER NOT NULL, n INTEGER NOT NULL, line TEXT NOT NULL, PRIMARY KEY (seq, n));
@@ -226,78 +190,180 @@ export class AgentSession extends DurableObject {
       CREATE TABLE IF NOT EXISTS event_pieces (id INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (id, n));
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
   }
+  meta(key) {
+    return this.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value;
+  }
+  setMeta(key, value) {
+    this.sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value);
+  }
+  /** `rows` of `table` (`key`, `value`) in order, each joined with its pieces. */
+  joined(table, key, col, where = "", ...args) {
+    const rows = this.sql.exec(`SELECT ${key} AS k, ${col} AS v${table === "events" ? ", event" : ""} FROM ${table} ${where} ORDER BY ${key}`, ...args).toArray();
+    const more = new Map();
+    for (const p of this.sql.exec(`SELECT ${key} AS k, ${col} AS v FROM ${table === "events" ? "event_pieces" : "context_pieces"} ${where} ORDER BY ${key}, n`, ...args)) {
+      more.set(p.k, (more.get(p.k) ?? "") + p.v);
+    }
+    return rows.map((r) => ({ ...r, v: r.v + (more.get(r.k) ?? "") }));
+  }
+  async open() {
+    if (this.meta("session") === undefined && this.meta("created") !== undefined) this.upgrade();
+    return {
+      context: this.joined("context", "seq", "line").map((r) => r.v),
+      events: this.joined("events", "id", "data").map((r) => ({ id: r.k, kind: r.event, data: r.v })),
+      meta: this.meta("session") ?? null,
+    };
+  }
+  /**
+   * A session stored by a version before `Session`: its history is kept, its event ids go on
+   * after its last one; its events (another shape) make way, and a turn it was running is ended.
+   */
+  upgrade() {
+    const old = (k) => JSON.parse(this.meta(k) ?? "null");
+    let lastId = old("lastEventId") ?? 0;
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec("DELETE FROM events");
+      this.sql.exec("DELETE FROM event_pieces");
+      if (old("turn")?.running) {
+        const end = { outcome: "not_recovered", error: { name: "TurnNotRecovered", message: "the turn was running when the session's package was upgraded" } };
+        this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, 'end', ?)", ++lastId, JSON.stringify(end));
+      }
+      const lines = this.sql.exec("SELECT COUNT(*) AS n FROM context").one().n;
+      this.setMeta("session", JSON.stringify({ v: 1, last_id: lastId, context_lines: lines, turns: old("turns") ?? 0, approved_for_session: [] }));
+    });
+  }
+  async write(ops) {
+    const sql = this.sql;
+    this.ctx.storage.transactionSync(() => {
+      for (const op of ops) {
+        if (op.op === "event") {
+          const [first, ...rest] = piecesOf(op.data);
+          sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", op.id, op.kind, first);
+          rest.forEach((piece, n) => sql.exec("INSERT INTO event_pieces (id, n, data) VALUES (?, ?, ?)", op.id, n + 1, piece));
+        } else if (op.op === "trimEvents" || op.op === "truncateEvents") {
+          const cut = op.op === "trimEvents" ? ["id < ?", op.before] : ["id > ?", op.after];
+          sql.exec(`DELETE FROM events WHERE ${cut[0]}`, cut[1]);
+          sql.exec(`DELETE FROM event_pieces WHERE ${cut[0]}`, cut[1]);
+        } else if (op.op === "context") {
+          const [first, ...rest] = piecesOf(op.line);
+          const seq = sql.exec("INSERT INTO context (line) VALUES (?) RETURNING seq", first).one().seq;
+          rest.forEach((piece, n) => sql.exec("INSERT INTO context_pieces (seq, n, line) VALUES (?, ?, ?)", seq, n + 1, piece));
+        } else if (op.op === "truncateContext") {
+          // The first `keep` lines stay.
+          const after = op.keep === 0 ? -1 : sql.exec("SELECT seq FROM context ORDER BY seq LIMIT 1 OFFSET ?", op.keep - 1).toArray()[0]?.seq;
+          if (after === undefined) continue;
+          sql.exec("DELETE FROM context WHERE seq > ?", after);
+          sql.exec("DELETE FROM context_pieces WHERE seq > ?", after);
+        } else if (op.op === "meta") this.setMeta("session", op.value);
+        else throw new TypeError(`a session write has an op this store does not know: ${op.op}`);
+      }
+    });
+  }
+  async close() {}
+  /** The alarm: set while a turn runs that waits on no person, so a dead runtime's turn goes on. */
+  async wake(at) {
+    if (at === null) await this.ctx.storage.deleteAlarm();
+    else await this.ctx.storage.setAlarm(at);
+  }
+}
+
+// ---- the session ----------------------------------------------------------------------------
+
+/** A turn's end as the Worker's events say it: `{outcome, error?: "<name>: <message>"}` (a store's refusal: `storage: …`). */
+function endOf(data) {
+  const { outcome, error } = JSON.parse(data);
+  if (!error) return { outcome };
+  const named = error.message.startsWith(`${error.name}:`) ? error.message : `${error.name}: ${error.message}`;
+  return { outcome, error: /^Session(Storage|Limit)Error$/.test(error.name) ? `storage: ${error.message}` : named };
+}
+/** The text of a UI message (`useChat`'s `{role, parts}`): its text parts, joined. */
+export const uiText = (m) => (Array.isArray(m?.parts) ? m.parts.filter((p) => p?.type === "text" && typeof p.text === "string").map((p) => p.text).join("") : "");
+
+/**
+ * A chat session as a Durable Object (bind it with SQLite storage). Subclass it and define
+ * `agentOptions()`: the options of the `Agent` each turn runs (`provider`, `systemPrompt`,
+ * `toolset`, …; no `context`, the session's is given). `this.env` holds the Worker's bindings.
+ */
+export class AgentSession extends DurableObject {
+  #opening = null;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.store = this.sessionStore();
+  }
 
   /** The options of each turn's `Agent`: at least `{provider, systemPrompt}`. */
   agentOptions() {
     throw new Error("AgentSession: a subclass defines agentOptions() → {provider, systemPrompt, toolset?, …}");
   }
 
-  meta(key) {
-    const row = this.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray()[0];
-    return row ? JSON.parse(row.value) : undefined;
+  /** Where the session is kept: this object's SQLite and alarm (a subclass may wrap it). */
+  sessionStore() {
+    return new DurableObjectSessionStore(this.ctx);
   }
-  setMeta(key, value) {
-    this.sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, JSON.stringify(value));
+
+  /** The session, opened once per runtime: opening it goes on with a turn a dead runtime left. */
+  session() {
+    const limit = (name) => sessionLimit(this.env, name);
+    const options = { maxMessageBytes: limit("MAX_MESSAGE_BYTES"), maxSessionBytes: limit("MAX_SESSION_BYTES"), maxTurns: limit("MAX_TURNS_PER_SESSION"), watchMs: limit("RECOVERY_ALARM_MS") };
+    return (this.#opening ??= kosong.Session.open(this.store, () => this.agentOptions(), options).catch((e) => {
+      this.#opening = null;
+      throw e;
+    }));
+  }
+
+  /** The alarm: a runtime that died left a turn running; opening the session goes on with it. */
+  async alarm() {
+    await this.session();
   }
 
   async fetch(request) {
     const url = new URL(request.url);
     const route = `${request.method} ${url.pathname}`;
+    const created = this.store.meta("created") !== undefined;
     if (route === "POST /session") {
-      if (this.meta("created")) return json(409, { error: "the session exists already" });
-      this.setMeta("created", Date.now());
+      if (created) return json(409, { error: "the session exists already" });
+      this.store.setMeta("created", JSON.stringify(Date.now()));
       return json(201, {});
     }
-    if (!this.meta("created")) return json(404, { error: "no such session" });
-    await this.recoverOrphanedTurn();
+    if (!created) return json(404, { error: "no such session" });
+    const s = await this.session();
+    const maxMessage = sessionLimit(this.env, "MAX_MESSAGE_BYTES");
     switch (route) {
       case "POST /chat": {
         // Read capped and checked here, before anything counts or is erased (whatever Worker is in front).
-        const maxMessage = sessionLimit(this.env, "MAX_MESSAGE_BYTES");
         const { body, error } = await readJsonBody(request, 2 * maxMessage + 1024, "{message}");
         if (error) return error;
-        const { message } = body;
-        if (typeof message !== "string" || !message.trim()) return json(400, { error: "`message` must be a non-empty string" });
-        if (encoder.encode(message).byteLength > maxMessage) return json(413, { error: `a message is at most ${maxMessage} bytes`, limit: maxMessage });
-        if (this.running) return json(409, { error: "a turn is already running in this session; resume it with GET /chat" });
-        const refused = this.refuseTurn(message);
-        if (refused) return refused;
-        const first = this.startTurn(message);
-        return this.stream(first - 1);
+        if (typeof body.message !== "string" || !body.message.trim()) return json(400, { error: "`message` must be a non-empty string" });
+        return this.start(s, body.message, "GET /chat", (after) => this.stream(s, after));
       }
       case "GET /chat": {
         const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
-        return this.stream(Number.isFinite(last) ? last : 0);
+        return this.stream(s, Number.isInteger(last) && last > 0 ? last : 0);
       }
       case "POST /api/chat": {
-        const maxMessage = sessionLimit(this.env, "MAX_MESSAGE_BYTES");
         const { body, error } = await readJsonBody(request, sessionLimit(this.env, "MAX_SESSION_BYTES") + maxMessage, "{messages}");
         if (error) return error;
         const { messages } = body;
         if (!Array.isArray(messages) || !messages.length) return json(400, { error: "`messages` must be a non-empty array of UI messages" });
         const last = messages.at(-1);
-        if (this.running) {
+        if (s.running) {
           // The answers to the approvals the turn waits on, in the tool parts of the last message;
           // one answer a request (the first), and `approved` only when it is `true`.
-          const seen = new Set();
-          const answers = (last?.parts ?? []).filter((p) => p?.state === "approval-responded" && this.waiting(p.approval?.id) && !seen.has(p.approval.id) && seen.add(p.approval.id));
+          const seen = new Map();
+          for (const p of last?.parts ?? []) if (p?.state === "approval-responded" && typeof p.approval?.id === "string" && !seen.has(p.approval.id)) seen.set(p.approval.id, p.approval);
+          const answers = [];
+          for (const a of seen.values()) if (await s._whenWaiting(a.id)) answers.push(a);
           if (!answers.length) return json(409, { error: "a turn is already running in this session; resume it with GET /api/chat/{id}/stream" });
-          const after = this.lastEventId();
-          for (const p of answers) this.wire.respond(p.approval.id, p.approval.approved === true ? "approve" : "reject", typeof p.approval.reason === "string" ? p.approval.reason : "");
-          return this.uiStream(after);
+          const after = s._lastEventId;
+          for (const a of answers) await s.respond(a.id, a.approved === true ? "approve" : "reject", typeof a.reason === "string" ? a.reason : "");
+          return this.uiStream(s, after);
         }
         const message = uiText(last);
         if (last?.role !== "user" || !message.trim()) return json(400, { error: "the last message must be the user's, with text" });
-        if (encoder.encode(message).byteLength > maxMessage) return json(413, { error: `a message is at most ${maxMessage} bytes`, limit: maxMessage });
-        const refused = this.refuseTurn(message);
-        if (refused) return refused;
-        const first = this.startTurn(message);
-        return this.uiStream(first - 1);
+        return this.start(s, message, "GET /api/chat/{id}/stream", (after) => this.uiStream(s, after));
       }
-      case "GET /api/chat/stream": {
-        if (!this.running) return new Response(null, { status: 204 });
-        return this.uiStream(this.meta("turn").firstId - 1);
-      }
+      case "GET /api/chat/stream":
+        return s.running ? this.uiStream(s, s._turnStart) : new Response(null, { status: 204 });
       case "POST /approve": {
         const { body, error } = await readJsonBody(request, 64 << 10, "{requestId, response, feedback?}");
         if (error) return error;
@@ -305,294 +371,79 @@ export class AgentSession extends DurableObject {
         if (typeof requestId !== "string" || !["approve", "approve_for_session", "reject"].includes(response) || typeof feedback !== "string") {
           return json(400, { error: 'the body is {requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string}' });
         }
-        if (!this.running || !this.waiting(requestId)) return json(404, { error: "no approval request of that id is waiting" });
-        try {
-          this.wire.respond(requestId, response, feedback);
-        } catch (e) {
-          return json(400, { error: e.message });
-        }
+        if (!(await s._whenWaiting(requestId))) return json(404, { error: "no approval request of that id is waiting" });
+        await s.respond(requestId, response, feedback);
         return json(200, { answered: true });
       }
       case "POST /cancel": {
-        if (!this.running) return json(200, { cancelled: false });
-        this.controller.abort(new Error("cancelled by the client"));
-        await this.running;
+        if (!s.running) return json(200, { cancelled: false });
+        const ended = s._turnEnd();
+        await s.cancel();
+        await ended;
         return json(200, { cancelled: true });
       }
       case "GET /history": {
-        const ctx = this.loadContext();
+        const ctx = s._context();
         return json(200, { history: ctx.history, tokenCount: ctx.tokenCount });
       }
     }
     return json(404, { error: "not found" });
   }
 
-  /** Whether the running turn waits on the approval request of this id (its wire knows). */
-  waiting(requestId) {
-    return typeof requestId === "string" && this.wire !== null && this.wire._isWaiting(requestId);
-  }
-
-  /** The alarm set while a turn runs: a live runtime sets it again; a dead one's turn goes on. */
-  async alarm() {
-    if (!this.meta("turn")?.running) return;
-    if (this.running) return this.armAlarm();
-    await this.recoverOrphanedTurn();
-  }
-
-  armAlarm() {
-    return this.ctx.storage.setAlarm(Date.now() + sessionLimit(this.env, "RECOVERY_ALARM_MS"));
-  }
-
-  /**
-   * A turn the storage says is running while this object runs none: the runtime that ran it
-   * died. It goes on from its recording (the waiting approvals are waiting again at once, under
-   * their ids). Resolves once it has.
-   */
-  recoverOrphanedTurn() {
-    const turn = this.meta("turn");
-    if (!turn?.running || this.running) return this.recovering ?? Promise.resolve();
-    const messages = this.recorded(turn.firstId - 1).filter((r) => r.event === "wire").map((r) => JSON.parse(r.data));
-    const unfinished = kosong.unfinishedTurn(messages);
-    if (!unfinished) {
-      // It ended (TurnEnd is recorded) but its end was not: the runtime died right after.
-      this.publish("end", { outcome: "interrupted", error: "the runtime stopped as the turn ended" });
-      this.setMeta("turn", { ...turn, running: false });
-      return Promise.resolve();
-    }
-    let ready;
-    this.recovering = new Promise((r) => (ready = r));
-    this.runTurn(turn, (agent, ui, signal, recorder) => kosong.resumeSoul(agent, messages, ui, signal, { recorder }), ready);
-    return this.recovering;
-  }
-
-  /** Why a new turn on `message` is refused (a response), or null; counts the turn when it is not. */
-  refuseTurn(message) {
-    const turns = this.meta("turns") ?? 0;
-    if (turns >= sessionLimit(this.env, "MAX_TURNS_PER_SESSION")) return json(429, { error: `this session has had its ${turns} turns; start a new one` });
-    const size = this.contextBytes() + encoder.encode(message).byteLength;
-    const max = sessionLimit(this.env, "MAX_SESSION_BYTES");
-    if (size > max) return json(413, { error: `the session would exceed ${max} bytes; start a new one`, limit: max });
-    this.setMeta("turns", turns + 1);
-    return null;
-  }
-
-  contextBytes() {
-    const bytes = (table) => this.sql.exec(`SELECT COALESCE(SUM(LENGTH(CAST(line AS BLOB))), 0) AS n FROM ${table}`).one().n;
-    return bytes("context") + bytes("context_pieces");
-  }
-
-  /**
-   * Stores one context line (across rows when it is longer than a row holds), in one transaction.
-   * A line that would take the session past MAX_SESSION_BYTES is refused like a failed write.
-   */
-  insertLine(line, budget) {
-    if (budget) {
-      budget.used += encoder.encode(line).byteLength;
-      if (budget.used > budget.max) throw new Error(`the session would exceed ${budget.max} bytes (MAX_SESSION_BYTES)`);
-    }
-    const [first, ...rest] = piecesOf(line);
-    this.ctx.storage.transactionSync(() => {
-      const seq = this.sql.exec("INSERT INTO context (line) VALUES (?) RETURNING seq", first).one().seq;
-      rest.forEach((piece, n) => this.sql.exec("INSERT INTO context_pieces (seq, n, line) VALUES (?, ?, ?)", seq, n + 1, piece));
-    });
-  }
-
-  /**
-   * The session's context from its rows; every new line is stored before the turn goes on.
-   * `onStoreError` hears a write that failed (the turn then stops and is taken back).
-   */
-  loadContext(onStoreError) {
-    const rows = this.sql.exec("SELECT seq AS key, line AS value FROM context ORDER BY seq").toArray();
-    const more = this.sql.exec("SELECT seq AS key, n, line AS value FROM context_pieces ORDER BY seq, n").toArray();
-    const lines = joinPieces(rows, more).map((r) => r.value);
-    const guarded = (write) => (arg) => {
-      try {
-        write(arg);
-      } catch (e) {
-        onStoreError?.(e);
-        throw e;
-      }
-    };
-    const budget = { used: this.contextBytes(), max: sessionLimit(this.env, "MAX_SESSION_BYTES") };
-    const sink = guarded((line) => this.insertLine(line, budget));
-    const onRewrite = guarded((whole) => {
-      this.ctx.storage.transactionSync(() => {
-        this.sql.exec("DELETE FROM context");
-        this.sql.exec("DELETE FROM context_pieces");
-        for (const line of whole.split("\n")) if (line) this.insertLine(line);
-      });
-    });
-    const systemPrompt = this.agentOptions().systemPrompt ?? "";
-    return lines.length ? kosong.Context.fromJSONL(lines.join("\n"), { sink, onRewrite }) : new kosong.Context({ systemPrompt, sink, onRewrite });
-  }
-
-  /** The id of the last event recorded (kept in storage across turns; read from it once). */
-  lastEventId() {
-    return (this.lastId ??= this.meta("lastEventId") ?? 0);
-  }
-
-  /** Records an event (the row is written before anyone is sent it), then sends it to the listeners. */
-  publish(event, data) {
-    const id = this.lastEventId() + 1;
-    const e = { id, event, data: JSON.stringify(data) };
-    const [first, ...rest] = piecesOf(e.data);
-    this.ctx.storage.transactionSync(() => {
-      this.sql.exec("INSERT INTO events (id, event, data) VALUES (?, ?, ?)", e.id, e.event, first);
-      rest.forEach((piece, n) => this.sql.exec("INSERT INTO event_pieces (id, n, data) VALUES (?, ?, ?)", e.id, n + 1, piece));
-      this.setMeta("lastEventId", id);
-    });
-    this.lastId = id;
-    this.tell(e);
-    return id;
-  }
-
-  /** Hands an event to every listener (one whose client went away leaves; the turn goes on). */
-  tell(e) {
-    for (const l of this.listeners) {
-      try {
-        l.event(e);
-      } catch {
-        this.listeners.delete(l);
-      }
-    }
-  }
-
-  closeListeners() {
-    for (const l of this.listeners) {
-      try {
-        l.close();
-      } catch {}
-    }
-    this.listeners.clear();
-  }
-
-  /** The recorded events after `lastId`, each joined from its rows. */
-  recorded(lastId) {
-    const rows = this.sql.exec("SELECT id AS key, event, data AS value FROM events WHERE id > ? ORDER BY id", lastId).toArray();
-    const more = this.sql.exec("SELECT id AS key, n, data AS value FROM event_pieces WHERE id > ? ORDER BY id, n", lastId).toArray();
-    return joinPieces(rows, more).map((r) => ({ id: r.key, event: r.event, data: r.value }));
-  }
-
-  /** Starts a turn; returns the id of its first event. */
-  startTurn(message) {
-    // The turn before the last makes way; the last stays, so a client that saw part of it and comes
-    // back (Last-Event-ID) gets its rest before this turn's events.
-    const keepFrom = this.meta("turn")?.firstId ?? 1;
-    this.sql.exec("DELETE FROM events WHERE id < ?", keepFrom);
-    this.sql.exec("DELETE FROM event_pieces WHERE id < ?", keepFrom);
-    const turn = {
-      running: true,
-      firstId: this.lastEventId() + 1,
-      messageId: `msg-${crypto.randomUUID()}`,
-      contextRows: this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n,
-    };
-    this.runTurn(turn, (agent, ui, signal, recorder) => kosong.runSoul(agent, message, ui, signal, { recorder }));
-    return turn.firstId;
-  }
-
-  /**
-   * Runs a turn (`start` calls `runSoul` or `resumeSoul`) with the session's context, recording
-   * every message as an event the moment the wire has it; the alarm stays set until it ends.
-   * `onResumed`: called once a resumed turn said so on the wire (its approvals are waiting again).
-   */
-  runTurn(turn, start, onResumed) {
-    this.setMeta("turn", turn);
-    const rows = turn.contextRows ?? this.sql.exec("SELECT COALESCE(MAX(seq), 0) AS n FROM context").one().n;
-    this.armAlarm();
-    let storageError = null;
-    this.controller = new AbortController();
-    const signal = this.controller.signal;
-    // A context write that fails (for any reason) stops the turn (the core stops at a refused
-    // write) and is reported and taken back like a failed event write.
-    const context = this.loadContext((e) => {
-      storageError ??= e;
-    });
-    const agent = new kosong.Agent({ name: "session", ...this.agentOptions(), context });
-    const send = (data) => {
-      try {
-        this.publish("wire", data);
-      } catch (e) {
-        // Nothing more can be recorded: the turn stops, and ends below with this error.
-        storageError ??= e;
-        this.controller.abort(e);
-      }
-      if (data?.type === "Notification" && data.payload?.type === "turn_resumed") queueMicrotask(() => onResumed?.());
-    };
-    // Written as the wire has it (before a tool or a client is told): the recorder's lines.
-    const recorder = new kosong.WireRecorder((line) => {
-      const m = JSON.parse(line).message;
-      if (m) send(m);
-    }, { append: true });
-    // The merged side is read so the wire can be flushed every FLUSH_MS: clients get what the
-    // model wrote so far without an event per token.
-    const ui = async (wire) => {
-      this.wire = wire;
-      const timer = setInterval(() => wire.flush(), FLUSH_MS);
-      try {
-        for await (const _ of wire.uiSide({ merge: true }));
-      } finally {
-        clearInterval(timer);
-      }
-    };
-    this.running = (async () => {
-      let end;
-      try {
-        await start(agent, ui, signal, recorder);
-        end = storageError ? null : { outcome: "done" };
-      } catch (e) {
-        if (!storageError) end = e instanceof kosong.RunCancelled ? { outcome: "cancelled" } : { outcome: "failed", error: `${e?.name}: ${e?.message}` };
-      }
-      try {
-        await this.finishTurn(turn, rows, end, storageError, onResumed);
-      } finally {
-        // Whatever the storage did above, the session takes its next turn (never 409 until an eviction).
-        this.wire = null;
-        this.recovering = null;
-        this.closeListeners();
-        this.running = null;
-        this.controller = null;
-      }
-    })();
-    // The turn outlives the request that started it.
-    this.ctx.waitUntil(this.running);
-  }
-
-  /** A turn's end: taken back if storage failed, stored, told; the turn marked ended; the alarm off. */
-  async finishTurn(turn, rows, end, storageError, onResumed) {
-    onResumed?.(); // a resume that failed before saying so
-    if (storageError || !end) {
-      // What this turn wrote to the context is taken back: the history is as before it.
-      this.ctx.storage.transactionSync(() => {
-        this.sql.exec("DELETE FROM context WHERE seq > ?", rows);
-        this.sql.exec("DELETE FROM context_pieces WHERE seq > ?", rows);
-      });
-      end = { outcome: "failed", error: `storage: ${storageError?.message ?? "a write failed"}` };
-    }
+  /** Starts a turn on `message` and answers with `respond(id before it)`, or with why it was refused. */
+  async start(s, message, resumeRoute, respond) {
+    const after = s._lastEventId;
     try {
-      this.publish("end", end);
-    } catch {
-      // Even the end could not be stored: the listeners still hear it.
-      this.tell({ id: this.lastEventId() + 1, event: "end", data: JSON.stringify(end) });
+      await Promise.race([s.send(message), null]); // a refusal is there at once; an accepted turn's end is not
+    } catch (e) {
+      if (e instanceof kosong.SessionBusyError) return json(409, { error: `a turn is already running in this session; resume it with ${resumeRoute}` });
+      if (e instanceof kosong.SessionLimitError) return json(e.option === "maxTurns" ? 429 : 413, { error: e.message, limit: e.limit });
+      return json(400, { error: e.message });
     }
-    this.setMeta("turn", { ...turn, running: false });
-    await this.ctx.storage.deleteAlarm();
+    return respond(after);
   }
 
-  /** The latest turn's events after `lastId`, then (while it runs) the live rest. */
-  stream(lastId) {
-    let self;
+  /**
+   * A response streaming the session's events after `after` — the recorded ones, then the live
+   * ones until the running turn ends (at once when none runs) — each as `frames(e)` gives it
+   * (`[text, true]`: the stream ends after it); `last()` is the stream's last text.
+   */
+  follow(s, after, headers, frames, last = () => "") {
+    let stop = () => {};
     const body = new ReadableStream({
-      start: (controller) => {
-        self = { event: (e) => controller.enqueue(encoder.encode(frame(e))), close: () => controller.close() };
-        for (const e of this.recorded(lastId)) self.event(e);
-        if (this.running) this.listeners.add(self);
-        else controller.close();
+      start: (c) => {
+        let done = false;
+        const from = s._turnStart;
+        const end = () => {
+          if (done) return;
+          done = true;
+          stop();
+          c.enqueue(encoder.encode(last()));
+          c.close();
+        };
+        const event = (e) => {
+          if (done) return;
+          const out = frames(e);
+          const [text, stops] = typeof out === "string" ? [out, false] : out;
+          if (text) c.enqueue(encoder.encode(text));
+          if (stops || (e.kind === "end" && e.id > from)) end();
+        };
+        const running = s.running;
+        stop = s._listen({ event, close: end });
+        for (const e of s._recorded(after)) event(e);
+        if (!running) end();
       },
-      cancel: () => {
-        this.listeners.delete(self);
-      },
+      cancel: () => stop(),
     });
-    return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+    return new Response(body, { headers });
+  }
+
+  /** The events after `lastId` as SSE (`id:`, `event: wire | end`, `data:`), then the live rest. */
+  stream(s, lastId) {
+    return this.follow(s, lastId, { "content-type": "text/event-stream", "cache-control": "no-cache" }, (e) => {
+      const data = e.kind === "end" ? JSON.stringify(endOf(e.data)) : messageText(e);
+      return `id: ${e.id}\nevent: ${e.kind}\ndata: ${data}\n\n`;
+    });
   }
 
   /**
@@ -601,47 +452,23 @@ export class AgentSession extends DurableObject {
    * replay); what comes after `after` is sent, live while the turn runs. The stream finishes at
    * an approval request the turn waits on (the client answers in its next POST) or at the end.
    */
-  uiStream(after) {
-    const turn = this.meta("turn");
-    const chunker = new kosong.UIMessageChunker({ messageId: turn?.messageId });
-    let self;
-    const body = new ReadableStream({
-      start: (controller) => {
-        let done = false;
-        const send = (chunks) => {
-          for (const c of chunks) controller.enqueue(encoder.encode(`data: ${JSON.stringify(c)}\n\n`));
-        };
-        const finish = (chunks) => {
-          send(chunks);
-          controller.enqueue(encoder.encode("data: [DONE]\n\n"));
-          controller.close();
-          done = true;
-          this.listeners.delete(self);
-        };
-        self = {
-          event: (e) => {
-            if (done) return;
-            const data = JSON.parse(e.data);
-            if (e.event === "end") return finish(chunker.end(outcomeOf(data)));
-            const chunks = chunker.push(data);
-            if (e.id <= after) return; // already sent: it only moves the chunker on
-            send(chunks);
-            if (data.type === "ApprovalRequest" && this.waiting(data.payload.id)) finish(chunker.end({ pause: true }));
-          },
-          close: () => {
-            if (!done) finish([]);
-          },
-        };
-        send(chunker.start());
-        for (const e of this.recorded((turn?.firstId ?? 1) - 1)) self.event(e);
-        if (done) return;
-        if (this.running) this.listeners.add(self);
-        else finish([]);
-      },
-      cancel: () => {
-        this.listeners.delete(self);
-      },
-    });
-    return new Response(body, { headers: kosong.UI_MESSAGE_STREAM_HEADERS });
+  uiStream(s, after) {
+    const from = Math.min(s._turnStart, after);
+    const chunker = new kosong.UIMessageChunker({ messageId: `msg-${from + 1}` });
+    const sse = (chunks) => chunks.map((x) => `data: ${JSON.stringify(x)}\n\n`).join("");
+    let head = sse(chunker.start());
+    return this.follow(s, from, kosong.UI_MESSAGE_STREAM_HEADERS, (e) => {
+      let text = head;
+      head = "";
+      if (e.kind === "end") {
+        const { outcome, error } = endOf(e.data);
+        return text + sse(chunker.end(outcome === "done" ? {} : outcome === "cancelled" ? { cancelled: true } : { error: error ?? `the turn was ${outcome}` }));
+      }
+      const data = JSON.parse(messageText(e));
+      const chunks = chunker.push(data);
+      if (e.id > after) text += sse(chunks); // else already sent: it only moves the chunker on
+      if (e.id > after && data.type === "ApprovalRequest" && s._waiting(data.payload.id)) return [text + sse(chunker.end({ pause: true })), true];
+      return text;
+    }, () => head + "data: [DONE]\n\n");
   }
 }

@@ -25,19 +25,22 @@ export class SessionLockedError extends Error {
 }
 /** A message or the session is over one of the session's limits; nothing was counted. */
 export class SessionLimitError extends Error {
-  constructor(message) {
+  /** @param option which limit: "maxMessageBytes" | "maxSessionBytes" | "maxTurns"; @param limit its value */
+  constructor(message, option, limit) {
     super(message);
     this.name = "SessionLimitError";
+    this.option = option;
+    this.limit = limit;
   }
 }
 
-const SESSION_OPTIONS = ["maxResumes", "logger", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs"];
+const SESSION_OPTIONS = ["maxResumes", "logger", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs", "watchMs"];
 const RESPONSES = ["approve", "approve_for_session", "reject"];
 
 function refusal(e) {
   if (e && typeof e === "object" && typeof e.refused === "string") {
     if (e.refused === "busy") return new SessionBusyError(e.message);
-    if (e.refused === "limit") return new SessionLimitError(e.message);
+    if (e.refused === "limit") return new SessionLimitError(e.message, e.option, e.limit);
     return new TypeError(`Session.send: ${e.message}`);
   }
   return e;
@@ -48,6 +51,11 @@ function sessionEvent(e) {
   if (e.kind === "end") return { id: e.id, end: JSON.parse(e.data) };
   return { id: e.id, message: JSON.parse(e.data).message };
 }
+/**
+ * The JSON text of a stored wire event's message, cut from its `wire.jsonl` line without
+ * parsing it (the core writes `{"timestamp":<n>,"message":<message>}`, the message last).
+ */
+export const messageText = (e) => e.data.slice(e.data.indexOf(',"message":') + 11, -1);
 
 /**
  * A chat session: its context and its running turn's recording, in a store; one turn at a time;
@@ -63,10 +71,10 @@ export class Session {
   #listeners = new Set();
   #ends = []; // {after, resolve}
   #cancels = []; // resolvers of cancel() waiting for the cancel to be stored
-  #resumed = []; // resolvers waiting for a recovered turn to be taken up
   #pumping = false;
   #again = false;
   #timer = null;
+  #wakeAt = null; // the wake-up the store was last told
   #closed = false;
   /** The unfinished turn found at open, resumed and ended; null when there was none. */
   recovered;
@@ -78,18 +86,21 @@ export class Session {
   /**
    * Opens the session kept in `store` (taking it: a second owner is refused with
    * `SessionLockedError`) with the agent each turn runs (`agent`: what `new Agent(...)` takes,
-   * without `context`: the session's is given).
+   * without `context`: the session's is given; or a function that returns them, called for each
+   * turn, so each turn gets its own provider and tools).
    */
   static async open(store, agent, options = {}) {
     if (!store || typeof store.open !== "function" || typeof store.write !== "function" || typeof store.close !== "function") {
       throw new TypeError("Session.open: store must be a SessionStore ({open(), write(ops), close()})");
     }
-    if (!agent || typeof agent !== "object") throw new TypeError("Session.open: agent must be the options of an Agent ({provider, systemPrompt, toolset?, …})");
+    const optionsOf = typeof agent === "function" ? agent : () => agent;
+    agent = optionsOf();
+    if (!agent || typeof agent !== "object") throw new TypeError("Session.open: agent must be the options of an Agent ({provider, systemPrompt, toolset?, …}) or a function that returns them");
     if ("context" in agent) throw new TypeError("Session.open: agent options take no `context`: the session's is given");
     checkOptionNames(options ?? {}, "Session.open: options", SESSION_OPTIONS);
     const o = options ?? {};
     checkLogger(o.logger, "Session.open: options.logger");
-    for (const k of ["maxResumes", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs"]) {
+    for (const k of ["maxResumes", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs", "watchMs"]) {
       if (o[k] !== undefined && !(Number.isInteger(o[k]) && o[k] >= 0)) throw new TypeError(`Session.open: options.${k} must be an integer ≥ 0`);
     }
     // Checked now, so a bad option is an error here, not at the first turn.
@@ -105,7 +116,7 @@ export class Session {
     const s = new Session(SESSION_TOKEN);
     s.#core = core;
     s.#store = store;
-    s.#agentOptions = agent;
+    s.#agentOptions = optionsOf;
     s.#logger = o.logger;
     core.setNotify(() => s.#schedule());
     s.recovered = core.running ? s.#nextEnd(core.turnStart) : Promise.resolve(null);
@@ -138,7 +149,7 @@ export class Session {
   /** The recorded events after `after` (an event id), then the live ones; ends when the session closes. */
   events({ after = 0 } = {}) {
     if (!(Number.isInteger(after) && after >= 0)) throw new TypeError("Session.events: after must be an event id (an integer ≥ 0)");
-    const queue = JSON.parse(callWasm(() => this.#core.eventsAfter(after))).map(sessionEvent);
+    const queue = this._recorded(after).map(sessionEvent);
     let last = queue.length ? queue[queue.length - 1].id : after;
     let wake = null;
     let done = this.#closed;
@@ -146,7 +157,7 @@ export class Session {
       event: (e) => {
         if (e.id <= last) return;
         last = e.id;
-        queue.push(e);
+        queue.push(sessionEvent(e));
         wake?.();
       },
       close: () => {
@@ -178,18 +189,58 @@ export class Session {
     };
   }
 
+  // ---- for hosts in this package (AgentSession) ------------------------------------------------
+
+  /** The stored events after `after`, as stored: `{id, kind: "wire" | "end", data}`. */
+  _recorded(after) {
+    return JSON.parse(callWasm(() => this.#core.eventsAfter(after)));
+  }
+  /** Hears every stored event as stored (`{event(e), close()}`); returns a function that stops. */
+  _listen(listener) {
+    if (this.#closed) {
+      listener.close();
+      return () => {};
+    }
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+  get _lastEventId() {
+    return this.#core.lastEventId;
+  }
+  /** The id before the running (or last) turn's first event. */
+  get _turnStart() {
+    return this.#core.turnStart;
+  }
+  /** Whether the running turn waits on the approval request `requestId` now. */
+  _waiting(requestId) {
+    return typeof requestId === "string" && !!this.#turn?.wire._isWaiting(requestId);
+  }
+  /**
+   * Whether the running turn waits on `requestId`: a recovered turn waits again once it is taken
+   * up, so a request of a running turn is looked for a moment (1 s) before it is called unknown.
+   */
+  async _whenWaiting(requestId) {
+    for (let i = 0; i < 200 && !this.#closed; i++) {
+      if (this._waiting(requestId)) return true;
+      if (!this.#core.running) return false;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    return false;
+  }
+  /** Resolves with the running turn's outcome once it ends (at once with null when none runs). */
+  _turnEnd() {
+    return this.#core.running ? this.#nextEnd(this.#core.turnStart) : Promise.resolve(null);
+  }
+  /** The stored context (its history and token count). */
+  _context() {
+    return new Context(undefined, this.#core.context());
+  }
   /** Answers an approval request the running turn waits on (the first answer counts). */
   async respond(requestId, response, feedback = "") {
     if (typeof requestId !== "string") throw new TypeError("Session.respond: requestId must be a string");
     if (!RESPONSES.includes(response)) throw new TypeError(`Session.respond: response must be "approve", "approve_for_session" or "reject"; got ${JSON.stringify(response)}`);
     if (typeof feedback !== "string") throw new TypeError("Session.respond: feedback must be a string");
-    // A recovered turn waits again once it is taken up: an answer given before then is held for it.
-    for (let i = 0; i < 200 && !this.#closed; i++) {
-      const wire = this.#turn?.wire;
-      if (wire && wire._isWaiting(requestId)) return wire.respond(requestId, response, feedback);
-      if (!this.#core.running) break;
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    if (await this._whenWaiting(requestId)) return this.#turn.wire.respond(requestId, response, feedback);
     throw new Error(`No approval request ${requestId} is waiting in this session`);
   }
 
@@ -231,16 +282,17 @@ export class Session {
       do {
         this.#again = false;
         if (this.#closed) return;
-        // Everything the core asks now, in one crossing.
-        const asked = JSON.parse(callWasm(() => this.#core.poll()));
-        for (const e of asked.events) this.#tell(sessionEvent(e));
-        if (asked.flush) this.#turn?.wire.flush();
-        if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
-        if (asked.stop !== undefined && this.#turn) {
-          if (asked.stop === "drop") this.#turn.dropped = true;
-          this.#turn.controller.abort(new RunCancelled(asked.stop === "drop" ? "the session's store refused a write" : "cancelled"));
-        }
-        if (asked.write) {
+        // Everything the core asks now, in one crossing (a write's outcome and the next ask share one).
+        let asked = JSON.parse(callWasm(() => this.#core.poll()));
+        for (;;) {
+          for (const e of asked.events) this.#tell(e);
+          if (asked.flush) this.#turn?.wire.flush();
+          if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
+          if (asked.stop !== undefined && this.#turn) {
+            if (asked.stop === "drop") this.#turn.dropped = true;
+            this.#turn.controller.abort(new RunCancelled(asked.stop === "drop" ? "the session's store refused a write" : "cancelled"));
+          }
+          if (!asked.write) break;
           let ok = true;
           try {
             await this.#store.write(asked.write.ops);
@@ -249,12 +301,11 @@ export class Session {
             this.#logger?.warn?.("kosong-wasm: the session's store refused a write", { error: e });
           }
           if (this.#closed) return;
-          callWasm(() => this.#core.writeDone(asked.write.seq, ok, Date.now()));
-          this.#again = true;
-          continue;
+          asked = JSON.parse(callWasm(() => this.#core.writeDone(asked.write.seq, ok, Date.now())));
         }
         if (!this.#turn && asked.resume) this.#run(undefined);
         this.#arm(asked.timeout);
+        this.#watch(asked.watch);
       } while (this.#again);
     } finally {
       this.#pumping = false;
@@ -273,6 +324,21 @@ export class Session {
     this.#timer?.unref?.();
   }
 
+  /**
+   * A store that can wake its host (a Durable Object's alarm) is told when to look again, or
+   * `null` (not needed); told again each half of the lead, so a live host's wake-up never comes.
+   */
+  #watch(at) {
+    if (typeof this.#store.wake !== "function") return;
+    if (at === undefined ? this.#wakeAt === null : this.#wakeAt !== null && at - this.#wakeAt < (at - Date.now()) / 2) return;
+    const next = at === undefined ? null : Math.max(at, Date.now() + 1);
+    this.#wakeAt = next;
+    Promise.resolve()
+      .then(() => this.#store.wake(next))
+      .catch((e) => this.#logger?.warn?.("kosong-wasm: the session's store could not set its wake-up", { error: e }));
+  }
+
+  /** Hands a stored event (`{id, kind, data}`) to every listener, and resolves what waited on an end. */
   #tell(e) {
     for (const l of this.#listeners) {
       try {
@@ -281,8 +347,9 @@ export class Session {
         this.#listeners.delete(l);
       }
     }
-    if (e.end) {
-      for (const w of this.#ends.filter((w) => e.id > w.after)) w.resolve(e.end);
+    if (e.kind === "end") {
+      const end = JSON.parse(e.data);
+      for (const w of this.#ends.filter((w) => e.id > w.after)) w.resolve(end);
       this.#ends = this.#ends.filter((w) => !(e.id > w.after));
       for (const r of this.#cancels.splice(0)) r();
     }
@@ -295,7 +362,7 @@ export class Session {
   /** Starts a turn: a new one on `input`, or (`undefined`) the one the store holds unfinished. */
   #run(input) {
     const context = new Context(undefined, this.#core.context());
-    const agent = new Agent({ ...this.#agentOptions, context });
+    const agent = new Agent({ ...this.#agentOptions(), context });
     const controller = new AbortController();
     const wire = new Wire();
     const run = { wire, signal: controller.signal };

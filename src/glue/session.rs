@@ -82,6 +82,7 @@ fn read_limits(v: &JsValue) -> SessionLimits {
         max_turns: n("maxTurns").map_or(d.max_turns, |x| x as u32),
         max_resumes: n("maxResumes").map_or(d.max_resumes, |x| x as u32),
         stall_ms: n("stallMs").map_or(d.stall_ms, |x| x),
+        watch_ms: n("watchMs").map_or(d.watch_ms, |x| x),
         ..d
     }
 }
@@ -96,6 +97,17 @@ pub(crate) fn refusal_to_js(r: &Refused) -> JsValue {
     let o = js_sys::Object::new();
     let _ = js_sys::Reflect::set(&o, &"refused".into(), &kind.into());
     let _ = js_sys::Reflect::set(&o, &"message".into(), &r.to_string().into());
+    // A limit says which one, and its value.
+    let limit = match r {
+        Refused::MessageTooLarge { max, .. } => Some(("maxMessageBytes", *max as f64)),
+        Refused::SessionTooLarge { max } => Some(("maxSessionBytes", *max as f64)),
+        Refused::TooManyTurns { max } => Some(("maxTurns", *max as f64)),
+        _ => None,
+    };
+    if let Some((option, max)) = limit {
+        let _ = js_sys::Reflect::set(&o, &"option".into(), &option.into());
+        let _ = js_sys::Reflect::set(&o, &"limit".into(), &max.into());
+    }
     o.into()
 }
 
@@ -126,7 +138,8 @@ impl SessionCore {
 
     /// Everything the session asks of its host now, in one crossing, as JSON text:
     /// `{write?: {seq, ops}, events: [{id, kind, data}], stop?: "cancel" | "drop", flush?: true
-    /// (flush the turn's wire), cancelStored?: true, resume?: true, timeout?: ms}` — a write only when no events wait (they come after it
+    /// (flush the turn's wire), cancelStored?: true, resume?: true, timeout?: ms, watch?: ms (a
+    /// host that can die unnoticed looks again by then)}` — a write only when no events wait (they come after it
     /// commits). `ops`: `{op: "event", id, kind, data}`, `{op: "trimEvents", before}`, `{op:
     /// "truncateEvents", after}`, `{op: "context", line}`, `{op: "truncateContext", keep}`, `{op:
     /// "meta", value}` (the last op: the commit record).
@@ -174,14 +187,19 @@ impl SessionCore {
         if let Some(at) = s.poll_timeout() {
             out.push_str(&format!(",\"timeout\":{}", crate::engine::json::number_text(at)));
         }
+        if let Some(at) = s.watch() {
+            out.push_str(&format!(",\"watch\":{}", crate::engine::json::number_text(at)));
+        }
         out.push('}');
         out
     }
 
-    /// The outcome of the write `seq` (`ok`: it committed whole).
+    /// The outcome of the write `seq` (`ok`: it committed whole), and then what the session asks
+    /// now (as [`SessionCore::poll`]: one crossing for both).
     #[wasm_bindgen(js_name = writeDone)]
-    pub fn write_done(&self, seq: f64, ok: bool, now_ms: f64) {
+    pub fn write_done(&self, seq: f64, ok: bool, now_ms: f64) -> String {
         self.session.write_done(seq as u64, ok, now_ms);
+        self.poll()
     }
 
     /// The stored events after `after`, as the JSON text of an array.

@@ -240,7 +240,7 @@ test("AgentSession itself, with nothing in front: malformed, non-string, empty a
     await second.text();
     // The previous turn's recording stays beside the new one: a client that saw part of it gets its rest first.
     const all = await events();
-    assert.equal(all.filter((f) => f.includes('"outcome":"done"')).length, 2, "both turns' ends");
+    assert.equal(all.filter((f) => f.includes('"outcome":"done"')).length, 2, `both turns' ends: ${all.join("\n")}`);
     assert.equal((await post("/chat", JSON.stringify({ message: "third" }))).status, 429, "the third is past MAX_TURNS_PER_SESSION");
   } finally {
     await worker.dispose();

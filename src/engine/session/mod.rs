@@ -206,6 +206,8 @@ impl TurnOutcome {
 
 /// The error name of a turn stopped by its store.
 pub const STORAGE_ERROR: &str = "SessionStorageError";
+/// The error name of a turn stopped because it would pass a session's limit.
+pub const LIMIT_ERROR: &str = "SessionLimitError";
 /// The error name of a turn stopped because it made no progress.
 pub const STALLED: &str = "TurnStalledError";
 
@@ -270,10 +272,13 @@ struct TurnMeta {
     first_id: u64,
     running: bool,
     cancel: bool,
+    /// The context's lines when the turn began: what it is taken back to when it would pass the
+    /// session's size cap (`None` in a record written before this was kept).
+    ctx0: Option<usize>,
 }
 
 /// The commit record: `{"v":1,"last_id","context_lines","turns","turn"?:{n,first_id,running,
-/// cancel},"approved_for_session":[…]}`.
+/// cancel,ctx0?},"approved_for_session":[…]}`.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Meta {
     v: u32,
@@ -289,8 +294,12 @@ impl Meta {
         let turn = match &self.turn {
             None => String::new(),
             Some(t) => format!(
-                ",\"turn\":{{\"n\":{},\"first_id\":{},\"running\":{},\"cancel\":{}}}",
-                t.n, t.first_id, t.running, t.cancel
+                ",\"turn\":{{\"n\":{},\"first_id\":{},\"running\":{},\"cancel\":{}{}}}",
+                t.n,
+                t.first_id,
+                t.running,
+                t.cancel,
+                t.ctx0.map_or(String::new(), |c| format!(",\"ctx0\":{c}"))
             ),
         };
         let approved: Vec<String> = self.approved_for_session.iter().map(|a| quoted(a)).collect();
@@ -314,6 +323,7 @@ impl Meta {
                 first_id: n(t, "first_id")?,
                 running: t.get("running")?.as_bool()?,
                 cancel: t.get("cancel").and_then(Value::as_bool).unwrap_or(false),
+                ctx0: n(t, "ctx0").map(|c| c as usize),
             }),
             _ => None,
         };
@@ -389,6 +399,11 @@ struct State {
     // What the store holds (committed).
     lines: Vec<String>,
     line_bytes: usize,
+    /// The context's bytes once the queued writes commit (the session's size cap is on this).
+    work_bytes: usize,
+    /// The live turn wrote a line that would pass the session's size cap: its lines were taken
+    /// back and it is stopping (its end says why).
+    over_cap: bool,
     events: Vec<Event>,
     meta: Meta,
     // What it will hold once the queued writes commit.
@@ -491,6 +506,8 @@ impl Session {
             now_ms,
             lines: context,
             line_bytes,
+            work_bytes: line_bytes,
+            over_cap: false,
             events,
             meta: meta.clone(),
             work: meta,
@@ -607,7 +624,7 @@ impl Session {
     /// The id before the first event of the running (or last) turn: where a client that joins
     /// the turn from its start reads from.
     pub fn turn_start(&self) -> u64 {
-        self.0.borrow().meta.turn.as_ref().map_or(0, |t| t.first_id.saturating_sub(1))
+        self.0.borrow().work.turn.as_ref().map_or(0, |t| t.first_id.saturating_sub(1))
     }
 
     /// Starts a turn on `input`: refused (and nothing counted) when a turn runs or a limit
@@ -660,7 +677,8 @@ impl Session {
         }
         st.work.turns += 1;
         let first_id = st.work.last_id + 1;
-        st.work.turn = Some(TurnMeta { n: st.work.turns, first_id, running: true, cancel: false });
+        let ctx0 = Some(st.work.context_lines);
+        st.work.turn = Some(TurnMeta { n: st.work.turns, first_id, running: true, cancel: false, ctx0 });
         st.fresh_turn = true;
         st.begin_live();
         Ok(())
@@ -699,9 +717,17 @@ impl Session {
         }
         let cancel_asked = st.work.turn.as_ref().is_some_and(|t| t.cancel);
         let storage = std::mem::take(&mut st.closing_for_storage);
+        let over_cap = std::mem::take(&mut st.over_cap);
         let outcome = match st.stop {
             // A cancel asked wins over an end that came at the same moment.
             _ if cancel_asked => TurnOutcome::cancelled(),
+            _ if over_cap => TurnOutcome::failed(
+                LIMIT_ERROR,
+                &format!(
+                    "the session would exceed {} bytes (maxSessionBytes); the turn was taken back",
+                    st.limits.max_session_bytes
+                ),
+            ),
             _ if storage => TurnOutcome::failed(
                 STORAGE_ERROR,
                 "The session's store refused a write; the turn was closed from what was stored.",
@@ -940,14 +966,24 @@ impl Session {
         }
         match w {
             ContextWrite::Line(l) => {
+                if st.over_cap {
+                    return false;
+                }
+                if st.work_bytes.saturating_add(l.len() + 1) > st.limits.max_session_bytes {
+                    st.take_back_turn();
+                    return false;
+                }
+                st.work_bytes += l.len() + 1;
                 st.work.context_lines += 1;
                 st.queue(Op::Context(l.to_owned()));
             }
             ContextWrite::Rewrite(all) => {
                 st.work.context_lines = 0;
+                st.work_bytes = 0;
                 st.queue(Op::TruncateContext { keep: 0 });
                 for l in all.lines().filter(|l| !l.is_empty()) {
                     st.work.context_lines += 1;
+                    st.work_bytes += l.len() + 1;
                     st.queue(Op::Context(l.to_owned()));
                 }
             }
@@ -994,6 +1030,7 @@ impl State {
 
     fn begin_live(&mut self) {
         self.flush_due = false;
+        self.over_cap = false;
         self.generation += 1;
         self.live = Some(self.generation);
         self.stop = None;
@@ -1001,6 +1038,21 @@ impl State {
         self.waiting.clear();
         self.asked.clear();
         self.last_progress_ms = self.now_ms;
+    }
+
+    /// The live turn wrote a line that would take the context past the session's size cap: the
+    /// lines it wrote are taken back (the history is as before it; its recording keeps what it
+    /// did) and the line is refused, which stops it.
+    fn take_back_turn(&mut self) {
+        self.over_cap = true;
+        let Some(keep) = self.work.turn.as_ref().and_then(|t| t.ctx0) else { return };
+        if keep < self.work.context_lines {
+            self.queue(Op::TruncateContext { keep });
+            self.work.context_lines = keep;
+            if keep <= self.lines.len() {
+                self.work_bytes = self.lines[..keep].iter().map(|l| l.len() + 1).sum();
+            }
+        }
     }
 
     /// The turn's end: stored (with the turn marked ended), then told.
@@ -1062,6 +1114,7 @@ impl State {
         self.fresh_turn = false;
         self.pending.clear();
         self.work = self.meta.clone();
+        self.work_bytes = self.line_bytes;
         self.queued = self.committed;
         for (_, tx) in self.waiters.drain(..) {
             let _ = tx.send(false);
@@ -1154,7 +1207,7 @@ mod tests {
             last_id: 42,
             context_lines: 7,
             turns: 3,
-            turn: Some(TurnMeta { n: 3, first_id: 30, running: true, cancel: true }),
+            turn: Some(TurnMeta { n: 3, first_id: 30, running: true, cancel: true, ctx0: Some(5) }),
             approved_for_session: vec!["pay \"it\"".into(), "é\u{2028}".into()],
         };
         assert_eq!(Meta::from_json(&meta.to_json()), Some(meta.clone()));
