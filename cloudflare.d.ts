@@ -12,6 +12,8 @@ export const SESSION_LIMITS: Readonly<{
   MAX_SESSIONS_PER_CLIENT_PER_HOUR: number;
   /** How soon the alarm looks at a running turn (ms): a dead runtime's turn goes on after at most this. Default 5000. */
   RECOVERY_ALARM_MS: number;
+  /** A turn that records nothing for this long (ms), while no person is awaited, is stopped (a model stream stuck open). Default 300,000. */
+  TURN_STALL_MS: number;
 }>;
 /** A cap: the var of that name when it is a positive number, else its default. */
 export function sessionLimit(env: Record<string, unknown>, name: keyof typeof SESSION_LIMITS): number;

@@ -31,6 +31,8 @@ export const SESSION_LIMITS = Object.freeze({
   MAX_SESSIONS_PER_CLIENT_PER_HOUR: 30,
   /** How soon the alarm looks at a running turn, in ms: a dead runtime's turn goes on after at most this. */
   RECOVERY_ALARM_MS: 5000,
+  /** A turn that records nothing for this long (ms), while no person is awaited, is stopped (a stream stuck open). */
+  TURN_STALL_MS: 300_000,
 });
 /** A cap: the var of that name when it is a positive number, else its default. */
 export function sessionLimit(env, name) {
@@ -42,52 +44,23 @@ const encoder = new TextEncoder();
 export const json = (status, body, headers = {}) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 
-/** Reads a request body of at most `max` bytes, or returns null past it (however it was sent). */
+/**
+ * Reads a request body of at most `max` bytes, or returns null past it (however it was sent). A
+ * body refused for its size is still read to its end and dropped (up to 32 MiB, then cut), so the
+ * client gets the 413 instead of a connection reset while it is still sending.
+ */
 export async function readCapped(request, max) {
   const declared = Number(request.headers.get("content-length"));
-  if (Number.isFinite(declared) && declared > max) return drained(request, declared);
-  if (!request.body) return "";
+  if (!request.body) return declared > max ? null : "";
   const reader = request.body.getReader();
   const chunks = [];
-  let size = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await drainReader(reader, size);
-      return null;
-    }
-    chunks.push(value);
+  let size = declared > 32 << 20 ? Infinity : 0;
+  for (let r; size <= 32 << 20 && !(r = await reader.read()).done; ) {
+    size += r.value.byteLength;
+    if (size <= max) chunks.push(r.value);
   }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) all.set(c, (at += c.byteLength) - c.byteLength);
-  return new TextDecoder().decode(all);
-}
-
-/**
- * A body refused for its size is read to its end and dropped (up to DRAIN_BYTES), so the client
- * gets the 413 instead of a connection reset while it is still sending; past that it is cut.
- */
-const DRAIN_BYTES = 32 << 20;
-async function drained(request, declared) {
-  if (!request.body) return null;
-  const reader = request.body.getReader();
-  if (declared > DRAIN_BYTES) {
-    await reader.cancel();
-    return null;
-  }
-  await drainReader(reader, 0);
-  return null;
-}
-async function drainReader(reader, seen) {
-  for (let size = seen; ; ) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    size += value.byteLength;
-    if (size > DRAIN_BYTES) return void (await reader.cancel());
-  }
+  if (size > 32 << 20) await reader.cancel();
+  return size > max || declared > max ? null : new Blob(chunks).text();
 }
 
 /** Reads a JSON object body of at most `max` bytes: `{body}`, or `{error}` (a response to send). */
@@ -304,7 +277,7 @@ export class AgentSession extends DurableObject {
   /** The session, opened once per runtime: opening it goes on with a turn a dead runtime left. */
   session() {
     const limit = (name) => sessionLimit(this.env, name);
-    const options = { maxMessageBytes: limit("MAX_MESSAGE_BYTES"), maxSessionBytes: limit("MAX_SESSION_BYTES"), maxTurns: limit("MAX_TURNS_PER_SESSION"), watchMs: limit("RECOVERY_ALARM_MS") };
+    const options = { maxMessageBytes: limit("MAX_MESSAGE_BYTES"), maxSessionBytes: limit("MAX_SESSION_BYTES"), maxTurns: limit("MAX_TURNS_PER_SESSION"), watchMs: limit("RECOVERY_ALARM_MS"), stallMs: limit("TURN_STALL_MS") };
     return (this.#opening ??= kosong.Session.open(this.store, () => this.agentOptions(), options).catch((e) => {
       this.#opening = null;
       throw e;
@@ -428,10 +401,10 @@ export class AgentSession extends DurableObject {
           if (text) c.enqueue(encoder.encode(text));
           if (stops || (e.kind === "end" && e.id > from)) end();
         };
-        const running = s.running;
+        const settled = s._settled;
         stop = s._listen({ event, close: end });
         for (const e of s._recorded(after)) event(e);
-        if (!running) end();
+        if (settled) end();
       },
       cancel: () => stop(),
     });

@@ -204,6 +204,10 @@ export class Session {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
+  /** No turn runs and every event is stored and told (a follower has nothing more to wait for). */
+  get _settled() {
+    return this.#core.settled;
+  }
   get _lastEventId() {
     return this.#core.lastEventId;
   }
@@ -320,8 +324,9 @@ export class Session {
       callWasm(() => this.#core.handleTimeout(Date.now()));
       this.#schedule();
     }, Math.max(0, at - Date.now()));
-    // A timer of the session's never keeps a process alive by itself.
-    this.#timer?.unref?.();
+    // A timer of the session's keeps a process alive only while a turn is to end (a refused
+    // write's retry closes it): an idle session's never does.
+    if (!this.#core.running) this.#timer?.unref?.();
   }
 
   /**

@@ -224,6 +224,12 @@ impl SessionCore {
         self.session.running()
     }
 
+    /// No turn runs and every event is stored and told.
+    #[wasm_bindgen(getter)]
+    pub fn settled(&self) -> bool {
+        self.session.settled()
+    }
+
     #[wasm_bindgen(js_name = lastEventId, getter)]
     pub fn last_event_id(&self) -> f64 {
         self.session.last_event_id() as f64

@@ -210,13 +210,21 @@ test("telemetry in workerd: a step's and an agent turn's spans, by the GenAI con
   }
 });
 
-test("AgentSession itself, with nothing in front: malformed, non-string, empty and oversized bodies get a 4xx before anything counts or is erased; the last good turn's recording stays", async () => {
+/** The raw-session Worker (an AgentSession with nothing in front), built once. */
+let rawBuilt = null;
+function rawWorker(bindings = {}) {
   const app = join(dir, "raw-session-worker");
-  mkdirSync(join(app, "src"), { recursive: true });
-  cpSync(join(root, "tests", "js", "raw-session-worker", "index.js"), join(app, "src", "index.js"));
-  writeFileSync(join(app, "wrangler.toml"), 'name = "raw-session"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\n[[durable_objects.bindings]]\nname = "RAW"\nclass_name = "RawSession"\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["RawSession"]\n');
-  sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
-  const worker = new Miniflare(bundledWorker(app, { durableObjects: { RAW: { className: "RawSession", useSQLite: true } }, bindings: { MAX_TURNS_PER_SESSION: "2" } }));
+  rawBuilt ??= (() => {
+    mkdirSync(join(app, "src"), { recursive: true });
+    cpSync(join(root, "tests", "js", "raw-session-worker", "index.js"), join(app, "src", "index.js"));
+    writeFileSync(join(app, "wrangler.toml"), 'name = "raw-session"\nmain = "src/index.js"\ncompatibility_date = "2026-04-01"\n[[durable_objects.bindings]]\nname = "RAW"\nclass_name = "RawSession"\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["RawSession"]\n');
+    sh(bin("wrangler"), ["deploy", "--dry-run", "--outdir", "dist"], app);
+  })();
+  return new Miniflare(bundledWorker(app, { durableObjects: { RAW: { className: "RawSession", useSQLite: true } }, bindings }));
+}
+
+test("AgentSession itself, with nothing in front: malformed, non-string, empty and oversized bodies get a 4xx before anything counts or is erased; the last good turn's recording stays", async () => {
+  const worker = rawWorker({ MAX_TURNS_PER_SESSION: "2" });
   const post = (path, body) => worker.dispatchFetch(`http://raw.local${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
   const events = async (last = 0) => (await (await worker.dispatchFetch("http://raw.local/chat", { headers: { "last-event-id": String(last) } })).text()).split("\n\n").filter((f) => f.includes("data:"));
   try {
@@ -242,6 +250,44 @@ test("AgentSession itself, with nothing in front: malformed, non-string, empty a
     const all = await events();
     assert.equal(all.filter((f) => f.includes('"outcome":"done"')).length, 2, `both turns' ends: ${all.join("\n")}`);
     assert.equal((await post("/chat", JSON.stringify({ message: "third" }))).status, 429, "the third is past MAX_TURNS_PER_SESSION");
+  } finally {
+    await worker.dispose();
+  }
+});
+
+test("AgentSession: a storage write that fails mid-turn (the tool's result) ends the turn failed, the tool ran once, every call has one result, and the next turn runs (not wedged)", async () => {
+  const worker = rawWorker();
+  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=fails`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const state = async () => (await at("/test/state")).json();
+  try {
+    assert.equal((await at("/session", {})).status, 201);
+    await at("/test/script", ['tool_call: {"id": "c1", "name": "slow", "arguments": "{}"}', "text: after"]);
+    const res = await at("/chat", { message: "run it" });
+    assert.equal(res.status, 200);
+    const reading = readEvents(res);
+    for (let i = 0; i < 200 && !(await state()).waiting; i++) await sleep(20);
+    assert.equal((await state()).ran, 1, "the tool started (its call was stored)");
+    await at("/test/fail", { n: 1 }); // the write of the tool's result is refused
+    await at("/test/release");
+    const events = await reading;
+    const end = events.at(-1);
+    assert.equal(end.event, "end");
+    assert.equal(end.data.outcome, "failed");
+    assert.match(end.data.error, /^storage: /);
+    assert.equal((await state()).ran, 1, "the tool ran once");
+    const replay = await readEvents(await at("/chat"));
+    const h = (await (await at("/history")).json()).history;
+    for (const m of h) for (const c of m.tool_calls ?? []) assert.equal(h.filter((t) => t.tool_call_id === c.id).length, 1, `${c.id}: one result in the history`);
+    for (const c of replay.filter((e) => e.data.type === "ToolCall")) {
+      assert.equal(replay.filter((e) => e.data.type === "ToolResult" && e.data.payload.tool_call_id === c.data.payload.id).length, 1, "one result on the wire");
+    }
+    assert.deepEqual(replay.map((e) => e.id), replay.map((_, i) => replay[0].id + i), "ids with no gap");
+    // Not wedged: the next turn runs and ends done.
+    await at("/test/script", ["text: fine"]);
+    const again = await at("/chat", { message: "again" });
+    assert.equal(again.status, 200);
+    const next = await readEvents(again);
+    assert.equal(next.at(-1).data.outcome, "done", JSON.stringify(next.at(-1)));
   } finally {
     await worker.dispose();
   }
@@ -603,6 +649,51 @@ test("worker: killed again during the recovery itself, the turn still ends done 
   llm.respond({ steps: [text("Back."), finish("stop"), done()] });
   const again = await readEvents(await chat(token, "still there?"));
   assert.equal(again.at(-1).data.outcome, "done");
+});
+
+test("worker: killed mid-turn, then requests arrive while the alarm fires: one recovery, the model asked once more, the turn ends done with one result a call", async () => {
+  await ensureWorker();
+  const token = await newSession();
+  llm.respond({ steps: [text("Adding."), toolStart(0, "call_add", "add", '{"numbers":[4,4]}'), finish("tool_calls"), { hang: true }] });
+  const first = await readEvents(await chat(token, "add 4 and 4"), { stopAfter: 5 });
+  assert.equal(first.at(-1).data.type, "ToolResult");
+  const n = llm.requests.length;
+  llm.respond({ steps: [text("4 + 4 = 8."), finish("stop"), done()] });
+  await restartWorker();
+  // Requests spread over the alarm's window (300 ms): one of them meets the alarm.
+  const hits = [];
+  for (let i = 0; i < 12; i++) {
+    hits.push(call("/history", { token }).then((r) => r.status));
+    await sleep(50);
+  }
+  assert.deepEqual(new Set(await Promise.all(hits)), new Set([200]));
+  await until(() => llm.requests.length > n && llm.requests.at(-1).ended, "the recovered turn's model call");
+  await sleep(300);
+  assert.equal(llm.requests.length, n + 1, "the model was asked once more, not once per waker");
+  const all = await readEvents(await resume(token, 0));
+  const ks = all.map((e) => e.data.type ?? `end:${e.data.outcome}`);
+  assert.equal(ks.filter((k) => k === "Notification").length, 1, `resumed once: ${ks}`);
+  assert.equal(ks.at(-1), "end:done", ks.join());
+  await assertTurnConsistent(token, all);
+});
+
+test("worker: a model stream stuck open (bytes stop, the socket stays) is stopped after TURN_STALL_MS; the session takes the next turn", async () => {
+  await ensureWorker();
+  await restartWorker({ TURN_STALL_MS: "800" });
+  try {
+    const token = await newSession();
+    llm.respond({ steps: [text("Thinking"), { hang: true }] });
+    const t0 = Date.now();
+    const events = await readEvents(await chat(token, "stuck"));
+    const end = events.at(-1).data;
+    assert.equal(end.outcome, "failed", JSON.stringify(end));
+    assert.match(end.error, /TurnStalledError: .*800 ms/);
+    assert.ok(Date.now() - t0 < 20_000);
+    llm.respond({ steps: [text("Ready."), finish("stop"), done()] });
+    assert.equal((await readEvents(await chat(token, "again"))).at(-1).data.outcome, "done");
+  } finally {
+    await restartWorker();
+  }
 });
 
 test("worker: sessions need their token: no token, a forged one or another session's cannot read, resume, cancel or post", async () => {

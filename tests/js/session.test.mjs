@@ -149,6 +149,31 @@ test("a store that refuses a write: the turn is closed from what was stored (fai
   await s.close();
 });
 
+test("Node: a turn closed after a refused write ends in a process nothing else keeps alive (the retry's timer holds it while a turn is to end)", async () => {
+  const script = `
+    import * as k from "kosong-wasm";
+    const store = new k.MemorySessionStore();
+    let refuse = 0;
+    const write = store.write.bind(store);
+    store.write = async (ops) => { if (refuse > 0) { refuse--; throw new Error("refused"); } return write(ops); };
+    let release;
+    const tool = { name: "slow", description: "", parameters: {}, handler: () => new Promise((r) => (release = r)) };
+    const s = await k.Session.open(store, { provider: new k.ScriptedProvider(['tool_call: {"id": "c1", "name": "slow", "arguments": "{}"}', "text: x"]), systemPrompt: "", toolset: new k.SimpleToolset([tool]) });
+    const ended = s.send("go");
+    while (!release) await new Promise((r) => setTimeout(r, 5));
+    refuse = 1;
+    release("done");
+    console.log(JSON.stringify(await ended));
+    await s.close();`;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: root });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const code = await new Promise((r) => child.on("exit", r));
+  assert.equal(code, 0, out);
+  assert.equal(JSON.parse(out).error.name, "SessionStorageError", out);
+});
+
 test("a death while a tool runs (close leaves the turn as a dead runtime does): the next open goes on by itself, the call answered interrupted, never run again", async () => {
   const store = new k.MemorySessionStore();
   const started = [];

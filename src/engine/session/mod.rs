@@ -604,6 +604,13 @@ impl Session {
         self.0.borrow().work.turn.as_ref().is_some_and(|t| t.running)
     }
 
+    /// No turn runs and every event queued is stored and told: a client following the session
+    /// has nothing more to wait for.
+    pub fn settled(&self) -> bool {
+        let st = self.0.borrow();
+        !st.work.turn.as_ref().is_some_and(|t| t.running) && st.work.last_id == st.meta.last_id && st.untold.is_empty()
+    }
+
     pub fn turns(&self) -> u32 {
         self.0.borrow().work.turns
     }

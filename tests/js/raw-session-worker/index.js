@@ -1,16 +1,57 @@
 // A Worker that hands every request to an AgentSession as it came, with no checks of its own in
 // front: what the package's Durable Object does by itself with malformed and oversized bodies.
+// Routes under /test/ steer it: the next turns' scripts, a tool that waits to be released, and
+// storage writes that fail.
 import { AgentSession } from "kosong-wasm/cloudflare";
-import { ScriptedProvider } from "kosong-wasm";
+import { ScriptedProvider, SimpleToolset } from "kosong-wasm";
 
 export class RawSession extends AgentSession {
+  script = ["text: ok"];
+  ran = 0;
+  release = null;
+  failWrites = 0;
+
   agentOptions() {
-    return { provider: new ScriptedProvider(["text: ok"]), systemPrompt: "" };
+    const tool = {
+      name: "slow",
+      description: "Waits until the test releases it.",
+      parameters: { type: "object" },
+      handler: async () => {
+        this.ran++;
+        await new Promise((r) => (this.release = r));
+        return "released";
+      },
+    };
+    return { provider: new ScriptedProvider(this.script), systemPrompt: "", toolset: new SimpleToolset([tool]) };
+  }
+
+  /** The package's store, with writes that fail while `failWrites` counts down. */
+  sessionStore() {
+    const store = super.sessionStore();
+    const write = store.write.bind(store);
+    store.write = async (ops) => {
+      if (this.failWrites > 0) {
+        this.failWrites--;
+        throw new Error("the test failed this write");
+      }
+      return write(ops);
+    };
+    return store;
+  }
+
+  async fetch(request) {
+    const path = new URL(request.url).pathname;
+    if (path === "/test/script") this.script = await request.json();
+    else if (path === "/test/fail") this.failWrites = (await request.json()).n;
+    else if (path === "/test/release") this.release?.();
+    else if (path === "/test/state") return Response.json({ ran: this.ran, waiting: this.release !== null });
+    else return super.fetch(request);
+    return Response.json({ ok: true });
   }
 }
 
 export default {
   fetch(request, env) {
-    return env.RAW.get(env.RAW.idFromName("one")).fetch(request);
+    return env.RAW.get(env.RAW.idFromName(new URL(request.url).searchParams.get("s") ?? "one")).fetch(request);
   },
 };
