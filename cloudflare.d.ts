@@ -1,5 +1,5 @@
 // kosong-wasm/cloudflare: the agent chat session as a Cloudflare Durable Object (workerd only).
-import type { Agent } from "./index.js";
+import type { Agent, SessionStore, SessionOp, StoredSession } from "./index.js";
 
 type AgentOptions = ConstructorParameters<typeof Agent>[0];
 
@@ -19,21 +19,37 @@ export const SESSION_LIMITS: Readonly<{
 export function sessionLimit(env: Record<string, unknown>, name: keyof typeof SESSION_LIMITS): number;
 
 /**
+ * A `SessionStore` on a Durable Object's SQLite (every write one transaction; a value over a row's
+ * 2 MB stored across rows) and its alarm (the session's `wake`). One object, one session: no lock.
+ */
+export class DurableObjectSessionStore implements SessionStore {
+  constructor(ctx: unknown);
+  open(): Promise<StoredSession>;
+  write(ops: SessionOp[]): Promise<void>;
+  close(): Promise<void>;
+  wake(at: number | null): Promise<void>;
+}
+
+/**
  * A chat session as a Durable Object (bind it with SQLite storage, `new_sqlite_classes`). Subclass it
- * and define `agentOptions()`. It owns the session's Context (kimi-cli `context.jsonl` lines in SQLite,
- * long ones across rows, rolled back when a write fails), the running turn's recording (one event a
- * wire message, ids increasing), resume by `Last-Event-ID`, the AI SDK UI message stream and its resume
- * route, approvals, cancel, and recovery: while a turn runs an alarm stays set, so when the runtime
- * that ran it dies the turn goes on by itself from its recording (`resumeSoul`), with no client
- * connected. Its `fetch` answers the session's routes (see the module's text); the Worker in front of
- * it decides who may call them.
+ * and define `agentOptions()`. It is the package's `Session` on `DurableObjectSessionStore`: the
+ * session's Context and the running turn's recording (one event a wire message, ids increasing) in
+ * SQLite, resume by `Last-Event-ID`, the AI SDK UI message stream and its resume route, approvals,
+ * cancel, and recovery: while a turn runs that waits on no person an alarm stays set, so when the
+ * runtime that ran it dies the turn goes on by itself from its recording, with no client connected.
+ * Its `fetch` answers the session's routes (see the module's text); the Worker in front of it
+ * decides who may call them.
  */
 export class AgentSession {
   constructor(ctx: unknown, env: unknown);
   readonly ctx: any;
   readonly env: any;
+  /** The session's store (`sessionStore()`'s). */
+  readonly store: SessionStore;
   /** The options of the Agent each turn runs (the session gives `context`). */
   agentOptions(): Omit<AgentOptions, "context">;
+  /** Where the session is kept (called once, in the constructor): this object's SQLite and alarm; a subclass may wrap or replace it. */
+  sessionStore(): SessionStore;
   fetch(request: Request): Promise<Response>;
   alarm(): Promise<void>;
 }

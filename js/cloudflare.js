@@ -169,20 +169,17 @@ export class DurableObjectSessionStore {
   setMeta(key, value) {
     this.sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value);
   }
-  /** `rows` of `table` (`key`, `value`) in order, each joined with its pieces. */
-  joined(table, key, col, where = "", ...args) {
-    const rows = this.sql.exec(`SELECT ${key} AS k, ${col} AS v${table === "events" ? ", event" : ""} FROM ${table} ${where} ORDER BY ${key}`, ...args).toArray();
+  /** The rows of `table` (`k`, `v`) in order, each joined with its further pieces. */
+  joined(table, pieces, key, col) {
     const more = new Map();
-    for (const p of this.sql.exec(`SELECT ${key} AS k, ${col} AS v FROM ${table === "events" ? "event_pieces" : "context_pieces"} ${where} ORDER BY ${key}, n`, ...args)) {
-      more.set(p.k, (more.get(p.k) ?? "") + p.v);
-    }
-    return rows.map((r) => ({ ...r, v: r.v + (more.get(r.k) ?? "") }));
+    for (const p of this.sql.exec(`SELECT ${key} AS k, ${col} AS v FROM ${pieces} ORDER BY ${key}, n`)) more.set(p.k, (more.get(p.k) ?? "") + p.v);
+    return this.sql.exec(`SELECT *, ${key} AS k, ${col} AS v FROM ${table} ORDER BY ${key}`).toArray().map((r) => ({ ...r, v: r.v + (more.get(r.k) ?? "") }));
   }
   async open() {
     if (this.meta("session") === undefined && this.meta("created") !== undefined) this.upgrade();
     return {
-      context: this.joined("context", "seq", "line").map((r) => r.v),
-      events: this.joined("events", "id", "data").map((r) => ({ id: r.k, kind: r.event, data: r.v })),
+      context: this.joined("context", "context_pieces", "seq", "line").map((r) => r.v),
+      events: this.joined("events", "event_pieces", "id", "data").map((r) => ({ id: r.k, kind: r.event, data: r.v })),
       meta: this.meta("session") ?? null,
     };
   }

@@ -293,6 +293,23 @@ test("AgentSession: a storage write that fails mid-turn (the tool's result) ends
   }
 });
 
+test("AgentSession: a session stored by the version before Session keeps its history and its turn count, and its event ids go on", async () => {
+  const worker = rawWorker({ MAX_TURNS_PER_SESSION: "4" });
+  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=legacy`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  try {
+    await at("/test/legacy", {});
+    const h = (await (await at("/history")).json()).history;
+    assert.deepEqual(h.map((m) => m.content), ["old question", "old answer"]);
+    const events = await readEvents(await at("/chat", { message: "new question" }));
+    assert.equal(events[0].id, 8, "ids go on after the last one stored");
+    assert.equal(events.at(-1).data.outcome, "done");
+    assert.deepEqual((await (await at("/history")).json()).history.map((m) => m.role), ["user", "assistant", "user", "assistant"]);
+    assert.equal((await at("/chat", { message: "fifth" })).status, 429, "3 old turns + 1 = the cap of 4");
+  } finally {
+    await worker.dispose();
+  }
+});
+
 // ---- the Worker ---------------------------------------------------------------------------
 
 const SECRET = "test-session-secret-0123456789abcdef-XYZ";

@@ -44,6 +44,13 @@ export class RawSession extends AgentSession {
     if (path === "/test/script") this.script = await request.json();
     else if (path === "/test/fail") this.failWrites = (await request.json()).n;
     else if (path === "/test/release") this.release?.();
+    else if (path === "/test/legacy") {
+      // A session as the version before `Session` stored it (its tables, its meta keys).
+      const sql = this.ctx.storage.sql;
+      sql.exec("INSERT INTO meta (key, value) VALUES ('created', '1'), ('turns', '3'), ('lastEventId', '7'), ('turn', ?)", JSON.stringify({ running: false, firstId: 4 }));
+      for (const m of [{ role: "user", content: "old question" }, { role: "assistant", content: "old answer" }]) sql.exec("INSERT INTO context (line) VALUES (?)", JSON.stringify(m));
+      sql.exec("INSERT INTO events (id, event, data) VALUES (7, 'end', ?)", JSON.stringify({ outcome: "done" }));
+    }
     else if (path === "/test/state") return Response.json({ ran: this.ran, waiting: this.release !== null });
     else return super.fetch(request);
     return Response.json({ ok: true });
