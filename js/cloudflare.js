@@ -434,11 +434,10 @@ export class AgentSession extends DurableObject {
         const { outcome, error } = endOf(e.data);
         return text + sse(chunker.end(outcome === "done" ? {} : outcome === "cancelled" ? { cancelled: true } : { error: error ?? `the turn was ${outcome}` }));
       }
-      const data = JSON.parse(messageText(e));
-      const chunks = chunker.push(data);
-      if (e.id > after) text += sse(chunks); // else already sent: it only moves the chunker on
-      if (e.id > after && data.type === "ApprovalRequest" && s._waiting(data.payload.id)) return [text + sse(chunker.end({ pause: true })), true];
-      return text;
+      const chunks = chunker._pushLine(e.data);
+      if (e.id <= after) return text; // already sent: it only moves the chunker on
+      const asked = chunks.find((c) => c.type === "tool-approval-request" && s._waiting(c.approvalId));
+      return asked ? [text + sse([...chunks, ...chunker.end({ pause: true })]), true] : text + sse(chunks);
     }, () => head + "data: [DONE]\n\n");
   }
 }

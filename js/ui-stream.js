@@ -1,6 +1,7 @@
 // A run's wire as the AI SDK's UI message stream (the protocol `useChat` reads): chunks, and a
 // `Response` that serves them as Server-Sent Events with the protocol's headers.
 import { runSoul, RunCancelled } from "./agent.js";
+import { callWasm, wasm } from "./internal.js";
 import { checkOptionNames } from "./util.js";
 
 /** The headers of a UI message stream response (the AI SDK's `UI_MESSAGE_STREAM_HEADERS`). */
@@ -12,147 +13,37 @@ export const UI_MESSAGE_STREAM_HEADERS = Object.freeze({
   "x-accel-buffering": "no",
 });
 
-const isServerTool = (p) => p.type === "text" && p.extras?.server_tool !== undefined;
-
 /**
  * Turns wire messages into UI message chunks, one message at a time (`push(m)` returns the chunks
- * it makes; `end(outcome)` closes what is open). Text and thinking become `text-*` and
+ * it makes; `end(outcome)` closes what is open). The rules are the core's (`engine/ui_stream.rs`),
+ * the one reader of a turn's messages for a UI: text and thinking become `text-*` and
  * `reasoning-*` blocks; a call streams as `tool-input-start`/`-delta`, its input is
  * `tool-input-available` once the call is complete (its result, an approval request, or the end of
- * its step), its result `tool-output-available`/`-error` (`tool-output-denied` when the user
- * refused it); approvals are `tool-approval-request`/`-response`; steps are `start-step`/
- * `finish-step`, a retried step's void attempt a `reset-step`.
+ * its step), its result `tool-output-available`/`-error` (`tool-output-denied` when it is the
+ * refusal of a refused approval); approvals are `tool-approval-request`/`-response`; steps are
+ * `start-step`/`finish-step`, a retried step's void attempt a `reset-step`.
  */
 export class UIMessageChunker {
-  #n = 0;
-  #block = null; // {kind: "text" | "reasoning", id}
-  #stepOpen = false;
-  #calls = new Map(); // id -> {name, args, available}
-  #lastCall = null;
-  #denied = new Set();
-  #approvals = new Map(); // approval id -> tool call id
-  #started = false;
+  #core;
 
   constructor({ messageId } = {}) {
     this.messageId = messageId;
-  }
-
-  #id() {
-    return `b${++this.#n}`;
-  }
-
-  #close(out) {
-    if (this.#block) out.push({ type: `${this.#block.kind}-end`, id: this.#block.id });
-    this.#block = null;
-  }
-
-  #open(kind, out) {
-    if (this.#block?.kind === kind) return this.#block.id;
-    this.#close(out);
-    this.#block = { kind, id: this.#id() };
-    out.push({ type: `${kind}-start`, id: this.#block.id });
-    return this.#block.id;
-  }
-
-  #available(id, out) {
-    const c = this.#calls.get(id);
-    if (!c || c.available) return;
-    c.available = true;
-    let input;
-    try {
-      input = c.args === "" ? {} : JSON.parse(c.args);
-    } catch (e) {
-      out.push({ type: "tool-input-error", toolCallId: id, toolName: c.name, input: c.args, errorText: `the arguments are not JSON: ${e.message}` });
-      return;
-    }
-    out.push({ type: "tool-input-available", toolCallId: id, toolName: c.name, input });
-  }
-
-  #endStep(out) {
-    this.#close(out);
-    for (const id of this.#calls.keys()) this.#available(id, out);
-    if (this.#stepOpen) out.push({ type: "finish-step" });
-    this.#stepOpen = false;
+    this.#core = callWasm(() => new wasm.UiChunkerCore(typeof messageId === "string" ? messageId : undefined));
   }
 
   /** The chunks a `start` opens the message with (once). */
   start() {
-    if (this.#started) return [];
-    this.#started = true;
-    return [this.messageId ? { type: "start", messageId: this.messageId } : { type: "start" }];
+    return JSON.parse(this.#core.start());
   }
 
   /** The chunks one wire message makes. */
   push(m) {
-    const out = this.start();
-    const p = m?.payload ?? {};
-    switch (m?.type) {
-      case "StepBegin":
-        this.#endStep(out);
-        this.#calls.clear();
-        out.push({ type: "start-step" });
-        this.#stepOpen = true;
-        break;
-      case "StepRetry":
-        // The failed attempt's parts are void (as a UI drops them at a StepRetry).
-        this.#block = null;
-        this.#calls.clear();
-        out.push({ type: "reset-step" });
-        break;
-      case "ContentPart":
-        if (p.type === "text" && !isServerTool(p) && p.text) out.push({ type: "text-delta", id: this.#open("text", out), delta: p.text });
-        else if (p.type === "think" && p.think) out.push({ type: "reasoning-delta", id: this.#open("reasoning", out), delta: p.think });
-        break;
-      case "ToolCall": {
-        this.#close(out);
-        const args = p.function?.arguments ?? "";
-        this.#calls.set(p.id, { name: p.function?.name ?? "", args, available: false });
-        this.#lastCall = p.id;
-        out.push({ type: "tool-input-start", toolCallId: p.id, toolName: p.function?.name ?? "" });
-        if (args) out.push({ type: "tool-input-delta", toolCallId: p.id, inputTextDelta: args });
-        break;
-      }
-      case "ToolCallPart": {
-        const id = p.tool_call_id ?? this.#lastCall;
-        const c = this.#calls.get(id);
-        if (c && !c.available && p.arguments_part) {
-          c.args += p.arguments_part;
-          out.push({ type: "tool-input-delta", toolCallId: id, inputTextDelta: p.arguments_part });
-        }
-        break;
-      }
-      case "ApprovalRequest":
-        this.#close(out);
-        this.#available(p.tool_call_id, out);
-        this.#approvals.set(p.id, p.tool_call_id);
-        out.push({ type: "tool-approval-request", approvalId: p.id, toolCallId: p.tool_call_id });
-        break;
-      case "ApprovalResponse": {
-        const approved = p.response !== "reject";
-        if (!approved) this.#denied.add(this.#approvals.get(p.request_id));
-        out.push({ type: "tool-approval-response", approvalId: p.request_id, approved, ...(p.feedback ? { reason: p.feedback } : {}) });
-        break;
-      }
-      case "ToolResult": {
-        const id = p.tool_call_id;
-        this.#close(out);
-        this.#available(id, out);
-        const rv = p.return_value ?? {};
-        if (this.#denied.has(id)) out.push({ type: "tool-output-denied", toolCallId: id });
-        else if (rv.is_error) out.push({ type: "tool-output-error", toolCallId: id, errorText: rv.message || (typeof rv.output === "string" ? rv.output : "error") });
-        else out.push({ type: "tool-output-available", toolCallId: id, output: rv.output });
-        break;
-      }
-      case "StatusUpdate":
-        if (p.token_usage) out.push({ type: "message-metadata", messageMetadata: { usage: p.token_usage, contextTokens: p.context_tokens } });
-        break;
-      case "TurnEnd":
-        this.#endStep(out);
-        break;
-      default:
-        break; // TurnBegin, StepInterrupted, compaction, a tool's own messages: nothing to show
-    }
-    return out;
+    return JSON.parse(callWasm(() => this.#core.push(JSON.stringify(m ?? null))));
+  }
+
+  /** @internal The chunks of one `wire.jsonl` record line (a session's stored event). */
+  _pushLine(line) {
+    return JSON.parse(callWasm(() => this.#core.pushLine(line)));
   }
 
   /**
@@ -161,18 +52,9 @@ export class UIMessageChunker {
    * approval the client answers in its next request) ends with `finish` too.
    */
   end(outcome = {}) {
-    const out = this.start();
-    this.#close(out);
-    if (this.#stepOpen && (outcome.error !== undefined || outcome.cancelled || outcome.pause)) {
-      out.push({ type: "finish-step" });
-      this.#stepOpen = false;
-    }
-    if (outcome.cancelled) out.push({ type: "abort", reason: outcome.reason ?? "cancelled" });
-    else if (outcome.error !== undefined) {
-      const e = outcome.error;
-      out.push({ type: "error", errorText: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
-    } else out.push({ type: "finish", finishReason: outcome.pause ? "tool-calls" : "stop" });
-    return out;
+    const e = outcome.error;
+    const error = e === undefined ? undefined : e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    return JSON.parse(callWasm(() => this.#core.end(outcome.cancelled ? String(outcome.reason ?? "cancelled") : undefined, error, !!outcome.pause)));
   }
 }
 

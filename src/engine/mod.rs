@@ -17,3 +17,4 @@ pub mod sse;
 pub mod step;
 pub mod surrogates;
 pub mod toolset;
+pub mod ui_stream;

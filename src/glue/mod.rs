@@ -32,6 +32,7 @@ mod step;
 mod sys;
 mod tools;
 mod transport;
+mod ui_stream;
 mod wire;
 
 use std::cell::RefCell;

@@ -60,8 +60,12 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // the stored-call gate and approvals that survive a death (+2.7 KB); paid back inside it: the
   // session's shapes written by hand instead of derived serde, the host's six pollers folded into
   // one crossing, no sort (-3.8 KB). 278 KiB → 279 KiB: connection errors that name the method and
-  // URL (query left out) with the browser's CORS hint, a blank apiKey refused (+0.6 KB).
-  const BUDGET = 279 * 1024;
+  // URL (query left out) with the browser's CORS hint, a blank apiKey refused (+0.6 KB). 279 KiB →
+  // 283 KiB: the UI message chunker moved into the core, the one reader of a turn's messages for
+  // useChat on every host (+3.8 KB; its JS copy leaves: ui-stream.js 3.4 → 2.3 KB gzip), the
+  // Worker's session on the core's Session (a turn taken back past maxSessionBytes, `settled`,
+  // a write's outcome and the next poll in one crossing: +0.7 KB; cloudflare.js 8.9 → 8.1 KB).
+  const BUDGET = 283 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

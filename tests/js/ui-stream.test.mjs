@@ -114,3 +114,23 @@ test("useChat's stop (the request aborted) cancels the run on the server: the to
   assert.equal(toolSignal.aborted, true, "nothing keeps running on the server");
   assert.ok(seen.aborted >= 1);
 });
+
+test("a refused approval: the call is denied when its result is the refusal; a tool that went on after the refusal shows what it returned", async () => {
+  const toolset = new k.SimpleToolset([{
+    name: "rm", description: "", parameters: { type: "object" },
+    handler: async ({ path }, ctx) => ((await ctx.requestApproval({ action: "delete", description: path })) ? `deleted ${path}` : path === "keep" ? "kept it, as asked" : ctx.rejection()),
+  }]);
+  const call = (id, path) => `tool_call: ${JSON.stringify({ id, name: "rm", arguments: JSON.stringify({ path }) })}`;
+  const agent = new k.Agent({ provider: new k.ScriptedProvider([`${call("c1", "keep")}\n${call("c2", "drop")}`, "text: ok"]), systemPrompt: "", toolset });
+  const chunks = [];
+  const stream = k.uiMessageStream(agent, "go", new AbortController().signal, {
+    onWire: (wire) => {
+      (async () => {
+        for await (const m of wire.uiSide({ merge: true })) if (m.type === "ApprovalRequest") wire.respond(m.payload.id, "reject");
+      })();
+    },
+  });
+  for await (const c of stream) chunks.push(c);
+  const outputs = chunks.filter((c) => c.type.startsWith("tool-output-")).map((c) => [c.toolCallId, c.type, c.output]);
+  assert.deepEqual(outputs.sort(), [["c1", "tool-output-available", "kept it, as asked"], ["c2", "tool-output-denied", undefined]]);
+});
