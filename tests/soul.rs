@@ -756,3 +756,38 @@ fn a_turn_past_its_time_limit_is_stopped_with_a_consistent_history() {
     let o = h.turn(Some(&Echo::new(["text: done"])), "go", never(), |_, _| {});
     assert!(o.result.is_ok(), "{:?}", o.result);
 }
+
+#[test]
+fn a_server_that_repeats_call_ids_across_steps_gets_ids_unique_per_turn_and_each_call_its_own_result() {
+    let mut h = Harness::new();
+    plus(&h);
+    // Ids start again each answer (`call_1`, …), as some servers send them.
+    let model = Echo::new([
+        call("call_1", "plus", json!({"a": 1, "b": 2})),
+        call("call_1", "plus", json!({"a": 10, "b": 20})),
+        format!("{}\n{}", call("call_1", "plus", json!({"a": 5, "b": 5})), call("call_1_2", "plus", json!({"a": 7}))),
+        "text: done".into(),
+    ]);
+    let o = h.turn(Some(&model), "x", never(), |_, _| {});
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert_eq!(h.tools.runs.borrow().len(), 4, "each call ran: none got another's result");
+    let calls: Vec<String> =
+        o.payloads("ToolCall").iter().map(|c| c["id"].as_str().unwrap_or_default().to_owned()).collect();
+    let mut unique = calls.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), calls.len(), "one id a call on the wire: {calls:?}");
+    assert_eq!(calls[0], "call_1", "a first use keeps the server's id");
+    let results = o.payloads("ToolResult");
+    let output =
+        |id: &str| results.iter().find(|r| r["tool_call_id"] == id).map(|r| r["return_value"]["output"].clone());
+    assert_eq!(output(&calls[0]), Some(json!("3")));
+    assert_eq!(output(&calls[1]), Some(json!("30")));
+    // The history: every call id once, each followed by its own result.
+    let history = h.context.read(|c| c.history().to_vec());
+    let ids: Vec<String> = history.iter().flat_map(|m| m.tool_calls.iter().flatten().map(|c| c.id.clone())).collect();
+    assert_eq!(ids, calls);
+    for id in &ids {
+        assert_eq!(history.iter().filter(|m| m.tool_call_id.as_deref() == Some(id.as_str())).count(), 1, "{id}");
+    }
+}

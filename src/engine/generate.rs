@@ -307,6 +307,21 @@ enum Pending {
     Call(usize),
 }
 
+/// Gives a call's id a new one when the turn used it already (`None`: the id stays). A server
+/// that starts its ids again each answer (`call_1`, …) would otherwise give two calls of one
+/// turn one id.
+#[derive(Clone)]
+pub struct Renamer(pub std::rc::Rc<RenameFn>);
+
+/// What a [`Renamer`] calls: the server's id → the call's new id, if it needs one.
+pub type RenameFn = dyn Fn(&str) -> Option<String>;
+
+impl std::fmt::Debug for Renamer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Renamer")
+    }
+}
+
 /// Builds the assistant message from streamed parts.
 #[derive(Debug)]
 pub struct MessageAssembler {
@@ -323,6 +338,10 @@ pub struct MessageAssembler {
     late: Vec<(String, usize)>,
     /// What this message holds of the instance's memory budget ([`crate::engine::budget`]).
     charge: crate::engine::budget::Charge,
+    /// The turn's renamer (kept when the assembler starts a new message), and this message's
+    /// renames: the id the server sent → the id the call has.
+    renamer: Option<Renamer>,
+    renames: std::collections::HashMap<String, String>,
 }
 
 impl Default for MessageAssembler {
@@ -364,7 +383,47 @@ impl MessageAssembler {
             bytes: 0,
             late: Vec::new(),
             charge: Default::default(),
+            renamer: None,
+            renames: std::collections::HashMap::new(),
         }
+    }
+
+    /// Calls whose id the turn used already get a new one ([`Renamer`]).
+    pub fn set_renamer(&mut self, renamer: Option<Renamer>) {
+        self.renamer = renamer;
+    }
+
+    /// The part with the ids its call has: a call the renamer renames gets its new id, and so do
+    /// the fragments that name it.
+    fn renamed(&mut self, part: StreamedMessagePart) -> StreamedMessagePart {
+        if self.renamer.is_none() {
+            return part;
+        }
+        match part {
+            StreamedMessagePart::ToolCall(mut c) => {
+                match self.renamer.as_ref().and_then(|r| (r.0)(&c.id)) {
+                    Some(new) => {
+                        self.renames.insert(std::mem::replace(&mut c.id, new.clone()), new);
+                    }
+                    None => {
+                        self.renames.remove(&c.id);
+                    }
+                }
+                StreamedMessagePart::ToolCall(c)
+            }
+            StreamedMessagePart::ToolCallPart(mut p) => {
+                if let Some(new) = p.tool_call_id.as_ref().and_then(|id| self.renames.get(id)) {
+                    p.tool_call_id = Some(new.clone());
+                }
+                StreamedMessagePart::ToolCallPart(p)
+            }
+            other => other,
+        }
+    }
+
+    /// The id a call the server named `id` has in this message.
+    fn renamed_id(&self, id: String) -> String {
+        self.renames.get(&id).cloned().unwrap_or(id)
     }
 
     /// The call a fragment belongs to: the one it names, else the call right before it.
@@ -578,7 +637,12 @@ where
     P: PartSink<S::Error>,
     FC: FnMut(&ToolCall) -> CallbackResult<S::Error>,
 {
-    *asm.borrow_mut() = MessageAssembler::with_limits(source.limits());
+    {
+        let mut a = asm.borrow_mut();
+        let renamer = a.renamer.take();
+        *a = MessageAssembler::with_limits(source.limits());
+        a.renamer = renamer;
+    }
     let mut batch = Vec::new();
     loop {
         // A failed batch appends nothing (the events before an error in the same piece come in
@@ -587,6 +651,7 @@ where
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
+                    let p = asm.borrow_mut().renamed(p);
                     // Neither the message nor the part hook (the wire) gets what a call that
                     // was handed on did not run with.
                     if matches!(p, StreamedMessagePart::ToolCallPart(_)) && asm.borrow_mut().is_late(&p) {
@@ -598,6 +663,7 @@ where
                     asm.borrow_mut().try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
+                    let id = asm.borrow().renamed_id(id);
                     let done = asm.borrow_mut().complete(&id);
                     if let Some(i) = done {
                         if let Some(f) = parts.flush()? {

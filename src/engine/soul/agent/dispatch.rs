@@ -122,6 +122,12 @@ pub(super) struct TurnState {
     /// step's first attempt is the one after it, so a provider that keeps breaking uses up the
     /// retry budget across salvaged steps too (0 after a step that streamed whole).
     pub(super) broken_attempts: u32,
+    /// The ids of the calls in the turn's closed rounds: a later call the server gives one of
+    /// them is renamed (call ids are unique per turn).
+    pub(super) earlier_ids: HashSet<String>,
+    /// Renamed calls: the call's id → the id the server gave it (a call sent again under its
+    /// old id with the same function is that call: it gets the result it has).
+    pub(super) renamed: HashMap<String, String>,
 }
 
 impl TurnState {
@@ -134,7 +140,28 @@ impl TurnState {
             published: HashSet::new(),
             by_key: HashMap::new(),
             broken_attempts: 0,
+            earlier_ids: HashSet::new(),
+            renamed: HashMap::new(),
         }
+    }
+
+    /// A new id for a call the server named `id`, when the turn used `id` already.
+    pub(super) fn rename(&mut self, id: &str) -> Option<String> {
+        if id.is_empty() || !self.earlier_ids.contains(id) {
+            return None;
+        }
+        let free = |n: &String| !self.earlier_ids.contains(n) && !self.renamed.contains_key(n);
+        let new = (2u32..).map(|k| format!("{id}_{k}")).find(free)?;
+        self.renamed.insert(new.clone(), id.to_owned());
+        Some(new)
+    }
+
+    /// The result the turn has for `call` already: under its id, or under the id the server
+    /// gave it when it was renamed — only when the function is the same.
+    pub(super) fn had(&self, call: &ToolCall) -> Option<&ToolResult> {
+        let key = self.renamed.get(&call.id).unwrap_or(&call.id);
+        let done = self.finished.get(key)?;
+        self.calls.get(key).filter(|c| c.function == call.function).map(|_| done)
     }
 }
 
@@ -177,10 +204,7 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         self.wire.flush();
         let stored = self.wire.stored();
         // A call that has its result already (replayed under its id) is not asked again.
-        let had = {
-            let st = self.state.borrow();
-            st.finished.contains_key(&call.id) && st.calls.get(&call.id).is_some_and(|c| c.function == call.function)
-        };
+        let had = self.state.borrow().had(call).is_some();
         let need = if had { None } else { self.inner.needs_approval(call, args) };
         let fut = self.dispatch_now(call, args);
         let id = call.id.clone();
@@ -226,10 +250,9 @@ impl<T: ToolDispatch> TurnDispatch<'_, T> {
         let mut st = self.state.borrow_mut();
         let key = (call.function.name.clone(), args.canonical());
         let verdict = st.repeats.on_call(&key);
-        if let (Some(done), Some(before)) = (st.finished.get(&call.id), st.calls.get(&call.id)) {
-            if before.function == call.function {
-                return futures::future::ready(done.clone()).boxed_local();
-            }
+        if let Some(done) = st.had(call) {
+            let done = ToolResult { tool_call_id: call.id.clone(), return_value: done.return_value.clone() };
+            return futures::future::ready(done).boxed_local();
         }
         st.calls.insert(call.id.clone(), call.clone());
         match verdict {

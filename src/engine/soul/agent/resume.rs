@@ -74,7 +74,12 @@ where
         let model = self.model.ok_or(TurnError::LLMNotSet)?;
         // Results the turn recorded are had: a call the model sends again under the same id gets
         // the result it has.
-        state.borrow_mut().finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
+        {
+            let mut st = state.borrow_mut();
+            st.finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
+            // Ids the turn used before its death stay used: a later call given one is renamed.
+            st.earlier_ids.extend(recorded.results.keys().cloned());
+        }
         let cancelled = recorded.stop == Some(RecoveryStop::Cancelled);
         let give_up_why = if let Some(RecoveryStop::GiveUp(why)) = &recorded.stop {
             Some(why.clone())

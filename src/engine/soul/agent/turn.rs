@@ -12,7 +12,7 @@ use super::dispatch::{aborted_result, timed_out_result, TurnDispatch, TurnState}
 use super::error::TurnError;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
-use crate::engine::generate::{generate, EventSource, GenerateOutput, MessageAssembler};
+use crate::engine::generate::{generate, EventSource, GenerateOutput, MessageAssembler, Renamer};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::output::{answer_json, malformed};
@@ -387,6 +387,9 @@ where
                         }
                         Ok(None)
                     };
+                    // Call ids are unique per turn, whatever the server sends.
+                    let st = state.clone();
+                    round.borrow_mut().set_renamer(Some(Renamer(Rc::new(move |id: &str| st.borrow_mut().rename(id)))));
                     let out = step_in(&mut source, round, dispatch, spawn, on_part, Some(on_tool_result)).await;
                     if out.as_ref().is_err_and(|f| f.salvaged.is_none()) {
                         // A failed attempt is void (a UI drops its parts at the `StepRetry`): a
@@ -493,7 +496,11 @@ where
         results: &[ToolResult],
         state: &Rc<RefCell<TurnState>>,
     ) -> Result<bool, TurnError<ErrOf<M>>> {
-        state.borrow_mut().repeats.end_step();
+        {
+            let mut st = state.borrow_mut();
+            st.repeats.end_step();
+            st.earlier_ids.extend(message.tool_calls.iter().flatten().map(|c| c.id.clone()));
+        }
         let tool_messages: Vec<Message> = results.iter().map(tool_result_to_message).collect();
         for m in &tool_messages {
             self.check_capabilities(m)?;
