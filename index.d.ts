@@ -102,6 +102,8 @@ export interface ToolContext {
   toolCallId: string;
   /** Aborted when the step/run is cancelled or fails. */
   signal: AbortSignal;
+  /** The same signal, under the AI SDK's name (its `execute(args, {toolCallId, abortSignal})`). */
+  abortSignal: AbortSignal;
   /** Inside an agent run: publish on that run's wire (ignored, with a console warning, once this call ended). */
   send?(message: WireMessage): void;
   /**
@@ -118,8 +120,19 @@ export interface ToolContext {
    */
   rejection?(): ToolReturnValue;
 }
-export interface Tool extends ToolDefinition {
-  handler(args: any, ctx: ToolContext): string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
+/** What a tool's handler may return (a string, content parts, a `toolOk`/`toolError` value, nothing), or a Promise of it. */
+export type ToolHandler = (args: any, ctx: ToolContext) => string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
+/**
+ * A tool: its `name`, `description`, JSON Schema `parameters` and `handler` — or, in the AI SDK's
+ * names, `inputSchema` and `execute` (one of each pair). Every key is checked: an unknown one is a
+ * TypeError with "did you mean".
+ */
+export type Tool = ToolOptions &
+  ({ handler: ToolHandler; execute?: undefined } | { execute: ToolHandler; handler?: undefined }) &
+  ({ parameters?: object; inputSchema?: undefined } | { inputSchema: object; parameters?: undefined });
+export interface ToolOptions {
+  name: string;
+  description?: string;
   /** Default true: may start as soon as its call is complete, mid-stream. */
   eager?: boolean;
   /**

@@ -1,7 +1,7 @@
 // The Context: a conversation's history, checkpoints and token count as kimi-cli's
 // context.jsonl, owned by the core (ContextCore over src/engine/soul/context.rs).
 import { callWasm, wasm } from "./internal.js";
-import { checkLogger, checkOptionNames } from "./util.js";
+import { checkLogger, checkMessages, checkOptionNames } from "./util.js";
 
 let coreOfContext;
 
@@ -67,6 +67,7 @@ export class Context {
 
   /** Appends one message or several. */
   append(messages) {
+    checkMessages(Array.isArray(messages) ? messages : [messages], "Context.append: message");
     callWasm(() => this.#core.append(messages));
   }
 

@@ -2,7 +2,7 @@
 import { callWasm, ensureReady, guardPromise, wasm } from "./internal.js";
 import { definitionOf } from "./tools.js";
 import { PartialJson } from "./preview.js";
-import { checkLogger, checkOptionNames, isAsyncFunction, isThenable } from "./util.js";
+import { checkLogger, checkMessages, checkOptionNames, isAsyncFunction, isThenable } from "./util.js";
 import { telemetryOption } from "./telemetry.js";
 
 
@@ -124,6 +124,7 @@ function withWatch(cb, watch) {
 
 function historyJson(history) {
   if (!Array.isArray(history)) throw new TypeError("history must be an array of messages");
+  checkMessages(history, "history");
   return JSON.stringify(history);
 }
 

@@ -51,7 +51,8 @@ export class ToolPort {
     const toolset = this.#toolset;
     const answer = this.#simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
     const run = this.#run;
-    if (run === undefined) return answer({ toolCallId, signal });
+    // `abortSignal`: the AI SDK's name for the signal (its `execute` reads it there).
+    if (run === undefined) return answer({ toolCallId, signal, abortSignal: signal });
     // The run's functions serve this call while it runs: once its result is in (or its signal
     // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a
     // warning and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
@@ -61,6 +62,7 @@ export class ToolPort {
     const ctx = {
       toolCallId,
       signal,
+      abortSignal: signal,
       send: (message) => {
         if (live()) return run.send(message);
         console.warn(`${ended("send")}; the message was not sent`);
@@ -108,6 +110,9 @@ export function definitionOf(tool) {
  * them, duplicates, definitions, which tools are eager — and every result are the core's
  * (`SimpleToolsetCore`); the handlers stay here.
  */
+/** The keys of a tool definition (`execute` and `inputSchema`: the AI SDK's names for `handler` and `parameters`). */
+const TOOL_KEYS = ["name", "description", "parameters", "handler", "eager", "idempotent", "timeoutMs", "needsApproval", "execute", "inputSchema"];
+
 export class SimpleToolset {
   #core;
   #handlers = new Map(); // name -> {handler, parameters}
@@ -136,10 +141,22 @@ export class SimpleToolset {
     return callWasm(() => this.#core.tools());
   }
 
-  /** Adds a tool; a name already taken is a TypeError (`remove` it first to replace it). */
+  /**
+   * Adds a tool; a name already taken is a TypeError (`remove` it first to replace it). Every key
+   * is checked; the AI SDK's names are taken too: `execute` for `handler`, `inputSchema` for
+   * `parameters` (one of each pair).
+   */
   add(tool) {
     if (!tool || typeof tool.name !== "string" || !tool.name) throw new TypeError("SimpleToolset.add: a tool needs a non-empty string `name`");
-    if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function`);
+    checkOptionNames(tool, `SimpleToolset.add: tool \`${tool.name}\``, TOOL_KEYS);
+    for (const [ours, theirs] of [["handler", "execute"], ["parameters", "inputSchema"]]) {
+      if (tool[ours] !== undefined && tool[theirs] !== undefined) throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` has both \`${ours}\` and \`${theirs}\` (the AI SDK's name for it): give one`);
+    }
+    if (tool.execute !== undefined || tool.inputSchema !== undefined) {
+      const { execute, inputSchema, ...rest } = tool;
+      tool = { ...rest, handler: tool.handler ?? execute, parameters: tool.parameters ?? inputSchema };
+    }
+    if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function (or \`execute\`, the AI SDK's name)`);
     if (tool.description !== undefined && typeof tool.description !== "string") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: description must be a string`);
     const p = tool.parameters;
     const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";

@@ -96,3 +96,26 @@ export function checkOptionNames(opts, who, known) {
     throw new TypeError(`${who}: unknown option \`${name}\`${near ? `; did you mean \`${near}\`?` : ""} (known: ${known.join(", ")})`);
   }
 }
+
+/**
+ * Refuses messages in the AI SDK's shapes, which a `Message` would read as empty: a `UIMessage`
+ * (`{role, parts}`, what `useChat` sends) and a `ModelMessage` with the SDK's tool parts
+ * (`tool-call`, `tool-result`). A `Message` is kosong's `{role, content, tool_calls?, tool_call_id?}`.
+ */
+export function checkMessages(list, where) {
+  for (let i = 0; i < list.length; i++) {
+    const m = list[i];
+    if (!m || typeof m !== "object") continue;
+    if (Array.isArray(m.parts) && m.content === undefined) {
+      throw new TypeError(
+        `${where}[${i}] is an AI SDK UIMessage ({role, parts}); a message here is {role, content}: for a user's text, {role: "user", content: parts.filter((p) => p.type === "text").map((p) => p.text).join("")} (a Session or the Worker's AgentSession keeps the history for you)`,
+      );
+    }
+    const sdkPart = Array.isArray(m.content) ? m.content.find((p) => p?.type === "tool-call" || p?.type === "tool-result") : undefined;
+    if (sdkPart) {
+      throw new TypeError(
+        `${where}[${i}] holds an AI SDK ModelMessage part \`${sdkPart.type}\`; here a call is in the assistant message's tool_calls ({id, type: "function", function: {name, arguments}}) and a result is a message {role: "tool", tool_call_id, content}`,
+      );
+    }
+  }
+}

@@ -72,7 +72,14 @@ export async function main(): Promise<string> {
       return toolOk({ output: String(args.a + args.b), brief: "added" });
     },
   };
-  const definitions: ToolDefinition[] = [add];
+  // The AI SDK's names for the schema and the handler, with its `abortSignal`.
+  const sdkShaped: Tool = {
+    name: "echo",
+    description: "Echoes.",
+    inputSchema: { type: "object", properties: { text: { type: "string" } } },
+    execute: (args: { text: string }, { abortSignal }) => (abortSignal.aborted ? "" : args.text),
+  };
+  const definitions: ToolDefinition[] = new SimpleToolset([add, sdkShaped]).tools;
   const toolset: Toolset = new SimpleToolset([add], { validate: () => null }).add(add).remove("nothing");
 
   const http: HttpOptions = { apiKey: "k", baseUrl: "http://127.0.0.1:1/v1", headers: { "x-a": "b" }, fetch, timeoutMs: 1000 };

@@ -276,3 +276,30 @@ test("a thenable is what Promises/A+ says at every entry point: a function with 
   });
   assert.deepEqual(order, ["part a", "settled a", "part b", "settled b"]);
 });
+
+test("AI SDK shapes: a tool's inputSchema and execute are taken (with ctx.abortSignal), an unknown key is refused with did-you-mean, a UIMessage or a ModelMessage tool part in a history is refused, never sent empty", async () => {
+  // The schema reaches the model whole, the handler runs under its AI SDK name.
+  let seen = null;
+  const sdk = new k.SimpleToolset([{
+    name: "echo",
+    description: "Echoes",
+    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+    execute: ({ text }, { abortSignal, toolCallId }) => ((seen = { aborted: abortSignal.aborted, toolCallId }), text),
+  }]);
+  assert.deepEqual(sdk.tools[0].parameters, { type: "object", properties: { text: { type: "string" } }, required: ["text"] });
+  const r = await k.step(new k.ScriptedProvider(['tool_call: {"id": "e1", "name": "echo", "arguments": "{\\"text\\": \\"hi\\"}"}']), "", sdk, [{ role: "user", content: "go" }]);
+  assert.equal((await r.toolResults())[0].return_value.output, "hi");
+  assert.deepEqual(seen, { aborted: false, toolCallId: "e1" });
+  // Every key checked; both names of one thing refused.
+  const handler = () => "";
+  assert.throws(() => new k.SimpleToolset([{ name: "a", description: "", parameters: {}, handler, timeout: 5 }]), /unknown option `timeout`; did you mean `timeoutMs`/);
+  assert.throws(() => new k.SimpleToolset([{ name: "a", description: "", parameters: {}, handler, execute: handler }]), /both `handler` and `execute`/);
+  assert.throws(() => new k.SimpleToolset([{ name: "a", description: "", parameters: {}, inputSchema: {}, handler }]), /both `parameters` and `inputSchema`/);
+  assert.throws(() => new k.SimpleToolset([{ name: "a", description: "" }]), /needs a `handler` function \(or `execute`/);
+  // Histories in the AI SDK's shapes: refused, naming the message and the fix.
+  const provider = new k.ScriptedProvider(["text: never"]);
+  await assert.rejects(k.step(provider, "", sdk, [{ id: "u1", role: "user", parts: [{ type: "text", text: "hello" }] }]), /history\[0\] is an AI SDK UIMessage/);
+  const modelMessages = [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "tool-call", toolCallId: "c", toolName: "echo", input: {} }] }];
+  await assert.rejects(k.generate(provider, "", [], modelMessages), /history\[1\] holds an AI SDK ModelMessage part `tool-call`/);
+  assert.throws(() => new k.Context().append({ role: "user", parts: [{ type: "text", text: "x" }] }), /UIMessage/);
+});
