@@ -116,15 +116,35 @@ export class Agent {
    * Returns the turn's promise, or null when there is nothing to take up.
    */
   _session(sessionCore, input, run) {
-    const toolset = this.#toolset;
+    const t = this.#telemetry;
+    // With telemetry, the turn is an `invoke_agent` span and each tool call an `execute_tool` one in it.
+    const toolset = t ? t.wrap(this.#toolset) : this.#toolset;
     const hooks = this.#hooks(run);
     const wc = wireCore(run.wire);
     const cc = contextCore(this.#context);
-    const started =
-      input === undefined
-        ? callWasm(() => this.#core.resumeSession(sessionCore, wc, cc, toolset, hooks))
-        : callWasm(() => this.#core.runSession(sessionCore, input, wc, cc, toolset, hooks));
-    return started ?? null;
+    const span = t?.turn(this, this.#provider, run.wire, input);
+    let started;
+    try {
+      started =
+        input === undefined
+          ? callWasm(() => this.#core.resumeSession(sessionCore, wc, cc, toolset, hooks))
+          : callWasm(() => this.#core.runSession(sessionCore, input, wc, cc, toolset, hooks));
+    } catch (e) {
+      span?.fail(e);
+      throw e;
+    }
+    if (!started) {
+      span?.end();
+      return null;
+    }
+    if (!span) return started;
+    return started.then(
+      () => span.end(),
+      async (e) => {
+        await span.fail(e);
+        throw e;
+      },
+    );
   }
 
   /** `turn(toolset)`, inside an `invoke_agent` span when the agent has `telemetry` (its tools' calls inside theirs). */

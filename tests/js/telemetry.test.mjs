@@ -166,3 +166,20 @@ test("Agent: a failed turn's span says why; telemetry is checked", async () => {
   assert.equal(exporter.getFinishedSpans().filter((s) => s.name === "chat scripted_echo").length, 1);
   assert.throws(() => new k.Agent({ provider: null, telemetry: { tracer: {} } }), /Agent: telemetry.tracer must be an OpenTelemetry Tracer/);
 });
+
+test("Session: a turn is an invoke_agent span with its chat and execute_tool spans, as in runSoul", async () => {
+  exporter.reset();
+  const toolset = new k.SimpleToolset([{ name: "plus", description: "", parameters: { type: "object" }, handler: ({ a }) => String(a + 1) }]);
+  const provider = new k.ScriptedProvider(['tool_call: {"id": "p1", "name": "plus", "arguments": "{\\"a\\": 1}"}', "text: 2"]);
+  const s = await k.Session.open(new k.MemorySessionStore(), { name: "sess", provider, systemPrompt: "", toolset, telemetry: { tracer } });
+  assert.deepEqual(await s.send("add"), { outcome: "done" });
+  await s.close();
+  const spans = exporter.getFinishedSpans();
+  const agent = spans.find((x) => x.name === "invoke_agent sess");
+  assert.ok(agent, spans.map((x) => x.name).join(", "));
+  const chats = spans.filter((x) => x.name.startsWith("chat ") && parentOf(x) === agent.spanContext().spanId);
+  assert.equal(chats.length, 2, "one chat span a step, in the turn's");
+  const tool = spans.find((x) => x.name === "execute_tool plus");
+  assert.ok(tool, "the tool's span");
+  assert.ok(chats.some((c) => parentOf(tool) === c.spanContext().spanId), "the tool's span is a child of the chat that started it");
+});
