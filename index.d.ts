@@ -172,7 +172,7 @@ export interface Toolset {
  * it is a subclass (`TypeError: …`), and the error, with its stack, goes to `logger.warn`.
  */
 export class SimpleToolset implements Toolset {
-  constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger });
+  constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger | null });
   readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number; needsApproval?: boolean }>;
   /** Throws when the name is taken or invalid. */
   add(tool: Tool): this;
@@ -590,7 +590,7 @@ export interface StepOptions {
    * Told (name, id, size — never contents) when a call's arguments were not JSON, or the stream broke
    * before a call could start (`{tool, id, bytes, chars}`), and the engine asked the model to resend it.
    */
-  logger?: Logger;
+  logger?: Logger | null;
   limits?: Limits;
   /** How long each tool call may run, in ms, unless its tool says otherwise (`Tool.timeoutMs`). Default: no limit. */
   toolTimeoutMs?: number;
@@ -623,6 +623,10 @@ export interface Limits {
   maxToolCallsPerStep?: number;
 }
 
+/**
+ * Where warnings go (a tool that threw, a recorded line skipped, a store that refused a write).
+ * Every `logger` option defaults to the console; `logger: null` silences it.
+ */
 export interface Logger {
   warn(message: string, fields?: Record<string, unknown>): void;
 }
@@ -677,7 +681,7 @@ export class Agent implements Soul {
     /** e.g. ["image_in", "video_in", "thinking"]; when given, input the model cannot take is refused. */
     capabilities?: string[];
     yolo?: boolean;
-    logger?: Logger;
+    logger?: Logger | null;
     limits?: Limits;
     /** The retry backoff; default kimi-cli's: 300 ms doubling to at most 5,000 ms, plus up to 500 ms of jitter. */
     retryBackoff?: { initialMs?: number; maxMs?: number; jitterMs?: number };
@@ -744,7 +748,7 @@ export function resumeSoul(
   recording: string | WireMessage[],
   uiLoop: (wire: Wire) => Promise<void>,
   signal: AbortSignal,
-  options?: { recorder?: WireRecorder; logger?: Logger; maxResumes?: number },
+  options?: { recorder?: WireRecorder; logger?: Logger | null; maxResumes?: number },
 ): Promise<void>;
 /** The unfinished turn of a recording, or null when its last turn ended (or it has none). */
 export function unfinishedTurn(recording: string | WireMessage[]): null | {
@@ -859,7 +863,7 @@ export class Context {
    * role, is an unknown `_` record or an invalid message or record is skipped, each told to
    * `logger.warn(message, {line, reason})` (else `console.warn`); a leading BOM is ignored.
    */
-  static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void; logger?: Logger }): Context;
+  static fromJSONL(text: string, opts?: { sink?: (jsonLine: string) => void; onRewrite?: (jsonl: string) => void; logger?: Logger | null }): Context;
 }
 
 // ---- tools from MCP servers -----------------------------------------------------------------
@@ -883,7 +887,7 @@ export interface McpClientLike {
  * (the default compiles with `new Function`, which Workers refuse).
  */
 export class McpToolset implements Toolset {
-  static fromClient(client: McpClientLike, options?: { prefix?: string; timeoutMs?: number; onToolsChanged?(tools: ToolDefinition[]): void; logger?: Logger }): Promise<McpToolset>;
+  static fromClient(client: McpClientLike, options?: { prefix?: string; timeoutMs?: number; onToolsChanged?(tools: ToolDefinition[]): void; logger?: Logger | null }): Promise<McpToolset>;
   readonly tools: ToolDefinition[];
   handle(call: ToolCall, ctx: ToolContext): Promise<ToolResult>;
   /** Lists the server's tools again. */
@@ -949,7 +953,7 @@ export class Session {
     options?: {
       /** Resumes in a row without progress before the unfinished turn is given up. Default 3. */
       maxResumes?: number;
-      logger?: Logger;
+      logger?: Logger | null;
       /** One message, in bytes of UTF-8. Default 1 MiB. */
       maxMessageBytes?: number;
       /** The whole context, in bytes. Default 16 MiB. */

@@ -57,7 +57,7 @@ export class Agent {
       throw new TypeError("Agent: toolset must have a `tools` array and a `handle(call, ctx)` method");
     }
     if (context !== undefined && !(context instanceof Context)) throw new TypeError("Agent: context must be a Context");
-    checkLogger(logger, "Agent: logger");
+    const log = checkLogger(logger, "Agent: logger");
     for (const [key, v] of Object.entries(retryBackoff ?? {})) {
       if (!BACKOFF_KEYS.includes(key)) throw new TypeError(`Agent: retryBackoff has no \`${key}\` (initialMs, maxMs, jitterMs)`);
       if (!(typeof v === "number" && v >= 0)) throw new TypeError(`Agent: retryBackoff.${key} must be a number ≥ 0`);
@@ -66,7 +66,7 @@ export class Agent {
     this.#provider = provider;
     this.#toolset = tools;
     this.#context = context ?? new Context();
-    this.#logger = logger;
+    this.#logger = log;
     this.#telemetry = telemetryOption(telemetry, "Agent");
     const outputSpec = outputOption(output, "Agent", tools._validate);
     this.#core = callWasm(() => new wasm.AgentCore({ name, systemPrompt, maxStepsPerTurn, maxRetriesPerStep, maxContextTokens, capabilities,
@@ -197,9 +197,9 @@ export async function resumeSoul(soul, recording, uiLoop, signal, options = {}) 
   if (!soul || typeof soul.resume !== "function") throw new TypeError("resumeSoul: soul must have a resume(messages, run) method (an Agent)");
   checkRun("resumeSoul", uiLoop, signal, options);
   const { logger, maxResumes } = options;
-  checkLogger(logger, "resumeSoul: options.logger");
+  const log = checkLogger(logger, "resumeSoul: options.logger");
   if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) throw new TypeError("resumeSoul: options.maxResumes must be an integer ≥ 0");
-  const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
+  const warn = log ? (m, f) => log.warn(m, f) : () => {};
   const messages = recordedMessages(recording, "resumeSoul", warn);
   return runOnWire((run) => soul.resume(messages, run, { maxResumes }), uiLoop, signal, options.recorder);
 }

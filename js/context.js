@@ -87,10 +87,9 @@ export class Context {
   static fromJSONL(text, options = {}) {
     checkOptionNames(options ?? {}, "Context.fromJSONL: options", ["logger", "sink", "onRewrite"]);
     if (typeof text !== "string") throw new TypeError("Context.fromJSONL takes the text of a context.jsonl file");
-    const logger = options.logger;
-    checkLogger(logger, "Context.fromJSONL: options.logger");
-    // Read as kimi-cli reads it: a damaged or unknown line is skipped (told to the logger, else to console.warn).
-    const warn = logger ? (m, f) => logger.warn(m, f) : (m) => console.warn(m);
+    const logger = checkLogger(options.logger, "Context.fromJSONL: options.logger");
+    // Read as kimi-cli reads it: a damaged or unknown line is skipped (told to the logger: the console by default).
+    const warn = logger ? (m, f) => logger.warn(m, f) : () => {};
     const core = callWasm(() => wasm.ContextCore.fromJSONL(text, warn));
     return new Context({ sink: options.sink, onRewrite: options.onRewrite }, core);
   }

@@ -75,7 +75,7 @@ export class McpToolset {
     }
     const { prefix = "", timeoutMs, onToolsChanged, logger, ...rest } = options ?? {};
     checkOptionNames(rest, "McpToolset", ["prefix", "timeoutMs", "onToolsChanged", "logger"]);
-    checkLogger(logger, "McpToolset: logger");
+    const log = checkLogger(logger, "McpToolset: logger");
     if (typeof prefix !== "string" || (prefix && !/^[a-zA-Z0-9_-]{1,32}$/.test(prefix))) throw new TypeError("McpToolset: prefix must be up to 32 letters, digits, `_` or `-`");
     if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError("McpToolset: timeoutMs must be a positive number");
     if (onToolsChanged !== undefined && typeof onToolsChanged !== "function") throw new TypeError("McpToolset: onToolsChanged must be a function");
@@ -83,7 +83,7 @@ export class McpToolset {
     this.#prefix = prefix;
     this.#timeoutMs = timeoutMs;
     this.#onChanged = onToolsChanged;
-    this.#logger = logger ?? { warn: (m) => console.warn(m) };
+    this.#logger = log ?? { warn: () => {} };
   }
 
   /**

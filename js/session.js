@@ -99,7 +99,7 @@ export class Session {
     if ("context" in agent) throw new TypeError("Session.open: agent options take no `context`: the session's is given");
     checkOptionNames(options ?? {}, "Session.open: options", SESSION_OPTIONS);
     const o = options ?? {};
-    checkLogger(o.logger, "Session.open: options.logger");
+    const logger = checkLogger(o.logger, "Session.open: options.logger");
     for (const k of ["maxResumes", "maxMessageBytes", "maxSessionBytes", "maxTurns", "stallMs", "watchMs"]) {
       if (o[k] !== undefined && !(Number.isInteger(o[k]) && o[k] >= 0)) throw new TypeError(`Session.open: options.${k} must be an integer ≥ 0`);
     }
@@ -117,7 +117,7 @@ export class Session {
     s.#core = core;
     s.#store = store;
     s.#agentOptions = optionsOf;
-    s.#logger = o.logger;
+    s.#logger = logger;
     core.setNotify(() => s.#schedule());
     s.recovered = core.running ? s.#nextEnd(core.turnStart) : Promise.resolve(null);
     s.#schedule();

@@ -152,7 +152,7 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
   ensureReady();
   if (typeof systemPrompt !== "string") throw new TypeError("systemPrompt must be a string");
   checkSignal(options.signal);
-  checkLogger(options.logger, "options.logger");
+  const logger = checkLogger(options.logger, "options.logger");
   const core = coreOf(provider);
   const watch = outputWatch(options);
   return {
@@ -163,7 +163,7 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
       output: outputOption(options.output, "options", validateFallback),
       onPart: partHook(withWatch(options.onMessagePart, watch)),
       signal: options.signal ?? undefined,
-      warn: options.logger ? (message, fields) => options.logger.warn(message, fields) : undefined,
+      warn: logger ? (message, fields) => logger.warn(message, fields) : undefined,
       limits: options.limits ?? undefined,
     },
   };

@@ -16,12 +16,26 @@ export function sleep(ms, signal) {
   });
 }
 
+/** Where warnings go when no `logger` is given: the console (`logger: null` silences them). */
+export const DEFAULT_LOGGER = Object.freeze({
+  warn(message, fields) {
+    // Never throws, whatever it is handed (an error whose getters throw is told by its message only).
+    try {
+      if (fields?.error !== undefined) return void console.warn(message, fields.error);
+    } catch {}
+    try {
+      console.warn(message);
+    } catch {}
+  },
+});
+
 /**
  * A `logger` option, checked: `undefined` for none (`null` too), else an object with
  * `warn(message, fields)`; `who` names the option in the TypeError.
  */
 export function checkLogger(logger, who) {
-  if (logger === undefined || logger === null) return undefined;
+  if (logger === null) return undefined; // silenced
+  if (logger === undefined) return DEFAULT_LOGGER;
   if (typeof logger.warn !== "function") throw new TypeError(`${who} must have a warn(message, fields) method`);
   return logger;
 }

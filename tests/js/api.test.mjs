@@ -303,3 +303,24 @@ test("AI SDK shapes: a tool's inputSchema and execute are taken (with ctx.abortS
   await assert.rejects(k.generate(provider, "", [], modelMessages), /history\[1\] holds an AI SDK ModelMessage part `tool-call`/);
   assert.throws(() => new k.Context().append({ role: "user", parts: [{ type: "text", text: "x" }] }), /UIMessage/);
 });
+
+test("a tool that throws is told on the console by default (no logger given); logger: null silences it", async () => {
+  const run = async (opts) => {
+    const toolset = new k.SimpleToolset([{ name: "boom", description: "", parameters: {}, handler: () => { throw new RangeError("kaput"); } }], opts);
+    const agent = new k.Agent({ provider: new k.ScriptedProvider(['tool_call: {"id": "b1", "name": "boom", "arguments": "{}"}', "text: ok"]), systemPrompt: "", toolset });
+    const warned = [];
+    const warn = console.warn;
+    console.warn = (...args) => warned.push(args);
+    try {
+      await k.runSoul(agent, "go", async (w) => { for await (const _ of w.uiSide()); }, new AbortController().signal);
+    } finally {
+      console.warn = warn;
+    }
+    return warned;
+  };
+  const told = await run({});
+  assert.equal(told.length, 1, JSON.stringify(told));
+  assert.match(told[0][0], /tool `boom` threw/);
+  assert.ok(told[0].some((a) => a instanceof RangeError), "the error itself, with its stack");
+  assert.deepEqual(await run({ logger: null }), []);
+});

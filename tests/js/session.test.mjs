@@ -167,11 +167,13 @@ test("Node: a turn closed after a refused write ends in a process nothing else k
     await s.close();`;
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: root });
   let out = "";
+  let err = "";
   child.stdout.on("data", (d) => (out += d));
-  child.stderr.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (err += d));
   const code = await new Promise((r) => child.on("exit", r));
-  assert.equal(code, 0, out);
+  assert.equal(code, 0, out + err);
   assert.equal(JSON.parse(out).error.name, "SessionStorageError", out);
+  assert.match(err, /the session's store refused a write/, "told on the console (the default logger)");
 });
 
 test("a death while a tool runs (close leaves the turn as a dead runtime does): the next open goes on by itself, the call answered interrupted, never run again", async () => {
