@@ -319,7 +319,12 @@ struct SimTools {
 
 impl ToolDispatch for SimTools {
     fn is_eager(&self, name: &str) -> bool {
-        name != "lookup" || self.seed.is_multiple_of(2)
+        // `lookup` (idempotent) and, in a third of the seeds, `charge` (not) wait for the stream's end.
+        match name {
+            "lookup" => self.seed.is_multiple_of(2),
+            "charge" => self.seed % 3 != 1,
+            _ => true,
+        }
     }
     fn is_idempotent(&self, name: &str) -> bool {
         name == "lookup" || name == "ask"
@@ -948,6 +953,18 @@ fn check(w: &World) -> Result<(), String> {
         }
     }
     let all = wire_messages(&w.client.told);
+    // A call answered "did not run" never started (a death is judged by what was recorded).
+    for (_, m) in &all {
+        let p = &m["payload"];
+        if m["type"] == "ToolResult"
+            && p["return_value"]["message"].as_str().is_some_and(|t| t.starts_with("The tool did not run"))
+        {
+            let id = p["tool_call_id"].as_str().unwrap_or("");
+            if w.ledger.borrow().iter().any(|(_, call, what)| call == id && what == "start") {
+                return Err(format!("{id} is answered \"did not run\" but its tool started"));
+            }
+        }
+    }
     let mut request_call: HashMap<String, (String, String)> = HashMap::new();
     let mut first_answer: HashMap<String, String> = HashMap::new();
     let mut for_session: HashSet<String> = HashSet::new();

@@ -175,6 +175,11 @@ pub(super) struct TurnDispatch<'a, T> {
     pub(super) wire: crate::engine::soul::wire::Wire,
     /// Where a tool that needs approval before it starts asks.
     pub(super) approvals: Rc<Approvals>,
+    /// Resolves once the step's end (its `StatusUpdate`) is on the wire: a tool that waits for the
+    /// stream's end (`eager: false`) starts only after that is recorded and stored, so a recovery
+    /// that finds no end knows no such tool started, and one that finds it never says "did not
+    /// run". `None` where the end is recorded already (a resumed round).
+    pub(super) stream_end: Option<Shared<LocalBoxFuture<'static, ()>>>,
 }
 
 impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
@@ -200,9 +205,17 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
 
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         // Write before tell: the call (with its whole input) is recorded, and the tool is held
-        // back until that record is stored — what a recovery reads back to know it started.
-        self.wire.flush();
-        let stored = self.wire.stored();
+        // back until that record is stored — what a recovery reads back to know it started. A
+        // tool that waits for the stream's end is held until that end is recorded too.
+        let after_end = self.stream_end.clone().filter(|_| !self.inner.is_eager(&call.function.name));
+        let wire = self.wire.clone();
+        let stored = async move {
+            if let Some(end) = after_end {
+                end.await;
+            }
+            wire.flush();
+            wire.stored().await
+        };
         // A call that has its result already (replayed under its id) is not asked again.
         let had = self.state.borrow().had(call).is_some();
         let need = if had { None } else { self.inner.needs_approval(call, args) };

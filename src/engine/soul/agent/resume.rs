@@ -246,6 +246,7 @@ where
             state: state.clone(),
             wire: self.wire.clone(),
             approvals: self.approvals.clone(),
+            stream_end: None, // a rerun round's end is recorded (or it reruns no such tool)
         };
         let runs: Vec<LocalBoxFuture<'_, ToolResult>> = calls
             .iter()
