@@ -121,15 +121,32 @@ export interface ToolContext {
   rejection?(): ToolReturnValue;
 }
 /** What a tool's handler may return (a string, content parts, a `toolOk`/`toolError` value, nothing), or a Promise of it. */
-export type ToolHandler = (args: any, ctx: ToolContext) => string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
+export type ToolHandler<Args = any> = (args: Args, ctx: ToolContext) => string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
 /**
- * A tool: its `name`, `description`, JSON Schema `parameters` and `handler` — or, in the AI SDK's
- * names, `inputSchema` and `execute` (one of each pair). Every key is checked: an unknown one is a
- * TypeError with "did you mean".
+ * A Standard Schema that carries its JSON Schema (Standard JSON Schema: zod ≥ 4.2, arktype ≥
+ * 2.1.28, valibot through `toStandardJsonSchema`). As a tool's `parameters`, its JSON Schema goes
+ * to the model and it checks the arguments before the handler runs (a failure is an error result
+ * "Error validating JSON arguments: path: message"); the handler gets the validated value.
  */
-export type Tool = ToolOptions &
-  ({ handler: ToolHandler; execute?: undefined } | { execute: ToolHandler; handler?: undefined }) &
-  ({ parameters?: object; inputSchema?: undefined } | { inputSchema: object; parameters?: undefined });
+export interface StandardSchemaParameters<Output = unknown> {
+  readonly "~standard": {
+    readonly version: 1;
+    readonly vendor: string;
+    validate(value: unknown): unknown;
+    readonly types?: { readonly input: unknown; readonly output: Output } | undefined;
+  };
+}
+/** The arguments a handler gets: a Standard Schema's output type, else `any`. */
+export type ToolArgs<P> = P extends { readonly "~standard": { readonly types?: { readonly output: infer O } | undefined } } ? O : any;
+/**
+ * A tool: its `name`, `description`, `parameters` (a JSON Schema, or a Standard Schema whose type
+ * the handler's arguments take) and `handler` — or, in the AI SDK's names, `inputSchema` and
+ * `execute` (one of each pair). Every key is checked: an unknown one is a TypeError with "did you
+ * mean".
+ */
+export type Tool<P = object> = ToolOptions &
+  ({ handler: ToolHandler<ToolArgs<P>>; execute?: undefined } | { execute: ToolHandler<ToolArgs<P>>; handler?: undefined }) &
+  ({ parameters?: P; inputSchema?: undefined } | { inputSchema: P; parameters?: undefined });
 export interface ToolOptions {
   name: string;
   description?: string;
@@ -174,8 +191,8 @@ export interface Toolset {
 export class SimpleToolset implements Toolset {
   constructor(tools?: Tool[], options?: { validate?(schema: object, args: unknown): string | null | undefined; logger?: Logger | null });
   readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number; needsApproval?: boolean }>;
-  /** Throws when the name is taken or invalid. */
-  add(tool: Tool): this;
+  /** Throws when the name is taken or invalid. (Generic, so a Standard Schema's type reaches the handler.) */
+  add<P extends object>(tool: Tool<P>): this;
   /** Throws when no tool has that name. */
   remove(name: string): this;
   handle(call: ToolCall, ctx?: Partial<ToolContext>): ToolResult | Promise<ToolResult>;

@@ -158,7 +158,7 @@ export class SimpleToolset {
     }
     if (typeof tool.handler !== "function") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\` needs a \`handler\` function (or \`execute\`, the AI SDK's name)`);
     if (tool.description !== undefined && typeof tool.description !== "string") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: description must be a string`);
-    const p = tool.parameters;
+    const [p, standard] = standardSchema(tool.name, tool.parameters);
     const json = p === undefined ? undefined : JSON.stringify(p) ?? "null";
     if (tool.idempotent !== undefined && typeof tool.idempotent !== "boolean") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: idempotent must be a boolean`);
     if (tool.timeoutMs !== undefined && typeof tool.timeoutMs !== "number") throw new TypeError(`SimpleToolset.add: tool \`${tool.name}\`: timeoutMs must be a number`);
@@ -175,7 +175,7 @@ export class SimpleToolset {
         throw e;
       }
     }
-    this.#handlers.set(tool.name, { name: tool.name, handler: tool.handler, parameters: p, needsApproval: na });
+    this.#handlers.set(tool.name, { name: tool.name, handler: tool.handler, parameters: p, needsApproval: na, standard });
     return this;
   }
 
@@ -259,6 +259,44 @@ export class SimpleToolset {
       }
       if (problem) return callWasm(() => wasm.validationFailed(describeThrown(problem)));
     }
+    if (tool.standard) {
+      // A Standard Schema checks the arguments first; the handler gets what it validated to.
+      const checked = (r) => (r?.issues ? callWasm(() => wasm.validationFailed(issuesText(r.issues))) : tool.handler(r?.value, ctx));
+      const r = tool.standard.validate(args);
+      return isThenable(r) ? Promise.resolve(r).then(checked) : checked(r);
+    }
     return tool.handler(args, ctx);
   }
+}
+
+/**
+ * A tool's `parameters` as a JSON Schema, and its Standard Schema when it is one (zod ≥ 4.2,
+ * arktype ≥ 2.1.28, valibot through `toStandardJsonSchema`): the JSON Schema it carries
+ * (`~standard.jsonSchema.input`, draft 2020-12, its `$schema` left out) goes to the model.
+ */
+function standardSchema(name, p) {
+  const std = p !== null && typeof p === "object" ? p["~standard"] : undefined;
+  if (std === undefined) return [p, null];
+  if (!std || typeof std !== "object" || typeof std.validate !== "function") {
+    throw new TypeError(`SimpleToolset.add: tool \`${name}\`: parameters has a \`~standard\` that is not a Standard Schema (no validate function)`);
+  }
+  if (typeof std.jsonSchema?.input !== "function") {
+    throw new TypeError(
+      `SimpleToolset.add: tool \`${name}\`: parameters is a Standard Schema (${std.vendor}) that carries no JSON Schema (\`~standard.jsonSchema\`) for the model: use zod ≥ 4.2, arktype ≥ 2.1.28 or valibot's toStandardJsonSchema, or give a JSON Schema`,
+    );
+  }
+  const json = std.jsonSchema.input({ target: "draft-2020-12" });
+  if (json === null || typeof json !== "object" || Array.isArray(json)) throw new TypeError(`SimpleToolset.add: tool \`${name}\`: its Standard Schema gave no JSON Schema object`);
+  const { $schema, ...schema } = json;
+  return [schema, std];
+}
+
+/** A Standard Schema's issues as one line: `path: message; …`. */
+function issuesText(issues) {
+  return issues
+    .map((i) => {
+      const path = Array.isArray(i?.path) ? i.path.map((s) => (s !== null && typeof s === "object" ? s.key : s)).join(".") : "";
+      return path ? `${path}: ${i?.message}` : String(i?.message);
+    })
+    .join("; ");
 }

@@ -13,7 +13,7 @@ import {
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
   Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
-  ToolContext, Tool, Toolset, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
+  ToolContext, Tool, Toolset, StandardSchemaParameters, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
   PartialJsonEdit, JsonSchema, InferSchema, OutputOption, McpClientLike, UIMessageChunk,
   SessionStore, SessionOp, StoredSession, SessionEvent, TurnOutcome, AgentOptions,
 } from "kosong-wasm";
@@ -79,6 +79,13 @@ export async function main(): Promise<string> {
     inputSchema: { type: "object", properties: { text: { type: "string" } } },
     execute: (args: { text: string }, { abortSignal }) => (abortSignal.aborted ? "" : args.text),
   };
+  // A Standard Schema's type reaches the handler (a stand-in for zod ≥ 4.2's, without the dependency).
+  const cityOnly: StandardSchemaParameters<{ city: string }> = {
+    "~standard": { version: 1, vendor: "example", validate: (v) => ({ value: v }) },
+  };
+  new SimpleToolset().add({ name: "weather", description: "", parameters: cityOnly, handler: (args) => args.city.toUpperCase() });
+  // @ts-expect-error: the handler's arguments are the schema's type (`city` is a string)
+  new SimpleToolset().add({ name: "weather", description: "", parameters: cityOnly, handler: (args) => args.city.toFixed() });
   const definitions: ToolDefinition[] = new SimpleToolset([add, sdkShaped]).tools;
   const toolset: Toolset = new SimpleToolset([add], { validate: () => null }).add(add).remove("nothing");
 

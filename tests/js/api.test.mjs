@@ -324,3 +324,28 @@ test("a tool that throws is told on the console by default (no logger given); lo
   assert.ok(told[0].some((a) => a instanceof RangeError), "the error itself, with its stack");
   assert.deepEqual(await run({ logger: null }), []);
 });
+
+test("a Standard Schema tool (zod 4): its JSON Schema goes to the model, the arguments are checked before the handler (a failure is an error result the model can act on), the handler gets the validated value", async () => {
+  const { z } = await import("zod");
+  const ran = [];
+  const toolset = new k.SimpleToolset([{
+    name: "weather",
+    description: "The weather",
+    parameters: z.object({ city: z.string().describe("A city"), days: z.number().int().min(1).default(1) }),
+    handler: (args) => (ran.push(args), `${args.city}: sunny for ${args.days} day(s)`),
+  }]);
+  const schema = toolset.tools[0].parameters;
+  assert.deepEqual(Object.keys(schema), ["type", "properties", "required"], "verbatim, in its key order, without $schema");
+  assert.deepEqual(schema.properties.city, { type: "string", description: "A city" });
+  const r = await k.step(new k.ScriptedProvider([
+    'tool_call: {"id": "bad", "name": "weather", "arguments": "{\\"city\\": 5, \\"days\\": 0}"}\ntool_call: {"id": "good", "name": "weather", "arguments": "{\\"city\\": \\"Paris\\"}"}',
+  ]), "", toolset, [{ role: "user", content: "weather?" }]);
+  const [bad, good] = await r.toolResults();
+  assert.equal(bad.return_value.is_error, true);
+  assert.match(bad.return_value.message, /^Error validating JSON arguments: city: .*expected string.*; days: /);
+  assert.equal(good.return_value.output, "Paris: sunny for 1 day(s)");
+  assert.deepEqual(ran, [{ city: "Paris", days: 1 }], "only the valid call ran, with the schema's default applied");
+  // A Standard Schema that carries no JSON Schema cannot be described to the model: refused.
+  const bare = { "~standard": { version: 1, vendor: "bare", validate: (v) => ({ value: v }) } };
+  assert.throws(() => new k.SimpleToolset([{ name: "x", description: "", parameters: bare, handler: () => "" }]), /Standard Schema \(bare\) that carries no JSON Schema/);
+});
