@@ -65,7 +65,9 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // useChat on every host (+3.8 KB; its JS copy leaves: ui-stream.js 3.4 → 2.3 KB gzip), the
   // Worker's session on the core's Session (a turn taken back past maxSessionBytes, `settled`,
   // a write's outcome and the next poll in one crossing: +0.7 KB; cloudflare.js 8.9 → 8.1 KB).
-  const BUDGET = 283 * 1024;
+  // 283 KiB → 285 KiB: call ids unique per turn (a renamer on each part, the turn's ids) and a
+  // tool that waits for the stream's end held until that end is stored (+2.2 KB together).
+  const BUDGET = 285 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -104,6 +104,31 @@ pub fn close_interrupted_turn(messages: &[WireMessage]) -> Vec<WireMessage> {
     out
 }
 
+/// A step's end on the wire: set once its `StatusUpdate` is sent; what a tool that waits for the
+/// stream's end waits on.
+#[derive(Default)]
+pub(super) struct StreamEnd {
+    ended: std::cell::Cell<bool>,
+    wakers: RefCell<Vec<std::task::Waker>>,
+}
+
+impl StreamEnd {
+    pub(super) fn set(&self) {
+        self.ended.set(true);
+        for w in self.wakers.take() {
+            w.wake();
+        }
+    }
+
+    fn poll(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.ended.get() {
+            return std::task::Poll::Ready(());
+        }
+        self.wakers.borrow_mut().push(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
 /// One turn's shared state (what outlives a dropped step, for the cleanup after a cancel).
 pub(super) struct TurnState {
     pub(super) repeats: RepeatTracker,
@@ -179,7 +204,7 @@ pub(super) struct TurnDispatch<'a, T> {
     /// stream's end (`eager: false`) starts only after that is recorded and stored, so a recovery
     /// that finds no end knows no such tool started, and one that finds it never says "did not
     /// run". `None` where the end is recorded already (a resumed round).
-    pub(super) stream_end: Option<Shared<LocalBoxFuture<'static, ()>>>,
+    pub(super) stream_end: Option<Rc<StreamEnd>>,
 }
 
 impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
@@ -211,7 +236,7 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         let wire = self.wire.clone();
         let stored = async move {
             if let Some(end) = after_end {
-                end.await;
+                futures::future::poll_fn(|cx| end.poll(cx)).await;
             }
             wire.flush();
             wire.stored().await

@@ -6,10 +6,9 @@ use std::future::Future;
 use std::rc::Rc;
 
 use futures::future::{select, Either, LocalBoxFuture};
-use futures::FutureExt;
 
 use super::config::{AgentConfig, UserInput};
-use super::dispatch::{aborted_result, timed_out_result, TurnDispatch, TurnState};
+use super::dispatch::{aborted_result, timed_out_result, StreamEnd, TurnDispatch, TurnState};
 use super::error::TurnError;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
@@ -337,20 +336,13 @@ where
         };
         // The step's end, once its `StatusUpdate` is sent: what a tool that waits for the stream's
         // end waits for (a step that never gets there never starts one).
-        let (end_tx, end_rx) = futures::channel::oneshot::channel::<()>();
-        let stream_end = end_rx
-            .then(|r| match r {
-                Ok(()) => futures::future::ready(()).left_future(),
-                Err(_) => futures::future::pending().right_future(),
-            })
-            .boxed_local()
-            .shared();
+        let stream_end = Rc::new(StreamEnd::default());
         let dispatch = TurnDispatch {
             inner: self.tools,
             state: state.clone(),
             wire: self.wire.clone(),
             approvals: self.approvals.clone(),
-            stream_end: Some(stream_end),
+            stream_end: Some(stream_end.clone()),
         };
         let wire = self.wire.clone();
         let on_result_state = state.clone();
@@ -433,7 +425,7 @@ where
         // Kept here (not copied) while the tools run, so a cancel can still write it down.
         state.borrow_mut().in_flight = Some((message, usage));
         self.status_update(message_id, usage, model.answered_by());
-        let _ = end_tx.send(());
+        stream_end.set();
 
         let results = collect_results(results).await;
         drop(drivers);
