@@ -766,7 +766,7 @@ test("worker: HTTP details: 405 with Allow, a JSON null body, 409 while a turn r
   await call("/cancel", { token, method: "POST" });
   await reading;
   const page = await (await mf.dispatchFetch(`${W}/`)).text();
-  assert.match(page, /last-event-id/);
+  assert.match(page, /\/api\/chat\//, "the page reads the UI message stream and resumes on its route");
   assert.match(page, /err\.textContent = \(await res\.json\(\)\)\.error/, "the page shows a refused turn's error");
 });
 

@@ -163,8 +163,10 @@ export default {
   },
 };
 
-// A minimal client: starts a session, posts a message, reads the stream, and on a dropped
-// connection resumes with Last-Event-ID.
+// A minimal client: starts a session, posts a message and reads the answer as the AI SDK's UI
+// message stream (the chunks the package's core makes of the turn's messages: the page keeps no
+// rules of its own about them); after an approval or a dropped connection it follows the rest on
+// the resume route, which gives the turn's message again from its start.
 const PAGE = `<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>kosong-wasm on Workers</title>
 <style>body{font:15px system-ui;max-width:40rem;margin:2rem auto;padding:0 1rem}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}#err{color:#b00020}</style>
 <h1>Agent chat on a Durable Object</h1>
@@ -174,9 +176,6 @@ const PAGE = `<!doctype html><meta charset="utf-8"><meta name="viewport" content
 <script type="module">
 const out = document.getElementById("out");
 const err = document.getElementById("err");
-let lastId = 0;
-const calls = new Map();
-let lastCall = null;
 async function token() {
   if (sessionStorage.token) return sessionStorage.token;
   const res = await fetch("/session", { method: "POST" });
@@ -185,51 +184,51 @@ async function token() {
   return (sessionStorage.token = body.token);
 }
 const auth = async () => ({ authorization: "Bearer " + (await token()) });
+const session = async () => (await token()).split(".")[1];
+let answer = null; // the assistant message being shown: drawn again from its start on each follow
+/** Draws a UI message stream's chunks; true once the turn ended (not paused at an approval). */
 async function read(res) {
+  answer?.remove();
+  answer = document.createElement("div");
+  out.append(answer);
+  const calls = new Map();
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return;
+    if (done) return false;
     buf += value;
     let i;
     while ((i = buf.indexOf("\\n\\n")) >= 0) {
       const ev = buf.slice(0, i); buf = buf.slice(i + 2);
       // Fields as the SSE spec reads them: lines end at \\n only (U+2028 in an answer is text).
-      const f = {};
-      for (const line of ev.split("\\n")) { const c = line.indexOf(":"); if (c > 0) f[line.slice(0, c)] = line.slice(c + 1).replace(/^ /, ""); }
-      const id = f.id, data = f.data;
-      if (id) lastId = Number(id);
-      if (!data) continue;
-      const m = JSON.parse(data);
-      if (m.type === "ContentPart" && m.payload.type === "text") out.append(m.payload.text);
-      else if (m.type === "ToolCall") {
-        // A call's arguments keep streaming in ToolCallParts after it: each goes to its call's line.
+      const data = ev.split("\\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\\n");
+      if (!data || data === "[DONE]") continue;
+      const c = JSON.parse(data);
+      const call = calls.get(c.toolCallId);
+      if (c.type === "text-delta") answer.append(c.delta);
+      else if (c.type === "tool-input-start") {
         const line = document.createElement("div");
         const args = document.createElement("code");
-        args.textContent = m.payload.function.arguments ?? "";
-        line.append("[" + m.payload.function.name + " ", args, "]");
-        calls.set(m.payload.id, { line, args });
-        lastCall = m.payload.id;
-        out.append(line);
-      } else if (m.type === "ToolCallPart") {
-        const c = calls.get(m.payload.tool_call_id ?? lastCall);
-        if (c) c.args.textContent += m.payload.arguments_part ?? "";
-      } else if (m.type === "ToolResult") {
-        const c = calls.get(m.payload.tool_call_id);
-        const rv = m.payload.return_value;
-        const output = typeof rv.output === "string" ? rv.output : JSON.stringify(rv.output);
+        line.append("[" + c.toolName + " ", args, "]");
+        calls.set(c.toolCallId, { line, args, name: c.toolName });
+        answer.append(line);
+      } else if (c.type === "tool-input-delta" && call) call.args.textContent += c.inputTextDelta;
+      else if (c.type === "tool-input-available" && call) call.args.textContent = JSON.stringify(c.input);
+      else if (c.type === "tool-output-available" || c.type === "tool-output-error" || c.type === "tool-output-denied") {
         const res = document.createElement("div");
-        res.className = rv.is_error ? "error" : "result";
-        res.textContent = "→ " + (rv.is_error ? rv.message : output || rv.message);
-        (c ? c.line : out).append(res);
-      } else if (m.type === "ApprovalRequest") {
-        // The turn waits for this answer: say what the tool asks, with the three answers as buttons.
+        res.className = c.type === "tool-output-available" ? "result" : "error";
+        const output = typeof c.output === "string" ? c.output : JSON.stringify(c.output);
+        res.textContent = "→ " + (c.type === "tool-output-available" ? output : c.type === "tool-output-denied" ? "refused" : c.errorText);
+        (call ? call.line : answer).append(res);
+      } else if (c.type === "tool-approval-request") {
+        // The turn waits for this answer: what the tool would do, with the three answers as buttons.
         const box = document.createElement("div");
         box.className = "approval";
+        box.id = "approval-" + c.approvalId;
         box.setAttribute("role", "group");
         box.setAttribute("aria-label", "Approval");
-        box.append("⏸ " + m.payload.description + " — approve? ");
+        box.append("⏸ " + (call ? call.name + "(" + call.args.textContent + ")" : "a tool") + " — approve? ");
         for (const [response, label] of [["approve", "Approve"], ["approve_for_session", "Approve for this session"], ["reject", "Reject"]]) {
           const b = document.createElement("button");
           b.type = "button";
@@ -237,32 +236,40 @@ async function read(res) {
           b.dataset.response = response;
           b.onclick = async () => {
             for (const x of box.querySelectorAll("button")) x.disabled = true;
-            const r = await fetch("/approve", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ requestId: m.payload.id, response }) });
-            box.append(r.ok ? " " + label.toLowerCase() + "d" : " (" + (await r.json()).error + ")");
+            const r = await fetch("/approve", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ requestId: c.approvalId, response }) });
+            if (!r.ok) return box.append(" (" + (await r.json()).error + ")");
+            follow(await fetch("/api/chat/" + (await session()) + "/stream", { headers: await auth() }));
           };
           box.append(b, " ");
         }
-        const c = calls.get(m.payload.tool_call_id);
-        (c ? c.line : out).append(box);
-      } else if (m.outcome) { out.append("\\n(" + m.outcome + (m.error ? ": " + m.error : "") + ")\\n"); return "end"; }
+        (call ? call.line : answer).append(box);
+      } else if (c.type === "tool-approval-response") {
+        const box = document.getElementById("approval-" + c.approvalId);
+        if (box) box.replaceChildren("✓ " + (c.approved ? "approved" : "refused"));
+      } else if (c.type === "finish" && c.finishReason !== "tool-calls") { answer.append("\\n(done)\\n"); return true; }
+      else if (c.type === "abort") { answer.append("\\n(cancelled)\\n"); return true; }
+      else if (c.type === "error") { answer.append("\\n(failed: " + c.errorText + ")\\n"); return true; }
     }
   }
 }
+/** Follows the turn; a dropped connection resumes on useChat's resume route (204: no turn runs). */
 async function follow(res) {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    try { if (await read(res) === "end") return; } catch {}
-    res = await fetch("/chat", { headers: { ...(await auth()), "last-event-id": String(lastId) } });
-    if (!res.ok) return;
+  for (let attempt = 0; attempt < 5 && res.status === 200; attempt++) {
+    try { await read(res); return; } catch {}
+    res = await fetch("/api/chat/" + (await session()) + "/stream", { headers: await auth() });
   }
 }
 document.getElementById("f").onsubmit = async (e) => {
   e.preventDefault();
   err.textContent = "";
+  const text = document.getElementById("m").value;
   try {
-    const res = await fetch("/chat", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ message: document.getElementById("m").value }) });
+    const messages = [{ id: crypto.randomUUID(), role: "user", parts: [{ type: "text", text }] }];
+    const res = await fetch("/api/chat", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ id: await session(), messages }) });
     if (res.status === 401 || res.status === 404) { delete sessionStorage.token; }
     if (!res.ok) { err.textContent = (await res.json()).error; return; }
-    out.append("\\n> " + document.getElementById("m").value + "\\n");
+    answer = null;
+    out.append("\\n> " + text + "\\n");
     follow(res);
   } catch (e) { err.textContent = e.message; }
 };
