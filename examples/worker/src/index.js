@@ -165,8 +165,9 @@ export default {
 
 // A minimal client: starts a session, posts a message and reads the answer as the AI SDK's UI
 // message stream (the chunks the package's core makes of the turn's messages: the page keeps no
-// rules of its own about them); after an approval or a dropped connection it follows the rest on
-// the resume route, which gives the turn's message again from its start.
+// rules of its own about them). An approval is answered as useChat answers it (the next POST
+// carries the answer and streams the rest); after a dropped connection it follows the resume
+// route, which gives the turn's message again from its start.
 const PAGE = `<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>kosong-wasm on Workers</title>
 <style>body{font:15px system-ui;max-width:40rem;margin:2rem auto;padding:0 1rem}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem}#err{color:#b00020}</style>
 <h1>Agent chat on a Durable Object</h1>
@@ -185,13 +186,16 @@ async function token() {
 }
 const auth = async () => ({ authorization: "Bearer " + (await token()) });
 const session = async () => (await token()).split(".")[1];
-let answer = null; // the assistant message being shown: drawn again from its start on each follow
-/** Draws a UI message stream's chunks; true once the turn ended (not paused at an approval). */
-async function read(res) {
-  answer?.remove();
-  answer = document.createElement("div");
-  out.append(answer);
-  const calls = new Map();
+let answer = null; // the assistant message being shown
+const calls = new Map();
+/** Draws a UI message stream's chunks (\`more\`: the rest of the message shown, else all of it). */
+async function read(res, more) {
+  if (!more || !answer) {
+    answer?.remove();
+    answer = document.createElement("div");
+    out.append(answer);
+    calls.clear();
+  }
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
@@ -229,16 +233,19 @@ async function read(res) {
         box.setAttribute("role", "group");
         box.setAttribute("aria-label", "Approval");
         box.append("⏸ " + (call ? call.name + "(" + call.args.textContent + ")" : "a tool") + " — approve? ");
-        for (const [response, label] of [["approve", "Approve"], ["approve_for_session", "Approve for this session"], ["reject", "Reject"]]) {
+        for (const [response, label] of [["approve", "Approve"], ["reject", "Reject"]]) {
           const b = document.createElement("button");
           b.type = "button";
           b.textContent = label;
           b.dataset.response = response;
           b.onclick = async () => {
             for (const x of box.querySelectorAll("button")) x.disabled = true;
-            const r = await fetch("/approve", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ requestId: c.approvalId, response }) });
+            // As useChat answers: the tool part with its approval answered, in the next POST.
+            const part = { type: "tool-" + (call ? call.name : "tool"), toolCallId: c.toolCallId, state: "approval-responded", approval: { id: c.approvalId, approved: response === "approve" } };
+            const messages = [{ id: crypto.randomUUID(), role: "assistant", parts: [part] }];
+            const r = await fetch("/api/chat", { method: "POST", headers: { "content-type": "application/json", ...(await auth()) }, body: JSON.stringify({ id: await session(), messages }) });
             if (!r.ok) return box.append(" (" + (await r.json()).error + ")");
-            follow(await fetch("/api/chat/" + (await session()) + "/stream", { headers: await auth() }));
+            follow(r, true);
           };
           box.append(b, " ");
         }
@@ -253,10 +260,11 @@ async function read(res) {
   }
 }
 /** Follows the turn; a dropped connection resumes on useChat's resume route (204: no turn runs). */
-async function follow(res) {
+async function follow(res, more = false) {
   for (let attempt = 0; attempt < 5 && res.status === 200; attempt++) {
-    try { await read(res); return; } catch {}
+    try { await read(res, more); return; } catch {}
     res = await fetch("/api/chat/" + (await session()) + "/stream", { headers: await auth() });
+    more = false;
   }
 }
 document.getElementById("f").onsubmit = async (e) => {
