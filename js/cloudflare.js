@@ -325,7 +325,11 @@ export class AgentSession extends DurableObject {
           for (const a of seen.values()) if (await s._whenWaiting(a.id)) answers.push(a);
           if (!answers.length) return json(409, { error: "a turn is already running in this session; resume it with GET /api/chat/{id}/stream" });
           const after = s._lastEventId;
-          for (const a of answers) await s.respond(a.id, a.approved === true ? "approve" : "reject", typeof a.reason === "string" ? a.reason : "");
+          try {
+            for (const a of answers) await s.respond(a.id, a.approved === true ? "approve" : "reject", typeof a.reason === "string" ? a.reason : "");
+          } catch (e) {
+            return json(400, { error: e.message });
+          }
           return this.uiStream(s, after);
         }
         const message = uiText(last);
@@ -342,7 +346,11 @@ export class AgentSession extends DurableObject {
           return json(400, { error: 'the body is {requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string}' });
         }
         if (!(await s._whenWaiting(requestId))) return json(404, { error: "no approval request of that id is waiting" });
-        await s.respond(requestId, response, feedback);
+        try {
+          await s.respond(requestId, response, feedback);
+        } catch {
+          return json(404, { error: "no approval request of that id is waiting" }); // answered a moment ago by another request
+        }
         return json(200, { answered: true });
       }
       case "POST /cancel": {
