@@ -299,6 +299,44 @@ test("AgentSession: a storage write that fails mid-turn (the tool's result) ends
   }
 });
 
+test("AgentSession: the alarm is set while a tool runs (a death would be noticed) and cleared while only a person is awaited and after the turn (no wake-ups while someone decides)", async () => {
+  const worker = rawWorker({ RECOVERY_ALARM_MS: "400" });
+  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=alarm`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const state = async () => (await at("/test/state")).json();
+  try {
+    await at("/session", {});
+    await at("/test/script", ['tool_call: {"id": "s1", "name": "slow", "arguments": "{}"}', 'tool_call: {"id": "g1", "name": "gated", "arguments": "{}"}', "text: done"]);
+    let asked = null;
+    const reading = readEvents(await at("/chat", { message: "go" }), { onEvent: (e) => e.data.type === "ApprovalRequest" && (asked = e) });
+    for (let i = 0; i < 200 && !(await state()).waiting; i++) await sleep(20);
+    // A tool runs: the alarm is set, and a live runtime keeps moving it ahead (it never fires).
+    const first = (await state()).alarm;
+    assert.ok(first > Date.now() - 1000, `an alarm while the tool runs: ${first}`);
+    await sleep(1000);
+    const later = (await state()).alarm;
+    assert.ok(later > first, `moved ahead by the live runtime: ${first} → ${later}`);
+    await at("/test/release");
+    // Then the turn waits on a person (needsApproval): no alarm at all.
+    let s;
+    for (let i = 0; i < 200; i++) {
+      s = await state();
+      if (s.alarm === null) break;
+      await sleep(20);
+    }
+    assert.equal(s.alarm, null, "no alarm while only a person is awaited");
+    await sleep(600);
+    assert.equal((await state()).alarm, null, "and none comes back while they decide");
+    for (let i = 0; i < 200 && !asked; i++) await sleep(20);
+    assert.ok(asked, "the request waits");
+    assert.equal((await at("/approve", { requestId: asked.data.payload.id, response: "approve" })).status, 200);
+    const all = await reading;
+    assert.equal(all.at(-1).data.outcome, "done");
+    assert.equal((await state()).alarm, null, "no alarm after the turn");
+  } finally {
+    await worker.dispose();
+  }
+});
+
 test("AgentSession: a session stored by the version before Session keeps its history and its turn count, and its event ids go on", async () => {
   const worker = rawWorker({ MAX_TURNS_PER_SESSION: "4" });
   const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=legacy`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });

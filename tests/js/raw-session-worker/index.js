@@ -22,7 +22,8 @@ export class RawSession extends AgentSession {
         return "released";
       },
     };
-    return { provider: new ScriptedProvider(this.script), systemPrompt: "", toolset: new SimpleToolset([tool]) };
+    const gated = { name: "gated", description: "Asks before it starts.", parameters: { type: "object" }, needsApproval: true, handler: () => "gated ran" };
+    return { provider: new ScriptedProvider(this.script), systemPrompt: "", toolset: new SimpleToolset([tool, gated]) };
   }
 
   /** The package's store, with writes that fail while `failWrites` counts down. */
@@ -51,7 +52,7 @@ export class RawSession extends AgentSession {
       for (const m of [{ role: "user", content: "old question" }, { role: "assistant", content: "old answer" }]) sql.exec("INSERT INTO context (line) VALUES (?)", JSON.stringify(m));
       sql.exec("INSERT INTO events (id, event, data) VALUES (7, 'end', ?)", JSON.stringify({ outcome: "done" }));
     }
-    else if (path === "/test/state") return Response.json({ ran: this.ran, waiting: this.release !== null });
+    else if (path === "/test/state") return Response.json({ ran: this.ran, waiting: this.release !== null, alarm: await this.ctx.storage.getAlarm() });
     else return super.fetch(request);
     return Response.json({ ok: true });
   }
