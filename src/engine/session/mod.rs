@@ -541,6 +541,8 @@ impl Session {
             bug: _bug,
         };
         #[cfg(feature = "planted-bugs")]
+        planted::plant(st.bug);
+        #[cfg(feature = "planted-bugs")]
         if st.bug == Some(planted::Bug::IdFromEventCount) {
             st.work.last_id = st.events.len() as u64;
         }

@@ -17,10 +17,32 @@ pub enum Bug {
     /// A turn that ended without its end stored gets an interrupted result for every call of
     /// its last step, answered or not.
     ResultTwiceAfterEnd,
+    /// A tool that waits for the stream's end (`eager: false`) starts without waiting for that
+    /// end to be stored (the turn's `TurnDispatch::stream_end` hold skipped).
+    NonEagerBeforeStreamEnd,
 }
 
-pub const ALL: [Bug; 4] =
-    [Bug::ToolBeforeStored, Bug::CancelAckedBeforeStored, Bug::IdFromEventCount, Bug::ResultTwiceAfterEnd];
+pub const ALL: [Bug; 5] = [
+    Bug::ToolBeforeStored,
+    Bug::CancelAckedBeforeStored,
+    Bug::IdFromEventCount,
+    Bug::ResultTwiceAfterEnd,
+    Bug::NonEagerBeforeStreamEnd,
+];
+
+thread_local! {
+    /// Set by the session opened last on this thread: the turn's stream-end hold is skipped.
+    static SKIP_STREAM_END: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub(super) fn plant(bug: Option<Bug>) {
+    SKIP_STREAM_END.with(|c| c.set(bug == Some(Bug::NonEagerBeforeStreamEnd)));
+}
+
+/// Whether the turn skips its stream-end hold (the planted [`Bug::NonEagerBeforeStreamEnd`]).
+pub fn skip_stream_end() -> bool {
+    SKIP_STREAM_END.with(std::cell::Cell::get)
+}
 
 pub(super) fn close_again(st: &mut State, messages: &[WireMessage]) {
     let last_step = messages.iter().rposition(|m| m.kind() == "StepBegin").unwrap_or(0);

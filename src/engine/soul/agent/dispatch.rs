@@ -233,6 +233,8 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
         // back until that record is stored — what a recovery reads back to know it started. A
         // tool that waits for the stream's end is held until that end is recorded too.
         let after_end = self.stream_end.clone().filter(|_| !self.inner.is_eager(&call.function.name));
+        #[cfg(feature = "planted-bugs")]
+        let after_end = after_end.filter(|_| !crate::engine::session::planted::skip_stream_end());
         let wire = self.wire.clone();
         let stored = async move {
             if let Some(end) = after_end {
