@@ -229,6 +229,10 @@ function rawWorker(bindings = {}) {
   return new Miniflare(bundledWorker(app, { durableObjects: { RAW: { className: "RawSession", useSQLite: true } }, bindings }));
 }
 
+/** A request to the raw Worker's session `s`: GET without a body, POST with a JSON one. */
+const rawAt = (worker, s) => (path, body) =>
+  worker.dispatchFetch(`http://raw.local${path}?s=${s}`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+
 test("AgentSession itself, with nothing in front: malformed, non-string, empty and oversized bodies get a 4xx before anything counts or is erased; the last good turn's recording stays", async () => {
   const worker = rawWorker({ MAX_TURNS_PER_SESSION: "2" });
   const post = (path, body) => worker.dispatchFetch(`http://raw.local${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
@@ -263,7 +267,7 @@ test("AgentSession itself, with nothing in front: malformed, non-string, empty a
 
 test("AgentSession: a storage write that fails mid-turn (the tool's result) ends the turn failed, the tool ran once, every call has one result, and the next turn runs (not wedged)", async () => {
   const worker = rawWorker();
-  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=fails`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const at = rawAt(worker, "fails");
   const state = async () => (await at("/test/state")).json();
   try {
     assert.equal((await at("/session", {})).status, 201);
@@ -301,7 +305,7 @@ test("AgentSession: a storage write that fails mid-turn (the tool's result) ends
 
 test("AgentSession: the alarm is set while a tool runs (a death would be noticed) and cleared while only a person is awaited and after the turn (no wake-ups while someone decides)", async () => {
   const worker = rawWorker({ RECOVERY_ALARM_MS: "400" });
-  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=alarm`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const at = rawAt(worker, "alarm");
   const state = async () => (await at("/test/state")).json();
   try {
     await at("/session", {});
@@ -339,7 +343,7 @@ test("AgentSession: the alarm is set while a tool runs (a death would be noticed
 
 test("AgentSession: a session stored by the version before Session keeps its history and its turn count, and its event ids go on", async () => {
   const worker = rawWorker({ MAX_TURNS_PER_SESSION: "4" });
-  const at = (path, body) => worker.dispatchFetch(`http://raw.local${path}?s=legacy`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const at = rawAt(worker, "legacy");
   try {
     await at("/test/legacy", {});
     const h = (await (await at("/history")).json()).history;
