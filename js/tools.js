@@ -31,6 +31,8 @@ export class ToolPort {
   #toolset;
   #run;
   #simple;
+  /** Calls' own controllers, by the engine's number for the call, until each call settles. */
+  #own = new Map();
 
   constructor(toolset, run, simple) {
     this.#toolset = toolset;
@@ -42,9 +44,18 @@ export class ToolPort {
    * One call, one crossing: the call as JSON text without its arguments, which come as a string
    * of their own (checked by the engine as the call completed: for a SimpleToolset the checked
    * text, `{}` for none; for a toolset's own `handle` the model's text, or null), and the call's
-   * signal. Its context is built here.
+   * signal — or, inside a run, none and the call's number `slot`: the call gets a controller of
+   * its own, made here (so making it costs the engine no crossing) and aborted through
+   * `abort(slot, reason)`. Its context is built here.
    */
-  invoke(callJson, args, signal) {
+  invoke(callJson, args, signal, slot) {
+    const own = signal == null;
+    if (own) {
+      const ctrl = new AbortController();
+      this.#own.set(slot, ctrl);
+      signal = ctrl.signal;
+    }
+    const settled = () => own && this.#own.delete(slot);
     const call = JSON.parse(callJson);
     call.function.arguments = args;
     const toolCallId = call.id;
@@ -52,6 +63,7 @@ export class ToolPort {
     const answer = this.#simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
     const run = this.#run;
     // `abortSignal`: the AI SDK's name for the signal (its `execute` reads it there).
+    // A plain step's calls share its signal (a number comes only inside a run).
     if (run === undefined) return answer({ toolCallId, signal, abortSignal: signal });
     // The run's functions serve this call while it runs: once its result is in (or its signal
     // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a
@@ -78,15 +90,26 @@ export class ToolPort {
       out = answer(ctx);
     } catch (e) {
       over = true;
+      settled();
       throw e;
     }
     if (isThenable(out)) {
       return Promise.resolve(out).finally(() => {
         over = true;
+        settled();
       });
     }
     over = true;
+    settled();
     return out;
+  }
+
+  /** Aborts call `slot`'s own controller with `reason`, unless the call has settled. */
+  abort(slot, reason) {
+    const ctrl = this.#own.get(slot);
+    if (ctrl === undefined) return;
+    this.#own.delete(slot);
+    ctrl.abort(reason);
   }
 
   /** A tool's own `needsApproval(args)` (a SimpleToolset's): a boolean, or a Promise of one. */

@@ -59,10 +59,27 @@ impl Drop for AbortWatch {
 /// unfinished — a request still waiting for its headers, a tool whose run was cancelled or whose
 /// step failed — is told to stop. The reason is `reason_from`'s when that signal has aborted.
 pub struct AbortOnDrop {
-    ctrl: Option<AbortController>,
+    ctrl: Option<Target>,
     reason_from: Option<AbortSignal>,
     /// The reason when `reason_from` has none: the run's own (a turn past its time limit).
     reason_else: Option<StopReason>,
+}
+
+/// What an [`AbortOnDrop`] aborts: a controller of the engine's, or one the JS side keeps (a tool
+/// call's own controller, made by the tool port as it calls the handler, so making it costs no
+/// crossing): `abort(reason)` reaches it, crossing only when something is aborted.
+enum Target {
+    Ctrl(AbortController),
+    Far(Box<dyn FnOnce(&JsValue)>),
+}
+
+impl Target {
+    fn abort(self, reason: &JsValue) {
+        match self {
+            Target::Ctrl(c) => c.abort_with_reason(reason),
+            Target::Far(abort) => abort(reason),
+        }
+    }
 }
 
 /// Why a run stopped itself (set by the runtime before it drops the calls still running).
@@ -70,7 +87,12 @@ pub type StopReason = Rc<RefCell<Option<JsValue>>>;
 
 impl AbortOnDrop {
     pub fn new(ctrl: AbortController, reason_from: Option<AbortSignal>) -> AbortOnDrop {
-        AbortOnDrop { ctrl: Some(ctrl), reason_from, reason_else: None }
+        AbortOnDrop { ctrl: Some(Target::Ctrl(ctrl)), reason_from, reason_else: None }
+    }
+
+    /// Aborts through `abort(reason)`: a controller the JS side keeps.
+    pub fn far(abort: Box<dyn FnOnce(&JsValue)>, reason_from: Option<AbortSignal>) -> AbortOnDrop {
+        AbortOnDrop { ctrl: Some(Target::Far(abort)), reason_from, reason_else: None }
     }
 
     /// With the run's own reason for when `reason_from` has not aborted.
@@ -87,7 +109,7 @@ impl AbortOnDrop {
     /// Aborts now with `reason` (a tool that ran past its time), and never again.
     pub fn abort_with(&mut self, reason: &JsValue) {
         if let Some(ctrl) = self.ctrl.take() {
-            ctrl.abort_with_reason(reason);
+            ctrl.abort(reason);
         }
     }
 }
@@ -97,7 +119,7 @@ impl Drop for AbortOnDrop {
         if let Some(ctrl) = self.ctrl.take() {
             let reason = self.reason_from.as_ref().filter(|s| s.aborted()).map(|s| s.reason());
             let reason = reason.or_else(|| self.reason_else.as_ref().and_then(|r| r.borrow().clone()));
-            ctrl.abort_with_reason(&reason.unwrap_or(JsValue::UNDEFINED));
+            ctrl.abort(&reason.unwrap_or(JsValue::UNDEFINED));
         }
     }
 }

@@ -53,10 +53,23 @@ extern "C" {
 
     /// One call, one crossing: the call as JSON text without its arguments, the arguments as a
     /// string of their own (they may be megabytes: escaping them into the JSON and parsing them
-    /// out again cost more than the rest of a dispatch) or `null`, and the call's signal. Returns
-    /// what the tool answered, or a Promise of it.
+    /// out again cost more than the rest of a dispatch) or `null`, and the call's signal — or,
+    /// without one, the number `slot`: the port makes the call's own controller, kept under that
+    /// number until the handler settles (`abort` reaches it; a number passes without a crossing
+    /// of its own). Returns what the tool answered, or a Promise of it.
     #[wasm_bindgen(method, catch)]
-    fn invoke(this: &ToolPort, call: &str, args: &JsValue, signal: &AbortSignal) -> Result<JsValue, JsValue>;
+    fn invoke(
+        this: &ToolPort,
+        call: &str,
+        args: &JsValue,
+        signal: Option<&AbortSignal>,
+        slot: u32,
+    ) -> Result<JsValue, JsValue>;
+
+    /// Aborts the controller `invoke` made for call `slot` with `reason`, if the call has not
+    /// settled (then nothing is kept under it).
+    #[wasm_bindgen(method)]
+    fn abort(this: &ToolPort, slot: u32, reason: &JsValue);
 
     /// A tool's own `needsApproval(args)`: a boolean, or a Promise of one.
     #[wasm_bindgen(method, catch, js_name = needsApproval)]
@@ -91,6 +104,8 @@ pub struct JsToolset {
     own_timeouts: RefCell<Vec<(String, f64)>>,
     timeouts: ToolTimeouts,
     signals: ToolSignals,
+    /// The number of the next call whose controller the port makes (`ToolSignals::PerCall`).
+    slots: std::cell::Cell<u32>,
     /// `(message, fields) => void`, for calls the engine settles itself.
     warn: Option<Function>,
     port: ToolPort,
@@ -124,6 +139,7 @@ impl JsToolset {
             own_timeouts: RefCell::default(),
             timeouts,
             signals,
+            slots: std::cell::Cell::new(0),
             warn,
             port,
         })
@@ -303,27 +319,28 @@ impl ToolDispatch for JsToolset {
         let limit = self.timeouts.for_tool(own);
         let failed =
             |e: JsValue| futures::future::ready(settle(call.id.clone(), Err(ToolFailure::Runtime(error_text(&e)))));
-        let (signal, mut guard) = match &self.signals {
-            ToolSignals::Shared(s) if limit.is_none() => (s.clone(), None),
+        let ((signal, slot), mut guard) = match &self.signals {
+            ToolSignals::Shared(s) if limit.is_none() => ((Some(s.clone()), 0), None),
             // A step's call with a time limit: a signal of its own (aborted when it runs past the
             // limit) that also follows the step's.
             ToolSignals::Shared(shared) => match sys::abort_controller() {
                 Ok(ctrl) => {
                     let own = ctrl.signal();
                     let signal = sys::either_signal(shared, &own).unwrap_or(own);
-                    (signal, Some(AbortOnDrop::new(ctrl, Some(shared.clone()))))
+                    ((Some(signal), 0), Some(AbortOnDrop::new(ctrl, Some(shared.clone()))))
                 }
                 Err(e) => return failed(e).boxed_local(),
             },
-            ToolSignals::PerCall(run_signal, stop) => match sys::abort_controller() {
-                Ok(ctrl) => {
-                    let signal = ctrl.signal();
-                    // The tool's own signal: aborted when the engine drops the call unfinished
-                    // (the run was cancelled, or the step failed), with the run's reason.
-                    (signal, Some(AbortOnDrop::new(ctrl, run_signal.clone()).or_reason(stop)))
-                }
-                Err(e) => return failed(e).boxed_local(),
-            },
+            // The tool's own signal: its controller is made by the port as it calls the handler
+            // (no crossing of its own), and aborted when the engine drops the call unfinished
+            // (the run was cancelled, or the step failed), with the run's reason.
+            ToolSignals::PerCall(run_signal, stop) => {
+                let slot = self.slots.get();
+                self.slots.set(slot.wrapping_add(1));
+                let port: ToolPort = self.port.clone().unchecked_into();
+                let abort = Box::new(move |reason: &JsValue| port.abort(slot, reason));
+                ((None, slot), Some(AbortOnDrop::far(abort, run_signal.clone()).or_reason(stop)))
+            }
         };
         // One crossing, where building the call and its context field by field took about 20
         // (bench/crossings.mjs). The arguments were checked as the call completed (the engine's
@@ -340,7 +357,7 @@ impl ToolDispatch for JsToolset {
         let (port, head): (ToolPort, String) = (self.port.clone().unchecked_into(), call_head_json(call));
         let name = call.function.name.clone();
         async move {
-            let fut = settle_js(port.invoke(&head, &args, &signal));
+            let fut = settle_js(port.invoke(&head, &args, signal.as_ref(), slot));
             let outcome = match limit {
                 None => fut.await,
                 Some(ms) => {
