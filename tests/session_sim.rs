@@ -997,6 +997,29 @@ fn check(w: &World) -> Result<(), String> {
             return Err(format!("pay {id} started without an approval (answer: {answer:?})"));
         }
     }
+    // A pay call (asks before it starts) that was never asked, with pay not approved for the
+    // session, never started: answering it "interrupted … may have taken effect" is false, and
+    // makes the model (or the person) check for a payment that cannot have happened.
+    let calls: HashMap<&str, &str> = all
+        .iter()
+        .filter(|(_, m)| m["type"] == "ToolCall")
+        .map(|(_, m)| {
+            (m["payload"]["id"].as_str().unwrap_or(""), m["payload"]["function"]["name"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let asked: HashSet<&str> = request_call.values().map(|(call, _)| call.as_str()).collect();
+    for (_, m) in &all {
+        let p = &m["payload"];
+        let id = p["tool_call_id"].as_str().unwrap_or("");
+        if m["type"] == "ToolResult"
+            && calls.get(id) == Some(&"pay")
+            && !asked.contains(id)
+            && !for_session.contains("pay")
+            && p["return_value"]["message"].as_str().is_some_and(|t| t.starts_with("The tool call was interrupted"))
+        {
+            return Err(format!("pay {id} was never asked, so it never started, yet it is answered interrupted"));
+        }
+    }
     // Turns: each stored turn has one end; an acknowledged cancel ends its turn cancelled.
     let ends: Vec<(u64, TurnOutcome)> = w
         .client

@@ -3,6 +3,8 @@
 // starts a turn if the session has none, and prints what happened as JSON lines. It SIGKILLs
 // itself at write `killAt` of this life, before or after the store performs it, or torn: its
 // data written and its commit record not (`when`).
+// With SESSION_APPROVE=1, send_email asks first (needsApproval) and this life approves every
+// request it sees (one answered in an earlier life is refused again here: caught).
 // Usage: node session-child.mjs <dir> <baseUrl> <killAt> <before|after|torn|hold|none>
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
@@ -10,6 +12,7 @@ import * as k from "kosong-wasm";
 
 const [dir, baseUrl, killAtText, when] = process.argv.slice(2);
 const killAt = Number(killAtText);
+const approve = process.env.SESSION_APPROVE === "1";
 const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
 const files = new k.FileSessionStore(dir);
@@ -35,6 +38,7 @@ const toolset = new k.SimpleToolset([
     name: "send_email",
     description: "Sends an email",
     parameters: { type: "object", properties: { to: { type: "string" } }, required: ["to"] },
+    needsApproval: approve,
     handler: async ({ to }, ctx) => {
       appendFileSync(join(dir, "sent.log"), `${ctx.toolCallId} ${to}\n`);
       await new Promise((r) => setTimeout(r, 20));
@@ -56,6 +60,13 @@ if (when === "hold") {
   say({ holding: true });
   setInterval(() => {}, 1000);
   await new Promise(() => {}); // owns the session until it is killed
+}
+if (approve) {
+  (async () => {
+    for await (const e of session.events()) {
+      if (e.message?.type === "ApprovalRequest") await session.respond(e.message.payload.id, "approve").catch(() => {});
+    }
+  })();
 }
 const recovered = await session.recovered;
 say({ recovered });

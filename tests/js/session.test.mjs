@@ -204,6 +204,70 @@ test("a death while a tool runs (close leaves the turn as a dead runtime does): 
   await s2.close();
 });
 
+test("a turn that compacted and then died goes on by itself: the compacted context and the recording belong together, the call answered interrupted, nothing twice (48 C)", async () => {
+  const store = new k.MemorySessionStore();
+  const started = [];
+  let hold = true;
+  const toolset = () =>
+    new k.SimpleToolset([
+      { name: "lookup", description: "", parameters: {}, handler: () => "found" },
+      { name: "charge", description: "", parameters: {}, handler: async (_a, ctx) => (started.push(ctx.toolCallId), hold && (await new Promise(() => {})), "charged") },
+    ]);
+  const agent = (answers) => ({ provider: new k.ScriptedProvider(answers), systemPrompt: "sys", toolset: toolset(), maxContextTokens: 100_000 });
+  // A first turn gives the context something older to compact. In the second, step 1 reports a
+  // context near its window, so step 2 compacts first (the summary is the third answer), then
+  // calls charge, which is running when the runtime dies.
+  const s = await k.Session.open(store, agent(["text: Hello back.", `usage: {"input_other": 95000, "output": 2}\n${call("l1", "lookup", {})}`, "text: SUMMARY of the lookup", `text: Charging.\n${call("c1", "charge", {})}`]));
+  assert.deepEqual(await s.send("hello"), { outcome: "done" });
+  s.send("look it up, then charge");
+  for (let i = 0; i < 500 && !started.length; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(started, ["c1"], "charge started after the compaction");
+  const before = await collect(s);
+  assert.ok(before.some((e) => e.message?.type === "CompactionEnd"), "the turn compacted before the death");
+  assert.ok(!JSON.stringify(s.history).includes("Hello back."), "the first turn was compacted away");
+  await s.close();
+  hold = false;
+  const s2 = await k.Session.open(store, agent(["text: I could not tell whether the charge went."]));
+  assert.deepEqual(await s2.recovered, { outcome: "done" });
+  assert.deepEqual(started, ["c1"], "charge ran once");
+  const h = s2.history;
+  assertValidHistory(h);
+  assert.match(JSON.stringify(h[0]), /SUMMARY of the lookup/, "the compacted history is the one gone on with");
+  assert.equal(h.filter((m) => (m.tool_calls ?? []).some((c) => c.id === "c1")).length, 1, "the cut round is in the history once");
+  assert.match(JSON.stringify(h.find((m) => m.tool_call_id === "c1").content), /interrupted/);
+  assert.equal(h.at(-1).content, "I could not tell whether the charge went.");
+  const events = await collect(s2);
+  assert.deepEqual(events.map((e) => e.id), events.map((_, i) => i + 1), "ids continue across the death");
+  assert.equal(events.filter((e) => e.message?.type === "ToolResult" && e.message.payload.tool_call_id === "c1").length, 1, "one result for c1 on the wire");
+  await s2.close();
+});
+
+test("approve_for_session is the session's: remembered by the next turn and by the next life of the session, never asked again (48 B)", async () => {
+  const store = new k.MemorySessionStore();
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "pay", description: "", parameters: {}, needsApproval: true, handler: ({ n }) => (ran.push(n), `paid ${n}`) }]);
+  const asked = (events) => events.filter((e) => e.message?.type === "ApprovalRequest").length;
+  const s = await k.Session.open(store, { provider: new k.ScriptedProvider([call("p1", "pay", { n: 1 }), "text: paid.", call("p2", "pay", { n: 2 }), "text: paid again."]), systemPrompt: "", toolset });
+  const first = s.send("pay 1");
+  for await (const e of s.events()) {
+    if (e.message?.type === "ApprovalRequest") {
+      await s.respond(e.message.payload.id, "approve_for_session");
+      break;
+    }
+  }
+  assert.deepEqual(await first, { outcome: "done" });
+  assert.deepEqual(await s.send("pay 2"), { outcome: "done" });
+  assert.deepEqual(ran, [1, 2]);
+  assert.equal(asked(await collect(s)), 1, "the second turn did not ask");
+  await s.close();
+  // A new life of the session (a new process, an evicted Worker): still the session's.
+  const s2 = await k.Session.open(store, { provider: new k.ScriptedProvider([call("p3", "pay", { n: 3 }), "text: paid a third time."]), systemPrompt: "", toolset });
+  assert.deepEqual(await s2.send("pay 3"), { outcome: "done" });
+  assert.deepEqual(ran, [1, 2, 3]);
+  assert.equal(asked(await collect(s2)), 0, "the third turn, in a new life, did not ask");
+  await s2.close();
+});
+
 test("needsApproval survives a death: the request waits again under its id, is answered in the next life, and the tool runs once; a stored cancel is never undone", async () => {
   const store = new k.MemorySessionStore();
   const ran = [];
@@ -245,9 +309,10 @@ test("needsApproval survives a death: the request waits again under its id, is a
 
 // ---- files, SIGKILL ---------------------------------------------------------------------------
 
-function life(dir, killAt, when) {
+function life(dir, killAt, when, approve = false) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, dir, baseUrl(), String(killAt), when], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    const env = { ...process.env, SESSION_APPROVE: approve ? "1" : "" };
+    const child = spawn(process.execPath, [CHILD, dir, baseUrl(), String(killAt), when], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
@@ -259,51 +324,62 @@ function life(dir, killAt, when) {
 
 const sent = (dir) => (existsSync(join(dir, "sent.log")) ? readFileSync(join(dir, "sent.log"), "utf8").trim().split("\n").filter(Boolean) : []);
 
-test("FileSessionStore: a Node process SIGKILLed before, in the middle of (data without its commit record) and after each write of a turn; the next process goes on by itself: the tool ran at most once, the turn ends done, kimi-cli's files read whole", { timeout: 240_000 }, async () => {
-  // How many writes a whole turn makes in one life.
-  const probe = mkdtempSync(join(tmpdir(), "kosong-session-"));
-  const whole = await life(probe, -1, "none");
-  assert.equal(whole.code, 0, whole.err);
-  assert.deepEqual(whole.events.find((e) => e.outcome)?.outcome, { outcome: "done" }, JSON.stringify(whole.events));
-  const writes = Object.assign({}, ...whole.events).writes;
-  assert.ok(writes >= 3, `a turn with a tool call is stored in several writes: ${writes}`);
-  let n = 0;
-  for (let at = 1; at <= writes; at++) {
-    for (const when of ["before", "torn", "after"]) {
-      const dir = mkdtempSync(join(tmpdir(), "kosong-session-"));
-      const first = await life(dir, at, when);
-      if (first.signal !== "SIGKILL") {
-        // This life stored its turn in fewer writes (how many a turn takes depends on how its
-        // messages fall between writes): it never reached write `at`, and ran whole.
-        assert.equal(first.code, 0, `${at} ${when}: ${first.err}`);
-        assert.deepEqual(Object.assign({}, ...first.events).ends, [{ outcome: "done" }]);
-        continue;
+for (const approve of [false, true]) {
+  const asked = approve ? ", its send_email approved first (needsApproval)" : "";
+  test(`FileSessionStore: a Node process SIGKILLed before, in the middle of (data without its commit record) and after each write of a turn${asked}; the next process goes on by itself: the tool ran at most once, the turn ends done, kimi-cli's files read whole`, { timeout: 240_000 }, async () => {
+    // How many writes a whole turn makes in one life.
+    const probe = mkdtempSync(join(tmpdir(), "kosong-session-"));
+    const whole = await life(probe, -1, "none", approve);
+    assert.equal(whole.code, 0, whole.err);
+    assert.deepEqual(whole.events.find((e) => e.outcome)?.outcome, { outcome: "done" }, JSON.stringify(whole.events));
+    const writes = Object.assign({}, ...whole.events).writes;
+    assert.ok(writes >= 3, `a turn with a tool call is stored in several writes: ${writes}`);
+    let n = 0;
+    for (let at = 1; at <= writes; at++) {
+      for (const when of ["before", "torn", "after"]) {
+        const dir = mkdtempSync(join(tmpdir(), "kosong-session-"));
+        const first = await life(dir, at, when, approve);
+        if (first.signal !== "SIGKILL") {
+          // This life stored its turn in fewer writes (how many a turn takes depends on how its
+          // messages fall between writes): it never reached write `at`, and ran whole.
+          assert.equal(first.code, 0, `${at} ${when}: ${first.err}`);
+          assert.deepEqual(Object.assign({}, ...first.events).ends, [{ outcome: "done" }]);
+          continue;
+        }
+        n++;
+        const second = await life(dir, -1, "none", approve);
+        assert.equal(second.code, 0, `${at} ${when}: ${second.err}`);
+        const o = Object.assign({}, ...second.events);
+        // Killed before its first write committed, the turn never was: the second life starts it.
+        // Killed after its end was stored, there is nothing to resume: the stored end says done.
+        assert.deepEqual(o.ends, [{ outcome: "done" }], `${at} ${when}: one turn, ended done: ${JSON.stringify(second.events)}`);
+        if (o.recovered) assert.deepEqual(o.recovered, { outcome: "done" });
+        assert.ok(sent(dir).length <= 1, `${at} ${when}: send_email ran ${sent(dir).length} times`);
+        const history = k.Context.fromJSONL(readFileSync(join(dir, "context.jsonl"), "utf8")).history;
+        assertValidHistory(history);
+        assert.equal(history.at(-1).role, "assistant");
+        // wire.jsonl as kimi-cli reads it: records with the event ids kimi-cli reads past.
+        const wire = readFileSync(join(dir, "wire.jsonl"), "utf8").trim().split("\n");
+        assert.equal(wire[0], '{"type":"metadata","protocol_version":"1.10"}');
+        const ids = wire.slice(1).map((l) => JSON.parse(l).id);
+        assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]), `${at} ${when}: ids increase: ${ids}`);
+        const msgs = k.readWireRecord(readFileSync(join(dir, "wire.jsonl"), "utf8"));
+        assert.equal(msgs.filter((m) => m.type === "TurnBegin").length, 1, `${at} ${when}: one turn`);
+        assert.equal(msgs.filter((m) => m.type === "ToolResult").length, 1, `${at} ${when}: one result`);
+        if (approve) {
+          // Asked once, before the handler; it ran only once approved (what the log holds is the
+          // approved call, or nothing when a death left it interrupted before it started).
+          const requests = msgs.filter((m) => m.type === "ApprovalRequest").map((m) => m.payload.id);
+          assert.equal(new Set(requests).size, 1, `${at} ${when}: one request: ${requests}`);
+          const answers = msgs.filter((m) => m.type === "ApprovalResponse");
+          if (sent(dir).length) assert.ok(answers.some((a) => a.payload.response === "approve"), `${at} ${when}: sent only once approved`);
+        }
       }
-      n++;
-      const second = await life(dir, -1, "none");
-      assert.equal(second.code, 0, `${at} ${when}: ${second.err}`);
-      const o = Object.assign({}, ...second.events);
-      // Killed before its first write committed, the turn never was: the second life starts it.
-      // Killed after its end was stored, there is nothing to resume: the stored end says done.
-      assert.deepEqual(o.ends, [{ outcome: "done" }], `${at} ${when}: one turn, ended done: ${JSON.stringify(second.events)}`);
-      if (o.recovered) assert.deepEqual(o.recovered, { outcome: "done" });
-      assert.ok(sent(dir).length <= 1, `${at} ${when}: send_email ran ${sent(dir).length} times`);
-      const history = k.Context.fromJSONL(readFileSync(join(dir, "context.jsonl"), "utf8")).history;
-      assertValidHistory(history);
-      assert.equal(history.at(-1).role, "assistant");
-      // wire.jsonl as kimi-cli reads it: records with the event ids kimi-cli reads past.
-      const wire = readFileSync(join(dir, "wire.jsonl"), "utf8").trim().split("\n");
-      assert.equal(wire[0], '{"type":"metadata","protocol_version":"1.10"}');
-      const ids = wire.slice(1).map((l) => JSON.parse(l).id);
-      assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]), `${at} ${when}: ids increase: ${ids}`);
-      const msgs = k.readWireRecord(readFileSync(join(dir, "wire.jsonl"), "utf8"));
-      assert.equal(msgs.filter((m) => m.type === "TurnBegin").length, 1, `${at} ${when}: one turn`);
-      assert.equal(msgs.filter((m) => m.type === "ToolResult").length, 1, `${at} ${when}: one result`);
     }
-  }
-  // Nearly every point was a death (the last write or two may not come in a shorter life).
-  assert.ok(n >= 3 * (writes - 2), `${n} deaths of ${3 * writes} points`);
-});
+    // Nearly every point was a death (the last write or two may not come in a shorter life).
+    assert.ok(n >= 3 * (writes - 2), `${n} deaths of ${3 * writes} points`);
+  });
+}
 
 test("FileSessionStore: one owner — a second process is refused while the first lives, and takes over the lock once it is dead", { timeout: 30_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kosong-session-"));

@@ -1174,6 +1174,8 @@ impl State {
                 if turn.cancel {
                     r.stop = Some(RecoveryStop::Cancelled);
                 }
+                // Its approvals for the session are the commit record's.
+                r.knows_session_approvals = true;
                 self.resume = Some(r);
             }
             Err(crate::engine::soul::recovery::RecoveryError::Finished) => {

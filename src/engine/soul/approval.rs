@@ -102,6 +102,13 @@ impl Approvals {
 
     /// Asks the user about `action` for the tool call `call_id`; true when approved.
     /// `before_start`: asked before the tool's handler starts (`needsApproval`).
+    /// Whether a request for `action` would be answered without asking (`yolo`, or approved for
+    /// the session): then no request is recorded before its tool starts.
+    pub fn asks_nobody(&self, action: &str) -> bool {
+        let st = self.state.borrow();
+        st.yolo || st.approved_for_session.contains(action)
+    }
+
     pub fn request(
         self: &Rc<Self>,
         call_id: &str,

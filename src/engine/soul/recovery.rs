@@ -91,6 +91,10 @@ pub struct RecordedTurn {
     /// How the turn is to end instead of going on (set by whoever resumes it: a session that
     /// stored a cancel, or whose store refused a write): nothing runs again.
     pub stop: Option<RecoveryStop>,
+    /// Whoever resumes it knows every action approved for the session before the death (a
+    /// session keeps them with its commit record): a call of a tool that asks before it starts
+    /// with no question recorded can then be known not to have started.
+    pub knows_session_approvals: bool,
 }
 
 /// A recovered turn that is closed from its recording instead of going on.
@@ -176,6 +180,7 @@ impl RecordedTurn {
             resumes: 0,
             resumes_in_a_row: 0,
             stop: None,
+            knows_session_approvals: false,
         };
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         for (kind, payload, part) in &read[begin + 1..] {

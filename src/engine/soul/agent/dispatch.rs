@@ -43,6 +43,19 @@ pub fn unstored_result(call_id: &str) -> ToolResult {
     }
 }
 
+/// The result a call of a tool that asks before it starts gets when its turn is closed before it
+/// was approved (a cancel, a turn given up after deaths): the tool never started.
+pub fn unapproved_result(call_id: &str) -> ToolResult {
+    ToolResult {
+        tool_call_id: call_id.to_owned(),
+        return_value: ToolReturnValue::error(
+            "The tool did not run: the turn stopped before the call was approved.",
+            "Not run",
+            ToolOutput::Text(String::new()),
+        ),
+    }
+}
+
 /// What an approval asked before a call starts describes: the tool and its arguments (cut at
 /// 500 characters).
 fn approval_description(call: &ToolCall) -> String {

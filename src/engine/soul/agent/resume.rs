@@ -9,7 +9,7 @@ use std::rc::Rc;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 
-use super::dispatch::{interrupted_result, TurnDispatch, TurnState};
+use super::dispatch::{interrupted_result, unapproved_result, TurnDispatch, TurnState};
 use super::error::TurnError;
 use super::seams::TurnTools;
 use super::turn::{ErrOf, Turn};
@@ -188,9 +188,30 @@ where
                 self.approvals.resume(a);
             }
         }
+        // A call of a tool that asks before it starts (`needsApproval`), with no question of it
+        // recorded, has not started: its tool would have asked first, and that question is
+        // recorded (and stored: write before tell) before anyone can answer it — unless nobody
+        // is asked (approved for the session, yolo), when the tool starts once its call is
+        // stored. Only a session knows every approval for the session given before the death.
+        let mut asks_first = Vec::with_capacity(calls.len());
+        for c in &calls {
+            let unasked = recorded.knows_session_approvals
+                && !recorded.results.contains_key(&c.id)
+                && !recorded.approvals.iter().any(|a| a.tool_call_id == c.id)
+                && !self.approvals.asks_nobody(&c.function.name);
+            let need = match Arguments::check(c.function.arguments.as_deref()) {
+                Ok(args) if unasked => self.tools.needs_approval(c, &args),
+                _ => None,
+            };
+            asks_first.push(match need {
+                Some(need) => need.await.unwrap_or(false),
+                None => false,
+            });
+        }
         let plan: Vec<Close> = calls
             .iter()
-            .map(|c| {
+            .zip(asks_first)
+            .map(|(c, asks_first)| {
                 if let Some(r) = recorded.results.get(&c.id) {
                     return Close::Have(r.clone());
                 }
@@ -210,18 +231,21 @@ where
                 // refusal) again; a handler that asked mid-run has started.
                 let asked: Vec<&RecordedApproval> =
                     recorded.approvals.iter().filter(|a| a.tool_call_id == c.id).collect();
-                let not_started = !asked.is_empty()
-                    && asked.iter().all(|a| {
-                        a.before_start
-                            && !matches!(
-                                a.answer,
-                                Some((ApprovalResponse::Approve | ApprovalResponse::ApproveForSession, _))
-                            )
-                    });
+                let not_started = asks_first
+                    || !asked.is_empty()
+                        && asked.iter().all(|a| {
+                            a.before_start
+                                && !matches!(
+                                    a.answer,
+                                    Some((ApprovalResponse::Approve | ApprovalResponse::ApproveForSession, _))
+                                )
+                        });
                 if !recorded.stream_ended && !self.tools.is_eager(&c.function.name) {
                     Close::Answer(cut_off_result(c, true))
                 } else if !no_reruns && (not_started || self.tools.is_idempotent(&c.function.name)) {
                     Close::Rerun
+                } else if not_started {
+                    Close::Answer(unapproved_result(&c.id))
                 } else {
                     Close::Answer(interrupted_result(&c.id))
                 }
