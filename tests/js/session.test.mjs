@@ -242,6 +242,35 @@ test("a turn that compacted and then died goes on by itself: the compacted conte
   await s2.close();
 });
 
+test("a turn that compacted, then ran past maxSessionBytes or met a refused write: taken back to the compacted history (every call answered), the session takes the next turn (48 C)", async () => {
+  for (const fault of ["limit", "refusal"]) {
+    const store = new FlakyStore();
+    const big = "x".repeat(40_000);
+    const toolset = new k.SimpleToolset([
+      { name: "lookup", description: "", parameters: {}, handler: () => "found" },
+      { name: "fetch_big", description: "", parameters: {}, handler: () => (fault === "refusal" && (store.refuse = 1), big) },
+    ]);
+    const provider = new k.ScriptedProvider(["text: Hello back.", `usage: {"input_other": 95000, "output": 2}\n${call("l1", "lookup", {})}`, "text: SUMMARY of the lookup", call("b1", "fetch_big", {}), "text: next turn's answer (or a summary)", "text: next turn's answer"]);
+    const s = await k.Session.open(store, { provider, systemPrompt: "sys", toolset, maxContextTokens: 100_000 }, { maxSessionBytes: fault === "limit" ? 20_000 : 1 << 20, logger: null });
+    assert.deepEqual(await s.send("hello"), { outcome: "done" });
+    const end = await s.send("look it up, then fetch the big one");
+    assert.equal(end.outcome, "failed", `${fault}: ${JSON.stringify(end)}`);
+    assert.equal(end.error.name, fault === "limit" ? "SessionLimitError" : "SessionStorageError", fault);
+    store.refuse = 0;
+    const h = s.history;
+    assertValidHistory(h);
+    assert.match(JSON.stringify(h), /SUMMARY of the lookup/, `${fault}: the compacted history stays`);
+    assert.ok(!JSON.stringify(h).includes(big), `${fault}: the line past the limit is not in it`);
+    assert.deepEqual(await s.send("and now?"), { outcome: "done" }, `${fault}: the next turn runs`);
+    assertValidHistory(s.history);
+    await s.close();
+    // Read back as the next life reads it: the same valid history.
+    const s2 = await k.Session.open(store, { provider: new k.ScriptedProvider([]), systemPrompt: "sys", toolset }, { logger: null });
+    assert.deepEqual(s2.history, s.history, fault);
+    await s2.close();
+  }
+});
+
 test("approve_for_session is the session's: remembered by the next turn and by the next life of the session, never asked again (48 B)", async () => {
   const store = new k.MemorySessionStore();
   const ran = [];

@@ -401,6 +401,8 @@ struct State {
     line_bytes: usize,
     /// The context's bytes once the queued writes commit (the session's size cap is on this).
     work_bytes: usize,
+    /// The context's bytes at the live turn's take-back point (`ctx0`), when known in this life.
+    base_bytes: Option<usize>,
     /// The live turn wrote a line that would pass the session's size cap: its lines were taken
     /// back and it is stopping (its end says why).
     over_cap: bool,
@@ -507,6 +509,7 @@ impl Session {
             lines: context,
             line_bytes,
             work_bytes: line_bytes,
+            base_bytes: None,
             over_cap: false,
             events,
             meta: meta.clone(),
@@ -687,6 +690,7 @@ impl Session {
         st.work.turns += 1;
         let first_id = st.work.last_id + 1;
         let ctx0 = Some(st.work.context_lines);
+        st.base_bytes = Some(st.work_bytes);
         st.work.turn = Some(TurnMeta { n: st.work.turns, first_id, running: true, cancel: false, ctx0 });
         st.fresh_turn = true;
         st.begin_live();
@@ -995,6 +999,13 @@ impl Session {
                     st.work_bytes += l.len() + 1;
                     st.queue(Op::Context(l.to_owned()));
                 }
+                // The history before the turn is gone (compacted): the rewritten history, a
+                // whole conversation, is where a take-back goes back to now.
+                let (lines, bytes) = (st.work.context_lines, st.work_bytes);
+                if let Some(t) = st.work.turn.as_mut().filter(|t| t.ctx0.is_some()) {
+                    t.ctx0 = Some(lines);
+                    st.base_bytes = Some(bytes);
+                }
             }
         }
         true
@@ -1058,7 +1069,9 @@ impl State {
         if keep < self.work.context_lines {
             self.queue(Op::TruncateContext { keep });
             self.work.context_lines = keep;
-            if keep <= self.lines.len() {
+            if let Some(b) = self.base_bytes {
+                self.work_bytes = b;
+            } else if keep <= self.lines.len() {
                 self.work_bytes = self.lines[..keep].iter().map(|l| l.len() + 1).sum();
             }
         }

@@ -347,6 +347,15 @@ impl SharedContext {
             ((), Vec::new(), Some(String::new()))
         })
     }
+
+    /// Changes the context by `f` and tells the store the whole new file in one rewrite (a
+    /// compaction: the store never holds the cleared context without what replaces it).
+    pub fn rebuild(&self, f: impl FnOnce(&mut Context)) {
+        self.change(|c| {
+            f(c);
+            ((), Vec::new(), Some(c.to_jsonl()))
+        })
+    }
 }
 
 #[cfg(test)]

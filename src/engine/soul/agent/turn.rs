@@ -301,12 +301,15 @@ where
                 "" => self.context.read(|c| c.system_prompt().map(str::to_owned)),
                 p => Some(p.to_owned()),
             };
-            self.context.clear();
-            if let Some(p) = prompt {
-                self.context.write_system_prompt(&p);
-            }
-            self.context.checkpoint();
-            self.context.append(compacted);
+            // One rewrite: the cleared context and what replaces it are stored together.
+            self.context.rebuild(|c| {
+                c.clear();
+                if let Some(p) = &prompt {
+                    c.write_system_prompt(p);
+                }
+                c.checkpoint();
+                c.append(compacted);
+            });
         }
         let _ = n;
         self.send(WireMessage::CompactionEnd);
