@@ -1034,6 +1034,7 @@ export class IndexedDBSessionStore implements SessionStore {
  * kimi-cli 1.52 reads; each record carries its event id) — plus `session.jsonl` (turn ends and
  * commit records) and a lock: a second process is refused with `SessionLockedError`; a lock left
  * by a dead process is taken over. Every write is made durable (fsync) before it is reported.
+ * Node only: the browser entry's throws a `TypeError` naming `IndexedDBSessionStore`.
  */
 export class FileSessionStore implements SessionStore {
   constructor(dir: string);

@@ -141,6 +141,9 @@ test("every entry exports exactly the names index.d.ts declares: no internals, n
   const browser = await import("../../pkg/browser.js");
   assert.deepEqual(Object.keys(browser).sort(), declared, "the browser entry");
   assert.ok(!Object.keys(k).some((n) => n.startsWith("_")));
+  // The browser's FileSessionStore: Node's files have no place there, so it refuses, naming the
+  // browser's store (its code is left out of a browser bundle).
+  assert.throws(() => new browser.FileSessionStore("./s"), (e) => e instanceof TypeError && /runs in Node.*IndexedDBSessionStore/.test(e.message));
 });
 
 test("PartialJson: the edits it returns rebuild its value exactly, piece by piece (strings that keep streaming, keys, arrays)", () => {

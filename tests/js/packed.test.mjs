@@ -67,7 +67,12 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // a write's outcome and the next poll in one crossing: +0.7 KB; cloudflare.js 8.9 → 8.1 KB).
   // 283 KiB → 285 KiB: call ids unique per turn (a renamer on each part, the turn's ids) and a
   // tool that waits for the stream's end held until that end is stored (+2.2 KB together).
-  const BUDGET = 285 * 1024;
+  // 285 KiB → 286 KiB: a needsApproval call never asked is known not to have started after a
+  // death (asked again, or "did not run" when its turn is closed), a compaction stored in one
+  // rewrite with the take-back point after it, each call's AbortController made by the JS port
+  // (2 crossings fewer a call) — +1.0 KB; paid for in the browser package by FileSessionStore's
+  // code left out of the browser entry (-1.3 KB of JS).
+  const BUDGET = 286 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
