@@ -478,6 +478,33 @@ fn a_call_and_an_approval_request_recorded_twice_are_one_call_and_one_request() 
 }
 
 #[test]
+fn a_crash_loop_while_an_approval_waits_ends_after_four_times_the_budget_and_the_tool_never_starts() {
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.ask.set(true);
+    let model = Echo::new([call("m1", "send_email", json!({"to": "a@b.c"})), "text: never".to_owned()]);
+    life(&store, &model, &desk, Start::New("mail"), |ms| has(ms, "ApprovalRequest"), no_ui).unwrap();
+    // Every life dies at the same point, while the request waits and nobody answers: a person's
+    // wait is not "no progress" at first, but a crash loop cannot go on for ever.
+    let limit = RecoveryBudget::default().max_resumes * 4;
+    for n in 0..limit {
+        let ended = life(&store, &model, &desk, Start::Resume, |ms| has(ms, "Notification"), no_ui).unwrap();
+        assert!(ended.is_none(), "life {n} was to die");
+    }
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+    match ended {
+        Some(Err(TurnError::NotRecovered(why))) => assert!(why.contains("without progress"), "{why}"),
+        other => panic!("the turn is given up after {limit} resumes: {other:?}"),
+    }
+    assert!(desk.starts("send_email").is_empty(), "never approved, never started");
+    let k = store.kinds();
+    assert_eq!(k.iter().filter(|k| *k == "ApprovalRequest").count(), 1, "asked once in all those lives: {k:?}");
+    assert_eq!(roles(&store.history()), ["user", "assistant", "tool"]);
+    assert!(text_of(&store.history()[2]).contains("did not run"), "{}", text_of(&store.history()[2]));
+    assert_consistent(&store);
+}
+
+#[test]
 fn a_turn_that_makes_no_progress_is_given_up_after_its_budget_with_a_consistent_history() {
     let store = Store::default();
     let desk = Desk::default();

@@ -155,7 +155,8 @@ test("cancel during a tool: RunCancelled, the tool's signal aborted, TurnEnd wit
   assert.equal(types.at(-1), "TurnEnd");
   // No tool call is left without a result: the dispatched call got an "aborted" one.
   assert.deepEqual(agent.context.history.map((m) => m.role), ["user", "assistant", "tool"]);
-  assert.match(JSON.stringify(agent.context.history[2]), /aborted: the user cancelled the run/);
+  // The words never say it did not happen: the model must check before doing it again (48 F).
+  assert.match(JSON.stringify(agent.context.history[2]), /aborted: the user cancelled the run before it finished\. It may have taken effect; check before calling it again/);
   const aborted = merged.find((m) => m.type === "ToolResult");
   assert.deepEqual(aborted.payload.return_value.display, [{ type: "brief", text: "Aborted" }], "the UI is told too");
   assert.deepEqual(types.slice(-2), ["ToolResult", "TurnEnd"]);
