@@ -297,6 +297,42 @@ test("approve_for_session is the session's: remembered by the next turn and by t
   await s2.close();
 });
 
+test("two questions in one call, the first refused, a death while the second waits: the idempotent rerun gets the refusal again (the refused action is never done) and the second question waits under its id, asked once (48 B)", async () => {
+  const store = new k.MemorySessionStore();
+  const done = [];
+  const toolset = new k.SimpleToolset([{
+    name: "release", description: "", parameters: {}, idempotent: true,
+    handler: async (_a, ctx) => {
+      if (await ctx.requestApproval({ action: "tag", description: "tag the release" })) done.push("tag");
+      if (await ctx.requestApproval({ action: "publish", description: "publish it" })) done.push("publish");
+      return `done: ${done.join(",")}`;
+    },
+  }]);
+  const asked = (events) => events.filter((e) => e.message?.type === "ApprovalRequest").map((e) => e.message.payload);
+  const s = await k.Session.open(store, { provider: new k.ScriptedProvider([call("r1", "release", {})]), systemPrompt: "", toolset });
+  s.send("release it");
+  let second;
+  for await (const e of s.events()) {
+    if (e.message?.type !== "ApprovalRequest") continue;
+    if (e.message.payload.action === "tag") await s.respond(e.message.payload.id, "reject");
+    else {
+      second = e.message.payload;
+      break;
+    }
+  }
+  await s.close(); // the runtime dies while "publish" waits
+  assert.deepEqual(done, []);
+  const s2 = await k.Session.open(store, { provider: new k.ScriptedProvider(["text: published, not tagged."]), systemPrompt: "", toolset });
+  await s2.respond(second.id, "approve"); // taken: the second question waits under its id
+  assert.deepEqual(await s2.recovered, { outcome: "done" });
+  assert.deepEqual(done, ["publish"], "the refused tag was never done; publish once");
+  const requests = asked(await collect(s2));
+  assert.deepEqual([...new Set(requests.map((r) => r.id))].length, 2, `two questions, each asked once: ${JSON.stringify(requests)}`);
+  assert.match(JSON.stringify(s2.history.find((m) => m.role === "tool").content), /done: publish/);
+  assertValidHistory(s2.history);
+  await s2.close();
+});
+
 test("needsApproval survives a death: the request waits again under its id, is answered in the next life, and the tool runs once; a stored cancel is never undone", async () => {
   const store = new k.MemorySessionStore();
   const ran = [];
