@@ -374,6 +374,8 @@ export class AgentSession extends DurableObject {
     try {
       await Promise.race([s.send(message), null]); // a refusal is there at once; an accepted turn's end is not
     } catch (e) {
+      // Busy with no turn running: the store refused a write a moment ago and is tried again.
+      if (e instanceof kosong.SessionBusyError && !s.running) return json(503, { error: e.message }, { "retry-after": "1" });
       if (e instanceof kosong.SessionBusyError) return json(409, { error: `a turn is already running in this session; resume it with ${resumeRoute}` });
       if (e instanceof kosong.SessionLimitError) return json(e.option === "maxTurns" ? 429 : 413, { error: e.message, limit: e.limit });
       return json(400, { error: e.message });
@@ -407,7 +409,10 @@ export class AgentSession extends DurableObject {
           if (stops || (e.kind === "end" && e.id > from)) end();
         };
         const settled = s._settled;
-        stop = s._listen({ event, close: end });
+        // A turn refused before anything of it was stored has no stored end: its end is told
+        // without an id (a client that comes back finds nothing of it).
+        const unstored = (data) => !done && (event({ id: null, kind: "end", data }), end());
+        stop = s._listen({ event, close: end, unstored });
         for (const e of s._recorded(after)) event(e);
         if (settled) end();
       },
@@ -420,7 +425,7 @@ export class AgentSession extends DurableObject {
   stream(s, lastId) {
     return this.follow(s, lastId, { "content-type": "text/event-stream", "cache-control": "no-cache" }, (e) => {
       const data = e.kind === "end" ? JSON.stringify(endOf(e.data)) : messageText(e);
-      return `id: ${e.id}\nevent: ${e.kind}\ndata: ${data}\n\n`;
+      return `${e.id === null ? "" : `id: ${e.id}\n`}event: ${e.kind}\ndata: ${data}\n\n`;
     });
   }
 

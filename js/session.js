@@ -195,7 +195,11 @@ export class Session {
   _recorded(after) {
     return JSON.parse(callWasm(() => this.#core.eventsAfter(after)));
   }
-  /** Hears every stored event as stored (`{event(e), close()}`); returns a function that stops. */
+  /**
+   * Hears every stored event as stored (`{event(e), close(), unstored?(endData)}`: `unstored`, a
+   * turn that ended before anything of it was stored, with its end's data); returns a function
+   * that stops.
+   */
   _listen(listener) {
     if (this.#closed) {
       listener.close();
@@ -386,6 +390,14 @@ export class Session {
         if (turn.dropped && !this.#closed && !this.#core.running) {
           const end = { outcome: "failed", error: { name: "SessionStorageError", message: "the session's store refused a write before the turn was stored" } };
           for (const w of this.#ends.splice(0)) w.resolve(end);
+          // A follower of the turn (a Worker's stream) hears it too: no stored end will come.
+          for (const l of this.#listeners) {
+            try {
+              l.unstored?.(JSON.stringify(end));
+            } catch {
+              this.#listeners.delete(l);
+            }
+          }
         }
         this.#schedule();
       });

@@ -308,6 +308,46 @@ test("AgentSession: a storage write that fails mid-turn (the tool's result) ends
   }
 });
 
+test("AgentSession: a refused write of a tool call's event (48 A, E): the tool never starts, the client's stream ends (storage: …; it hung when nothing of the turn was stored), no call is left unanswered, and after a 503 with Retry-After the next turn runs", async () => {
+  const worker = rawWorker();
+  const at = rawAt(worker, "fails-call");
+  const state = async () => (await at("/test/state")).json();
+  try {
+    assert.equal((await at("/session", {})).status, 201);
+    await at("/test/script", ['tool_call: {"id": "c1", "name": "slow", "arguments": "{}"}', "text: after"]);
+    await at("/test/failCall");
+    const events = await readEvents(await at("/chat", { message: "run it" }));
+    const end = events.at(-1);
+    assert.equal(end.event, "end");
+    assert.equal(end.data.outcome, "failed", JSON.stringify(end));
+    assert.match(end.data.error, /^storage: /);
+    await sleep(50);
+    assert.equal((await state()).ran, 0, "the tool never started: its call was never stored");
+    const h = (await (await at("/history")).json()).history;
+    for (const m of h) for (const c of m.tool_calls ?? []) {
+      const answers = h.filter((t) => t.tool_call_id === c.id);
+      assert.equal(answers.length, 1, `${c.id}: one result in the history`);
+      assert.match(JSON.stringify(answers[0].content), /did not run/, "a call that was stored says the tool did not run");
+    }
+    await at("/test/script", ["text: fine"]);
+    // Right after a refusal the session tries its store again before it takes a turn: 503 with
+    // Retry-After (not a 409: no turn runs), then the turn.
+    let again = await at("/chat", { message: "again" });
+    for (let i = 0; i < 40 && again.status === 503; i++) {
+      assert.equal(again.headers.get("retry-after"), "1");
+      assert.match((await again.json()).error, /refused a write/);
+      await sleep(100);
+      again = await at("/chat", { message: "again" });
+    }
+    assert.equal(again.status, 200, await again.clone().text());
+    const next = await readEvents(again);
+    assert.equal(next.at(-1)?.data.outcome, "done", JSON.stringify(next));
+    assert.equal((await state()).ran, 0);
+  } finally {
+    await worker.dispose();
+  }
+});
+
 test("AgentSession: the alarm is set while a tool runs (a death would be noticed) and cleared while only a person is awaited and after the turn (no wake-ups while someone decides)", async () => {
   const worker = rawWorker({ RECOVERY_ALARM_MS: "400" });
   const at = rawAt(worker, "alarm");

@@ -10,6 +10,8 @@ export class RawSession extends AgentSession {
   ran = 0;
   release = null;
   failWrites = 0;
+  /** Refuse the first write that holds a tool call's event (then take writes again). */
+  failCall = false;
 
   agentOptions() {
     const tool = {
@@ -31,6 +33,10 @@ export class RawSession extends AgentSession {
     const store = super.sessionStore();
     const write = store.write.bind(store);
     store.write = async (ops) => {
+      if (this.failCall && ops.some((o) => o.op === "event" && o.data.includes('"type":"ToolCall"'))) {
+        this.failCall = false;
+        throw new Error("the test failed the write of a tool call");
+      }
       if (this.failWrites > 0) {
         this.failWrites--;
         throw new Error("the test failed this write");
@@ -44,6 +50,7 @@ export class RawSession extends AgentSession {
     const path = new URL(request.url).pathname;
     if (path === "/test/script") this.script = await request.json();
     else if (path === "/test/fail") this.failWrites = (await request.json()).n;
+    else if (path === "/test/failCall") this.failCall = true;
     else if (path === "/test/release") this.release?.();
     else if (path === "/test/legacy") {
       // A session as the version before `Session` stored it (its tables, its meta keys).
