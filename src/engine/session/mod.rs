@@ -1266,6 +1266,47 @@ mod tests {
     }
 
     #[test]
+    fn a_store_that_lost_committed_context_lines_is_refused_whole_never_resumed_on_a_shorter_history() {
+        // The commit record says 3 context lines and a running turn; the store gives back 2 (a
+        // context one step behind its recording): the recording is not matched to it.
+        let turn = TurnMeta { n: 1, first_id: 1, running: true, cancel: false, ctx0: Some(0) };
+        let meta = Meta { v: 1, last_id: 2, context_lines: 3, turns: 1, turn: Some(turn), ..Meta::default() };
+        let wire = |t: &str| {
+            format!(
+                "{{\"timestamp\":1,\"message\":{{\"type\":\"{t}\",\"payload\":{{\"n\":1,\"user_input\":\"go\"}}}}}}"
+            )
+        };
+        let stored = Stored {
+            context: vec![
+                "{\"role\":\"user\",\"content\":\"go\"}".into(),
+                "{\"role\":\"_checkpoint\",\"id\":0}".into(),
+            ],
+            events: vec![
+                Event { id: 1, kind: EventKind::Wire, data: wire("TurnBegin") },
+                Event { id: 2, kind: EventKind::Wire, data: wire("StepBegin") },
+            ],
+            meta: Some(meta.to_json()),
+        };
+        let s = Session::open(stored, SessionLimits::default(), 0.0);
+        assert!(!s.has_resume(), "nothing is resumed");
+        let w = s.poll_write().expect("the turn's end is written");
+        let end = w.ops.iter().find_map(|o| match o {
+            Op::Event(e) if e.kind == EventKind::End => TurnOutcome::from_json(&e.data),
+            _ => None,
+        });
+        let end = end.expect("an end event");
+        assert_eq!(end.outcome, Outcome::NotRecovered);
+        assert!(end.error.as_ref().is_some_and(|e| e.message.contains("fewer context lines")), "{end:?}");
+        assert!(
+            !w.ops.iter().any(|o| matches!(o, Op::Context(_) | Op::TruncateContext { .. })),
+            "the history is left as it is"
+        );
+        s.write_done(w.seq, true, 0.0);
+        assert!(!s.running());
+        assert_eq!(s.context().history().len(), 1);
+    }
+
+    #[test]
     fn a_torn_write_is_taken_back_at_open_and_refusals_are_checked_before_anything_counts() {
         let meta = Meta { v: 1, last_id: 1, context_lines: 1, turns: 1, ..Meta::default() };
         let stored = Stored {
