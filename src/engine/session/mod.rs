@@ -1189,6 +1189,10 @@ impl State {
                 }
                 // Its approvals for the session are the commit record's.
                 r.knows_session_approvals = true;
+                #[cfg(feature = "planted-bugs")]
+                if self.bug == Some(planted::Bug::AskFirstForgotten) {
+                    r.knows_session_approvals = false;
+                }
                 self.resume = Some(r);
             }
             Err(crate::engine::soul::recovery::RecoveryError::Finished) => {

@@ -20,14 +20,18 @@ pub enum Bug {
     /// A tool that waits for the stream's end (`eager: false`) starts without waiting for that
     /// end to be stored (the turn's `TurnDispatch::stream_end` hold skipped).
     NonEagerBeforeStreamEnd,
+    /// A recovered turn is not told that the session knows its approvals for the session, so a
+    /// `needsApproval` call never asked is judged "interrupted" though it cannot have started.
+    AskFirstForgotten,
 }
 
-pub const ALL: [Bug; 5] = [
+pub const ALL: [Bug; 6] = [
     Bug::ToolBeforeStored,
     Bug::CancelAckedBeforeStored,
     Bug::IdFromEventCount,
     Bug::ResultTwiceAfterEnd,
     Bug::NonEagerBeforeStreamEnd,
+    Bug::AskFirstForgotten,
 ];
 
 thread_local! {

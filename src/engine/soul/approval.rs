@@ -123,11 +123,7 @@ impl Approvals {
         // An answer the user gave to this very request (recorded before the runtime died) is
         // the answer, whatever was approved for the session since.
         let answered = resumed.as_ref().is_some_and(|(id, _)| !self.wire.is_waiting(id));
-        let approved = {
-            let st = self.state.borrow();
-            st.yolo || st.approved_for_session.contains(action)
-        };
-        if approved && !answered {
+        if self.asks_nobody(action) && !answered {
             // A recovered request still waiting is answered by the session's approval (and the
             // recording says so), not left to be refused when the run ends.
             if let Some((request_id, _)) = &resumed {
