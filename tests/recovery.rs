@@ -109,12 +109,22 @@ impl TurnTools for Desk {
 
 struct FakeEnv(LocalSpawner);
 
+thread_local! {
+    /// The harness's random numbers: a fixed sequence (every run the same), different at each
+    /// draw, as two runtimes' ids would be.
+    static DRAWS: Cell<u64> = const { Cell::new(0x9e37_79b9_7f4a_7c15) };
+}
+
 impl Env for FakeEnv {
     fn sleep(&self, _ms: f64) -> LocalBoxFuture<'static, ()> {
         futures::future::ready(()).boxed_local()
     }
     fn random(&self) -> f64 {
-        0.0
+        DRAWS.with(|d| {
+            let x = d.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            d.set(x);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        })
     }
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         self.0.spawn_local(task).unwrap();
@@ -237,7 +247,7 @@ where
         Start::New(input) => turn.run(UserInput::Text(input.into()), futures::future::pending()).boxed_local(),
         Start::Resume => {
             let recorded = RecordedTurn::read(&store.recording())?;
-            context.read(|c| recorded.check_context(c.history()))?;
+            context.read(|c| recorded.check_context(c))?;
             turn.resume(recorded, RecoveryBudget::default(), futures::future::pending()).boxed_local()
         }
     };
@@ -596,6 +606,106 @@ fn a_recording_that_is_not_this_contexts_is_refused_and_nothing_is_applied() {
     let done = Store::default();
     life(&done, &Echo::new(["text: hi"]), &desk, Start::New("x"), never_kill, no_ui).unwrap();
     assert!(matches!(life(&done, &model, &desk, Start::Resume, never_kill, no_ui), Err(RecoveryError::Finished)));
+}
+
+/// 48 D2: two sessions whose turns began with the same message, each killed while its tool
+/// runs. One's recording with the other's context is refused whole (it used to be taken: the
+/// text matched), nothing written; each with its own goes on.
+#[test]
+fn another_sessions_recording_that_began_with_the_same_message_is_refused_whole() {
+    let (a, b) = (Store::default(), Store::default());
+    let desks = [Desk::default(), Desk::default()];
+    for (s, desk) in [&a, &b].into_iter().zip(&desks) {
+        desk.hold.set(true);
+        let model = Echo::new([call("c1", "send_email", json!({})), "text: sent".to_owned()]);
+        life(s, &model, desk, Start::New("mail a@b.c"), |_| !desk.starts("send_email").is_empty(), no_ui).unwrap();
+        desk.hold.set(false);
+    }
+    let mixed = Store { wire: Rc::new(RefCell::new(b.wire.borrow().clone())), ..Store::default() };
+    *mixed.context.borrow_mut() = a.context.borrow().clone();
+    let before = (mixed.wire.borrow().clone(), mixed.context.borrow().clone());
+    let model = Echo::new(["text: sent".to_owned()]);
+    let e = life(&mixed, &model, &desks[0], Start::Resume, never_kill, no_ui).unwrap_err();
+    assert!(matches!(&e, RecoveryError::NotThisContext(why) if why.contains("last turn is")), "{e}");
+    assert_eq!((mixed.wire.borrow().clone(), mixed.context.borrow().clone()), before, "nothing was written");
+    for (s, desk) in [&a, &b].into_iter().zip(&desks) {
+        let ended = life(s, &Echo::new(["text: sent".to_owned()]), desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+        assert_consistent(s);
+        assert_eq!(desk.starts("send_email"), ["c1"], "each session's tool ran once, in its first life");
+    }
+}
+
+/// 48 C4 for a recording and a context kept by hand: a context that lost its last writes (the
+/// first step's round and the second step's checkpoint) is one step behind its recording. It is
+/// refused whole: the step whose tool ran would otherwise vanish from the history.
+#[test]
+fn a_context_a_step_behind_its_recording_is_refused_whole() {
+    let store = Store::default();
+    let desk = Desk::default();
+    let provider = support::http::provider("openai", json!({}));
+    let http = FakeHttp::new(vec![
+        ok(one_call("openai", "k1", "send_email", "{}"), End::Done),
+        ok(vec![], End::Stall),
+        ok(answer("openai", "done"), End::Done),
+    ]);
+    let model = support::http::model(&provider, &http);
+    life(
+        &store,
+        &model,
+        &desk,
+        Start::New("mail"),
+        |ms| ms.iter().filter(|m| m.kind() == "StepBegin").count() == 2,
+        no_ui,
+    )
+    .unwrap();
+    assert_eq!(roles(&store.history()), ["user", "assistant", "tool"]);
+    // The context's sink lost the round and the next checkpoint (an async writer that died).
+    let kept = store.context.borrow().iter().position(|l| l.contains(r#""role":"user""#)).unwrap() + 1;
+    store.context.borrow_mut().truncate(kept);
+    assert_eq!(roles(&store.history()), ["user"]);
+    let before = store.context.borrow().clone();
+    let e = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap_err();
+    assert!(matches!(&e, RecoveryError::NotThisContext(why) if why.contains("up to step 0")), "{e}");
+    assert_eq!(*store.context.borrow(), before, "nothing was written");
+    assert_eq!(desk.starts("send_email"), ["k1"]);
+    assert_eq!(http.bodies().len(), 2, "the model was not asked again");
+}
+
+/// The same death, when only the second step's checkpoint was lost: the first step's round is in
+/// the context whole, so the checkpoint is written again and the turn goes on exactly — the round
+/// once in the history, the tool once (it used to be read as the second step's round and
+/// written twice).
+#[test]
+fn a_context_that_lost_only_a_steps_checkpoint_goes_on_exactly() {
+    for kind in KINDS {
+        let store = Store::default();
+        let desk = Desk::default();
+        let provider = support::http::provider(kind, json!({}));
+        let http = FakeHttp::new(vec![
+            ok(one_call(kind, "k1", "lookup", "{}"), End::Done),
+            ok(vec![], End::Stall),
+            ok(answer(kind, "done"), End::Done),
+        ]);
+        let model = support::http::model(&provider, &http);
+        life(
+            &store,
+            &model,
+            &desk,
+            Start::New("look"),
+            |ms| ms.iter().filter(|m| m.kind() == "StepBegin").count() == 2,
+            no_ui,
+        )
+        .unwrap();
+        let last = store.context.borrow_mut().pop().unwrap();
+        assert!(last.contains("_checkpoint") && last.contains(r#""step":2"#), "{kind}: {last}");
+        let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{kind}: {ended:?}");
+        assert_eq!(roles(&store.history()), ["user", "assistant", "tool", "assistant"], "{kind}");
+        assert_eq!(desk.starts("lookup"), ["k1"], "{kind}");
+        assert_eq!(http.bodies()[1], http.bodies()[2], "{kind}: asked again what it was asked");
+        assert_consistent(&store);
+    }
 }
 
 /// From each wire format's bytes: text, a complete `send_email` (held: the runtime dies while it

@@ -48,7 +48,12 @@ fn a_two_step_turn_publishes_the_exact_sequence_and_grows_the_context() {
             "TurnEnd"
         ]
     );
-    assert_eq!(o.payloads("TurnBegin")[0], json!({"user_input": "1+2?"}));
+    let begin = &o.payloads("TurnBegin")[0];
+    assert_eq!(begin["user_input"], "1+2?");
+    // The turn's id: on its TurnBegin and on the checkpoints it wrote (none before it).
+    let id = begin["turn_id"].as_str().expect("a turn id");
+    assert!(begin.get("after_turn_id").is_none(), "{begin}");
+    assert_eq!(h.context.read(|c| c.turn_mark().map(|m| (m.turn.clone(), m.step))), Some((id.to_owned(), 2)));
     assert_eq!(o.payloads("ToolResult")[0]["return_value"]["output"], "3");
     let status = &o.payloads("StatusUpdate")[0];
     assert_eq!(

@@ -276,7 +276,7 @@ impl AgentCore {
         let messages: Vec<WireMessage> = serde_json::from_str(recorded)
             .map_err(|e| type_error(&format!("the recording is not a list of wire messages: {e}")))?;
         let turn = RecordedTurn::read(&messages).map_err(|e| not_recovered(e.to_string()))?;
-        context.ctx.read(|c| turn.check_context(c.history())).map_err(|e| not_recovered(e.to_string()))?;
+        context.ctx.read(|c| turn.check_context(c)).map_err(|e| not_recovered(e.to_string()))?;
         let mut budget = RecoveryBudget::default();
         if let Some(n) = get(&hooks, "maxResumes").and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0) {
             budget.max_resumes = n as u32;

@@ -3,7 +3,9 @@
 //!
 //! Lines are JSON objects: `{"role":"_system_prompt","content":…}`, one message a line
 //! (kosong's shape, `null` fields left out), `{"role":"_checkpoint","id":N}` and
-//! `{"role":"_usage","token_count":N}`. The context is sans-IO: every change returns the
+//! `{"role":"_usage","token_count":N}`. A checkpoint an agent's turn writes also names the turn
+//! and its step (`"turn":"…","step":n`, fields kimi-cli reads past): the id a recording of that
+//! turn carries, by which the two are known to belong together ([`TurnMark`]). The context is sans-IO: every change returns the
 //! lines to append to the store, and `revert_to` says the store must be rewritten whole.
 //!
 //! Token count: the count the provider reported last, plus an estimate (characters / 4) of
@@ -17,8 +19,16 @@ use crate::engine::message::{ContentPart, Message};
 enum Record {
     SystemPrompt(String),
     Message(Message),
-    Checkpoint(u64),
+    Checkpoint(u64, Option<TurnMark>),
     Usage(u64),
+}
+
+/// The turn (its id, as its `TurnBegin` recorded it) and the step a checkpoint was written in
+/// (0: at the turn's start, before its user message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnMark {
+    pub turn: String,
+    pub step: u32,
 }
 
 impl Record {
@@ -29,7 +39,12 @@ impl Record {
                 format!("{{\"role\":\"_system_prompt\",\"content\":{}}}", Value::from(p.as_str()))
             }
             Record::Message(m) => serde_json::to_string(m).unwrap_or_else(|_| "{}".into()),
-            Record::Checkpoint(id) => format!("{{\"role\":\"_checkpoint\",\"id\":{id}}}"),
+            Record::Checkpoint(id, None) => format!("{{\"role\":\"_checkpoint\",\"id\":{id}}}"),
+            Record::Checkpoint(id, Some(m)) => format!(
+                "{{\"role\":\"_checkpoint\",\"id\":{id},\"turn\":{},\"step\":{}}}",
+                Value::from(m.turn.as_str()),
+                m.step
+            ),
             Record::Usage(n) => format!("{{\"role\":\"_usage\",\"token_count\":{n}}}"),
         }
     }
@@ -55,7 +70,12 @@ impl Record {
                 v.get("content").and_then(Value::as_str).ok_or("a system prompt without content")?.to_owned(),
             )),
             "_checkpoint" => {
-                Ok(Record::Checkpoint(v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?))
+                let id = v.get("id").and_then(Value::as_u64).ok_or("a checkpoint without an id")?;
+                let mark = v.get("turn").and_then(Value::as_str).map(|t| TurnMark {
+                    turn: t.to_owned(),
+                    step: v.get("step").and_then(Value::as_u64).map_or(0, |n| n.min(u32::MAX as u64) as u32),
+                });
+                Ok(Record::Checkpoint(id, mark))
             }
             // An integer, as kimi-cli takes it (a float such as 5.0 is not one); below 0 reads as 0.
             "_usage" => Ok(Record::Usage(
@@ -92,6 +112,8 @@ pub struct Context {
     pending_chars: u64,
     next_checkpoint: u64,
     system_prompt: Option<String>,
+    /// The mark of the last checkpoint that carried one.
+    mark: Option<TurnMark>,
 }
 
 impl Context {
@@ -119,7 +141,7 @@ impl Context {
     /// The messages written since the last checkpoint (all of them when there is none): in a
     /// turn, what the running step has written of its round.
     pub fn since_last_checkpoint(&self) -> Vec<&Message> {
-        let start = self.records.iter().rposition(|r| matches!(r, Record::Checkpoint(_))).map_or(0, |i| i + 1);
+        let start = self.records.iter().rposition(|r| matches!(r, Record::Checkpoint(..))).map_or(0, |i| i + 1);
         self.records[start..]
             .iter()
             .filter_map(|r| match r {
@@ -143,7 +165,12 @@ impl Context {
                 self.pending_chars = self.pending_chars.saturating_add(text_chars(m));
                 self.history.push(m.clone());
             }
-            Record::Checkpoint(id) => self.next_checkpoint = id.saturating_add(1),
+            Record::Checkpoint(id, mark) => {
+                self.next_checkpoint = id.saturating_add(1);
+                if mark.is_some() {
+                    self.mark = mark.clone();
+                }
+            }
             Record::Usage(n) => {
                 self.usage_tokens = *n;
                 self.pending_chars = 0;
@@ -157,8 +184,19 @@ impl Context {
 
     /// Starts a new checkpoint; returns its id and the line to store.
     pub fn checkpoint(&mut self) -> (u64, String) {
+        self.checkpoint_marked(None)
+    }
+
+    /// A checkpoint of a turn's (`mark`: which turn, which step), or a plain one.
+    pub fn checkpoint_marked(&mut self, mark: Option<TurnMark>) -> (u64, String) {
         let id = self.next_checkpoint;
-        (id, self.push(Record::Checkpoint(id)))
+        (id, self.push(Record::Checkpoint(id, mark)))
+    }
+
+    /// The mark of the last checkpoint a turn wrote: which turn the context was last in, and
+    /// which of its steps had begun.
+    pub fn turn_mark(&self) -> Option<&TurnMark> {
+        self.mark.as_ref()
     }
 
     pub fn append(&mut self, messages: Vec<Message>) -> Vec<String> {
@@ -178,7 +216,7 @@ impl Context {
         let cut = self
             .records
             .iter()
-            .position(|r| *r == Record::Checkpoint(id))
+            .position(|r| matches!(r, Record::Checkpoint(i, _) if *i == id))
             .ok_or_else(|| format!("Checkpoint {id} does not exist"))?;
         let kept: Vec<Record> = self.records.drain(..cut).collect();
         *self = Context::default();
@@ -320,8 +358,12 @@ impl SharedContext {
     }
 
     pub fn checkpoint(&self) -> u64 {
+        self.checkpoint_marked(None)
+    }
+
+    pub fn checkpoint_marked(&self, mark: Option<TurnMark>) -> u64 {
         self.change(|c| {
-            let (id, line) = c.checkpoint();
+            let (id, line) = c.checkpoint_marked(mark);
             (id, vec![line], None)
         })
     }

@@ -28,6 +28,7 @@ use serde_json::{json, Value};
 use crate::engine::generate::{Limits, MessageAssembler};
 use crate::engine::message::{Message, Role, StreamedMessagePart, TokenUsage};
 use crate::engine::soul::agent::UserInput;
+use crate::engine::soul::context::Context;
 use crate::engine::soul::wire::{ApprovalResponse, WireMessage};
 use crate::engine::toolset::ToolResult;
 
@@ -67,6 +68,11 @@ pub struct RecordedApproval {
 #[derive(Debug)]
 pub struct RecordedTurn {
     pub user_input: UserInput,
+    /// The turn's id (its `TurnBegin`'s), which its context's checkpoints carry; none in a
+    /// recording written before turns had ids (or by kimi-cli): it is then matched by its text.
+    pub turn_id: Option<String>,
+    /// The turn the context was last in when this one began.
+    pub after_turn_id: Option<String>,
     /// The last step that began (0: none did).
     pub step: u32,
     /// The round of that step's last attempt, as far as the wire showed it.
@@ -159,6 +165,7 @@ impl RecordedTurn {
             .collect();
         let begin = read.iter().rposition(|(k, _, _)| k == "TurnBegin").ok_or(RecoveryError::NoTurn)?;
         let user_input: UserInput = read[begin].1.get("user_input").and_then(typed).ok_or(RecoveryError::NoTurn)?;
+        let id_of = |k: &str| read[begin].1.get(k).and_then(Value::as_str).map(str::to_owned);
         let fresh = || {
             MessageAssembler::with_limits(Limits {
                 max_message_bytes: usize::MAX,
@@ -168,6 +175,8 @@ impl RecordedTurn {
         };
         let mut t = RecordedTurn {
             user_input,
+            turn_id: id_of("turn_id"),
+            after_turn_id: id_of("after_turn_id"),
             step: 0,
             round: fresh(),
             stream_ended: false,
@@ -284,9 +293,91 @@ impl RecordedTurn {
         }
     }
 
-    /// Checks that `history` (the context's) is this recording's: the turn's user message is in
-    /// it, and every call of the turn the context holds is one the recording shows.
-    pub fn check_context(&self, history: &[Message]) -> Result<(), RecoveryError> {
+    /// Checks that `context` is this recording's, exactly: by the turn's id when both carry it
+    /// (the context's last marked checkpoint is this turn's, at the recorded step or the one
+    /// before it with that step's round whole; or, before the first step, the context is still
+    /// where it was when the turn began), and by the turn's user message otherwise (a recording
+    /// without ids, or a context restored from its history alone). Every call and result the
+    /// context holds of the running step must be one the recording shows.
+    pub fn check_context(&self, context: &Context) -> Result<(), RecoveryError> {
+        let not = |why: String| Err(RecoveryError::NotThisContext(why));
+        let marked = context.turn_mark().is_some() || context.history().is_empty();
+        let Some(id) = self.turn_id.as_ref().filter(|_| marked) else {
+            return self.check_by_text(context.history());
+        };
+        let mark = context.turn_mark();
+        match mark {
+            Some(m) if m.turn == *id => {
+                if m.step > self.step {
+                    return not(format!(
+                        "the context began step {} of this turn, its recording only step {}",
+                        m.step, self.step
+                    ));
+                }
+                if m.step + 1 < self.step {
+                    return not(format!(
+                        "the context holds this turn up to step {}, its recording up to step {}",
+                        m.step, self.step
+                    ));
+                }
+                let tail = context.since_last_checkpoint();
+                if m.step + 1 == self.step {
+                    // The step began on the wire and not in the context: what the context holds
+                    // after its last checkpoint must be the whole of the step before (the user
+                    // message, or a round with a result for each call).
+                    let whole = if m.step == 0 {
+                        tail.len() == 1 && tail[0].role == Role::User
+                    } else {
+                        tail.first().is_some_and(|a| {
+                            a.role == Role::Assistant
+                                && a.tool_calls.iter().flatten().all(|c| {
+                                    tail.iter().filter(|r| r.tool_call_id.as_deref() == Some(c.id.as_str())).count()
+                                        == 1
+                                })
+                        })
+                    };
+                    if !whole {
+                        return not(format!(
+                            "the context holds step {} of this turn only in part, and its recording step {}",
+                            m.step, self.step
+                        ));
+                    }
+                    return Ok(());
+                }
+                self.check_calls(tail)
+            }
+            _ if self.step == 0 && mark.map(|m| &m.turn) == self.after_turn_id.as_ref() => Ok(()),
+            Some(m) => not(format!("the context's last turn is {}, the recording's {id}", m.turn)),
+            None => not("the context holds no turn of its own".into()),
+        }
+    }
+
+    /// Every call and result in `messages` is one the recording shows.
+    fn check_calls<'m>(&self, messages: impl IntoIterator<Item = &'m Message>) -> Result<(), RecoveryError> {
+        let known = |id: &str| self.results.contains_key(id) || self.round.calls().iter().any(|r| r.id == id);
+        for m in messages {
+            for c in m.tool_calls.iter().flatten() {
+                if !known(&c.id) {
+                    return Err(RecoveryError::NotThisContext(format!(
+                        "the context holds a call {} the recording does not show",
+                        c.id
+                    )));
+                }
+            }
+            if let Some(id) = m.tool_call_id.as_deref().filter(|_| m.role == Role::Tool) {
+                if !known(id) {
+                    return Err(RecoveryError::NotThisContext(format!(
+                        "the context holds a result for {id} the recording does not show"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The check of a recording or a context without turn ids: the turn's user message is the
+    /// context's last, and every call of the turn the context holds is one the recording shows.
+    fn check_by_text(&self, history: &[Message]) -> Result<(), RecoveryError> {
         let user = self.user_input.message();
         let Some(at) = history.iter().rposition(|m| m.role == Role::User && m.tool_call_id.is_none()) else {
             return if self.step == 0 {
@@ -304,35 +395,29 @@ impl RecordedTurn {
                 "the context's last user message is not the one the recorded turn began with".into(),
             ));
         }
-        for m in &history[at + 1..] {
-            for c in m.tool_calls.iter().flatten() {
-                if !self.results.contains_key(&c.id) && !self.round.calls().iter().any(|r| r.id == c.id) {
-                    return Err(RecoveryError::NotThisContext(format!(
-                        "the context holds a call {} the recording does not show",
-                        c.id
-                    )));
-                }
-            }
-            if let Some(id) = &m.tool_call_id {
-                if m.role == Role::Tool
-                    && !self.results.contains_key(id)
-                    && !self.round.calls().iter().any(|r| r.id == *id)
-                {
-                    return Err(RecoveryError::NotThisContext(format!(
-                        "the context holds a result for {id} the recording does not show"
-                    )));
-                }
-            }
-        }
-        Ok(())
+        self.check_calls(&history[at + 1..])
     }
 
     /// Whether the context's user message of this turn is written (the turn died after it).
-    pub fn user_message_written(&self, history: &[Message]) -> bool {
+    pub fn user_message_written(&self, context: &Context) -> bool {
+        if let (Some(id), Some(m)) = (&self.turn_id, context.turn_mark()) {
+            return m.turn == *id
+                && (m.step > 0 || context.since_last_checkpoint().iter().any(|m| m.role == Role::User));
+        }
+        let history = context.history();
         let user = self.user_input.message();
         history
             .iter()
             .rposition(|m| m.role == Role::User && m.tool_call_id.is_none())
             .is_some_and(|i| history[i].content == user.content)
+    }
+
+    /// Whether the context holds the turn's checkpoint of the recorded step (false: the step
+    /// began on the wire only, and its checkpoint is still to write).
+    pub fn step_checkpointed(&self, context: &Context) -> bool {
+        match (&self.turn_id, context.turn_mark()) {
+            (Some(id), Some(m)) if m.turn == *id => m.step >= self.step,
+            _ => true,
+        }
     }
 }

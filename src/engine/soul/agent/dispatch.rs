@@ -12,6 +12,7 @@ use futures::FutureExt;
 use crate::engine::json::Arguments;
 use crate::engine::message::{Message, TokenUsage, ToolCall};
 use crate::engine::soul::approval::Approvals;
+use crate::engine::soul::context::TurnMark;
 use crate::engine::soul::repeat::{append_reminder, RepeatTracker, Verdict};
 use crate::engine::soul::wire::WireMessage;
 use crate::engine::step::ToolDispatch;
@@ -166,6 +167,9 @@ pub(super) struct TurnState {
     /// Renamed calls: the call's id → the id the server gave it (a call sent again under its
     /// old id with the same function is that call: it gets the result it has).
     pub(super) renamed: HashMap<String, String>,
+    /// The turn's id (its `TurnBegin`'s), which its checkpoints carry; none for a turn resumed
+    /// from a recording that had none.
+    pub(super) turn_id: Option<String>,
 }
 
 impl TurnState {
@@ -180,7 +184,13 @@ impl TurnState {
             broken_attempts: 0,
             earlier_ids: HashSet::new(),
             renamed: HashMap::new(),
+            turn_id: None,
         }
+    }
+
+    /// The mark of a checkpoint the turn writes in step `step` (0: before its user message).
+    pub(super) fn mark(&self, step: u32) -> Option<TurnMark> {
+        self.turn_id.as_ref().map(|t| TurnMark { turn: t.clone(), step })
     }
 
     /// A new id for a call the server named `id`, when the turn used `id` already.

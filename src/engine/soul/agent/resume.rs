@@ -79,6 +79,7 @@ where
             st.finished.extend(recorded.results.iter().map(|(k, v)| (k.clone(), v.clone())));
             // Ids the turn used before its death stay used: a later call given one is renamed.
             st.earlier_ids.extend(recorded.results.keys().cloned());
+            st.turn_id = recorded.turn_id.clone();
         }
         let cancelled = recorded.stop == Some(RecoveryStop::Cancelled);
         let give_up_why = if let Some(RecoveryStop::GiveUp(why)) = &recorded.stop {
@@ -97,14 +98,26 @@ where
         // A cancel stored before the runtime stopped: what ran is closed, nothing runs again.
         let give_up = |why: String| if cancelled { TurnError::Cancelled } else { TurnError::NotRecovered(why) };
         if recorded.step == 0 {
-            if give_up_why.is_none() && !self.context.read(|c| recorded.user_message_written(c.history())) {
+            if give_up_why.is_none() && !self.context.read(|c| recorded.user_message_written(c)) {
                 let user = recorded.user_input.message();
                 self.check_capabilities(&user)?;
-                self.context.checkpoint();
+                // The turn's first checkpoint, unless the context has it already.
+                let id = recorded.turn_id.as_ref();
+                if id.is_none() || self.context.read(|c| c.turn_mark().map(|m| &m.turn) != id) {
+                    let mark = state.borrow().mark(0);
+                    self.context.checkpoint_marked(mark);
+                }
                 self.context.append(vec![user]);
                 self.check_store()?;
             }
         } else {
+            // The step began on the wire and died before its checkpoint reached the context
+            // (which holds the step before whole, checked): the checkpoint is written now, so
+            // what the context holds of the step is what follows it.
+            if !self.context.read(|c| recorded.step_checkpointed(c)) {
+                let mark = state.borrow().mark(recorded.step);
+                self.context.checkpoint_marked(mark);
+            }
             let closed = self.close_recorded_round(&recorded, give_up_why.is_some(), &state).await?;
             self.check_store()?;
             if let Some(why) = give_up_why.clone() {

@@ -20,7 +20,7 @@ use crate::engine::partial_json::PartialJson;
 use crate::engine::providers::Prompt;
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::compaction;
-use crate::engine::soul::context::SharedContext;
+use crate::engine::soul::context::{SharedContext, TurnMark};
 use crate::engine::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message};
 use crate::engine::soul::wire::{Status, StatusUpdate, StepRetry, Wire, WireMessage};
 use crate::engine::step::{collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolResultCallback};
@@ -52,8 +52,21 @@ where
 
     /// Runs the turn until it ends or `cancel` resolves.
     pub async fn run(&self, input: UserInput, cancel: impl Future<Output = ()>) -> Result<(), TurnError<ErrOf<M>>> {
-        self.send(WireMessage::TurnBegin { user_input: input.clone() });
-        self.until_cancelled(|state, round| self.body(input, state, round), cancel).await
+        // The turn's id, on its `TurnBegin` and on every checkpoint it writes: a recording and a
+        // context belong together by it, not by comparing messages.
+        let bits = |r: f64| (r.clamp(0.0, 1.0) * (1u64 << 52) as f64) as u64;
+        let n = self.context.read(|c| c.n_checkpoints());
+        let turn_id = format!("{n:x}-{:013x}{:013x}", bits(self.env.random()), bits(self.env.random()));
+        let after_turn_id = self.context.read(|c| c.turn_mark().map(|m| m.turn.clone()));
+        self.send(WireMessage::TurnBegin { user_input: input.clone(), turn_id: Some(turn_id.clone()), after_turn_id });
+        self.until_cancelled(
+            |state, round| {
+                state.borrow_mut().turn_id = Some(turn_id);
+                self.body(input, state, round)
+            },
+            cancel,
+        )
+        .await
     }
 
     /// A turn's body (`body(state, round)`) until it ends or `cancel` resolves (then the round is
@@ -176,7 +189,8 @@ where
         let model = self.model.ok_or(TurnError::LLMNotSet)?;
         let user = input.message();
         self.check_capabilities(&user)?;
-        self.context.checkpoint();
+        let mark = state.borrow().mark(0);
+        self.context.checkpoint_marked(mark);
         self.context.append(vec![user]);
         self.check_store()?;
         self.steps_from(model, 1, true, &state, &round).await
@@ -281,7 +295,9 @@ where
         }
     }
 
-    async fn compact(&self, model: &M, n: u32) -> Result<(), TurnError<ErrOf<M>>> {
+    /// Compacts the context; `Ok(true)` when it was rewritten, ending with the step's checkpoint
+    /// (`mark`): the compacted history is the step's starting point.
+    async fn compact(&self, model: &M, mark: Option<TurnMark>) -> Result<bool, TurnError<ErrOf<M>>> {
         self.send(WireMessage::CompactionBegin);
         let prepared = self.context.read(|c| compaction::prepare(c.history(), compaction::DEFAULT_PRESERVED_MESSAGES));
         if let Some((ask, kept)) = prepared {
@@ -309,11 +325,13 @@ where
                 }
                 c.checkpoint();
                 c.append(compacted);
+                c.checkpoint_marked(mark);
             });
+            self.send(WireMessage::CompactionEnd);
+            return Ok(true);
         }
-        let _ = n;
         self.send(WireMessage::CompactionEnd);
-        Ok(())
+        Ok(false)
     }
 
     /// One step; `Ok(true)` when the turn is over.
@@ -325,10 +343,12 @@ where
         round: &Rc<RefCell<MessageAssembler>>,
     ) -> Result<bool, TurnError<ErrOf<M>>> {
         let tokens = self.context.read(|c| c.token_count());
-        if compaction::should_compact(tokens, self.config.max_context_tokens) {
-            self.compact(model, n).await?;
+        let mark = state.borrow().mark(n);
+        let compacted = compaction::should_compact(tokens, self.config.max_context_tokens)
+            && self.compact(model, mark.clone()).await?;
+        if !compacted {
+            self.context.checkpoint_marked(mark);
         }
-        self.context.checkpoint();
         // `finished` and `calls` are kept across the turn's steps: a call the model (or a proxy
         // replaying an answer) sends again under the same id with the same function after a
         // salvaged round gets the result it has instead of running twice.

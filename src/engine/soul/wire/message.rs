@@ -22,6 +22,12 @@ use super::ApprovalResponse;
 pub enum WireMessage {
     TurnBegin {
         user_input: UserInput,
+        /// The turn's id, which the context's checkpoints of the turn carry too (this runtime's;
+        /// kimi-cli reads past it): a recording and a context belong together by it.
+        turn_id: Option<String>,
+        /// The id of the turn the context was last in when this one began (none: a context no
+        /// turn had marked yet).
+        after_turn_id: Option<String>,
     },
     TurnEnd,
     StepBegin {
@@ -185,6 +191,10 @@ impl Serialize for WireMessage {
         #[derive(Serialize)]
         struct TurnBegin<'a> {
             user_input: &'a UserInput,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            turn_id: &'a Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            after_turn_id: &'a Option<String>,
         }
         #[derive(Serialize)]
         struct StepBegin {
@@ -203,7 +213,9 @@ impl Serialize for WireMessage {
         let mut m = s.serialize_map(Some(2))?;
         m.serialize_entry("type", self.kind())?;
         match self {
-            WireMessage::TurnBegin { user_input } => m.serialize_entry("payload", &TurnBegin { user_input })?,
+            WireMessage::TurnBegin { user_input, turn_id, after_turn_id } => {
+                m.serialize_entry("payload", &TurnBegin { user_input, turn_id, after_turn_id })?
+            }
             WireMessage::StepBegin { n } => m.serialize_entry("payload", &StepBegin { n: *n })?,
             WireMessage::TurnEnd
             | WireMessage::StepInterrupted

@@ -374,7 +374,11 @@ mod tests {
         let wire = Wire::new();
         let early = wire.ui_side(true);
         let raw = wire.ui_side(false);
-        wire.send(WireMessage::TurnBegin { user_input: crate::engine::soul::agent::UserInput::Text("x".into()) });
+        wire.send(WireMessage::TurnBegin {
+            user_input: crate::engine::soul::agent::UserInput::Text("x".into()),
+            turn_id: None,
+            after_turn_id: None,
+        });
         let late = wire.ui_side(true);
         let parts = [
             part("ContentPart", json!({"type": "think", "think": "a"})),
