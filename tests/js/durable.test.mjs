@@ -173,6 +173,34 @@ test("a recording that is not this context's is refused with a clear error, and 
   assert.equal(server.requests.length, n, "the model was not asked");
 });
 
+test("another session's recording that began with the same message is refused whole (48 D2), and each session goes on with its own", async () => {
+  const [a, b] = [0, 1].map(() => mkdtempSync(join(tmpdir(), "kosong-durable-")));
+  for (const dir of [a, b]) {
+    queueTurn("never");
+    await life(dir, "start", { hold: true }, (e) => e?.sent === "call_1");
+    server.clearQueue();
+  }
+  // Both turns began "Mail a@b.c" and hold the same call id: only the turn's id tells them apart.
+  const mixed = mkdtempSync(join(tmpdir(), "kosong-durable-"));
+  writeFileSync(join(mixed, "context.jsonl"), readFileSync(join(a, "context.jsonl")));
+  writeFileSync(join(mixed, "wire.jsonl"), readFileSync(join(b, "wire.jsonl")));
+  const before = [readFileSync(join(mixed, "wire.jsonl"), "utf8"), readFileSync(join(mixed, "context.jsonl"), "utf8")];
+  const n = server.requests.length;
+  const refused = Object.assign({}, ...(await life(mixed, "resume")).events);
+  assert.equal(refused.error, "TurnNotRecovered", JSON.stringify(refused));
+  assert.match(refused.message, /does not belong to this context \(the context's last turn is/);
+  assert.deepEqual([readFileSync(join(mixed, "wire.jsonl"), "utf8"), readFileSync(join(mixed, "context.jsonl"), "utf8")], before);
+  assert.equal(server.requests.length, n, "the model was not asked");
+  assert.equal(sentLines(mixed).length, 0);
+  for (const dir of [a, b]) {
+    server.respond({ steps: [text("It may have gone out."), finish("stop"), done()] });
+    const out = Object.assign({}, ...(await life(dir, "resume")).events);
+    assert.equal(out.done, true, JSON.stringify(out));
+    assert.deepEqual(sentLines(dir), ["call_1 a@b.c"], "its tool ran once, in its first life");
+    assertConsistent(dir);
+  }
+});
+
 test("unfinishedTurn: null for a finished recording, the step and waiting approvals otherwise", () => {
   assert.equal(k.unfinishedTurn('{"type":"metadata","protocol_version":"1.10"}\n{"timestamp":1,"message":{"type":"TurnBegin","payload":{"user_input":"x"}}}\n{"timestamp":1,"message":{"type":"TurnEnd","payload":{}}}\n'), null);
   const t = k.unfinishedTurn([{ type: "TurnBegin", payload: { user_input: "x" } }, { type: "StepBegin", payload: { n: 1 } }]);
