@@ -755,7 +755,10 @@ export function runSoul(
  * with `wire.respond`; nothing is asked twice). Then the turn goes on with its next step. The wire
  * says the turn was resumed (a kimi-cli `Notification` of type `turn_resumed`) and sends no
  * `TurnBegin` again. Rejects with `TurnNotRecovered`, having applied nothing, when the recording has
- * no unfinished turn or is not this context's; and when `maxResumes` (default 3) resumes in a row
+ * no unfinished turn or is not this context's (the two belong together by the turn's id, which its
+ * `TurnBegin` and the context's checkpoints carry: another session's recording, or a context a step
+ * behind or ahead of its recording, is refused whole; a recording or a context without ids, written
+ * before turns had them or restored from a history alone, is matched by the turn's user message); and when `maxResumes` (default 3) resumes in a row
  * made no progress (a resume while an approval waits costs nothing): then the round is closed with
  * interrupted results and the turn ends. A recording whose last line was cut mid-write is read up to
  * it, and `logger.warn` is told (end such a line before appending to the file again).
