@@ -557,7 +557,8 @@ export interface TelemetryOption {
   context?: unknown;
 }
 export interface GenerateOptions {
-  onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+  /** Each part as it streams; a promise it returns holds the stream until it settles (any other value is ignored). */
+  onMessagePart?(p: StreamedMessagePart): unknown;
   onToolCall?(c: ToolCall): void | Promise<void>;
   signal?: AbortSignal;
   limits?: Limits;
@@ -600,7 +601,8 @@ export class StepResult<T = unknown> {
   toolResults(): Promise<ToolResult[]>;
 }
 export interface StepOptions {
-  onMessagePart?(p: StreamedMessagePart): void | Promise<void>;
+  /** Each part as it streams; a promise it returns holds the stream until it settles (any other value is ignored). */
+  onMessagePart?(p: StreamedMessagePart): unknown;
   onToolResult?(r: ToolResult): void;
   signal?: AbortSignal;
   /**
@@ -686,7 +688,8 @@ export class Agent implements Soul {
   constructor(opts: {
     name?: string;
     provider: ChatProvider | null;
-    systemPrompt: string;
+    /** Default "" (none). */
+    systemPrompt?: string;
     toolset?: Toolset;
     context?: Context;
     /** Default 100. */
@@ -921,7 +924,7 @@ export type AgentOptions = Omit<ConstructorParameters<typeof Agent>[0], "context
 /** How a turn ended. `error` says why it failed (`SessionStorageError`: its store refused a write). */
 export type TurnOutcome = { outcome: "done" | "cancelled" | "failed" | "not_recovered"; error?: { name: string; message: string } };
 /** A session's event: a recorded wire message, or a turn's end. Ids go up by one and never repeat. */
-export type SessionEvent = { id: number; message: WireMessage } | { id: number; end: TurnOutcome };
+export type SessionEvent = { id: number; message: WireMessage; end?: undefined } | { id: number; end: TurnOutcome; message?: undefined };
 /** One operation of a store's write (see `SessionStore.write`). */
 export type SessionOp =
   | { op: "event"; id: number; kind: "wire" | "end"; data: string }

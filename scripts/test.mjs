@@ -38,6 +38,8 @@ run("cargo", ["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"]);
 run("cargo", ["clippy", "--quiet", "--lib", "--target", "wasm32-unknown-unknown", "--", "-D", "warnings"]);
 // index.d.ts and cloudflare.d.ts under \`tsc --strict\`, through the typed example that uses every export.
 run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join("examples", "typescript")]);
+// Every JavaScript and TypeScript snippet in README.md and docs/ under `tsc --strict --checkJs`.
+run(process.execPath, [join(root, "scripts", "snippets.mjs")]);
 // Each single-provider feature set type-checks and lints clean for wasm32 (a left-out format must
 // leave no dead code or broken cfg behind), and one is built for its test (single-provider.test.mjs).
 for (const only of ["openai", "anthropic", "responses", "gemini"]) {
