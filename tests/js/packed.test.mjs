@@ -72,7 +72,13 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // rewrite with the take-back point after it, each call's AbortController made by the JS port
   // (2 crossings fewer a call) — +1.0 KB; paid for in the browser package by FileSessionStore's
   // code left out of the browser entry (-1.3 KB of JS).
-  const BUDGET = 286 * 1024;
+  // 286 KiB → 289 KiB: a recording and its context bound by the turn's id (TurnBegin's turn_id,
+  // the checkpoints' turn and step) and checked exactly on resume — another session's recording
+  // and a context a step behind or ahead refused whole, a lost step checkpoint written again
+  // (+2.1 KB: the check, the marks read and written, spread over a dozen functions; shorter
+  // messages and a plainer id format saved nothing measurable). 1 KB of it is slack for a build
+  // from another path.
+  const BUDGET = 289 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -308,43 +308,30 @@ impl RecordedTurn {
         let mark = context.turn_mark();
         match mark {
             Some(m) if m.turn == *id => {
-                if m.step > self.step {
-                    return not(format!(
-                        "the context began step {} of this turn, its recording only step {}",
-                        m.step, self.step
-                    ));
-                }
-                if m.step + 1 < self.step {
-                    return not(format!(
-                        "the context holds this turn up to step {}, its recording up to step {}",
-                        m.step, self.step
-                    ));
-                }
                 let tail = context.since_last_checkpoint();
-                if m.step + 1 == self.step {
-                    // The step began on the wire and not in the context: what the context holds
-                    // after its last checkpoint must be the whole of the step before (the user
-                    // message, or a round with a result for each call).
-                    let whole = if m.step == 0 {
-                        tail.len() == 1 && tail[0].role == Role::User
-                    } else {
-                        tail.first().is_some_and(|a| {
-                            a.role == Role::Assistant
+                if m.step == self.step {
+                    return self.check_calls(tail);
+                }
+                // The step began on the wire and not in the context: what the context holds
+                // after its last checkpoint must be the whole of the step before (the user
+                // message, or a round with a result for each call). Any other gap: refused.
+                let whole = m.step + 1 == self.step
+                    && tail.first().is_some_and(|a| {
+                        (a.role == Role::User && m.step == 0 && tail.len() == 1)
+                            || (a.role == Role::Assistant
+                                && m.step > 0
                                 && a.tool_calls.iter().flatten().all(|c| {
                                     tail.iter().filter(|r| r.tool_call_id.as_deref() == Some(c.id.as_str())).count()
                                         == 1
-                                })
-                        })
-                    };
-                    if !whole {
-                        return not(format!(
-                            "the context holds step {} of this turn only in part, and its recording step {}",
-                            m.step, self.step
-                        ));
-                    }
+                                }))
+                    });
+                if whole {
                     return Ok(());
                 }
-                self.check_calls(tail)
+                not(format!(
+                    "the context holds this turn up to step {}, its recording up to step {}",
+                    m.step, self.step
+                ))
             }
             _ if self.step == 0 && mark.map(|m| &m.turn) == self.after_turn_id.as_ref() => Ok(()),
             Some(m) => not(format!("the context's last turn is {}, the recording's {id}", m.turn)),

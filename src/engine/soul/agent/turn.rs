@@ -56,7 +56,7 @@ where
         // context belong together by it, not by comparing messages.
         let bits = |r: f64| (r.clamp(0.0, 1.0) * (1u64 << 52) as f64) as u64;
         let n = self.context.read(|c| c.n_checkpoints());
-        let turn_id = format!("{n:x}-{:013x}{:013x}", bits(self.env.random()), bits(self.env.random()));
+        let turn_id = format!("{n:x}-{:x}-{:x}", bits(self.env.random()), bits(self.env.random()));
         let after_turn_id = self.context.read(|c| c.turn_mark().map(|m| m.turn.clone()));
         self.send(WireMessage::TurnBegin { user_input: input.clone(), turn_id: Some(turn_id.clone()), after_turn_id });
         self.until_cancelled(
