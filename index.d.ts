@@ -105,7 +105,7 @@ export interface ToolContext {
   /** The same signal, under the AI SDK's name (its `execute(args, {toolCallId, abortSignal})`). */
   abortSignal: AbortSignal;
   /** Inside an agent run: publish on that run's wire (ignored, with a console warning, once this call ended). */
-  send?(message: WireMessage): void;
+  send?(message: WireMessage | OtherWireMessage): void;
   /**
    * Inside an agent run: ask the user (through the wire); true when approved. `yolo` and an earlier
    * `approve_for_session` of the same action skip the question. The tool decides what to return.
@@ -652,8 +652,81 @@ export interface Logger {
 
 // ---- the agent runtime (kimi-cli's soul) ---------------------------------------------------
 
-/** kimi-cli's envelope: `{type: "TurnBegin", payload: {user_input}}`, `{type: "ContentPart", payload: TextPart}`, … */
-export type WireMessage = { type: string; payload: any };
+/**
+ * A message the runtime publishes on the wire, in kimi-cli's envelope `{type, payload}`: narrow on
+ * `type` and the payload is typed. A message of a kind a tool or a soul of yours sends (`ctx.send`)
+ * comes through too, as it was sent; the types leave it out unless you name it:
+ * `wire.uiSide<MyMessage>()`, `readWireRecord<MyMessage>(text)` (or compare `m.type as string`).
+ */
+export type WireMessage =
+  | { type: "TurnBegin"; payload: TurnBeginPayload }
+  | { type: "TurnEnd"; payload: {} }
+  | { type: "StepBegin"; payload: { n: number } }
+  | { type: "StepInterrupted"; payload: {} }
+  | { type: "StepRetry"; payload: StepRetryPayload }
+  | { type: "CompactionBegin"; payload: {} }
+  | { type: "CompactionEnd"; payload: {} }
+  | { type: "StatusUpdate"; payload: StatusUpdatePayload }
+  | { type: "ContentPart"; payload: ContentPart }
+  | { type: "ToolCall"; payload: ToolCall }
+  | { type: "ToolCallPart"; payload: ToolCallPart }
+  | { type: "ToolResult"; payload: ToolResult }
+  | { type: "ApprovalRequest"; payload: ApprovalRequestPayload }
+  | { type: "ApprovalResponse"; payload: { request_id: string; response: "approve" | "approve_for_session" | "reject"; feedback: string } }
+  | { type: "PartialOutput"; payload: { edits: PartialJsonEdit[] } }
+  | { type: "Notification"; payload: NotificationPayload };
+/** Any message in the envelope: what the wire takes (`send`), and a message of a kind of your own. */
+export type OtherWireMessage = { type: string; payload: unknown };
+export interface TurnBeginPayload {
+  user_input: string | ContentPart[];
+  /** The turn's id: the context's checkpoints of the turn carry it too (how a recording and its context belong together). */
+  turn_id?: string;
+  /** The turn the context was last in when this one began. */
+  after_turn_id?: string;
+}
+/** A step's failed attempt and the wait before the next; `fallback`: a `FallbackProvider` moved on to that member. */
+export interface StepRetryPayload {
+  n: number;
+  next_attempt: number;
+  max_attempts: number;
+  wait_s: number;
+  error_type: string;
+  status_code: number | null;
+  fallback?: FallbackMember;
+}
+/** A step's end: the context's state, the step's usage and message id, and who answered (a `FallbackProvider`'s member). */
+export interface StatusUpdatePayload {
+  context_usage: number;
+  context_tokens: number;
+  max_context_tokens: number;
+  token_usage: TokenUsage | null;
+  message_id: string | null;
+  provider?: FallbackMember;
+}
+/** A tool asks the user; answer with `wire.respond(id, …)` (a session's `respond`). */
+export interface ApprovalRequestPayload {
+  id: string;
+  tool_call_id: string;
+  sender: string;
+  action: string;
+  description: string;
+  display: unknown[];
+  /** Asked before the handler started (`needsApproval`): nothing of the tool has run. */
+  before_start?: true;
+}
+/** kimi-cli's notification; the runtime sends one of `type: "turn_resumed"` when a turn goes on after its runtime died. */
+export interface NotificationPayload {
+  id: string;
+  category: string;
+  type: string;
+  source_kind: string;
+  source_id: string;
+  title: string;
+  body: string;
+  severity: string;
+  created_at: number;
+  payload: { [key: string]: unknown };
+}
 
 /** The context's state; `context_usage` and `max_context_tokens` are 0 when the model's window is not known. A `StatusUpdate`'s payload has the same fields (and `token_usage`, `message_id`, and `provider`: a `FallbackMember` when the agent's provider is a `FallbackProvider`). */
 export interface StatusSnapshot {
@@ -666,7 +739,7 @@ export interface StatusSnapshot {
 export interface RunContext {
   wire: Wire;
   signal: AbortSignal;
-  send(message: WireMessage): void;
+  send(message: WireMessage | OtherWireMessage): void;
   requestApproval(req: { tool_call_id: string; sender: string; action: string; description: string }): Promise<{
     response: "approve" | "approve_for_session" | "reject";
     feedback: string;
@@ -680,7 +753,7 @@ export interface Soul {
 }
 /** Inside an agent run, a tool's context has these for sure. */
 export interface AgentToolContext extends ToolContext {
-  send(message: WireMessage): void;
+  send(message: WireMessage | OtherWireMessage): void;
   requestApproval(req: { action: string; description: string }): Promise<boolean>;
   rejection(): ToolReturnValue;
 }
@@ -734,7 +807,7 @@ export class Agent implements Soul {
   /** One turn at a time: while a turn runs, another is refused at once with an Error. */
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
   /** Goes on with a recorded turn (`resumeSoul` calls it). */
-  resume(messages: WireMessage[], run: RunContext, options?: { maxResumes?: number }): Promise<void>;
+  resume(messages: readonly (WireMessage | OtherWireMessage)[], run: RunContext, options?: { maxResumes?: number }): Promise<void>;
 }
 /**
  * After a `StepRetry`, the parts published since the last `StepBegin` are void (the failed attempt's):
@@ -768,13 +841,13 @@ export function runSoul(
  */
 export function resumeSoul(
   soul: Agent,
-  recording: string | WireMessage[],
+  recording: string | readonly (WireMessage | OtherWireMessage)[],
   uiLoop: (wire: Wire) => Promise<void>,
   signal: AbortSignal,
   options?: { recorder?: WireRecorder; logger?: Logger | null; maxResumes?: number },
 ): Promise<void>;
 /** The unfinished turn of a recording, or null when its last turn ended (or it has none). */
-export function unfinishedTurn(recording: string | WireMessage[]): null | {
+export function unfinishedTurn(recording: string | readonly (WireMessage | OtherWireMessage)[]): null | {
   userInput: string | ContentPart[];
   /** The step the runtime was in (0: none had begun). */
   step: number;
@@ -826,18 +899,18 @@ export class QueueShutDown extends Error {
 
 export class Wire {
   /** A subscriber sees messages published after it subscribed. */
-  uiSide(opts?: { merge?: boolean }): WireUISide;
+  uiSide<Own extends OtherWireMessage = never>(opts?: { merge?: boolean }): WireUISide<Own>;
   /** The soul side. Ignored after shutdown. */
-  send(message: WireMessage): void;
+  send(message: WireMessage | OtherWireMessage): void;
   respond(requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string): void;
   /** Hands what the merged sides are still joining to them now; call it on a timer to get merged text at least that often. */
   flush(): void;
   /** Flushes the merge buffer and ends every side after what it already holds. */
   shutdown(): void;
 }
-/** Iteration ends at shutdown. */
-export interface WireUISide extends AsyncIterable<WireMessage> {
-  receive(): Promise<WireMessage>;
+/** Iteration ends at shutdown. `Own`: the messages of your own kinds it also carries (see `WireMessage`). */
+export interface WireUISide<Own extends OtherWireMessage = never> extends AsyncIterable<WireMessage | Own> {
+  receive(): Promise<WireMessage | Own>;
 }
 export const WIRE_PROTOCOL_VERSION: string;
 /** Writes kimi-cli's wire.jsonl: a metadata line, then `{"timestamp", "message"}` lines of merged messages. */
@@ -854,13 +927,13 @@ export class WireRecorder {
   error: unknown;
 }
 /** Reads wire.jsonl back (a damaged line is skipped). */
-export function readWireRecord(jsonl: string): WireMessage[];
+export function readWireRecord<Own extends OtherWireMessage = never>(jsonl: string): (WireMessage | Own)[];
 /**
  * The messages that close a turn whose runtime died before it ended, from the messages recorded
  * for it, without going on: an interrupted `ToolResult` for each call without a result, then
  * `TurnEnd`. (`resumeSoul` goes on with the turn instead.)
  */
-export function closeInterruptedTurn(messages: WireMessage[]): WireMessage[];
+export function closeInterruptedTurn(messages: readonly (WireMessage | OtherWireMessage)[]): WireMessage[];
 
 export class Context {
   /**
@@ -1066,7 +1139,7 @@ export class UIMessageChunker {
   constructor(opts?: { messageId?: string });
   /** `start` (once). */
   start(): UIMessageChunk[];
-  push(message: WireMessage): UIMessageChunk[];
+  push(message: WireMessage | OtherWireMessage): UIMessageChunk[];
   /** `finish`; `abort` when cancelled; `error` with the error's words; `pause`: an approval the client answers next (`finish`). */
   end(outcome?: { error?: unknown; cancelled?: boolean; reason?: string; pause?: boolean }): UIMessageChunk[];
 }

@@ -13,7 +13,7 @@ import {
 import type {
   Role, TextPart, ThinkPart, ImageURLPart, AudioURLPart, VideoURLPart, ContentPart, ToolCall, ToolCallPart,
   Message, StreamedMessagePart, TokenUsage, ThinkingEffort, ToolDefinition, ToolReturnValue, ToolResult,
-  ToolContext, Tool, Toolset, StandardSchemaParameters, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide,
+  ToolContext, Tool, Toolset, StandardSchemaParameters, ChatProvider, HttpOptions, StepResult, Soul, StatusSnapshot, WireMessage, WireUISide, OtherWireMessage, TurnBeginPayload, StepRetryPayload, StatusUpdatePayload, ApprovalRequestPayload, NotificationPayload,
   PartialJsonEdit, JsonSchema, InferSchema, OutputOption, McpClientLike, UIMessageChunk,
   SessionStore, SessionOp, StoredSession, SessionEvent, TurnOutcome, AgentOptions,
 } from "kosong-wasm";
@@ -167,9 +167,31 @@ export async function main(): Promise<string> {
     const side: WireUISide = wire.uiSide({ merge: true });
     for await (const m of side) {
       const msg: WireMessage = m;
-      if (msg.type === "ApprovalRequest") wire.respond(String((msg.payload as { id: string }).id), "approve");
+      // Narrowed on `type`, each payload is typed.
+      if (msg.type === "ApprovalRequest") wire.respond(msg.payload.id, "approve");
+      if (msg.type === "StatusUpdate") {
+        const out: number | undefined = msg.payload.token_usage?.output;
+        void out;
+      }
+      if (msg.type === "TurnBegin") {
+        const begin: TurnBeginPayload = msg.payload;
+        void begin.turn_id;
+      }
+      if (msg.type === "StepBegin") {
+        // @ts-expect-error a step's number is a number, not a string: payloads are not `any`
+        const n: string = msg.payload.n;
+        void n;
+      }
     }
   }, new AbortController().signal, { recorder: new WireRecorder((l: string) => void lines.push(l)) });
+  // Messages of a kind of one's own: sent as they are, named to be read typed.
+  type Progress = { type: "Progress"; payload: { pct: number } };
+  await runSoul(soul, "again", async (wire: Wire) => {
+    for await (const m of wire.uiSide<Progress>()) if (m.type === "Progress") { const pct: number = m.payload.pct; void pct; }
+  }, new AbortController().signal);
+  const own: OtherWireMessage = { type: "Progress", payload: { pct: 50 } };
+  const retry: StepRetryPayload | null = null, status2: StatusUpdatePayload | null = null, asked: ApprovalRequestPayload | null = null, note: NotificationPayload | null = null;
+  void [own, retry, status2, asked, note];
   const replayed: WireMessage[] = readWireRecord(lines.join("\n"));
   const closing: WireMessage[] = closeInterruptedTurn(replayed);
   // A turn whose process died, gone on with from its recording (none here: the turn above ended).
