@@ -116,13 +116,21 @@ export function checkOptionNames(opts, who, known) {
  * (`{role, parts}`, what `useChat` sends) and a `ModelMessage` with the SDK's tool parts
  * (`tool-call`, `tool-result`). A `Message` is kosong's `{role, content, tool_calls?, tool_call_id?}`.
  */
+const MESSAGE_KEYS = ["role", "content", "name", "tool_calls", "tool_call_id", "partial"];
 export function checkMessages(list, where) {
   for (let i = 0; i < list.length; i++) {
     const m = list[i];
     if (!m || typeof m !== "object") continue;
-    if (Array.isArray(m.parts) && m.content === undefined) {
+    if (Array.isArray(m.parts) && m.content == null) {
       throw new TypeError(
         `${where}[${i}] is an AI SDK UIMessage ({role, parts}); a message here is {role, content}: for a user's text, {role: "user", content: parts.filter((p) => p.type === "text").map((p) => p.text).join("")} (a Session or the Worker's AgentSession keeps the history for you)`,
+      );
+    }
+    // A user's or system message without content would go out empty: a misspelt key is named.
+    if (m.content == null && (m.role === "user" || m.role === "system")) {
+      const near = Object.keys(m).map((key) => [key, MESSAGE_KEYS.includes(key) ? null : closest(key, MESSAGE_KEYS)]).find(([, n]) => n);
+      throw new TypeError(
+        `${where}[${i}] (role "${m.role}") has no \`content\`${near ? `; \`${near[0]}\` is not a field of a message: did you mean \`${near[1]}\`?` : ""} (a message is {role, content, tool_calls?, tool_call_id?})`,
       );
     }
     const sdkPart = Array.isArray(m.content) ? m.content.find((p) => p?.type === "tool-call" || p?.type === "tool-result") : undefined;
