@@ -104,21 +104,24 @@ export interface ToolContext {
   signal: AbortSignal;
   /** The same signal, under the AI SDK's name (its `execute(args, {toolCallId, abortSignal})`). */
   abortSignal: AbortSignal;
-  /** Inside an agent run: publish on that run's wire (ignored, with a console warning, once this call ended). */
-  send?(message: WireMessage | OtherWireMessage): void;
+  /**
+   * Publishes on the agent run's wire (ignored, with a console warning, once this call ended). In a
+   * plain `step` there is no wire: it throws saying so (as `requestApproval` rejects and `rejection` throws).
+   */
+  send(message: WireMessage | OtherWireMessage): void;
   /**
    * Inside an agent run: ask the user (through the wire); true when approved. `yolo` and an earlier
    * `approve_for_session` of the same action skip the question. The tool decides what to return.
    * Rejects once this call ended (its result is in, or it was aborted).
    */
-  requestApproval?(req: { action: string; description: string }): Promise<boolean>;
+  requestApproval(req: { action: string; description: string }): Promise<boolean>;
   /**
    * Inside an agent run: kimi-cli's rejection result for this call ("The tool call is rejected by the
    * user. …", brief "Rejected by user"; with the user's feedback, "… User feedback: {feedback}",
    * brief "Rejected: {feedback}"). Returned by a tool, it ends the turn when the user gave no
    * feedback; with feedback the model reads it and the turn goes on.
    */
-  rejection?(): ToolReturnValue;
+  rejection(): ToolReturnValue;
 }
 /** What a tool's handler may return (a string, content parts, a `toolOk`/`toolError` value, nothing), or a Promise of it. */
 export type ToolHandler<Args = any> = (args: Args, ctx: ToolContext) => string | ContentPart[] | ToolReturnValue | void | Promise<string | ContentPart[] | ToolReturnValue | void>;
@@ -179,7 +182,7 @@ export interface ToolOptions {
 /** kosong's protocol: any object of this shape works. */
 export interface Toolset {
   readonly tools: Array<ToolDefinition & { eager?: boolean; idempotent?: boolean; timeoutMs?: number; needsApproval?: boolean }>;
-  /** `ctx` is a ToolContext: inside an agent run it also has `send`, `requestApproval` and `rejection`. */
+  /** `ctx` is a ToolContext: its `send`, `requestApproval` and `rejection` serve inside an agent run (in a plain step they say there is no wire). */
   handle(call: ToolCall, ctx: ToolContext): ToolResult | Promise<ToolResult>;
 }
 /**
@@ -751,12 +754,8 @@ export interface Soul {
   readonly status: StatusSnapshot;
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
 }
-/** Inside an agent run, a tool's context has these for sure. */
-export interface AgentToolContext extends ToolContext {
-  send(message: WireMessage | OtherWireMessage): void;
-  requestApproval(req: { action: string; description: string }): Promise<boolean>;
-  rejection(): ToolReturnValue;
-}
+/** A tool's context in an agent run: the same `ToolContext` (its run's methods serve there). */
+export type AgentToolContext = ToolContext;
 export class Agent implements Soul {
   constructor(opts: {
     name?: string;
