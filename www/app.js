@@ -68,6 +68,7 @@ $("settings").addEventListener("change", () => {
   sessionStorage.setItem("kosong-demo-settings", settingsText);
   syncSettings();
   newAgent();
+  clearComparison();
   $("chat").append(el("div", "msg notice settings-changed", `Settings changed: a new conversation starts (${KINDS[now.kind].label}).`));
 });
 syncSettings();
@@ -447,6 +448,7 @@ $("clear").addEventListener("click", () => {
   recording = [];
   $("download").disabled = true;
   document.body.dataset.state = "idle";
+  clearComparison();
   newAgent();
 });
 
@@ -485,16 +487,32 @@ async function timedTurn(eager, t0, signal) {
   return { steps, calls: [...calls.values()], end };
 }
 
-async function compare() {
-  ctrl = new AbortController();
-  document.body.dataset.state = "comparing";
-  setRunning(true);
+/**
+ * The comparison. `onLoad`: the one a first visit sees without a click, run beside the chat (Send
+ * stays usable, the page's state is left alone); Compare, New chat and a change of model stop it.
+ */
+let loadCompare = null;
+async function compare({ onLoad = false } = {}) {
+  loadCompare?.abort();
+  const own = new AbortController();
+  if (onLoad) loadCompare = own;
+  else {
+    loadCompare = null;
+    ctrl = own;
+    document.body.dataset.state = "comparing";
+    setRunning(true);
+  }
   const section = $("comparison");
   section.hidden = false;
-  $("saved").textContent = "Running the same turn twice, side by side…";
+  delete section.dataset.savedMs;
+  section.dataset.onLoad = String(onLoad);
+  $("comparison-chart").replaceChildren();
+  $("saved").textContent = onLoad
+    ? "Running the same turn twice, side by side, as the page opens…"
+    : "Running the same turn twice, side by side…";
   const t0 = performance.now();
   try {
-    const [eager, deferred] = await Promise.all([timedTurn(true, t0, ctrl.signal), timedTurn(false, t0, ctrl.signal)]);
+    const [eager, deferred] = await Promise.all([timedTurn(true, t0, own.signal), timedTurn(false, t0, own.signal)]);
     const span = Math.max(eager.end, deferred.end);
     const chart = $("comparison-chart");
     chart.replaceChildren();
@@ -520,18 +538,37 @@ async function compare() {
       saved > 0
         ? `Starting tools mid-stream finished the turn ${ms(saved)} sooner (${Math.round((saved / deferred.end) * 100)}% of ${ms(deferred.end)}).`
         : `No time saved on this run (${ms(eager.end)} against ${ms(deferred.end)}).`;
-    document.body.dataset.state = "compared";
+    if (!onLoad) document.body.dataset.state = "compared";
   } catch (e) {
+    if (onLoad) {
+      // Stopped by Compare, New chat or a new model: what replaced it is on the page.
+      if (!(e instanceof kosong.RunCancelled)) $("saved").textContent = `${e.name}: ${e.message}`;
+      return;
+    }
     $("saved").textContent = e instanceof kosong.RunCancelled ? "■ Stopped: the comparison did not finish." : `${e.name}: ${e.message}`;
     document.body.dataset.state = e instanceof kosong.RunCancelled ? "cancelled" : "failed";
   } finally {
-    ctrl = null;
-    setRunning(false);
+    if (onLoad) {
+      if (loadCompare === own) loadCompare = null;
+    } else {
+      ctrl = null;
+      setRunning(false);
+    }
   }
 }
 $("compare").addEventListener("click", () => {
   if (!ctrl) compare();
 });
+/** Hides the comparison (and stops one running as the page opened). */
+function clearComparison() {
+  loadCompare?.abort();
+  $("comparison").hidden = true;
+  $("comparison-chart").replaceChildren();
+  $("saved").textContent = "";
+}
+// The first screen shows what is special without a click: against the embedded mock, the
+// comparison runs as the page opens.
+if ($("kind").value === "mock") compare({ onLoad: true });
 
 // ---- recordings ---------------------------------------------------------------------------
 

@@ -196,6 +196,38 @@ test("Compare runs the turn twice on one axis: tools started mid-stream finish t
   await context.close();
 });
 
+test("the first screen shows the comparison without a click, beside a usable chat; New chat clears everything; no panel is empty without saying what goes in it", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  // Nothing clicked: the comparison runs as the page opens, and Send is not held up by it.
+  assert.equal(await page.$eval("#comparison", (s) => s.hidden), false);
+  assert.equal(await page.$eval("#send", (b) => b.disabled), false);
+  assert.equal(await page.evaluate(() => document.body.dataset.state), "idle");
+  await page.waitForSelector("#comparison[data-saved-ms]", { timeout: 30_000 });
+  const r = await page.$eval("#comparison", (s) => ({ ...s.dataset }));
+  assert.equal(r.onLoad, "true");
+  assert.ok(Number(r.eagerMs) < Number(r.deferredMs), JSON.stringify(r));
+  assert.match(await page.innerText("#saved"), /finished the turn \d+ ms sooner/);
+  // The notes panel says what it is for while it is empty, and not once a note is in it.
+  assert.match(await page.innerText("#notes-hint"), /save_note/);
+  await ask(page, "Save a note: buy croissants");
+  await page.waitForSelector(".approval button.approve:not([disabled])", { timeout: 30_000 });
+  await page.click(".approval button.approve");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  assert.equal(await page.$eval("#notes-hint", (p) => getComputedStyle(p).display), "none");
+  // New chat: the conversation, the wire log, the notes and the comparison are gone.
+  await page.click("#clear");
+  const left = await page.evaluate(() => ({
+    chat: document.querySelector("#chat").children.length,
+    wire: document.querySelector("#wirelog").textContent,
+    notes: document.querySelectorAll("#notes li").length,
+    comparison: document.querySelector("#comparison").hidden,
+    hint: getComputedStyle(document.querySelector("#notes-hint")).display,
+  }));
+  assert.deepEqual(left, { chat: 0, wire: "", notes: 0, comparison: true, hint: "block" });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("at phone size (390 x 844) nothing scrolls sideways, labels sit by their inputs, and the panels stack below the chat", opts, async () => {
   const { page, context, errors } = await openDemo({ width: 390, height: 844 });
   await ask(page, "What's the weather in Paris, and what time is it in Tokyo?");
