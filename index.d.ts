@@ -106,7 +106,8 @@ export interface ToolContext {
   abortSignal: AbortSignal;
   /**
    * Publishes on the agent run's wire (ignored, with a console warning, once this call ended). In a
-   * plain `step` there is no wire: it throws saying so (as `requestApproval` rejects and `rejection` throws).
+   * plain `step` there is no wire and nobody to tell: it does nothing (while `requestApproval`
+   * rejects and `rejection` throws, saying there is no wire: a tool never runs as if approved).
    */
   send(message: WireMessage | OtherWireMessage): void;
   /**

@@ -20,14 +20,14 @@ export function toolError({ message, brief, output = "" }) {
 }
 
 /**
- * A plain step's tool context has the run's methods too (so they are typed as present), each
- * saying why it cannot serve: a step has no wire to publish or ask on. Shared by every such call.
+ * A plain step's tool context has the run's methods too (so they are typed as present): a step has
+ * no wire, so `send` publishes to nobody (as a run's does once nobody listens), and asking
+ * (`requestApproval`, `rejection`) fails saying why — a tool never runs as if approved. Shared by
+ * every such call.
  */
 const NO_RUN = "a plain step has no wire: run the tool in an agent run (runSoul, a Session, AgentSession)";
 const STEP_CTX = Object.freeze({
-  send() {
-    throw new Error(`kosong-wasm: ctx.send: ${NO_RUN}`);
-  },
+  send() {},
   requestApproval() {
     return Promise.reject(new Error(`kosong-wasm: ctx.requestApproval: ${NO_RUN}`));
   },

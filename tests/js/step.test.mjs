@@ -447,13 +447,13 @@ test("positional mistakes name the argument and the signature: an AI SDK-shaped 
   await assert.rejects(k.step(p, 5, new k.SimpleToolset(), []), /systemPrompt \(the 2nd argument\) must be a string; got number$/);
 });
 
-test("in a plain step a tool's ctx has the run's methods, each saying there is no wire (typed as present, never undefined)", async () => {
+test("in a plain step a tool's ctx has the run's methods (typed as present, never undefined): send reaches nobody, asking says there is no wire", async () => {
   const seen = {};
   const tools = new k.SimpleToolset([{
     name: "ask", description: "", parameters: {},
     handler: async (_, ctx) => {
       seen.kinds = [typeof ctx.send, typeof ctx.requestApproval, typeof ctx.rejection];
-      seen.send = (() => { try { ctx.send({ type: "MyNote", payload: {} }); } catch (e) { return e.message; } })();
+      seen.send = ctx.send({ type: "MyNote", payload: {} });
       seen.rejection = (() => { try { ctx.rejection(); } catch (e) { return e.message; } })();
       return (await ctx.requestApproval({ action: "ask", description: "may I?" })) ? "approved" : "refused";
     },
@@ -461,6 +461,7 @@ test("in a plain step a tool's ctx has the run's methods, each saying there is n
   const r = await k.step(new k.ScriptedProvider(['tool_call: {"id":"c1","name":"ask","arguments":"{}"}']), "", tools, [user("go")]);
   const [res] = await r.toolResults();
   assert.deepEqual(seen.kinds, ["function", "function", "function"]);
-  for (const m of [seen.send, seen.rejection, res.return_value.message]) assert.match(m, /a plain step has no wire: run the tool in an agent run/);
+  assert.equal(seen.send, undefined);
+  for (const m of [seen.rejection, res.return_value.message]) assert.match(m, /a plain step has no wire: run the tool in an agent run/);
   assert.equal(res.return_value.is_error, true, "the handler's rejected approval is its error result, never an approval");
 });
