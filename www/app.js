@@ -1,6 +1,7 @@
-// The demo: an agent (kimi-cli's soul loop on kosong-wasm) running in the page. Everything
-// on screen is drawn from the run's wire messages, so a downloaded wire.jsonl replays to the
-// same page.
+// The demo: an agent (kimi-cli's soul loop on kosong-wasm) running in the page, its conversation
+// a `Session` kept in IndexedDB: a reload mid-turn goes on with the turn by itself. Everything on
+// screen is drawn from the turn's wire messages (the session's events), so a downloaded
+// wire.jsonl replays to the same page.
 import * as kosong from "../pkg/browser.js";
 import { demoTools } from "./tools.js";
 
@@ -46,16 +47,14 @@ function syncSettings() {
   for (const id of ["model", "baseUrl", "apiKey"]) $(id).disabled = $("kind").value === "mock";
 }
 
-let agent = null;
-function newAgent() {
-  agent = new kosong.Agent({
-    name: "demo",
-    provider: providerFromSettings(),
-    systemPrompt: "You are a helpful assistant in a browser demo. Use the tools when they help; call independent tools in parallel.",
-    toolset: new kosong.SimpleToolset(demoTools({ onNote: (t) => $("notes").append(el("li", "", t)), toolError: kosong.toolError })),
-    maxStepsPerTurn: 8,
-  });
-}
+/** The options of each turn's agent: the settings as they are when the turn starts (or resumes). */
+const agentOptions = () => ({
+  name: "demo",
+  provider: providerFromSettings(),
+  systemPrompt: "You are a helpful assistant in a browser demo. Use the tools when they help; call independent tools in parallel.",
+  toolset: new kosong.SimpleToolset(demoTools({ onNote: (t) => $("notes").append(el("li", "", t)), toolError: kosong.toolError })),
+  maxStepsPerTurn: 8,
+});
 let settingsText = JSON.stringify(settingsNow());
 function settingsNow() {
   return { kind: $("kind").value, model: $("model").value, baseUrl: $("baseUrl").value, apiKey: $("apiKey").value };
@@ -67,12 +66,12 @@ $("settings").addEventListener("change", () => {
   // The key stays in this tab only (sessionStorage), never in a URL or a recording.
   sessionStorage.setItem("kosong-demo-settings", settingsText);
   syncSettings();
-  newAgent();
   clearComparison();
-  $("chat").append(el("div", "msg notice settings-changed", `Settings changed: a new conversation starts (${KINDS[now.kind].label}).`));
+  newConversation().then(() =>
+    $("chat").append(el("div", "msg notice settings-changed", `Settings changed: a new conversation starts (${KINDS[now.kind].label}).`)),
+  );
 });
 syncSettings();
-newAgent();
 
 // ---- timelines ------------------------------------------------------------------------------
 
@@ -379,15 +378,91 @@ class RunView {
   }
 }
 
-// ---- running ------------------------------------------------------------------------------
+// ---- the session ----------------------------------------------------------------------------
 
+/**
+ * The conversation is a `Session` in this tab's IndexedDB (its name kept in sessionStorage, so a
+ * reload opens the same one). Opening it goes on with a turn the page was running when it was
+ * reloaded; one loop draws every event, the stored ones first.
+ */
+let session = null;
 let recording = [];
-let ctrl = null;
+let turnView = null;
+const SESSION_KEY = "kosong-demo-session";
 const wireLog = (line) => {
   const pre = $("wirelog");
   pre.textContent += `${line}\n`;
   pre.scrollTop = pre.scrollHeight;
 };
+/** A recording line of a message, as WireRecorder writes one. */
+const recordLine = (message) => {
+  if (!recording.length) recording.push(JSON.stringify({ type: "metadata", protocol_version: kosong.WIRE_PROTOCOL_VERSION }));
+  const line = JSON.stringify({ timestamp: Date.now() / 1000, message });
+  recording.push(line);
+  wireLog(line);
+  $("download").disabled = false;
+};
+const responder = { respond: (id, answer) => session?.respond(id, answer).catch(() => {}) };
+
+async function openSession() {
+  let name = sessionStorage.getItem(SESSION_KEY);
+  for (;;) {
+    name ??= `demo-${crypto.randomUUID()}`;
+    sessionStorage.setItem(SESSION_KEY, name);
+    try {
+      session = await kosong.Session.open(new kosong.IndexedDBSessionStore(name), agentOptions, { logger: null });
+      break;
+    } catch (e) {
+      // A duplicated tab carries this tab's session name: it starts a conversation of its own.
+      if (!(e instanceof kosong.SessionLockedError)) throw e;
+      name = null;
+    }
+  }
+  const s = session;
+  if (s.running) {
+    document.body.dataset.state = "running";
+    setRunning(true);
+    $("chat").append(el("div", "msg notice resumed", "↺ This page was reloaded while a turn ran: the turn goes on from where it was (kept in this tab's IndexedDB)."));
+  }
+  follow(s);
+}
+
+/** Draws the session's events as they are stored: a view per turn, its end settling it. */
+async function follow(s) {
+  for await (const e of s.events({ after: 0 })) {
+    if (s !== session) return;
+    const t = performance.now();
+    if (e.message) {
+      if (e.message.type === "TurnBegin" || !turnView) turnView = new RunView($("chat"), { live: true });
+      recordLine(e.message);
+      turnView.draw(e.message, t, responder);
+      continue;
+    }
+    const { outcome, error } = e.end;
+    turnView?.settle(outcome, t);
+    turnView = null;
+    if (error && outcome !== "cancelled") $("chat").append(el("div", "msg error", `${error.name}: ${error.message}`));
+    setRunning(false);
+    document.body.dataset.state = outcome;
+  }
+}
+
+/** Closes the conversation (forgetting what it kept) and opens a new one. */
+async function newConversation() {
+  const old = session;
+  session = null;
+  const name = sessionStorage.getItem(SESSION_KEY);
+  sessionStorage.removeItem(SESSION_KEY);
+  if (old) {
+    if (old.running) await old.cancel().catch(() => {});
+    await old.close().catch(() => {});
+    if (name) indexedDB.deleteDatabase(`kosong-session:${name}`);
+  }
+  turnView = null;
+  await openSession();
+}
+
+// ---- running ------------------------------------------------------------------------------
 
 /** Send and Stop swap while a run goes; focus follows the button that stays usable. */
 function setRunning(running) {
@@ -400,47 +475,36 @@ function setRunning(running) {
 }
 
 async function run(input) {
-  ctrl = new AbortController();
   document.body.dataset.state = "running";
   setRunning(true);
-  const view = new RunView($("chat"), { live: true });
-  const recorder = new kosong.WireRecorder((line) => {
-    recording.push(line);
-    wireLog(line);
-  });
-  const ui = async (wire) => {
-    for await (const msg of wire.uiSide({ merge: false })) view.draw(msg, performance.now(), wire);
-  };
-  let outcome = "done";
   try {
-    await kosong.runSoul(agent, input, ui, ctrl.signal, { recorder });
+    // The outcome is drawn by `follow` from the turn's stored end.
+    await session.send(input);
   } catch (e) {
-    outcome = e instanceof kosong.RunCancelled ? "cancelled" : "failed";
-    if (outcome === "failed") $("chat").append(el("div", "msg error", `${e.name}: ${e.message}`));
-  } finally {
-    view.settle(outcome, performance.now());
-    ctrl = null;
-    setRunning(false);
-    $("download").disabled = recording.length === 0;
-    document.body.dataset.state = outcome;
+    $("chat").append(el("div", "msg error", `${e.name}: ${e.message}`));
+    setRunning(session?.running ?? false);
+    document.body.dataset.state = "failed";
   }
 }
 
+const busy = () => session?.running || ctrl !== null;
 $("ask").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const q = $("q").value.trim();
-  if (q && !ctrl) run(q);
+  if (q && !busy()) run(q);
 });
-const stop = () => ctrl?.abort(new DOMException("Stopped by the user", "AbortError"));
+// A comparison started by Compare has its controller; a turn is the session's to cancel.
+let ctrl = null;
+const stop = () => (ctrl ? ctrl.abort(new DOMException("Stopped by the user", "AbortError")) : session?.cancel());
 $("stop").addEventListener("click", stop);
 document.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape" && ctrl) {
+  if (ev.key === "Escape" && busy()) {
     ev.preventDefault();
     stop();
   }
 });
-$("clear").addEventListener("click", () => {
-  if (ctrl) return;
+$("clear").addEventListener("click", async () => {
+  if (busy()) return;
   $("chat").replaceChildren();
   $("wirelog").textContent = "";
   $("notes").replaceChildren();
@@ -449,7 +513,7 @@ $("clear").addEventListener("click", () => {
   $("download").disabled = true;
   document.body.dataset.state = "idle";
   clearComparison();
-  newAgent();
+  await newConversation();
 });
 
 // ---- the comparison ---------------------------------------------------------------------------
@@ -557,7 +621,7 @@ async function compare({ onLoad = false } = {}) {
   }
 }
 $("compare").addEventListener("click", () => {
-  if (!ctrl) compare();
+  if (!busy()) compare();
 });
 /** Hides the comparison (and stops one running as the page opened). */
 function clearComparison() {
@@ -624,4 +688,5 @@ $("load").addEventListener("change", async () => {
   $("load").value = ""; // the same file can be chosen again
 });
 window.kosongDemo = { replay, get recording() { return recording.join("\n"); } };
+await openSession();
 document.body.dataset.ready = "true";

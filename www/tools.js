@@ -103,6 +103,8 @@ export function demoTools({ onNote, toolError }) {
     {
       name: "search",
       description: "Searches a small local database of cities (weather, population, a fact). Slow, like a real search.",
+      // Read-only: a turn that goes on after a reload runs it again rather than calling it interrupted.
+      idempotent: true,
       parameters: { type: "object", properties: { query: { type: "string", description: "A city or country" } }, required: ["query"] },
       handler: async ({ query }, ctx) => {
         started(ctx);
@@ -116,6 +118,7 @@ export function demoTools({ onNote, toolError }) {
     {
       name: "clock",
       description: "The current time in an IANA time zone.",
+      idempotent: true,
       parameters: { type: "object", properties: { timezone: { type: "string" } }, required: ["timezone"] },
       handler: async ({ timezone }, ctx) => {
         started(ctx);
@@ -126,6 +129,7 @@ export function demoTools({ onNote, toolError }) {
     {
       name: "calculator",
       description: "Evaluates an arithmetic expression (+ - * / ^ and parentheses).",
+      idempotent: true,
       parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] },
       handler: async ({ expression }, ctx) => {
         started(ctx);

@@ -228,6 +228,37 @@ test("the first screen shows the comparison without a click, beside a usable cha
   await context.close();
 });
 
+test("reloaded while its tools run, the page goes on with the turn by itself and says so (a Session in IndexedDB); a duplicated tab gets a conversation of its own", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await ask(page, "What's the weather in Paris, and what time is it in Tokyo?");
+  // Reloaded while search (1.5 s) runs, after clock (0.3 s) finished.
+  await page.waitForSelector('.card[data-status="done"] >> text=clock', { timeout: 30_000 });
+  assert.equal(await page.$eval(".card:has(.name:text-is('search'))", (c) => c.dataset.status), "running");
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  assert.match(await page.innerText(".resumed"), /reloaded while a turn ran: the turn goes on/);
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  // The question drawn once; search (read-only, idempotent) ran again and finished; clock's result
+  // was kept; the model's answer came.
+  assert.equal(await page.$$eval("#chat .msg.user", (l) => l.length), 1);
+  const cs = await cards(page);
+  assert.deepEqual(cs.map((c) => [c.name, c.status]).sort(), [["clock", "done"], ["search", "done"]], JSON.stringify(cs));
+  assert.match(await page.innerText("#wirelog"), /turn_resumed/);
+  // The next question runs in the same conversation.
+  await ask(page, "What is 17 * 23 + 4?");
+  await page.waitForSelector(".card[data-status=done] >> text=calculator", { timeout: 30_000 });
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  // A second tab on the same session name (a duplicated tab copies sessionStorage) opens its own.
+  const name = await page.evaluate(() => sessionStorage.getItem("kosong-demo-session"));
+  const second = await context.newPage();
+  await second.addInitScript((n) => sessionStorage.setItem("kosong-demo-session", n), name);
+  await second.goto(`${base}/`);
+  await second.waitForSelector("body[data-ready=true]");
+  assert.notEqual(await second.evaluate(() => sessionStorage.getItem("kosong-demo-session")), name);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("at phone size (390 x 844) nothing scrolls sideways, labels sit by their inputs, and the panels stack below the chat", opts, async () => {
   const { page, context, errors } = await openDemo({ width: 390, height: 844 });
   await ask(page, "What's the weather in Paris, and what time is it in Tokyo?");
