@@ -226,6 +226,6 @@ function bundleNodeEntry(pkg) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  (await import("./setup.mjs")).ensureNpmPackages();
+  (await import("./setup.mjs")).ensureNpmPackages({ devtools: false });
   build();
 }

@@ -1,8 +1,8 @@
 // What `npm test`, `npm run bench` and `npm run demo` install when it is missing: the npm
-// packages of package-lock.json and Debian's Chromium.
+// packages (the build's, then the test and bench tools of devtools/) and Debian's Chromium.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -11,12 +11,56 @@ const run = (cmd, args) => {
   execFileSync(cmd, args, { stdio: "inherit", cwd: root });
 };
 
-export function ensureNpmPackages() {
-  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-  const wanted = Object.keys({ ...pkg.dependencies, ...pkg.devDependencies });
-  const missing = wanted.filter((name) => !existsSync(join(root, "node_modules", name, "package.json")));
-  if (missing.length) run("npm", existsSync(join(root, "package-lock.json")) ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"]);
+/**
+ * The npm packages: the build's own (package.json: binaryen and esbuild — all `npm install` in a
+ * clone fetches, all `npm pack` needs), then the test and bench tools (devtools/package.json, its
+ * own lock), installed in devtools/ and linked into node_modules/ one by one (and their commands
+ * into node_modules/.bin), so tests, benches and scripts import them by name as before. Each
+ * install runs only when something of it is missing; the links are checked every time (a root
+ * `npm ci` or `npm install` removes them). `devtools: false`: the build's alone (`npm run build`,
+ * `npm pack`).
+ */
+export function ensureNpmPackages({ devtools = true } = {}) {
+  const wanted = (dir) => Object.keys(JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).devDependencies ?? {});
+  const install = (dir) => {
+    const missing = wanted(dir).filter((name) => !existsSync(join(dir, "node_modules", name, "package.json")));
+    if (!missing.length) return;
+    console.error(`$ (cd ${dir}) npm ci`);
+    execFileSync("npm", ["ci", "--no-audit", "--no-fund"], { stdio: "inherit", cwd: dir });
+  };
+  install(root);
+  if (!devtools) return;
+  const tools = join(root, "devtools");
+  install(tools);
+  linkAll(join(tools, "node_modules"), join(root, "node_modules"));
+  linkAll(join(tools, "node_modules", ".bin"), join(root, "node_modules", ".bin"));
 }
+
+/** Links every entry of `from` (a scope's packages one by one) into `to` where `to` has none of its own. */
+function linkAll(from, to) {
+  if (!existsSync(from)) return;
+  mkdirSync(to, { recursive: true });
+  for (const name of readdirSync(from)) {
+    if (name === ".bin" || name === ".package-lock.json") continue;
+    const src = join(from, name);
+    const dst = join(to, name);
+    if (name.startsWith("@") && lstatSync(src).isDirectory()) {
+      if (existsSync(dst) && lstatSync(dst).isSymbolicLink()) rmSync(dst);
+      linkAll(src, dst);
+      continue;
+    }
+    // A link that points elsewhere (or nowhere: devtools/ was reinstalled) is made again.
+    if (lstatOrNull(dst)?.isSymbolicLink() && !existsSync(dst)) rmSync(dst);
+    if (!lstatOrNull(dst)) symlinkSync(relative(dirname(dst), src), dst);
+  }
+}
+const lstatOrNull = (p) => {
+  try {
+    return lstatSync(p);
+  } catch {
+    return null;
+  }
+};
 
 /** Where the browser tests find Chromium (Debian's, unless CHROMIUM_PATH names another). */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
