@@ -603,6 +603,12 @@ export class StepResult<T = unknown> {
   readonly output?: T;
   /** In call order, whatever order they finished in. Rejects with the signal's reason if it aborts first. */
   toolResults(): Promise<ToolResult[]>;
+  /**
+   * For a loop of one's own around `step` (the AI SDK's `response.messages`): this step's message,
+   * then one tool message per result in call order, worded as an `Agent` words them (an error is
+   * `<system>ERROR: …</system>`, an empty output says so) — append them to the history and step again.
+   */
+  messages(): Promise<Message[]>;
 }
 export interface StepOptions {
   /** Each part as it streams; a promise it returns holds the stream until it settles (any other value is ignored). */

@@ -239,6 +239,14 @@ export class StepResult {
   toolResults() {
     return this.#results;
   }
+  /**
+   * What to append to the history for the next step of a loop of one's own: this step's message,
+   * then one tool message per result in call order, worded as an Agent's turn words them.
+   */
+  async messages() {
+    const results = await this.#results;
+    return [this.message, ...JSON.parse(callWasm(() => wasm.toolMessages(JSON.stringify(results))))];
+  }
 }
 
 /** One step (kosong's `step`): tools start as soon as their calls are complete. */

@@ -114,6 +114,8 @@ export async function main(): Promise<string> {
     onToolResult: (r: ToolResult) => void r,
   });
   const results: ToolResult[] = await result.toolResults();
+  const next: Message[] = await result.messages();
+  void next;
 
   // Structured output: the type comes from a const schema, or is given.
   const forecast = await generate(new ScriptedProvider(['text: {"city": "Paris", "days": [{"high": 21}]}']), "", [], [], {

@@ -283,3 +283,14 @@ pub fn run_step(
         Ok(obj.into())
     }))
 }
+
+/// The tool messages of a step's results (`results`: their JSON text, call order) as a turn
+/// appends them to its context — kimi-cli's words for an error, an empty output, a message — so a
+/// loop of one's own around `step` sends the model what an `Agent` would.
+#[wasm_bindgen(js_name = toolMessages)]
+pub fn tool_messages(results: &str) -> Result<String, JsValue> {
+    let results: Vec<ToolResult> = serde_json::from_str(results)
+        .map_err(|e| type_error(&format!("toolMessages: not a list of tool results: {e}")))?;
+    let messages: Vec<Message> = results.iter().map(crate::engine::soul::rules::tool_result_to_message).collect();
+    serde_json::to_string(&messages).map_err(|e| type_error(&e.to_string()))
+}

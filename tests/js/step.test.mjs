@@ -465,3 +465,34 @@ test("in a plain step a tool's ctx has the run's methods (typed as present, neve
   for (const m of [seen.rejection, res.return_value.message]) assert.match(m, /a plain step has no wire: run the tool in an agent run/);
   assert.equal(res.return_value.is_error, true, "the handler's rejected approval is its error result, never an approval");
 });
+
+test("a loop of one's own: result.messages() appended to the history sends the model what an Agent's turn sends", async () => {
+  const tools = () => new k.SimpleToolset([
+    { name: "plus", description: "", parameters: {}, handler: ({ a, b }) => String(a + b) },
+    { name: "fails", description: "", parameters: {}, handler: () => { throw new Error("no disk"); } },
+    { name: "quiet", description: "", parameters: {}, handler: () => "" },
+  ], { logger: null });
+  const queue = () => {
+    server.respond({ steps: [text("Working."), toolStart(0, "c1", "plus", '{"a":1,"b":2}'), toolStart(1, "c2", "fails", "{}"), toolStart(2, "c3", "quiet", "{}"), finish("tool_calls"), done()] });
+    server.respond({ steps: [text("3, and one failed."), finish("stop"), done()] });
+  };
+  // By hand: step, append, step again.
+  queue();
+  const n = server.requests.length;
+  const history = [user("add 1 and 2")];
+  const first = await k.step(provider(), "Be terse.", tools(), history);
+  const appended = await first.messages();
+  assert.deepEqual(appended.map((m) => [m.role, m.tool_call_id ?? null]), [["assistant", null], ["tool", "c1"], ["tool", "c2"], ["tool", "c3"]]);
+  history.push(...appended);
+  const second = await k.step(provider(), "Be terse.", tools(), history);
+  assert.equal(second.text, "3, and one failed.");
+  const byHand = server.requests[n + 1].body.messages;
+  // The same conversation as an Agent's turn.
+  queue();
+  const agent = new k.Agent({ provider: provider(), systemPrompt: "Be terse.", toolset: tools() });
+  await k.runSoul(agent, "add 1 and 2", async (w) => { for await (const _ of w.uiSide()); }, new AbortController().signal);
+  const byAgent = server.requests[n + 3].body.messages;
+  assert.deepEqual(byHand, byAgent);
+  assert.match(JSON.stringify(byHand), /ERROR: .*no disk/);
+  assert.match(JSON.stringify(byHand), /Tool output is empty/);
+});
