@@ -834,7 +834,8 @@ export function runSoul(
  * recorded results stay; a call whose input was cut off is answered "cut off"; a call that may have
  * run without a recorded result is answered "interrupted" unless its tool is `idempotent` (then it
  * runs again, same `ctx.toolCallId`); a waiting approval waits again under its request id (answer it
- * with `wire.respond`; nothing is asked twice). Then the turn goes on with its next step. The wire
+ * with `wire.respond` — from the moment the UI loop is handed the wire, before the turn reaches its
+ * wait; nothing is asked twice). Then the turn goes on with its next step. The wire
  * says the turn was resumed (a kimi-cli `Notification` of type `turn_resumed`) and sends no
  * `TurnBegin` again. Rejects with `TurnNotRecovered`, having applied nothing, when the recording has
  * no unfinished turn or is not this context's (the two belong together by the turn's id, which its

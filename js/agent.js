@@ -4,7 +4,7 @@
 import { callWasm, wasm } from "./internal.js";
 import { SimpleToolset } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";
-import { Wire, WireRecorder, wireCore, recordedMessages } from "./wire.js";
+import { Wire, WireRecorder, wireCore, recordedMessages, unfinishedTurn } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 import { checkLogger, checkOptionNames } from "./util.js";
 import { telemetryOption } from "./telemetry.js";
@@ -201,7 +201,12 @@ export async function resumeSoul(soul, recording, uiLoop, signal, options = {}) 
   if (maxResumes !== undefined && !(Number.isInteger(maxResumes) && maxResumes >= 0)) throw new TypeError("resumeSoul: options.maxResumes must be an integer ≥ 0");
   const warn = log ? (m, f) => log.warn(m, f) : () => {};
   const messages = recordedMessages(recording, "resumeSoul", warn);
-  return runOnWire((run) => soul.resume(messages, run, { maxResumes }), uiLoop, signal, options.recorder);
+  // The approvals the recorded turn waits on can be answered at once, before the turn reaches them.
+  let waiting = [];
+  try {
+    waiting = (unfinishedTurn(messages)?.waitingApprovals ?? []).map((a) => a.requestId);
+  } catch {} // a recording the resume refuses: it says why
+  return runOnWire((run) => soul.resume(messages, run, { maxResumes }), uiLoop, signal, options.recorder, waiting);
 }
 
 function checkRun(who, uiLoop, signal, options) {
@@ -212,10 +217,11 @@ function checkRun(who, uiLoop, signal, options) {
 }
 
 /** One run of `start(run)` over a new wire beside `uiLoop` (the core's `run_soul`). */
-async function runOnWire(start, uiLoop, signal, recorder) {
+async function runOnWire(start, uiLoop, signal, recorder, expected = []) {
   const wire = new Wire();
   const core = wireCore(wire);
   recorder?._attach(wire);
+  for (const id of expected) core.expectApproval(id);
   const run = {
     wire,
     signal,

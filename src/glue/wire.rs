@@ -47,6 +47,13 @@ impl WireCore {
         self.wire.respond(request_id, r, feedback).map_err(|e| js_sys::Error::new(&e.to_string()).into())
     }
 
+    /// Announces a recovered turn's waiting approval request before the turn runs: an answer
+    /// given from now on is taken (see `Wire::expect_approval`).
+    #[wasm_bindgen(js_name = expectApproval)]
+    pub fn expect_approval(&self, request_id: &str) {
+        self.wire.expect_approval(request_id)
+    }
+
     /// Whether an approval request of this id waits for its answer.
     #[wasm_bindgen(js_name = isWaiting)]
     pub fn is_waiting(&self, request_id: &str) -> bool {

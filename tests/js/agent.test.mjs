@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import * as k from "kosong-wasm";
-import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep, sse } from "./mock-openai.mjs";
+import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep, sse, within } from "./mock-openai.mjs";
 
 let server;
 before(async () => (server = await startMockServer()));
@@ -551,4 +551,39 @@ test("a Node process whose turn waits on an approval stays alive (it does not ex
   assert.match(out, /waiting/);
   child.kill("SIGKILL");
   await exited;
+});
+
+test("resumeSoul: a recorded waiting approval is answered at once, before the resumed turn reaches its wait; the tool runs once", async () => {
+  const lines = [];
+  const started = [];
+  const tools = () => new k.SimpleToolset([{ name: "send", description: "", parameters: {}, needsApproval: true, handler: (_, ctx) => (started.push(ctx.toolCallId), "sent") }]);
+  const ctx = new k.Context();
+  const first = new k.Agent({ provider: new k.ScriptedProvider(['tool_call: {"id":"c1","name":"send","arguments":"{}"}']), toolset: tools(), context: ctx });
+  const ac = new AbortController();
+  let requestId;
+  await k.runSoul(first, "go", async (w) => {
+    for await (const m of w.uiSide()) if (m.type === "ApprovalRequest") (requestId = m.payload.id), ac.abort();
+  }, ac.signal, { recorder: new k.WireRecorder((l) => void lines.push(l)) }).catch(() => {});
+  // The runtime died while the request waited: the recording ends at it.
+  const recording = lines.slice(0, lines.findIndex((l) => l.includes('"ApprovalRequest"')) + 1).join("\n");
+  const second = new k.Agent({ provider: new k.ScriptedProvider(["text: done"]), toolset: tools(), context: k.Context.fromJSONL(ctx.toJSONL()) });
+  const seen = [];
+  let answered, refusedOther;
+  await within(k.resumeSoul(second, recording, async (w) => {
+    // At once, as a UI that read `unfinishedTurn` would: the turn has not reached its wait yet.
+    try {
+      w.respond("nope", "approve");
+    } catch (e) {
+      refusedOther = e.message;
+    }
+    answered = w.respond(requestId, "approve");
+    for await (const m of w.uiSide()) seen.push(m.type);
+  }, new AbortController().signal), 5000);
+  assert.equal(answered, undefined, "respond took the answer");
+  assert.deepEqual(started, ["c1"], "the tool ran once, after the answer");
+  const last = second.context.history.at(-1);
+  assert.equal(typeof last.content === "string" ? last.content : last.content.map((p) => p.text).join(""), "done");
+  assert.ok(seen.includes("TurnEnd"));
+  // An id no recorded turn waits on is still refused, at once.
+  assert.match(refusedOther, /No approval request nope is waiting/);
 });

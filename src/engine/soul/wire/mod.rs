@@ -90,6 +90,11 @@ struct WireState {
     partial: Option<WireMessage>,
     shut: bool,
     pending: Vec<(String, oneshot::Sender<ApprovalAnswer>)>,
+    /// A recovered turn's requests, announced before the turn waits on them again: an answer
+    /// given in the meantime is taken ([`Wire::expect_approval`]).
+    expected: Vec<String>,
+    /// Answers to expected requests given before their wait began.
+    early: Vec<(String, ApprovalAnswer)>,
     recorder: Option<Recorder>,
     /// A recorder is set (it is taken out of `recorder` while it writes).
     recording: bool,
@@ -271,37 +276,65 @@ impl Wire {
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.0.borrow_mut();
-            if !st.shut {
+            st.expected.retain(|id| id != request_id);
+            if let Some(i) = st.early.iter().position(|(id, _)| id == request_id) {
+                // Answered before the wait began: taken now.
+                let _ = tx.send(st.early.remove(i).1);
+            } else if !st.shut {
                 st.pending.push((request_id.to_owned(), tx));
             }
         }
         async move { rx.await.unwrap_or(ApprovalAnswer { response: ApprovalResponse::Reject, feedback: String::new() }) }
     }
 
+    /// Announces a recovered turn's waiting request before the turn waits on it again (its UI
+    /// may answer at once, as soon as it is handed the wire): [`Wire::respond`] takes an answer
+    /// to it from now on, and the wait that follows gets it.
+    pub fn expect_approval(&self, request_id: &str) {
+        let mut st = self.0.borrow_mut();
+        let known = st.pending.iter().any(|(id, _)| id == request_id) || st.expected.iter().any(|id| id == request_id);
+        if !st.shut && !known {
+            st.expected.push(request_id.to_owned());
+        }
+    }
+
     /// An approval request of this id is waiting for its answer ([`Wire::respond`] would take
     /// one): asked and not answered yet, or a recovered turn's request waited on again.
     pub fn is_waiting(&self, request_id: &str) -> bool {
-        self.0.borrow().pending.iter().any(|(id, _)| id == request_id)
+        let st = self.0.borrow();
+        st.pending.iter().any(|(id, _)| id == request_id) || st.expected.iter().any(|id| id == request_id)
     }
 
     /// Answers a waiting approval request: publishes the `ApprovalResponse`, then wakes the
     /// tool that asked.
     pub fn respond(&self, request_id: &str, response: ApprovalResponse, feedback: &str) -> Result<(), WireError> {
+        let answer = ApprovalAnswer { response, feedback: feedback.to_owned() };
         let tx = {
             let mut st = self.0.borrow_mut();
-            let i = st
-                .pending
-                .iter()
-                .position(|(id, _)| id == request_id)
-                .ok_or_else(|| WireError::NoSuchRequest(request_id.to_owned()))?;
-            st.pending.remove(i).1
+            match st.pending.iter().position(|(id, _)| id == request_id) {
+                Some(i) => Some(st.pending.remove(i).1),
+                None => {
+                    // An expected request (a recovered turn's, not waited on again yet): kept
+                    // for its wait.
+                    let i = st
+                        .expected
+                        .iter()
+                        .position(|id| id == request_id)
+                        .ok_or_else(|| WireError::NoSuchRequest(request_id.to_owned()))?;
+                    st.expected.remove(i);
+                    st.early.push((request_id.to_owned(), answer.clone()));
+                    None
+                }
+            }
         };
         self.send(WireMessage::ApprovalResponse {
             request_id: request_id.to_owned(),
             response,
             feedback: feedback.to_owned(),
         });
-        let _ = tx.send(ApprovalAnswer { response, feedback: feedback.to_owned() });
+        if let Some(tx) = tx {
+            let _ = tx.send(answer);
+        }
         Ok(())
     }
 
@@ -453,6 +486,31 @@ mod tests {
         assert_eq!(block_on(b).response, ApprovalResponse::Reject);
         let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
         assert_eq!(kinds, ["ApprovalRequest", "ApprovalResponse", "ApprovalRequest", "ApprovalResponse"]);
+    }
+
+    /// A recovered turn's request announced before its wait: answered early, the answer is
+    /// published then and handed to the wait when it begins; answered once only; an id nobody
+    /// announced is refused as before.
+    #[test]
+    fn an_expected_request_answered_before_its_wait_gets_the_answer_when_the_wait_begins() {
+        let wire = Wire::new();
+        let side = wire.ui_side(true);
+        wire.expect_approval("r1");
+        assert!(wire.is_waiting("r1"));
+        assert!(wire.respond("other", ApprovalResponse::Approve, "").is_err());
+        wire.respond("r1", ApprovalResponse::Approve, "go").unwrap();
+        assert!(!wire.is_waiting("r1"));
+        assert!(wire.respond("r1", ApprovalResponse::Reject, "").is_err(), "the first answer counts");
+        let answer = block_on(wire.await_approval("r1"));
+        assert_eq!(answer, ApprovalAnswer { response: ApprovalResponse::Approve, feedback: "go".into() });
+        // Not answered early: the wait takes it over and is answered as any other.
+        wire.expect_approval("r2");
+        let b = wire.await_approval("r2");
+        assert!(wire.is_waiting("r2"));
+        wire.respond("r2", ApprovalResponse::Reject, "").unwrap();
+        assert_eq!(block_on(b).response, ApprovalResponse::Reject);
+        let kinds: Vec<String> = side.take_ready().iter().map(|m| m.kind().to_owned()).collect();
+        assert_eq!(kinds, ["ApprovalResponse", "ApprovalResponse"], "each answer published once, nothing asked again");
     }
 
     /// What a session asks before it hands an answer on: waiting from the moment the request
