@@ -104,6 +104,14 @@ export function report(r) {
     for (const x of c.coldstart.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
     out.push("");
   }
+  if (c["worker-startup"]) {
+    out.push("**Worker startup: `wrangler check startup`** (the same chat session Worker on each; its CPU profile in workerd, the two taking turns)");
+    out.push("");
+    out.push("| Worker | profile span, median | range | busy, median |");
+    out.push("|---|---:|---:|---:|");
+    for (const x of c["worker-startup"].rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${ms(x.busy)} ms |`);
+    out.push("");
+  }
   if (c.memory) {
     const turns = c.memory.turns ? `; ${kb(c.memory.turnsBefore)} before and ${kb(c.memory.turnsAfter)} after ${c.memory.turns.toLocaleString("en")} agent turns` : "";
     out.push(`**Memory:** wasm linear memory ${kb(c.memory.wasmMemoryBefore)} before and ${kb(c.memory.wasmMemoryAfter)} after ${c.memory.steps.toLocaleString("en")} steps in one instance${turns}.`, "");
@@ -160,6 +168,10 @@ function targets(r) {
     const k = c.coldstart.rows[0];
     const anthropic = c.coldstart.rows.find((x) => x.name === "@anthropic-ai/sdk");
     row("cold start ≤ 15 ms (import + init + one provider)", `${ms(k.median)} ms${anthropic ? ` (@anthropic-ai/sdk: ${ms(anthropic.median)} ms)` : ""}`, k.median <= 15);
+  }
+  if (c["worker-startup"]) {
+    const [k, peer] = c["worker-startup"].rows;
+    row("Worker startup ≤ 0.3× AIChatAgent's (profile span)", `${ms(k.median)} ms against ${ms(peer.median)} ms (${ratio(k.median, peer.median)})`, k.median <= 0.3 * peer.median);
   }
   if (c.memory) {
     row("memory flat over 10,000 steps", `${kb(c.memory.wasmMemoryBefore)} → ${kb(c.memory.wasmMemoryAfter)}`, c.memory.wasmMemoryAfter <= c.memory.wasmMemoryBefore);

@@ -5,7 +5,7 @@
 //   npm run bench -- --runs 7 --only text-openai,size
 //   npm run bench -- --base <git ref>    the A/B: that ref's package beside this one (bench/ab.mjs)
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync, readdirSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { cpSync, existsSync, readFileSync, writeFileSync, readdirSync, mkdtempSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -34,7 +34,7 @@ ensureNpmPackages();
 build();
 
 const results = { date: new Date().toISOString(), node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, runs: RUNS, versions: {}, comparisons: {} };
-for (const p of ["ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "openai", "@anthropic-ai/sdk", "@openai/agents", "eventsource-parser"]) {
+for (const p of ["ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "openai", "@anthropic-ai/sdk", "@openai/agents", "eventsource-parser", "agents", "@cloudflare/ai-chat", "wrangler"]) {
   results.versions[p] = JSON.parse(readFileSync(join(root, "node_modules", p, "package.json"), "utf8")).version;
 }
 
@@ -132,6 +132,57 @@ if (want("coldstart")) {
     }
   }
   results.comparisons.coldstart = { comparison: "coldstart", rows: Object.entries(ms).map(([name, xs]) => ({ name, ...stats(xs) })) };
+}
+
+// ---- Worker startup: `wrangler check startup` on examples/worker and on its peer ----------------
+// The same chat session Worker twice — this package's example (AgentSession, its tools) and
+// bench/worker-peer (Cloudflare's AIChatAgent with the AI SDK's streamText and the same tools) —
+// each built by wrangler and started in workerd under its CPU profiler, taking turns. From each
+// profile: its span (endTime - startTime) and its busy time (samples not idle). The bench fails
+// when this package's median span passes 0.3× the peer's.
+if (want("worker-startup")) {
+  console.error("bench: worker startup");
+  const wrangler = join(root, "node_modules", ".bin", "wrangler");
+  const base = join(root, "target", "bench-worker-startup");
+  rmSync(base, { recursive: true, force: true });
+  const workers = {
+    "kosong-wasm (examples/worker: AgentSession)": join(root, "examples", "worker"),
+    "agents + @cloudflare/ai-chat + ai (AIChatAgent)": join(here, "worker-peer"),
+  };
+  const dirs = {};
+  for (const [name, from] of Object.entries(workers)) {
+    const dir = join(base, name.split(" ")[0].replace(/[^a-z0-9]+/gi, "-"));
+    mkdirSync(join(dir, "node_modules"), { recursive: true });
+    cpSync(join(from, "src"), join(dir, "src"), { recursive: true });
+    cpSync(join(from, "wrangler.toml"), join(dir, "wrangler.toml"));
+    // The example imports the package by name; everything else resolves from the repository's node_modules.
+    symlinkSync(root, join(dir, "node_modules", "kosong-wasm"), "dir");
+    dirs[name] = dir;
+  }
+  const profileOf = (file) => {
+    const p = JSON.parse(readFileSync(file, "utf8"));
+    const idle = new Set(p.nodes.filter((n) => n.callFrame.functionName === "(idle)").map((n) => n.id));
+    const busy = p.samples.reduce((sum, id, i) => sum + (idle.has(id) ? 0 : p.timeDeltas[i]), 0);
+    return { span: (p.endTime - p.startTime) / 1000, busy: busy / 1000 };
+  };
+  const runs = Object.fromEntries(Object.keys(dirs).map((n) => [n, { span: [], busy: [] }]));
+  for (let i = 0; i < RUNS; i++) {
+    for (const [name, dir] of i % 2 ? Object.entries(dirs).reverse() : Object.entries(dirs)) {
+      const out = join(dir, "startup.cpuprofile");
+      execFileSync(wrangler, ["check", "startup", "--outfile", out], { cwd: dir, stdio: "ignore", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } });
+      const p = profileOf(out);
+      runs[name].span.push(p.span);
+      runs[name].busy.push(p.busy);
+    }
+  }
+  const rows = Object.entries(runs).map(([name, r]) => ({ name, ...stats(r.span), busy: stats(r.busy).median }));
+  results.comparisons["worker-startup"] = { comparison: "worker-startup", rows };
+  const [ours, peer] = rows;
+  console.error(`bench: worker startup — ${ours.median.toFixed(1)} ms against ${peer.median.toFixed(1)} ms (${(ours.median / peer.median).toFixed(2)}×)`);
+  if (ours.median > 0.3 * peer.median) {
+    console.error(`bench: FAILED — the Worker's startup span (${ours.median.toFixed(1)} ms) passed 0.3× its peer's (${peer.median.toFixed(1)} ms)`);
+    process.exitCode = 1;
+  }
 }
 
 // `--only a,b` measures those comparisons again and keeps the others of the last full run.
