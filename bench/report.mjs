@@ -104,6 +104,14 @@ export function report(r) {
     for (const x of c.coldstart.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
     out.push("");
   }
+  if (c["browser-first-token"]) {
+    out.push("**In Chromium: page load to the first text delta** of a loopback stream (a fresh browser context each time, the pages taking turns)");
+    out.push("");
+    out.push("| page | median | range |");
+    out.push("|---|---:|---:|");
+    for (const x of c["browser-first-token"].rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
+    out.push("");
+  }
   if (c["worker-startup"]) {
     out.push("**Worker startup: `wrangler check startup`** (the same chat session Worker on each; its CPU profile in workerd, the two taking turns)");
     out.push("");

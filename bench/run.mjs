@@ -185,6 +185,76 @@ if (want("worker-startup")) {
   }
 }
 
+// ---- In Chromium: page load to the first text delta ---------------------------------------------
+// Two pages on one loopback server that also streams an OpenAI-compatible answer: one loads this
+// package's browser build (its JS and .wasm), the other an esbuild bundle of the AI SDK
+// (streamText + @ai-sdk/openai); each asks for one answer and notes when its first text delta
+// arrives (ms since navigation began). A fresh browser context each time (nothing cached), the
+// pages taking turns.
+if (want("browser-first-token")) {
+  console.error("bench: browser first token");
+  const { chromium } = await import("playwright-core");
+  const { CHROMIUM, ensureChromium } = await import("../scripts/setup.mjs");
+  ensureChromium();
+  const esbuild = await import("esbuild");
+  const { createServer } = await import("node:http");
+  const aiBundle = (await esbuild.build({
+    stdin: {
+      contents: `import { streamText } from "ai"; import { createOpenAI } from "@ai-sdk/openai";
+        const r = streamText({ model: createOpenAI({ apiKey: "sk-x", baseURL: location.origin + "/v1" }).chat("m"), prompt: "hi" });
+        for await (const d of r.textStream) { if (d) { window.firstToken = performance.now(); break; } }`,
+      resolveDir: root, loader: "js",
+    },
+    bundle: true, minify: true, format: "esm", platform: "browser", write: false, logLevel: "silent",
+  })).outputFiles[0].contents;
+  const kosongPage = `<script type="module">import * as k from "/pkg/browser.js"; await k.init();
+    const p = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-x", baseUrl: location.origin + "/v1" });
+    await k.generate(p, "", [], [{ role: "user", content: "hi" }], { onMessagePart(x) { if (x.type === "text" && !window.firstToken) window.firstToken = performance.now(); } });
+  </script>`;
+  const chunk = (d, f = null) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: d, finish_reason: f }] })}\n\n`;
+  const types = { ".js": "text/javascript", ".wasm": "application/wasm" };
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    if (url.pathname === "/v1/chat/completions") {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(chunk({ role: "assistant", content: "Hello" }) + chunk({ content: " there." }) + chunk({}, "stop") + "data: [DONE]\n\n");
+    } else if (url.pathname === "/kosong.html") {
+      res.writeHead(200, { "content-type": "text/html" }).end(kosongPage);
+    } else if (url.pathname === "/ai.html") {
+      res.writeHead(200, { "content-type": "text/html" }).end('<script type="module" src="/ai.js"></script>');
+    } else if (url.pathname === "/ai.js") {
+      res.writeHead(200, { "content-type": "text/javascript" }).end(aiBundle);
+    } else if (url.pathname.startsWith("/pkg/") && !url.pathname.includes("..") && existsSync(join(root, url.pathname))) {
+      res.writeHead(200, { "content-type": types[url.pathname.slice(url.pathname.lastIndexOf("."))] ?? "application/octet-stream" });
+      res.end(readFileSync(join(root, url.pathname)));
+    } else res.writeHead(404).end();
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const pages = { "kosong-wasm (browser build: JS + .wasm)": "/kosong.html", "AI SDK streamText + @ai-sdk/openai (esbuild bundle)": "/ai.html" };
+  const ms = Object.fromEntries(Object.keys(pages).map((n) => [n, []]));
+  try {
+    for (let i = 0; i < RUNS + 1; i++) {
+      for (const [name, path] of i % 2 ? Object.entries(pages).reverse() : Object.entries(pages)) {
+        const context = await browser.newContext();
+        const page = await context.newPage();
+        await page.goto(origin + path);
+        const t = await page.waitForFunction(() => window.firstToken, null, { timeout: 30_000 }).then((h) => h.jsonValue());
+        await context.close();
+        if (i > 0) ms[name].push(t);
+      }
+    }
+  } finally {
+    await browser.close();
+    server.close();
+  }
+  results.comparisons["browser-first-token"] = { comparison: "browser-first-token", rows: Object.entries(ms).map(([name, xs]) => ({ name, ...stats(xs) })) };
+}
+
 // `--only a,b` measures those comparisons again and keeps the others of the last full run.
 if (ONLY && existsSync(join(here, "results.json"))) {
   const previous = JSON.parse(readFileSync(join(here, "results.json"), "utf8"));
