@@ -22,19 +22,24 @@ export function toolError({ message, brief, output = "" }) {
 /**
  * A plain step's tool context has the run's methods too (so they are typed as present): a step has
  * no wire, so `send` publishes to nobody (as a run's does once nobody listens), and asking
- * (`requestApproval`, `rejection`) fails saying why — a tool never runs as if approved. Shared by
- * every such call.
+ * (`requestApproval`, `rejection`) fails saying why — a tool never runs as if approved. One class:
+ * a context is made as cheaply as an object literal.
  */
 const NO_RUN = "a plain step has no wire: run the tool in an agent run (runSoul, a Session, AgentSession)";
-const STEP_CTX = Object.freeze({
-  send() {},
+class StepContext {
+  constructor(toolCallId, signal) {
+    this.toolCallId = toolCallId;
+    this.signal = signal;
+    this.abortSignal = signal;
+  }
+  send() {}
   requestApproval() {
     return Promise.reject(new Error(`kosong-wasm: ctx.requestApproval: ${NO_RUN}`));
-  },
+  }
   rejection() {
     throw new Error(`kosong-wasm: ctx.rejection: ${NO_RUN}`);
-  },
-});
+  }
+}
 
 /**
  * The JS end of one toolset's calls in one step or turn; the engine makes one through
@@ -81,7 +86,7 @@ export class ToolPort {
     const run = this.#run;
     // `abortSignal`: the AI SDK's name for the signal (its `execute` reads it there).
     // A plain step's calls share its signal (a number comes only inside a run).
-    if (run === undefined) return answer(Object.assign(Object.create(STEP_CTX), { toolCallId, signal, abortSignal: signal }));
+    if (run === undefined) return answer(new StepContext(toolCallId, signal));
     // The run's functions serve this call while it runs: once its result is in (or its signal
     // aborted: the engine gave up on it, and the run may be over), `send` is ignored with a
     // warning and `requestApproval` rejects — a tool that kept its ctx cannot reach a finished run.
@@ -289,7 +294,7 @@ export class SimpleToolset {
   #runHandler(tool, args, ctx) {
     // In an agent run the engine asked before the handler was called; a plain step has no wire to
     // ask through, and such a tool never runs unapproved.
-    if (tool.needsApproval && (typeof ctx?.requestApproval !== "function" || ctx.requestApproval === STEP_CTX.requestApproval)) {
+    if (tool.needsApproval && (typeof ctx?.requestApproval !== "function" || ctx instanceof StepContext)) {
       throw new Error(`tool \`${tool.name}\` has needsApproval: it runs only in an agent run (runSoul, AgentSession), where an approval has a wire to be asked on; a plain step cannot ask`);
     }
     if (this.#validate) {
