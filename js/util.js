@@ -111,12 +111,15 @@ export function checkOptionNames(opts, who, known) {
   }
 }
 
+/** The fields of kosong's `Message`. */
+const MESSAGE_KEYS = ["role", "content", "name", "tool_calls", "tool_call_id", "partial"];
+
 /**
  * Refuses messages in the AI SDK's shapes, which a `Message` would read as empty: a `UIMessage`
  * (`{role, parts}`, what `useChat` sends) and a `ModelMessage` with the SDK's tool parts
- * (`tool-call`, `tool-result`). A `Message` is kosong's `{role, content, tool_calls?, tool_call_id?}`.
+ * (`tool-call`, `tool-result`), and a user's or system message without content (a misspelt key).
+ * A `Message` is kosong's `{role, content, tool_calls?, tool_call_id?}`.
  */
-const MESSAGE_KEYS = ["role", "content", "name", "tool_calls", "tool_call_id", "partial"];
 export function checkMessages(list, where) {
   for (let i = 0; i < list.length; i++) {
     const m = list[i];
