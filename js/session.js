@@ -296,6 +296,7 @@ export class Session {
           for (const e of asked.events) this.#tell(e);
           if (asked.flush) this.#turn?.wire.flush();
           if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
+          if (asked.unstoredEnd) this.#unstored(asked.unstoredEnd);
           if (asked.stop !== undefined && this.#turn) {
             if (asked.stop === "drop") this.#turn.dropped = true;
             this.#turn.controller.abort(new RunCancelled(asked.stop === "drop" ? "the session's store refused a write" : "cancelled"));
@@ -364,6 +365,22 @@ export class Session {
     }
   }
 
+  /**
+   * The end of a turn the core dropped before anything of it was stored (its first write was
+   * refused): no stored end will come, so whoever waits on the turn, and a follower of it (a
+   * Worker's stream), is told this one.
+   */
+  #unstored(end) {
+    for (const w of this.#ends.splice(0)) w.resolve(end);
+    for (const l of this.#listeners) {
+      try {
+        l.unstored?.(JSON.stringify(end));
+      } catch {
+        this.#listeners.delete(l);
+      }
+    }
+  }
+
   #nextEnd(after) {
     return new Promise((resolve) => this.#ends.push({ after, resolve }));
   }
@@ -386,19 +403,6 @@ export class Session {
       .finally(() => {
         clearInterval(alive);
         if (this.#turn === turn) this.#turn = null;
-        // Dropped before anything of it was stored: there is no end to tell; say so.
-        if (turn.dropped && !this.#closed && !this.#core.running) {
-          const end = { outcome: "failed", error: { name: "SessionStorageError", message: "the session's store refused a write before the turn was stored" } };
-          for (const w of this.#ends.splice(0)) w.resolve(end);
-          // A follower of the turn (a Worker's stream) hears it too: no stored end will come.
-          for (const l of this.#listeners) {
-            try {
-              l.unstored?.(JSON.stringify(end));
-            } catch {
-              this.#listeners.delete(l);
-            }
-          }
-        }
         this.#schedule();
       });
   }

@@ -181,6 +181,10 @@ impl SessionCore {
         if s.poll_cancel_stored() {
             out.push_str(",\"cancelStored\":true");
         }
+        if let Some(end) = s.poll_unstored_end() {
+            out.push_str(",\"unstoredEnd\":");
+            out.push_str(&end.to_json());
+        }
         if s.has_resume() {
             out.push_str(",\"resume\":true");
         }

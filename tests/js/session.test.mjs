@@ -149,6 +149,33 @@ test("a store that refuses a write: the turn is closed from what was stored (fai
   await s.close();
 });
 
+test("a store that refuses a turn's first write: the core tells that turn's end (nothing of it was stored, so none will be), once, to the sender and to a follower; nothing of it is kept, and the next turn runs", async () => {
+  const store = new FlakyStore();
+  const ran = [];
+  const toolset = new k.SimpleToolset([{ name: "charge", description: "", parameters: {}, handler: () => (ran.push("charge"), "charged") }]);
+  const provider = new k.ScriptedProvider([`text: Charging.\n${call("c1", "charge", {})}`, "text: done", "text: second turn."]);
+  const s = await k.Session.open(store, { provider, systemPrompt: "", toolset, logger: null });
+  const told = [];
+  const stop = s._listen({ event() {}, close() {}, unstored: (data) => told.push(JSON.parse(data)) });
+  store.refuse = 1;
+  const out = await s.send("charge me");
+  assert.deepEqual(out, { outcome: "failed", error: { name: "SessionStorageError", message: "the session's store refused a write before the turn was stored" } });
+  assert.deepEqual(told, [out], "the follower heard the same end, once");
+  assert.deepEqual(ran, [], "the tool never started");
+  assert.deepEqual(s.history, [], "nothing of the turn is kept");
+  // The session tries its store again after a moment, then takes the next turn.
+  let next;
+  for (let i = 0; i < 40 && !next; i++) {
+    next = await s.send("again").catch((e) => (e instanceof k.SessionBusyError ? new Promise((r) => setTimeout(r, 100)).then(() => undefined) : Promise.reject(e)));
+  }
+  assert.deepEqual(next, { outcome: "done" });
+  assert.deepEqual(ran, [], "the dropped turn's call never ran, then or later");
+  assert.equal(told.length, 1, "told once");
+  assert.deepEqual(s.history.map((m) => m.role), ["user", "assistant"], "only the next turn is kept");
+  stop();
+  await s.close();
+});
+
 test("Node: a turn closed after a refused write ends in a process nothing else keeps alive (the retry's timer holds it while a turn is to end)", async () => {
   const script = `
     import * as k from "kosong-wasm";

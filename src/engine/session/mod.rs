@@ -438,6 +438,9 @@ struct State {
     refusals: u32,
     /// The turn being closed was stopped by a refused write (its end says so).
     closing_for_storage: bool,
+    /// A turn dropped by a refused write before anything of it was stored: no end will be
+    /// stored for it, so its end is told as it is (once, without an id).
+    unstored_end: Option<TurnOutcome>,
     /// A turn was submitted and has recorded nothing yet: its meta waits to be stored with its
     /// first event (a turn stored without its `TurnBegin` could not be read back).
     fresh_turn: bool,
@@ -532,6 +535,7 @@ impl Session {
             retry_at: None,
             refusals: 0,
             closing_for_storage: false,
+            unstored_end: None,
             fresh_turn: false,
             last_progress_ms: now_ms,
             waiting: Vec::new(),
@@ -798,6 +802,12 @@ impl Session {
     }
 
     /// `true` once (per cancel) when the cancel asked is stored: acknowledge it now.
+    /// The end of a turn a refused write dropped before anything of it was stored (told once,
+    /// without an id: a client that comes back finds nothing of that turn).
+    pub fn poll_unstored_end(&self) -> Option<TurnOutcome> {
+        self.0.borrow_mut().unstored_end.take()
+    }
+
     pub fn poll_cancel_stored(&self) -> bool {
         std::mem::take(&mut self.0.borrow_mut().cancel_acked)
     }
@@ -1149,6 +1159,14 @@ impl State {
         }
         if self.live.is_some() {
             self.stop = Some(StopWhy::Storage);
+            // The store holds nothing of the running turn (its first write was refused): nothing
+            // will close it from the store, and no end of it will be stored.
+            if !self.meta.turn.as_ref().is_some_and(|t| t.running) {
+                self.unstored_end = Some(TurnOutcome::failed(
+                    STORAGE_ERROR,
+                    "the session's store refused a write before the turn was stored",
+                ));
+            }
         }
         self.retry_at = Some(self.now_ms + self.limits.retry_ms);
     }
