@@ -140,8 +140,16 @@ export interface StandardSchemaParameters<Output = unknown> {
     readonly types?: { readonly input: unknown; readonly output: Output } | undefined;
   };
 }
-/** The arguments a handler gets: a Standard Schema's output type, else `any`. */
-export type ToolArgs<P> = P extends { readonly "~standard": { readonly types?: { readonly output: infer O } | undefined } } ? O : any;
+/**
+ * The arguments a handler gets: a Standard Schema's output type; a JSON Schema object written
+ * `as const` (so its `type` is the literal "object"), the type it describes (`InferSchema`, as for
+ * structured output); else `any`.
+ */
+export type ToolArgs<P> = P extends { readonly "~standard": { readonly types?: { readonly output: infer O } | undefined } }
+  ? O
+  : P extends { readonly type: "object"; readonly properties: object }
+    ? InferSchema<P>
+    : any;
 /**
  * A tool: its `name`, `description`, `parameters` (a JSON Schema, or a Standard Schema whose type
  * the handler's arguments take) and `handler` — or, in the AI SDK's names, `inputSchema` and

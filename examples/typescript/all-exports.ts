@@ -86,6 +86,13 @@ export async function main(): Promise<string> {
   new SimpleToolset().add({ name: "weather", description: "", parameters: cityOnly, handler: (args) => args.city.toUpperCase() });
   // @ts-expect-error: the handler's arguments are the schema's type (`city` is a string)
   new SimpleToolset().add({ name: "weather", description: "", parameters: cityOnly, handler: (args) => args.city.toFixed() });
+  // A JSON Schema written `as const` types the handler's arguments too (required keys required).
+  const sumSchema = { type: "object", properties: { a: { type: "number" }, b: { type: "number" }, note: { type: "string" } }, required: ["a", "b"] } as const;
+  new SimpleToolset().add({ name: "sum", description: "", parameters: sumSchema, handler: ({ a, b, note }) => `${a + b}${note?.trim() ?? ""}` });
+  // @ts-expect-error: `a` is a number, not a string
+  new SimpleToolset().add({ name: "sum", description: "", parameters: sumSchema, handler: ({ a }) => a.toUpperCase() });
+  // Not `as const`: the schema's `type` is a string, and the arguments stay `any` (as before).
+  new SimpleToolset().add({ name: "loose", description: "", parameters: { type: "object", properties: { q: { type: "string" } } }, handler: (args) => String(args.anything) });
   const definitions: ToolDefinition[] = new SimpleToolset([add, sdkShaped]).tools;
   const toolset: Toolset = new SimpleToolset([add], { validate: () => null }).add(add).remove("nothing");
 
