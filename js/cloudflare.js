@@ -20,7 +20,9 @@
 //   POST /cancel                   GET /history
 import { DurableObject } from "cloudflare:workers";
 import * as kosong from "./workerd.js";
-import { messageText } from "./session.js";
+import { answer, answerFromUI, cancelTurn, json, readCapped, readJsonBody, sseResponse, startTurn, uiResponse, uiText } from "./session-http.js";
+
+export { json, readCapped, readJsonBody, uiText };
 
 /** Caps, in bytes of UTF-8 unless said otherwise; each can be set as a var of the same name. */
 export const SESSION_LIMITS = Object.freeze({
@@ -40,42 +42,6 @@ export function sessionLimit(env, name) {
   return Number.isFinite(v) && v > 0 ? v : SESSION_LIMITS[name];
 }
 const encoder = new TextEncoder();
-/** A JSON response. */
-export const json = (status, body, headers = {}) =>
-  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
-
-/**
- * Reads a request body of at most `max` bytes, or returns null past it (however it was sent). A
- * body refused for its size is still read to its end and dropped (up to 32 MiB, then cut), so the
- * client gets the 413 instead of a connection reset while it is still sending.
- */
-export async function readCapped(request, max) {
-  const declared = Number(request.headers.get("content-length"));
-  if (!request.body) return declared > max ? null : "";
-  const reader = request.body.getReader();
-  const chunks = [];
-  let size = declared > 32 << 20 ? Infinity : 0;
-  for (let r; size <= 32 << 20 && !(r = await reader.read()).done; ) {
-    size += r.value.byteLength;
-    if (size <= max) chunks.push(r.value);
-  }
-  if (size > 32 << 20) await reader.cancel();
-  return size > max || declared > max ? null : new Blob(chunks).text();
-}
-
-/** Reads a JSON object body of at most `max` bytes: `{body}`, or `{error}` (a response to send). */
-export async function readJsonBody(request, max, what) {
-  const text = await readCapped(request, max);
-  if (text === null) return { error: json(413, { error: `the request body is over ${max} bytes`, limit: max }) };
-  let body;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return { error: json(400, { error: `the body must be JSON: ${what}` }) };
-  }
-  if (body === null || typeof body !== "object" || Array.isArray(body)) return { error: json(400, { error: `the body must be a JSON object: ${what}` }) };
-  return { body };
-}
 
 // ---- session tokens -------------------------------------------------------------------------
 
@@ -238,16 +204,6 @@ export class DurableObjectSessionStore {
 
 // ---- the session ----------------------------------------------------------------------------
 
-/** A turn's end as the Worker's events say it: `{outcome, error?: "<name>: <message>"}` (a store's refusal: `storage: …`). */
-function endOf(data) {
-  const { outcome, error } = JSON.parse(data);
-  if (!error) return { outcome };
-  const named = error.message.startsWith(`${error.name}:`) ? error.message : `${error.name}: ${error.message}`;
-  return { outcome, error: /^Session(Storage|Limit)Error$/.test(error.name) ? `storage: ${error.message}` : named };
-}
-/** The text of a UI message (`useChat`'s `{role, parts}`): its text parts, joined. */
-export const uiText = (m) => (Array.isArray(m?.parts) ? m.parts.filter((p) => p?.type === "text" && typeof p.text === "string").map((p) => p.text).join("") : "");
-
 /**
  * A chat session as a Durable Object (bind it with SQLite storage). Subclass it and define
  * `agentOptions()`: the options of the `Agent` each turn runs (`provider`, `systemPrompt`,
@@ -304,11 +260,11 @@ export class AgentSession extends DurableObject {
         const { body, error } = await readJsonBody(request, 2 * maxMessage + 1024, "{message}");
         if (error) return error;
         if (typeof body.message !== "string" || !body.message.trim()) return json(400, { error: "`message` must be a non-empty string" });
-        return this.start(s, body.message, "GET /chat", (after) => this.stream(s, after));
+        return startTurn(s, body.message, "GET /chat", (after) => sseResponse(s, after));
       }
       case "GET /chat": {
         const last = Number(request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId") ?? 0);
-        return this.stream(s, Number.isInteger(last) && last > 0 ? last : 0);
+        return sseResponse(s, Number.isInteger(last) && last > 0 ? last : 0);
       }
       case "POST /api/chat": {
         const { body, error } = await readJsonBody(request, sessionLimit(this.env, "MAX_SESSION_BYTES") + maxMessage, "{messages}");
@@ -316,141 +272,24 @@ export class AgentSession extends DurableObject {
         const { messages } = body;
         if (!Array.isArray(messages) || !messages.length) return json(400, { error: "`messages` must be a non-empty array of UI messages" });
         const last = messages.at(-1);
-        if (s.running) {
-          // The answers to the approvals the turn waits on, in the tool parts of the last message;
-          // one answer a request (the first), and `approved` only when it is `true`.
-          const seen = new Map();
-          for (const p of last?.parts ?? []) if (p?.state === "approval-responded" && typeof p.approval?.id === "string" && !seen.has(p.approval.id)) seen.set(p.approval.id, p.approval);
-          const answers = [];
-          for (const a of seen.values()) if (await s._whenWaiting(a.id)) answers.push(a);
-          if (!answers.length) return json(409, { error: "a turn is already running in this session; resume it with GET /api/chat/{id}/stream" });
-          const after = s._lastEventId;
-          try {
-            for (const a of answers) await s.respond(a.id, a.approved === true ? "approve" : "reject", typeof a.reason === "string" ? a.reason : "");
-          } catch (e) {
-            return json(400, { error: e.message });
-          }
-          return this.uiStream(s, after);
-        }
+        if (s.running) return answerFromUI(s, last);
         const message = uiText(last);
         if (last?.role !== "user" || !message.trim()) return json(400, { error: "the last message must be the user's, with text" });
-        return this.start(s, message, "GET /api/chat/{id}/stream", (after) => this.uiStream(s, after));
+        return startTurn(s, message, "GET /api/chat/{id}/stream", (after) => uiResponse(s, after));
       }
       case "GET /api/chat/stream":
-        return s.running ? this.uiStream(s, s._turnStart) : new Response(null, { status: 204 });
+        return s.running ? uiResponse(s, s._turnStart) : new Response(null, { status: 204 });
       case "POST /approve": {
         const { body, error } = await readJsonBody(request, 64 << 10, "{requestId, response, feedback?}");
-        if (error) return error;
-        const { requestId, response, feedback = "" } = body;
-        if (typeof requestId !== "string" || !["approve", "approve_for_session", "reject"].includes(response) || typeof feedback !== "string") {
-          return json(400, { error: 'the body is {requestId: string, response: "approve" | "approve_for_session" | "reject", feedback?: string}' });
-        }
-        if (!(await s._whenWaiting(requestId))) return json(404, { error: "no approval request of that id is waiting" });
-        try {
-          await s.respond(requestId, response, feedback);
-        } catch {
-          return json(404, { error: "no approval request of that id is waiting" }); // answered a moment ago by another request
-        }
-        return json(200, { answered: true });
+        return error ?? answer(s, body);
       }
-      case "POST /cancel": {
-        if (!s.running) return json(200, { cancelled: false });
-        const ended = s._turnEnd();
-        await s.cancel();
-        await ended;
-        return json(200, { cancelled: true });
-      }
+      case "POST /cancel":
+        return cancelTurn(s);
       case "GET /history": {
         const ctx = s._context();
         return json(200, { history: ctx.history, tokenCount: ctx.tokenCount });
       }
     }
     return json(404, { error: "not found" });
-  }
-
-  /** Starts a turn on `message` and answers with `respond(id before it)`, or with why it was refused. */
-  async start(s, message, resumeRoute, respond) {
-    const after = s._lastEventId;
-    try {
-      await Promise.race([s.send(message), null]); // a refusal is there at once; an accepted turn's end is not
-    } catch (e) {
-      // Busy with no turn running: the store refused a write a moment ago and is tried again.
-      if (e instanceof kosong.SessionBusyError && !s.running) return json(503, { error: e.message }, { "retry-after": "1" });
-      if (e instanceof kosong.SessionBusyError) return json(409, { error: `a turn is already running in this session; resume it with ${resumeRoute}` });
-      if (e instanceof kosong.SessionLimitError) return json(e.option === "maxTurns" ? 429 : 413, { error: e.message, limit: e.limit });
-      return json(400, { error: e.message });
-    }
-    return respond(after);
-  }
-
-  /**
-   * A response streaming the session's events after `after` — the recorded ones, then the live
-   * ones until the running turn ends (at once when none runs) — each as `frames(e)` gives it
-   * (`[text, true]`: the stream ends after it); `last()` is the stream's last text.
-   */
-  follow(s, after, headers, frames, last = () => "") {
-    let stop = () => {};
-    const body = new ReadableStream({
-      start: (c) => {
-        let done = false;
-        const from = s._turnStart;
-        const end = () => {
-          if (done) return;
-          done = true;
-          stop();
-          c.enqueue(encoder.encode(last()));
-          c.close();
-        };
-        const event = (e) => {
-          if (done) return;
-          const out = frames(e);
-          const [text, stops] = typeof out === "string" ? [out, false] : out;
-          if (text) c.enqueue(encoder.encode(text));
-          if (stops || (e.kind === "end" && e.id > from)) end();
-        };
-        const settled = s._settled;
-        // A turn refused before anything of it was stored has no stored end: its end is told
-        // without an id (a client that comes back finds nothing of it).
-        const unstored = (data) => !done && (event({ id: null, kind: "end", data }), end());
-        stop = s._listen({ event, close: end, unstored });
-        for (const e of s._recorded(after)) event(e);
-        if (settled) end();
-      },
-      cancel: () => stop(),
-    });
-    return new Response(body, { headers });
-  }
-
-  /** The events after `lastId` as SSE (`id:`, `event: wire | end`, `data:`), then the live rest. */
-  stream(s, lastId) {
-    return this.follow(s, lastId, { "content-type": "text/event-stream", "cache-control": "no-cache" }, (e) => {
-      const data = e.kind === "end" ? JSON.stringify(endOf(e.data)) : messageText(e);
-      return `${e.id === null ? "" : `id: ${e.id}\n`}event: ${e.kind}\ndata: ${data}\n\n`;
-    });
-  }
-
-  /**
-   * The running (or last) turn's assistant message as the AI SDK's UI message stream: every event
-   * of the turn goes through one chunker (so block ids and open calls are the same on every
-   * replay); what comes after `after` is sent, live while the turn runs. The stream finishes at
-   * an approval request the turn waits on (the client answers in its next POST) or at the end.
-   */
-  uiStream(s, after) {
-    const from = Math.min(s._turnStart, after);
-    const chunker = new kosong.UIMessageChunker({ messageId: `msg-${from + 1}` });
-    const sse = (chunks) => chunks.map((x) => `data: ${JSON.stringify(x)}\n\n`).join("");
-    let head = sse(chunker.start());
-    return this.follow(s, from, kosong.UI_MESSAGE_STREAM_HEADERS, (e) => {
-      let text = head;
-      head = "";
-      if (e.kind === "end") {
-        const { outcome, error } = endOf(e.data);
-        return text + sse(chunker.end(outcome === "done" ? {} : outcome === "cancelled" ? { cancelled: true } : { error: error ?? `the turn was ${outcome}` }));
-      }
-      const chunks = chunker._pushLine(e.data);
-      if (e.id <= after) return text; // already sent: it only moves the chunker on
-      const asked = chunks.find((c) => c.type === "tool-approval-request" && s._waiting(c.approvalId));
-      return asked ? [text + sse([...chunks, ...chunker.end({ pause: true })]), true] : text + sse(chunks);
-    }, () => head + "data: [DONE]\n\n");
   }
 }
