@@ -90,13 +90,18 @@ function fixtures() {
   const schema = { type: "object", properties: { query: { type: "string" }, items: { type: "array" } }, additionalProperties: true };
   for (const [name, format, interleaved] of [["tools-openai-sequential", "openai", false], ["tools-openai-interleaved", "openai", true], ["tools-anthropic-sequential", "anthropic", false]]) {
     const fx = toolsFixture(format, { interleaved });
+    // Each run notes when each handler started (`io.started`), so the tool start — from the
+    // moment a call's closing bytes are handed to the reader to its handler's first line — is
+    // compared in the same rounds as the step's time.
+    const onStart = (io, id) => io.started.has(id) || io.started.set(id, performance.now());
     out[name] = {
-      setup: () => fixtureFetch(fx, followUp(format)).fetch,
-      ref: async (fetch) => (await bareToolStream(format, { fetch, baseUrl: BASE_URL }, (args) => `ok ${args.items.length}`)).length,
+      setup: () => ({ ...fixtureFetch(fx, followUp(format)), started: new Map() }),
+      ref: async (io) => (await bareToolStream(format, { fetch: io.fetch, baseUrl: BASE_URL }, (args, id) => (onStart(io, id), `ok ${args.items.length}`))).length,
       check: (n) => n === fx.calls.length,
-      run: async (k, fetch) => {
-        const provider = new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: BASE_URL, fetch });
-        const tools = new k.SimpleToolset(fx.calls.map((c) => ({ name: c.name, description: "", parameters: schema, handler: (args) => `ok ${args.items.length}` })));
+      starts: (io) => fx.calls.map((c) => io.started.get(c.id) - io.state.handed[c.closeEvent]),
+      run: async (k, io) => {
+        const provider = new k[PROVIDERS[format]]({ model: "m", apiKey: KEY, baseUrl: BASE_URL, fetch: io.fetch });
+        const tools = new k.SimpleToolset(fx.calls.map((c) => ({ name: c.name, description: "", parameters: schema, handler: (args, ctx) => (onStart(io, ctx.toolCallId), `ok ${args.items.length}`) })));
         const r = await k.step(provider, "", tools, user);
         return (await r.toolResults()).filter((x) => !x.return_value.is_error).length;
       },
@@ -108,6 +113,7 @@ function fixtures() {
 /** Medians of `runs` interleaved rounds, `order` ([name, run(io)]) deciding who goes first in each round. */
 async function rounds(fx, order, runs) {
   const times = Object.fromEntries(order.map(([name]) => [name, []]));
+  const starts = Object.fromEntries(order.map(([name]) => [name, []]));
   for (let w = 0; w < 3; w++) for (const [, run] of order) await run(fx.setup());
   for (let r = 0; r < runs; r++) {
     for (const [name, run] of order) {
@@ -116,9 +122,12 @@ async function rounds(fx, order, runs) {
       const t = performance.now();
       await run(io);
       times[name].push(performance.now() - t);
+      if (fx.starts) starts[name].push(...fx.starts(io));
     }
   }
-  return Object.fromEntries(Object.entries(times).map(([n, ms]) => [n, stats(ms).median]));
+  const medians = Object.fromEntries(Object.entries(times).map(([n, ms]) => [n, stats(ms).median]));
+  if (fx.starts) medians.start = Object.fromEntries(Object.entries(starts).map(([n, ms]) => [n, stats(ms).median]));
+  return medians;
 }
 
 export async function ab() {
@@ -150,6 +159,13 @@ export async function ab() {
         `${name.padEnd(48)} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")} (base first / new first)` +
           `  base ${row.baseMs.toFixed(1)} ms, new ${row.newMs.toFixed(1)} ms; ×ref: base ${row.baseToRef.toFixed(2)}, new ${row.newToRef.toFixed(2)}`,
       );
+      if (baseFirst.start) {
+        // The median tool start (ms after the call's closing bytes were handed over) in each order.
+        const st = (k) => [baseFirst.start[k], newFirst.start[k]];
+        row.startMs = { base: st("base"), new: st("new"), ref: st("ref") };
+        const f = (xs) => xs.map((x) => x.toFixed(3)).join(" / ");
+        console.log(`${"".padEnd(48)} tool start ms (base first / new first): base ${f(st("base"))}, new ${f(st("new"))}, bare loop ${f(st("ref"))}`);
+      }
     }
     writeFileSync(join(here, "ab.json"), JSON.stringify({ date: new Date().toISOString(), node: process.version, base: { ref: base, sha: b.sha }, runs: RUNS, rows }, null, 2) + "\n");
     return rows;

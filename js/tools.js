@@ -63,14 +63,14 @@ export class ToolPort {
   }
 
   /**
-   * One call, one crossing: the call as JSON text without its arguments, which come as a string
-   * of their own (checked by the engine as the call completed: for a SimpleToolset the checked
-   * text, `{}` for none; for a toolset's own `handle` the model's text, or null), and the call's
-   * signal — or, inside a run, none and the call's number `slot`: the call gets a controller of
-   * its own, made here (so making it costs the engine no crossing) and aborted through
-   * `abort(slot, reason)`. Its context is built here.
+   * One call, one crossing: the call's id and name, its `extras` as JSON text (null when it has
+   * none), its arguments as a string (checked by the engine as the call completed: for a
+   * SimpleToolset the checked text, `{}` for none; for a toolset's own `handle` the model's text,
+   * or null), and the call's signal — or, inside a run, none and the call's number `slot`: the
+   * call gets a controller of its own, made here (so making it costs the engine no crossing) and
+   * aborted through `abort(slot, reason)`. Its context is built here.
    */
-  invoke(callJson, args, signal, slot) {
+  invoke(toolCallId, name, extras, args, signal, slot) {
     const own = signal == null;
     if (own) {
       const ctrl = new AbortController();
@@ -78,9 +78,8 @@ export class ToolPort {
       signal = ctrl.signal;
     }
     const settled = () => own && this.#own.delete(slot);
-    const call = JSON.parse(callJson);
-    call.function.arguments = args;
-    const toolCallId = call.id;
+    const call = { type: "function", id: toolCallId, function: { name, arguments: args } };
+    if (extras != null) call.extras = JSON.parse(extras);
     const toolset = this.#toolset;
     const answer = this.#simple ? (ctx) => toolset._run(call, ctx) : (ctx) => toolset.handle(call, ctx);
     const run = this.#run;

@@ -51,16 +51,19 @@ extern "C" {
     /// `SimpleToolset`'s handler when its core found the tool, else `toolset.handle`.
     pub type ToolPort;
 
-    /// One call, one crossing: the call as JSON text without its arguments, the arguments as a
-    /// string of their own (they may be megabytes: escaping them into the JSON and parsing them
-    /// out again cost more than the rest of a dispatch) or `null`, and the call's signal — or,
+    /// One call, one crossing: the call's id and name, its `extras` as JSON text (`null` when it
+    /// has none: the rare case, so the common call is parsed nowhere), the arguments as a string
+    /// of their own (they may be megabytes: escaping them into a JSON text and parsing them out
+    /// again cost more than the rest of a dispatch) or `null`, and the call's signal — or,
     /// without one, the number `slot`: the port makes the call's own controller, kept under that
     /// number until the handler settles (`abort` reaches it; a number passes without a crossing
     /// of its own). Returns what the tool answered, or a Promise of it.
     #[wasm_bindgen(method, catch)]
     fn invoke(
         this: &ToolPort,
-        call: &str,
+        id: &str,
+        name: &str,
+        extras: Option<String>,
         args: &JsValue,
         signal: Option<&AbortSignal>,
         slot: u32,
@@ -354,10 +357,11 @@ impl ToolDispatch for JsToolset {
         };
         // The handler is called at the future's first poll (the engine's contract: a session
         // holds a call back until it is stored; a plain step polls at once).
-        let (port, head): (ToolPort, String) = (self.port.clone().unchecked_into(), call_head_json(call));
+        let port: ToolPort = self.port.clone().unchecked_into();
         let name = call.function.name.clone();
+        let extras = call.extras.as_ref().map(|e| serde_json::to_string(e).unwrap_or_else(|_| "{}".into()));
         async move {
-            let fut = settle_js(port.invoke(&head, &args, signal.as_ref(), slot));
+            let fut = settle_js(port.invoke(&id, &name, extras, &args, signal.as_ref(), slot));
             let outcome = match limit {
                 None => fut.await,
                 Some(ms) => {
@@ -389,17 +393,4 @@ impl ToolDispatch for JsToolset {
         }
         .boxed_local()
     }
-}
-
-/// `call` as JSON without `function.arguments` (the invoker puts them back).
-fn call_head_json(call: &ToolCall) -> String {
-    let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let mut out =
-        format!(r#"{{"type":"function","id":{},"function":{{"name":{}}}"#, text(&call.id), text(&call.function.name));
-    if let Some(extras) = &call.extras {
-        out.push_str(r#","extras":"#);
-        out.push_str(&serde_json::to_string(extras).unwrap_or_else(|_| "{}".into()));
-    }
-    out.push('}');
-    out
 }

@@ -328,12 +328,34 @@ impl<'a> Scan<'a> {
 /// arguments are checked this way at a few bytes a nanosecond, where serde_json's own check took
 /// tens of microseconds per 4 KB under opt-level "z".
 pub fn accepts_json(text: &str) -> bool {
+    // The same text is often asked about twice in a row: a Chat Completions call is complete once
+    // its arguments parse, and the step checks them again as it starts the tool. Comparing bytes
+    // costs a small part of a scan.
+    if text.len() >= MEMO_MIN && MEMO.with(|m| m.borrow().as_str() == text) {
+        return true;
+    }
     let mut s = Scan { s: text, b: text.as_bytes(), i: 0, escapes: true };
     if s.skip(0).is_none() {
         return false;
     }
     s.ws();
-    s.i == s.b.len()
+    let ok = s.i == s.b.len();
+    if ok && (MEMO_MIN..=MEMO_MAX).contains(&text.len()) {
+        MEMO.with(|m| {
+            let mut m = m.borrow_mut();
+            m.clear();
+            m.push_str(text);
+        });
+    }
+    ok
+}
+
+/// The last text [`accepts_json`] accepted, when its length is in `MEMO_MIN..=MEMO_MAX` (a
+/// shorter one is scanned as fast as compared; a longer one is not kept alive for this).
+const MEMO_MIN: usize = 256;
+const MEMO_MAX: usize = 64 << 10;
+thread_local! {
+    static MEMO: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// The index of the first quote, backslash or control character in `b` at or after `i`: the
@@ -487,6 +509,21 @@ mod tests {
         for bad in ["", "{", r#"{"a":1,}"#, r#"["\x"]"#, r#"["\u12"]"#, "[01]", "nul", "[1] [2]", "{\"a\":\"\u{1}\"}"] {
             assert!(!accepts_json(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_memo_of_the_last_accepted_text_answers_only_for_that_text() {
+        let long = format!("{{\"a\":\"{}\"}}", "x".repeat(MEMO_MIN));
+        assert!(accepts_json(&long));
+        assert!(accepts_json(&long), "asked again: the memo's answer");
+        // The same length, one byte different: scanned, and refused.
+        let bad = long.replacen('}', "]", 1);
+        assert_eq!(bad.len(), long.len());
+        assert!(!accepts_json(&bad));
+        // Empty and short texts never meet the memo (it starts empty).
+        assert!(!accepts_json(""));
+        assert!(!accepts_json("{"));
+        assert!(accepts_json(&long));
     }
 
     #[test]
