@@ -172,6 +172,45 @@ fn sometimes_broken(mut data: String, cut: u16, mutate: u8) -> String {
     data
 }
 
+/// Markers in an event template: the string hole, the number hole, the padding.
+const TEXT: &str = "\u{e000}";
+const NUM: &str = "\u{e002}";
+const PAD: &str = "\u{e001}";
+
+/// A number for a [`NUM`] hole: mostly what a shape's integer hole takes, sometimes not.
+fn num() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        4 => prop_oneof![Just("0"), Just("3"), Just("12"), Just("123456789012345")],
+        1 => prop_oneof![Just("-1"), Just("1.5"), Just("1e2"), Just("\"0\""), Just("null"), Just("1234567890123456"), Just("01")],
+    ]
+}
+
+/// Two events of one template (its members shuffled, with or without whitespace), the holes
+/// filled with other values in each, a byte of the second perhaps changed: what a learned shape
+/// meets next.
+fn same_shape(members: impl Strategy<Value = Vec<String>>) -> impl Strategy<Value = (String, String)> {
+    let fill = || {
+        (
+            chat_fast_path::text(),
+            num(),
+            prop_oneof![
+                Just("\"a1\"".to_owned()),
+                Just("\"\"".to_owned()),
+                Just("\"x\\n\"".to_owned()),
+                Just("7".to_owned())
+            ],
+        )
+    };
+    (members.prop_shuffle(), prop_oneof![Just(""), Just(" ")], fill(), fill(), any::<u16>(), any::<u8>(), 0..6u8)
+        .prop_map(|(members, ws, (t1, n1, p1), (t2, n2, p2), at, byte, mutate)| {
+            let skeleton = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
+            let fill = |t: &str, n: &str, p: &str| skeleton.replace(TEXT, t).replace(NUM, n).replace(PAD, p);
+            let mut second = fill(&t2, n2, &p2);
+            chat_fast_path::change_a_byte(&mut second, mutate, at, byte);
+            (fill(&t1, n1, &p1), second)
+        })
+}
+
 mod partial_json_props {
     use kosong_wasm::engine::partial_json::{apply, PartialJson};
     use proptest::prelude::*;
@@ -306,7 +345,7 @@ mod chat_fast_path {
         )
     }
 
-    fn text() -> impl Strategy<Value = String> {
+    pub(super) fn text() -> impl Strategy<Value = String> {
         prop_oneof![
             "[ -~]{0,12}",
             Just("é😀\u{7f}".to_owned()),
@@ -401,7 +440,7 @@ mod chat_fast_path {
     /// `how` 0: the byte at `at` (wrapped) deleted; 1: `byte` inserted there; 2: the byte there
     /// replaced by `byte` (the same length: where the chunk shape compares bytes by position);
     /// anything else: `s` unchanged.
-    fn change_a_byte(s: &mut String, how: u8, at: u16, byte: u8) {
+    pub(super) fn change_a_byte(s: &mut String, how: u8, at: u16, byte: u8) {
         let i = at as usize % (s.len() + 1);
         let one_byte = s.is_char_boundary(i) && s.is_char_boundary(i + 1) && i < s.len();
         match how {
@@ -573,6 +612,49 @@ mod anthropic_fast_path {
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }
+
+        /// A delta read by the shape the one before taught (when it has that shape) leaves the
+        /// decoder as the general path does, through a run of deltas of one shape and others.
+        #[test]
+        fn a_delta_of_the_last_ones_shape_reads_as_the_general_path_reads_it((first, second) in super::same_shape(template())) {
+            let starts = [
+                r#"{"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}"#,
+                r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            ];
+            let ping = r#"{"type":"ping"}"#;
+            let mut events = starts.to_vec();
+            events.extend([first.as_str(), second.as_str(), ping, first.as_str(), second.as_str(), second.as_str()]);
+            let (fast, general) = super::fast_and_general_all(
+                |fast| {
+                    let mut d = AnthropicDecoder::default();
+                    d.fast = fast;
+                    d
+                },
+                &events,
+            );
+            prop_assert_eq!(fast, general, "{}\n{}", first, second);
+        }
+    }
+
+    /// A delta's members with the holes marked.
+    fn template() -> impl Strategy<Value = Vec<String>> {
+        let kind = prop_oneof![
+            6 => Just("text_delta\",\"text"),
+            3 => Just("input_json_delta\",\"partial_json"),
+            1 => Just("thinking_delta\",\"thinking"),
+            1 => Just("text_delta\",\"partial_json"),
+        ];
+        (kind, any::<bool>(), prop::option::of(Just("\"extra\":null"))).prop_map(|(kind, index, extra)| {
+            let mut v = vec![
+                "\"type\":\"content_block_delta\"".to_owned(),
+                format!("\"delta\":{{\"type\":\"{kind}\":\"{}\"}}", super::TEXT),
+            ];
+            if index {
+                v.push(format!("\"index\":{}", super::NUM));
+            }
+            v.extend(extra.map(str::to_owned));
+            v
+        })
     }
 }
 
@@ -650,6 +732,47 @@ mod responses_fast_path {
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
         }
+
+        /// A delta read by the shape the one before taught (when it has that shape) leaves the
+        /// decoder as the general path does, through a run of deltas of one shape and others.
+        #[test]
+        fn a_delta_of_the_last_ones_shape_reads_as_the_general_path_reads_it((first, second) in super::same_shape(template())) {
+            let other = r#"{"type":"response.created","response":{"id":"resp_1"}}"#;
+            let events = [first.as_str(), second.as_str(), other, first.as_str(), second.as_str(), second.as_str()];
+            let (fast, general) = super::fast_and_general_all(
+                |fast| {
+                    let mut d = ResponsesDecoder::default();
+                    d.fast = fast;
+                    d
+                },
+                &events,
+            );
+            prop_assert_eq!(fast, general, "{}\n{}", first, second);
+        }
+    }
+
+    /// A delta's members with the holes marked.
+    fn template() -> impl Strategy<Value = Vec<String>> {
+        let optional = ["\"item_id\":\"msg_1\"", "\"output_index\":0", "\"content_index\":0", "\"logprobs\":[]"];
+        (
+            prop_oneof![5 => Just("response.output_text.delta"), 1 => Just("response.refusal.delta")],
+            any::<[bool; 4]>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of(prop_oneof![Just("\"summary_index\":0"), Just("\"delta\":\"again\"")]),
+        )
+            .prop_map(move |(kind, keep, seq, pad, extra)| {
+                let mut v = vec![format!("\"type\":\"{kind}\""), format!("\"delta\":\"{}\"", super::TEXT)];
+                v.extend(optional.iter().zip(keep).filter(|(_, k)| *k).map(|(m, _)| (*m).to_owned()));
+                if seq {
+                    v.push(format!("\"sequence_number\":{}", super::NUM));
+                }
+                if pad {
+                    v.push(format!("\"obfuscation\":{}", super::PAD));
+                }
+                v.extend(extra.map(str::to_owned));
+                v
+            })
     }
 }
 

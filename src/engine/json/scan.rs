@@ -358,6 +358,132 @@ thread_local! {
     static MEMO: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
+/// What a hole of a learned [`Shape`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) enum Hole {
+    /// The string the event carries (a text delta, a fragment of a call's arguments): read and
+    /// decoded as [`Scan::content`] reads it. Its span includes the quotes.
+    #[default]
+    Text,
+    /// An unsigned integer of at most 15 digits (an index, a sequence number), as
+    /// [`Scan::uint_value`] reads it.
+    Uint,
+    /// A string without escapes that changes with every event and means nothing (padding), as
+    /// [`Scan::plain_str`] skips it. Its span includes the quotes.
+    Pad,
+}
+
+/// Where an event's holes lie, in order: `(start, end, hole)` byte ranges.
+pub(crate) type HoleSpans = Vec<(usize, usize, Hole)>;
+
+/// At most this many holes in a shape, and this many of them [`Hole::Uint`]s.
+const MAX_HOLES: usize = 4;
+const MAX_UINTS: usize = 2;
+
+/// What [`Shape::read`] found in an event's holes: the first [`Hole::Text`] and the
+/// [`Hole::Uint`]s, in the order they come.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Filled {
+    pub text: Option<String>,
+    pub uints: [Option<u64>; MAX_UINTS],
+}
+
+/// One event's bytes around its holes, learned from an event a wire format's own scanner read: a
+/// stream repeats the same metadata in every event (ids, types, indices, nulls), so an event that
+/// has exactly these fixed bytes, with a value of the same kind in each hole, is the same event to
+/// that scanner, which decides nothing by what a hole holds. It is read by comparing bytes and
+/// reading the holes, not by a second scan; anything else is `None` (the format's scanner then
+/// reads it, and the shape may be learned again).
+#[derive(Debug, Default)]
+pub(crate) struct Shape {
+    /// Every fixed byte, in order.
+    fixed: String,
+    /// Each hole, after how many of `fixed`'s bytes; the rest of `fixed` follows the last.
+    holes: [(usize, Hole); MAX_HOLES],
+    n: usize,
+    known: bool,
+    /// Shapes learned and never matched since the last match: a stream whose events differ
+    /// elsewhere (a changing field the format's scanner does not name) stops the learning.
+    misses: u8,
+}
+
+/// A shape is learned only while its fixed bytes stay this small.
+const SHAPE_MAX: usize = 2048;
+
+impl Shape {
+    /// The holes of `data` when `data` has this shape.
+    pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
+        if !self.known {
+            return None;
+        }
+        let (f, b) = (self.fixed.as_bytes(), data.as_bytes());
+        let mut s = Scan { s: data, b, i: 0, escapes: false };
+        let (mut at, mut filled, mut u) = (0, Filled::default(), 0);
+        for &(end, hole) in &self.holes[..self.n] {
+            s.raw(f.get(at..end)?)?;
+            at = end;
+            match hole {
+                Hole::Text if filled.text.is_none() => filled.text = Some(s.content()?),
+                Hole::Text => drop(s.content()?),
+                Hole::Uint => {
+                    *filled.uints.get_mut(u)? = Some(s.uint_value()?);
+                    u += 1;
+                }
+                Hole::Pad => drop(s.plain_str()?),
+            }
+        }
+        s.raw(f.get(at..)?)?;
+        if s.i != b.len() {
+            return None;
+        }
+        self.misses = 0;
+        Some(filled)
+    }
+
+    /// Learns the shape of `data`, which a format's scanner read, from the spans of its holes
+    /// (in order, not overlapping). Nothing is learned from spans out of order, from more holes
+    /// than a shape keeps, from fixed bytes past `SHAPE_MAX`, or after eight shapes in a row
+    /// were learned and never matched.
+    pub(crate) fn learn(&mut self, data: &str, spans: &[(usize, usize, Hole)]) {
+        self.unlearn();
+        let holes = spans.iter().filter(|(_, _, h)| *h == Hole::Uint).count();
+        if self.misses >= 8 || spans.len() > MAX_HOLES || holes > MAX_UINTS {
+            return;
+        }
+        let hole_bytes: usize = spans.iter().map(|(a, z, _)| z.saturating_sub(*a)).sum();
+        if data.len().saturating_sub(hole_bytes) > SHAPE_MAX {
+            return;
+        }
+        self.fixed.clear();
+        let mut at = 0;
+        for (k, &(a, z, hole)) in spans.iter().enumerate() {
+            let Some(piece) = data.get(at..a).filter(|_| a < z) else { return };
+            self.fixed.push_str(piece);
+            self.holes[k] = (self.fixed.len(), hole);
+            at = z;
+        }
+        let Some(rest) = data.get(at..) else { return };
+        self.fixed.push_str(rest);
+        self.n = spans.len();
+        self.known = true;
+    }
+
+    /// Forgets the shape: an event the format's scanner read but that gives no shape to learn.
+    pub(crate) fn unlearn(&mut self) {
+        if self.known {
+            // The last shape did not match this event.
+            self.misses = self.misses.saturating_add(1);
+        }
+        self.known = false;
+    }
+
+    /// A shape is known (it was learned, and not forgotten since).
+    #[cfg(test)]
+    pub(crate) fn known(&self) -> bool {
+        self.known
+    }
+}
+
 /// The index of the first quote, backslash or control character in `b` at or after `i`: the
 /// bytes that end or interrupt a plain JSON string. Eight bytes a step (the word tricks flag a
 /// byte only at or after a real match, so the lowest flag is exact).
@@ -524,6 +650,50 @@ mod tests {
         assert!(!accepts_json(""));
         assert!(!accepts_json("{"));
         assert!(accepts_json(&long));
+    }
+
+    #[test]
+    fn a_shape_reads_the_holes_of_an_event_with_the_same_fixed_bytes() {
+        let data = r#"{"n":12,"t":"ab","p":"xy","z":[]}"#;
+        let at = |needle: &str| {
+            let a = data.find(needle).unwrap();
+            (a, a + needle.len())
+        };
+        let ((n0, n1), (t0, t1), (p0, p1)) = (at("12"), at(r#""ab""#), at(r#""xy""#));
+        let mut shape = Shape::default();
+        shape.learn(data, &[(n0, n1, Hole::Uint), (t0, t1, Hole::Text), (p0, p1, Hole::Pad)]);
+        assert!(shape.known());
+        let read = |shape: &mut Shape, d: &str| shape.read(d);
+        assert_eq!(
+            read(&mut shape, r#"{"n":7,"t":"\"é\"","p":"","z":[]}"#),
+            Some(Filled { text: Some("\"é\"".into()), uints: [Some(7), None] })
+        );
+        for other in [
+            r#"{"n":7,"t":"a","p":"b","z":[1]}"#,
+            r#"{"n":-7,"t":"a","p":"b","z":[]}"#,
+            r#"{"n":7,"t":1,"p":"b","z":[]}"#,
+            r#"{"n":7,"t":"a","p":"\n","z":[]}"#,
+            r#"{"n":7,"t":"a","p":"b","z":[]} "#,
+            r#"{"n":7,"t":"a","p":"b","z":["#,
+        ] {
+            assert_eq!(read(&mut shape, other), None, "{other}");
+        }
+        // Spans out of order, overlapping or empty teach nothing; nor too many holes.
+        for spans in [
+            vec![(t0, t1, Hole::Text), (n0, n1, Hole::Uint)],
+            vec![(n0, t1, Hole::Uint), (t0, t1, Hole::Text)],
+            vec![(n0, n0, Hole::Uint)],
+            vec![(n0, n1, Hole::Uint); 5],
+        ] {
+            let mut s = Shape::default();
+            s.learn(data, &spans);
+            assert!(!s.known(), "{spans:?}");
+        }
+        // Fixed bytes past the limit are not learned.
+        let long = format!(r#"{{"t":"a","pad":"{}"}}"#, "x".repeat(SHAPE_MAX));
+        let mut s = Shape::default();
+        s.learn(&long, &[(5, 8, Hole::Text)]);
+        assert!(!s.known());
     }
 
     #[test]

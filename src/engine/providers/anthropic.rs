@@ -12,7 +12,7 @@
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
-use crate::engine::json::scan::{Is, Scan};
+use crate::engine::json::scan::{Filled, Hole, HoleSpans, Is, Scan, Shape};
 use crate::engine::json::Arguments;
 use serde_json::{json, Map, Value};
 
@@ -339,42 +339,29 @@ pub enum AnthropicDelta {
     },
 }
 
-/// A text delta exactly as Anthropic's API writes one (compact, its keys in this order):
-/// `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`, matched
-/// as two literals around the index, then the text and `}}`. What it takes, the key-by-key scan
-/// below takes too and reads alike (the same index rule, the same text reader); anything else,
-/// whitespace or another key order included, is left to that scan.
-fn anthropic_text_as_sent(data: &str) -> Option<String> {
-    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
-    s.raw(br#"{"type":"content_block_delta","index":"#)?;
-    s.uint()?;
-    s.raw(br#","delta":{"type":"text_delta","text":"#)?;
-    let text = s.content()?;
-    s.raw(b"}}")?;
-    (s.i == s.b.len()).then_some(text)
-}
-
 /// An Anthropic `content_block_delta` carrying a `text_delta` or an `input_json_delta`, or
 /// `None` for the general path.
 pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
-    match anthropic_text_as_sent(data) {
-        Some(text) => Some(AnthropicDelta::Text(text)),
-        None => delta_by_keys(data),
-    }
+    delta_with_spans(data).map(|(d, _)| d)
 }
 
-/// [`anthropic_delta`]'s scan of any member order and whitespace.
-fn delta_by_keys(data: &str) -> Option<AnthropicDelta> {
+/// [`anthropic_delta`], of any member order and whitespace, and where its holes lie for a
+/// [`Shape`]: the index (when there is one) and the string.
+fn delta_with_spans(data: &str) -> Option<(AnthropicDelta, HoleSpans)> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
     let (mut seen_type, mut seen_delta) = (false, false);
     let mut index = None;
     let (mut dtype, mut text, mut json) = (None, None, None);
+    let mut spans = Vec::with_capacity(2);
     s.object(|s, key| match () {
         _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
             s.plain_str()?.is("content_block_delta").then_some(())
         }
         _ if key.is("index") && index.is_none() => {
+            s.ws();
+            let at = s.i;
             index = Some(s.uint_value()?);
+            spans.push((at, s.i, Hole::Uint));
             Some(())
         }
         _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => s.object(|s, key| match () {
@@ -382,12 +369,12 @@ fn delta_by_keys(data: &str) -> Option<AnthropicDelta> {
                 dtype = Some(s.plain_str()?);
                 Some(())
             }
-            _ if key.is("text") && text.is_none() => {
-                text = Some(s.content()?);
-                Some(())
-            }
-            _ if key.is("partial_json") && json.is_none() => {
-                json = Some(s.content()?);
+            _ if (key.is("text") && text.is_none()) || (key.is("partial_json") && json.is_none()) => {
+                s.ws();
+                let at = s.i;
+                let value = Some(s.content()?);
+                spans.push((at, s.i, Hole::Text));
+                *(if key.is("text") { &mut text } else { &mut json }) = value;
                 Some(())
             }
             _ => None,
@@ -398,48 +385,59 @@ fn delta_by_keys(data: &str) -> Option<AnthropicDelta> {
     if s.i != s.b.len() || !seen_type || !seen_delta {
         return None;
     }
-    match (dtype?, text, json) {
-        ("text_delta", Some(t), None) => Some(AnthropicDelta::Text(t)),
-        ("input_json_delta", None, Some(partial_json)) => Some(AnthropicDelta::Json { index, partial_json }),
-        _ => None,
-    }
+    let delta = match (dtype?, text, json) {
+        ("text_delta", Some(t), None) => AnthropicDelta::Text(t),
+        ("input_json_delta", None, Some(partial_json)) => AnthropicDelta::Json { index, partial_json },
+        _ => return None,
+    };
+    Some((delta, spans))
 }
 
 #[cfg(test)]
 mod fast_tests {
     use super::*;
 
-    /// The literal match takes Anthropic's own form and reads it as the key-by-key scan does;
-    /// what it refuses is the scan's to read (or to refuse).
+    /// A delta as Anthropic's API writes one, learned as a shape, reads every other of that shape
+    /// as the scan does; what it refuses is the scan's to read (or to refuse).
     #[test]
-    fn the_text_delta_as_sent_reads_as_the_key_scan_does() {
-        let sent = |index: &str, text: &str| {
-            format!(
-                r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"text_delta","text":"{text}"}}}}"#
-            )
+    fn a_delta_of_the_learned_shape_reads_as_the_scan_does() {
+        let sent = |index: &str, kind: &str, key: &str, text: &str| {
+            format!(r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"{kind}","{key}":"{text}"}}}}"#)
         };
-        for (index, text) in
-            [("0", "plain"), ("12", ""), ("3", r#"esc \"q\" \\ \n \u00e9 \ud83d\ude00"#), ("0", "é✓😀")]
-        {
-            let e = sent(index, text);
-            let got = anthropic_text_as_sent(&e);
-            assert!(got.is_some(), "{e}");
-            assert_eq!(got.map(AnthropicDelta::Text), delta_by_keys(&e), "{e}");
-        }
-        for e in [
-            sent("01", "x"),
-            sent("1.0", "x"),
-            sent("-1", "x"),
-            sent("1234567890123456", "x"),
-            sent("0", r#"bad \x escape"#),
-            sent("0", "x") + "}",
-            sent("0", "x").replace("}}", "} }"),
-            sent("0", "x").replace(r#""text":"x""#, r#""text":"x","text":"y""#),
-            sent("0", "x").replace(r#"{"type""#, r#"{ "type""#),
-            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}"#.to_owned(),
-        ] {
-            assert_eq!(anthropic_text_as_sent(&e), None, "{e}");
-            assert_eq!(anthropic_delta(&e), delta_by_keys(&e), "{e}");
+        for (kind, key) in [("text_delta", "text"), ("input_json_delta", "partial_json")] {
+            let mut shape = Shape::default();
+            let first = sent("0", kind, key, "first");
+            shape.learn(&first, &delta_with_spans(&first).unwrap().1);
+            for (index, text) in
+                [("0", "plain"), ("12", ""), ("3", r#"esc \"q\" \\ \n \u00e9 \ud83d\ude00"#), ("0", "é✓😀")]
+            {
+                let e = sent(index, kind, key, text);
+                let got = shape.read(&e).expect(&e);
+                let want = anthropic_delta(&e).unwrap();
+                let (got_text, want_text) = match &want {
+                    AnthropicDelta::Text(t) => (got.text.unwrap(), t.clone()),
+                    AnthropicDelta::Json { index: i, partial_json } => {
+                        assert_eq!(got.uints[0], *i, "{e}");
+                        (got.text.unwrap(), partial_json.clone())
+                    }
+                };
+                assert_eq!(got_text, want_text, "{e}");
+            }
+            for e in [
+                sent("01", kind, key, "x"),
+                sent("1.0", kind, key, "x"),
+                sent("-1", kind, key, "x"),
+                sent("1234567890123456", kind, key, "x"),
+                sent("0", kind, key, r#"bad \x escape"#),
+                sent("0", kind, key, "x") + "}",
+                sent("0", kind, key, "x").replace("}}", "} }"),
+                sent("0", kind, key, "x").replace(&format!(r#""{key}":"x""#), &format!(r#""{key}":"x","{key}":"y""#)),
+                sent("0", kind, key, "x").replace(r#"{"type""#, r#"{ "type""#),
+                sent("0", if key == "text" { "input_json_delta" } else { "text_delta" }, key, "x"),
+                format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"{kind}","{key}":"x"}}"#),
+            ] {
+                assert_eq!(shape.read(&e), None, "{e}");
+            }
         }
     }
 
@@ -609,6 +607,10 @@ pub struct AnthropicDecoder {
     /// Blocks before this one were completed by `complete_all` already.
     completed_upto: usize,
     ids: CallIds,
+    /// The shape of the last delta the fast path's scan read ([`Shape`]), and whether it was an
+    /// `input_json_delta` (else a `text_delta`).
+    shape: Shape,
+    shape_json: bool,
 }
 
 impl Default for AnthropicDecoder {
@@ -622,6 +624,8 @@ impl Default for AnthropicDecoder {
             by_index: std::collections::HashMap::new(),
             completed_upto: 0,
             ids: CallIds::default(),
+            shape: Shape::default(),
+            shape_json: false,
         }
     }
 }
@@ -800,7 +804,18 @@ impl StreamDecoder for AnthropicDecoder {
             return Ok(());
         }
         if self.fast {
-            match anthropic_delta(data) {
+            let delta = match self.shape.read(data) {
+                Some(Filled { text: Some(t), uints: [index, _] }) if self.shape_json => {
+                    Some(AnthropicDelta::Json { index, partial_json: t })
+                }
+                Some(Filled { text: Some(t), .. }) => Some(AnthropicDelta::Text(t)),
+                _ => delta_with_spans(data).map(|(d, spans)| {
+                    self.shape.learn(data, &spans);
+                    self.shape_json = matches!(d, AnthropicDelta::Json { .. });
+                    d
+                }),
+            };
+            match delta {
                 Some(AnthropicDelta::Text(text)) => {
                     if !text.is_empty() {
                         out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));

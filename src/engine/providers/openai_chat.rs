@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
-use crate::engine::json::scan::{same_bytes, Is, Scan};
+use crate::engine::json::scan::{Hole, Is, Scan, Shape};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::engine::sse::SseEvent;
 
@@ -612,7 +612,6 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if self.fast {
             if let Some(value) = self.shape.read(data) {
-                self.shape.misses = 0;
                 if let Some(id) = &self.shape.id {
                     note_id(&mut self.state, id);
                 }
@@ -789,76 +788,34 @@ fn note_id(state: &mut StreamState, id: &str) {
     }
 }
 
-/// The bytes of the last chunk [`chat_text_delta`] read, around its one string that changes (the
-/// text or the arguments fragment) and its `obfuscation` padding. A stream repeats the same
-/// metadata in every chunk (id, model, fingerprint, index, nulls); a chunk that has exactly these
-/// bytes around those two strings is the same chunk to the scan, which decides nothing by what a
-/// string holds: it is read by comparing bytes and decoding the one string, not by a second scan.
+/// The shape of the last chunk [`chat_text_delta`] read ([`Shape`]): its one string that changes
+/// (the text or the arguments fragment) and its `obfuscation` padding are the holes; the id, the
+/// model, the fingerprint, the call's index and the nulls are fixed bytes. What a chunk of this
+/// shape means besides its string: the call it is a fragment of, and the chunk's id.
 #[derive(Debug, Default)]
 pub struct ChunkShape {
-    /// The bytes before the changing string, after it up to the padding, after the padding.
-    head: String,
-    mid: String,
-    tail: String,
-    padded: bool,
+    shape: Shape,
     /// `Some(index)` when the changing string is a fragment of that call's arguments.
     fragment: Option<u64>,
     /// The chunk's id.
     id: Option<String>,
-    known: bool,
-    /// Shapes learned and never matched since the last match: a stream whose chunks differ
-    /// elsewhere (a changing field this does not know) stops the learning.
-    misses: u8,
 }
-
-/// A shape is learned only while its fixed bytes stay this small.
-const SHAPE_MAX: usize = 2048;
 
 impl ChunkShape {
     /// The changing string of `data` when `data` has this shape.
-    fn read(&self, data: &str) -> Option<String> {
-        if !self.known {
-            return None;
-        }
-        let b = data.as_bytes();
-        if !same_bytes(b.get(..self.head.len())?, self.head.as_bytes()) {
-            return None;
-        }
-        let mut s = Scan { s: data, b, i: self.head.len(), escapes: false };
-        let value = s.content()?;
-        s.raw(self.mid.as_bytes())?;
-        if self.padded {
-            s.skip(0)?;
-        }
-        s.raw(self.tail.as_bytes())?;
-        (s.i == b.len()).then_some(value)
+    fn read(&mut self, data: &str) -> Option<String> {
+        self.shape.read(data)?.text
     }
 
     /// Learns the shape of a chunk [`chat_text_delta`] read as `d`.
     fn learn(&mut self, data: &str, d: &TextDelta) {
-        if self.known {
-            // The last shape did not match this chunk.
-            self.misses = self.misses.saturating_add(1);
+        match (d.spans.value, d.spans.pad) {
+            (Some((a, z)), Some((p, q))) => self.shape.learn(data, &[(a, z, Hole::Text), (p, q, Hole::Pad)]),
+            (Some((a, z)), None) => self.shape.learn(data, &[(a, z, Hole::Text)]),
+            (None, _) => self.shape.unlearn(),
         }
-        self.known = false;
-        let Some((a, z)) = d.spans.value else { return };
-        let (p, q) = match d.spans.pad {
-            Some((p, q)) if p >= z => (p, q),
-            Some(_) => return,
-            None => (data.len(), data.len()),
-        };
-        if self.misses >= 8 || data.len() - (z - a) - (q - p) > SHAPE_MAX {
-            return;
-        }
-        let (Some(head), Some(mid), Some(tail)) = (data.get(..a), data.get(z..p), data.get(q..)) else { return };
-        for (to, from) in [(&mut self.head, head), (&mut self.mid, mid), (&mut self.tail, tail)] {
-            to.clear();
-            to.push_str(from);
-        }
-        self.padded = d.spans.pad.is_some();
         self.fragment = d.fragment.as_ref().map(|f| f.0);
         self.id = d.id.map(str::to_owned);
-        self.known = true;
     }
 }
 
@@ -996,8 +953,8 @@ mod fast_tests {
 
     #[test]
     fn a_chunk_of_the_last_ones_shape_is_read_by_comparing_bytes() {
-        let shape = learned(&openai(" the", "a1b2"));
-        assert!(shape.known && shape.padded && shape.fragment.is_none());
+        let mut shape = learned(&openai(" the", "a1b2"));
+        assert!(shape.shape.known() && shape.fragment.is_none());
         assert_eq!(shape.id.as_deref(), Some("chatcmpl-1"));
         // Another text and another padding, of other lengths, escapes decoded.
         assert_eq!(shape.read(&openai(r#" quick \"brown\"\u00e9"#, "")).as_deref(), Some(" quick \"brown\"é"));
@@ -1020,8 +977,8 @@ mod fast_tests {
                 r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":3,"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
             )
         };
-        let shape = learned(&call(r#"{\"a\":"#));
-        assert_eq!((shape.known, shape.padded, shape.fragment), (true, false, Some(3)));
+        let mut shape = learned(&call(r#"{\"a\":"#));
+        assert_eq!((shape.shape.known(), shape.fragment), (true, Some(3)));
         assert_eq!(shape.read(&call("1}")).as_deref(), Some("1}"));
         assert_eq!(shape.read(&openai("x", "y")), None);
     }
@@ -1034,7 +991,7 @@ mod fast_tests {
             r#"{"choices":[{"delta":{"content":null}}]}"#,
             r#"{"obfuscation":"ab","choices":[{"delta":{"content":"a"}}]}"#,
         ] {
-            assert!(!learned(data).known, "{data}");
+            assert!(!learned(data).shape.known(), "{data}");
         }
         // A stream whose chunks keep differing elsewhere stops learning after eight misses.
         let mut shape = ChunkShape::default();
@@ -1042,7 +999,7 @@ mod fast_tests {
             let data = openai("x", "p").replace("1764000000", &format!("{}", 1764000000 + i));
             assert_eq!(shape.read(&data), None);
             shape.learn(&data, &chat_text_delta(&data).unwrap());
-            assert_eq!(shape.known, i < 8, "chunk {i}");
+            assert_eq!(shape.shape.known(), i < 8, "chunk {i}");
         }
     }
 

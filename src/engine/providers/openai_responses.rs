@@ -11,7 +11,7 @@
 //! (usage), `response.failed` and `error`. A call is complete at its `output_item.done`.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
-use crate::engine::json::scan::{Is, Scan};
+use crate::engine::json::scan::{Hole, HoleSpans, Is, Scan, Shape};
 use crate::engine::json::Arguments;
 use serde_json::{json, Map, Value};
 
@@ -337,6 +337,8 @@ const CLIENT_ITEMS: &[&str] =
 pub struct ResponsesDecoder {
     /// Text deltas take [`super::fast_delta`] (on by default; tests compare both paths).
     pub fast: bool,
+    /// The shape of the last text delta the fast path's scan read ([`Shape`]).
+    shape: Shape,
     /// The answer\'s id, usage and finish reason.
     state: StreamState,
     ended: bool,
@@ -362,6 +364,7 @@ impl Default for ResponsesDecoder {
     fn default() -> Self {
         ResponsesDecoder {
             fast: true,
+            shape: Shape::default(),
             state: StreamState::default(),
             ended: false,
             items: Vec::new(),
@@ -537,7 +540,14 @@ impl StreamDecoder for ResponsesDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(d) = responses_text_delta(data) {
+            let delta = match self.shape.read(data) {
+                Some(filled) => filled.text,
+                None => delta_with_spans(data).map(|(text, spans)| {
+                    self.shape.learn(data, &spans);
+                    text
+                }),
+            };
+            if let Some(d) = delta {
                 if !d.is_empty() {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
                 }
@@ -668,9 +678,17 @@ impl StreamDecoder for ResponsesDecoder {
 /// event to it; others (`sequence_number`, `content_index`, `logprobs`, `obfuscation`) are
 /// skipped, as serde ignores them.
 pub fn responses_text_delta(data: &str) -> Option<String> {
+    delta_with_spans(data).map(|(text, _)| text)
+}
+
+/// [`responses_text_delta`], and where its holes lie for a [`Shape`]: the text, and the sequence
+/// number and the `obfuscation` padding when there are (the item's id and indices stay fixed).
+fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
     let (mut seen_type, mut seen_item, mut seen_index, mut seen_delta) = (false, false, false, false);
+    let (mut seen_seq, mut seen_pad) = (false, false);
     let mut text = None;
+    let mut spans = Vec::with_capacity(3);
     s.object(|s, key| match () {
         _ if key.is("type") && !std::mem::replace(&mut seen_type, true) => {
             s.plain_str()?.is("response.output_text.delta").then_some(())
@@ -678,8 +696,32 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
         _ if key.is("item_id") && !std::mem::replace(&mut seen_item, true) => s.plain_str().map(|_| ()),
         _ if key.is("output_index") && !std::mem::replace(&mut seen_index, true) => s.uint(),
         _ if key.is("delta") && !std::mem::replace(&mut seen_delta, true) => {
+            s.ws();
+            let at = s.i;
             text = Some(s.content()?);
+            spans.push((at, s.i, Hole::Text));
             Some(())
+        }
+        // Skipped as serde skips them (any value), holes when they are what a hole holds.
+        _ if key.is("sequence_number") && !std::mem::replace(&mut seen_seq, true) => {
+            s.ws();
+            let at = s.i;
+            if s.uint().is_some() {
+                spans.push((at, s.i, Hole::Uint));
+                return Some(());
+            }
+            s.i = at;
+            s.skip(0)
+        }
+        _ if key.is("obfuscation") && !std::mem::replace(&mut seen_pad, true) => {
+            s.ws();
+            let at = s.i;
+            if s.plain_str().is_some() {
+                spans.push((at, s.i, Hole::Pad));
+                return Some(());
+            }
+            s.i = at;
+            s.skip(0)
         }
         _ if key.is_any(&[
             "summary_index",
@@ -704,7 +746,7 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
     if s.i != s.b.len() || !seen_type {
         return None;
     }
-    text
+    Some((text?, spans))
 }
 
 #[cfg(test)]
@@ -728,6 +770,36 @@ mod fast_tests {
             r#"{"type":"response.output_text.delta","delta":"a"} x"#,
         ] {
             assert_eq!(responses_text_delta(e), None, "{e}");
+        }
+    }
+
+    /// A delta as the API writes it, learned as a shape: another sequence number, text and
+    /// padding read by comparing bytes, as the scan reads them; another item or field is not it.
+    #[test]
+    fn a_delta_of_the_learned_shape_reads_as_the_scan_does() {
+        let sent = |seq: &str, text: &str, pad: &str| {
+            format!(
+                r#"{{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"msg_1","output_index":0,"content_index":0,"delta":"{text}","logprobs":[],"obfuscation":"{pad}"}}"#
+            )
+        };
+        let mut shape = Shape::default();
+        let first = sent("4", "first", "a1");
+        shape.learn(&first, &delta_with_spans(&first).unwrap().1);
+        for (seq, text, pad) in [("5", " the", "x"), ("123456", r#"\"q\" \u00e9"#, ""), ("0", "", "pad9pad9")] {
+            let e = sent(seq, text, pad);
+            let got = shape.read(&e).expect(&e);
+            assert_eq!(got.text, responses_text_delta(&e), "{e}");
+            assert_eq!(got.uints[0], seq.parse().ok(), "{e}");
+        }
+        for e in [
+            sent("-1", "x", "a"),
+            sent("1.5", "x", "a"),
+            sent("1", "x", r#"\u0041"#),
+            sent("1", "x", "a").replace("msg_1", "msg_2"),
+            sent("1", "x", "a").replace(r#""content_index":0"#, r#""content_index":1"#),
+            sent("1", "x", "a") + " ",
+        ] {
+            assert_eq!(shape.read(&e), None, "{e}");
         }
     }
 }
