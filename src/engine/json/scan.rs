@@ -38,9 +38,6 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    if a.len() >= 16 {
-        return same_long_bytes(a, b);
-    }
     let mut i = 0;
     while i < a.len() {
         if a[i] != b[i] {
@@ -51,9 +48,12 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// [`same_bytes`] of two slices of one length, eight bytes a step (a shape's fixed bytes run to
-/// a hundred and more an event).
+/// [`same_bytes`], eight bytes a step: for a shape's fixed bytes, which run to a hundred and more
+/// an event (not inlined, unlike `same_bytes`, which every key comparison inlines).
 fn same_long_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
     let mut i = 0;
     while let (Some(&[a0, a1, a2, a3, a4, a5, a6, a7]), Some(&[b0, b1, b2, b3, b4, b5, b6, b7])) =
         (a.get(i..i + 8), b.get(i..i + 8))
@@ -108,18 +108,6 @@ impl<'a> Scan<'a> {
         } else {
             None
         }
-    }
-
-    /// Exactly the bytes `lit` here, no whitespace before them: a fast path's match of an event
-    /// as its API writes it.
-    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
-    #[inline(always)]
-    pub(crate) fn raw(&mut self, lit: &[u8]) -> R<()> {
-        if !same_bytes(self.b.get(self.i..self.i + lit.len())?, lit) {
-            return None;
-        }
-        self.i += lit.len();
-        Some(())
     }
 
     #[inline(always)]
@@ -354,35 +342,14 @@ impl<'a> Scan<'a> {
 /// arguments are checked this way at a few bytes a nanosecond, where serde_json's own check took
 /// tens of microseconds per 4 KB under opt-level "z".
 pub fn accepts_json(text: &str) -> bool {
-    // The same text is often asked about twice in a row: a Chat Completions call is complete once
-    // its arguments parse, and the step checks them again as it starts the tool. Comparing bytes
-    // costs a small part of a scan.
-    if text.len() >= MEMO_MIN && MEMO.with(|m| m.borrow().as_str() == text) {
-        return true;
-    }
     let mut s = Scan { s: text, b: text.as_bytes(), i: 0, escapes: true };
     if s.skip(0).is_none() {
         return false;
     }
     s.ws();
-    let ok = s.i == s.b.len();
-    if ok && (MEMO_MIN..=MEMO_MAX).contains(&text.len()) {
-        MEMO.with(|m| {
-            let mut m = m.borrow_mut();
-            m.clear();
-            m.push_str(text);
-        });
-    }
-    ok
+    s.i == s.b.len()
 }
 
-/// The last text [`accepts_json`] accepted, when its length is in `MEMO_MIN..=MEMO_MAX` (a
-/// shorter one is scanned as fast as compared; a longer one is not kept alive for this).
-const MEMO_MIN: usize = 256;
-const MEMO_MAX: usize = 64 << 10;
-thread_local! {
-    static MEMO: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
 
 /// What a hole of a learned [`Shape`] holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -445,8 +412,14 @@ impl Shape {
         let (f, b) = (self.fixed.as_bytes(), data.as_bytes());
         let mut s = Scan { s: data, b, i: 0, escapes: false };
         let (mut at, mut filled, mut u) = (0, Filled::default(), 0);
+        // The fixed bytes before a hole, then the hole.
+        let fixed = |s: &mut Scan, lit: &[u8]| {
+            let ok = same_long_bytes(s.b.get(s.i..s.i + lit.len())?, lit);
+            s.i += lit.len();
+            ok.then_some(())
+        };
         for &(end, hole) in &self.holes[..self.n] {
-            s.raw(f.get(at..end)?)?;
+            fixed(&mut s, f.get(at..end)?)?;
             at = end;
             match hole {
                 Hole::Text if filled.text.is_none() => filled.text = Some(s.content()?),
@@ -458,7 +431,7 @@ impl Shape {
                 Hole::Pad => drop(s.plain_str()?),
             }
         }
-        s.raw(f.get(at..)?)?;
+        fixed(&mut s, f.get(at..)?)?;
         if s.i != b.len() {
             return None;
         }
@@ -661,21 +634,6 @@ mod tests {
         for bad in ["", "{", r#"{"a":1,}"#, r#"["\x"]"#, r#"["\u12"]"#, "[01]", "nul", "[1] [2]", "{\"a\":\"\u{1}\"}"] {
             assert!(!accepts_json(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn the_memo_of_the_last_accepted_text_answers_only_for_that_text() {
-        let long = format!("{{\"a\":\"{}\"}}", "x".repeat(MEMO_MIN));
-        assert!(accepts_json(&long));
-        assert!(accepts_json(&long), "asked again: the memo's answer");
-        // The same length, one byte different: scanned, and refused.
-        let bad = long.replacen('}', "]", 1);
-        assert_eq!(bad.len(), long.len());
-        assert!(!accepts_json(&bad));
-        // Empty and short texts never meet the memo (it starts empty).
-        assert!(!accepts_json(""));
-        assert!(!accepts_json("{"));
-        assert!(accepts_json(&long));
     }
 
     #[test]
