@@ -81,7 +81,14 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // (+0.8 KB); the end of a turn dropped before anything of it was stored told by the core, not
   // made up in session.js (+0.16 KB, the JS 0.04 KB less). The .wasm measured the same built from
   // two paths (/work/main, a clone in /tmp), so the 0.1 KB left is the ratchet's, not slack.
-  const BUDGET = 289 * 1024;
+  // 289 KiB → 290 KiB: one learned shape for Chat Completions, Anthropic and Responses events
+  // (json/scan.rs `Shape`: fixed bytes around string, integer and padding holes) — Responses text
+  // in 16 KB reads 0.42× → 0.35× of eventsource-parser, an Anthropic tool's input fragments read
+  // by the shape instead of the key-by-key scan — for +0.86 KB (twiggy: the shape's read and learn
+  // +1.1 KB raw, the scanners reporting their holes +1 KB, Chat's own ChunkShape and Anthropic's
+  // literal gone −0.7 KB). Tried to pay for it: the shape's word compare kept out of the inlined
+  // same_bytes, accepts_json's memo dropped (−0.2 KB), Responses' two hole arms folded into one.
+  const BUDGET = 290 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -702,26 +702,22 @@ fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
             spans.push((at, s.i, Hole::Text));
             Some(())
         }
-        // Skipped as serde skips them (any value), holes when they are what a hole holds.
-        _ if key.is("sequence_number") && !std::mem::replace(&mut seen_seq, true) => {
+        // Skipped as serde skips them (any value); holes when they are what a hole holds: the
+        // sequence number an integer of at most 15 digits, the padding a string (the scan skips
+        // plain strings only).
+        _ if (key.is("sequence_number") && !std::mem::replace(&mut seen_seq, true))
+            || (key.is("obfuscation") && !std::mem::replace(&mut seen_pad, true)) =>
+        {
             s.ws();
             let at = s.i;
-            if s.uint().is_some() {
-                spans.push((at, s.i, Hole::Uint));
-                return Some(());
-            }
-            s.i = at;
-            s.skip(0)
-        }
-        _ if key.is("obfuscation") && !std::mem::replace(&mut seen_pad, true) => {
-            s.ws();
-            let at = s.i;
-            if s.plain_str().is_some() {
+            s.skip(0)?;
+            let value = s.b.get(at..s.i)?;
+            if value.first() == Some(&b'"') {
                 spans.push((at, s.i, Hole::Pad));
-                return Some(());
+            } else if value.len() <= 15 && value.iter().all(u8::is_ascii_digit) {
+                spans.push((at, s.i, Hole::Uint));
             }
-            s.i = at;
-            s.skip(0)
+            Some(())
         }
         _ if key.is_any(&[
             "summary_index",
