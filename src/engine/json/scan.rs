@@ -350,7 +350,6 @@ pub fn accepts_json(text: &str) -> bool {
     s.i == s.b.len()
 }
 
-
 /// What a hole of a learned [`Shape`] holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) enum Hole {
