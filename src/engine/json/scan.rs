@@ -50,6 +50,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 
 /// [`same_bytes`], eight bytes a step: for a shape's fixed bytes, which run to a hundred and more
 /// an event (not inlined, unlike `same_bytes`, which every key comparison inlines).
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 fn same_long_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -351,6 +352,7 @@ pub fn accepts_json(text: &str) -> bool {
 }
 
 /// What a hole of a learned [`Shape`] holds.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) enum Hole {
     /// The string the event carries (a text delta, a fragment of a call's arguments): read and
@@ -362,18 +364,24 @@ pub(crate) enum Hole {
     Uint,
     /// A string without escapes that changes with every event and means nothing (padding), as
     /// [`Scan::plain_str`] skips it. Its span includes the quotes.
+    #[cfg_attr(not(any(feature = "openai", feature = "responses")), allow(dead_code))]
     Pad,
 }
 
 /// Where an event's holes lie, in order: `(start, end, hole)` byte ranges.
+#[cfg_attr(not(any(feature = "anthropic", feature = "responses")), allow(dead_code))]
 pub(crate) type HoleSpans = Vec<(usize, usize, Hole)>;
 
 /// At most this many holes in a shape, and this many of them [`Hole::Uint`]s.
+// Each wire format's fast path learns a shape; a build of Gemini alone (cargo features) has none.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const MAX_HOLES: usize = 4;
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const MAX_UINTS: usize = 2;
 
 /// What [`Shape::read`] found in an event's holes: the first [`Hole::Text`] and the
 /// [`Hole::Uint`]s, in the order they come.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Filled {
     pub text: Option<String>,
@@ -386,6 +394,7 @@ pub(crate) struct Filled {
 /// that scanner, which decides nothing by what a hole holds. It is read by comparing bytes and
 /// reading the holes, not by a second scan; anything else is `None` (the format's scanner then
 /// reads it, and the shape may be learned again).
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 #[derive(Debug, Default)]
 pub(crate) struct Shape {
     /// Every fixed byte, in order.
@@ -400,8 +409,10 @@ pub(crate) struct Shape {
 }
 
 /// A shape is learned only while its fixed bytes stay this small.
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const SHAPE_MAX: usize = 2048;
 
+#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
