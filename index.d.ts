@@ -323,9 +323,16 @@ export class AnthropicProvider implements ChatProvider {
 /**
  * OpenAI's Responses API, stateless (`store: false`): reasoning comes back as encrypted content and
  * is sent back with the history. `reasoningEffort` is passed as `reasoning.effort` as given.
+ *
+ * `background: true` sends background streaming requests (`background: true, store: true`): when
+ * the answer's stream breaks (a socket destroyed, a chunk timeout, the body ending before
+ * `response.completed`), the rest of the same answer is read again after its last
+ * `sequence_number` (`GET {baseUrl}/responses/{id}?stream=true&starting_after=n`, up to 3 times an
+ * answer; events a server repeats are skipped) — no second POST, no retry, no salvage. An answer
+ * that cannot be read again (404: expired; another 4xx) fails as any broken stream does.
  */
 export class OpenAIResponsesProvider implements ChatProvider {
-  constructor(opts: ProviderOptions & { reasoningEffort?: string });
+  constructor(opts: ProviderOptions & { reasoningEffort?: string; background?: boolean });
   readonly name: string;
   readonly modelName: string;
   readonly thinkingEffort: ThinkingEffort | null;

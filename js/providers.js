@@ -43,8 +43,8 @@ function checkProviderOptions(opts, who, known) {
   for (const k of ["apiKey", "baseUrl", "reasoningKey", "reasoningEffort"]) {
     if (opts[k] !== undefined && typeof opts[k] !== "string") throw new TypeError(`${who}: \`${k}\` must be a string`);
   }
-  if (opts.adaptiveThinking !== undefined && typeof opts.adaptiveThinking !== "boolean") {
-    throw new TypeError(`${who}: \`adaptiveThinking\` must be a boolean`);
+  for (const k of ["adaptiveThinking", "background"]) {
+    if (opts[k] !== undefined && typeof opts[k] !== "boolean") throw new TypeError(`${who}: \`${k}\` must be a boolean`);
   }
 }
 
@@ -100,6 +100,7 @@ class HttpProvider {
       reasoningKey: o.reasoningKey,
       reasoningEffort: o.reasoningEffort,
       adaptiveThinking: o.adaptiveThinking,
+      background: o.background,
       extraBody: o.extraBody,
       thinkingEffort: o.thinking,
       firstChunkTimeoutMs: o.firstChunkTimeoutMs,
@@ -158,7 +159,7 @@ export class AnthropicProvider extends HttpProvider {
 /** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
 export class OpenAIResponsesProvider extends HttpProvider {
   constructor(opts) {
-    super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort"] });
+    super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort", "background"] });
   }
   get name() {
     return "openai-responses";

@@ -136,7 +136,27 @@ pub struct SseEventSource<B, D> {
     open_calls: usize,
     /// Surrogate pairs split across events, joined (see [`crate::engine::surrogates`]).
     surrogates: crate::engine::surrogates::SurrogateJoiner,
+    /// How the answer is read again when its stream breaks (see [`Reconnect`]), and how many
+    /// times it was.
+    reconnect: Option<Reconnect<B>>,
+    reconnects: u32,
 }
+
+/// What a reconnect gave: the body of the answer read again after its last event, a failure
+/// worth another try (a connection error, a 5xx), or none: the answer cannot be read again (gone,
+/// refused).
+pub enum Reopened<B> {
+    Body(B),
+    Again,
+    Not,
+}
+
+/// Reads an answer again after its stream broke: `(id, after, attempt)` — the answer, the last
+/// sequence number read, which try this is (from 1) — to the body of the rest.
+pub type Reconnect<B> = Box<dyn FnMut(&str, u64, u32) -> futures::future::LocalBoxFuture<'static, Reopened<B>>>;
+
+/// At most this many reconnects an answer; then the break is the answer's error.
+pub const MAX_RECONNECTS: u32 = 3;
 
 impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
     pub fn new(body: B, decoder: D) -> Self {
@@ -152,6 +172,8 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             limits: Limits::default(),
             open_calls: 0,
             surrogates: Default::default(),
+            reconnect: None,
+            reconnects: 0,
         }
     }
 
@@ -159,6 +181,55 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
         self.sse = SseDecoder::with_limit(limits.max_event_bytes);
         self.limits = limits;
         self
+    }
+
+    /// Reads the answer again through `reconnect` when its stream breaks and its decoder says
+    /// where it can be resumed ([`StreamDecoder::resume_point`]).
+    pub fn with_reconnect(mut self, reconnect: Reconnect<B>) -> Self {
+        self.reconnect = Some(reconnect);
+        self
+    }
+
+    /// How many times the answer was read again after its stream broke.
+    pub fn reconnects(&self) -> u32 {
+        self.reconnects
+    }
+
+    /// The next chunk of the body (`Ok(false)` at its end). When the stream breaks — a read
+    /// fails, or the body ends before the answer said it was finished — and the answer can be
+    /// read again, the rest comes from a new connection: what was cut of the last event is
+    /// dropped (the server sends it again whole), the decoder goes on as it was. When it cannot
+    /// (no resume point, the budget spent, the answer gone), the break is what it was.
+    async fn read_chunk(&mut self) -> Result<bool, B::Error> {
+        loop {
+            self.pos = 0;
+            self.body.calls_streaming(self.open_calls > 0);
+            let broke = match self.body.read_into(&mut self.chunk).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => None,
+                Err(e) => Some(e),
+            };
+            let as_it_was = |broke: Option<B::Error>| broke.map_or(Ok(false), Err);
+            let Some(reconnect) = self.reconnect.as_mut() else { return as_it_was(broke) };
+            let Some((id, after)) = self.decoder.resume_point().map(|(id, n)| (id.to_owned(), n)) else {
+                return as_it_was(broke);
+            };
+            loop {
+                if self.reconnects >= MAX_RECONNECTS {
+                    return as_it_was(broke);
+                }
+                self.reconnects += 1;
+                match reconnect(&id, after, self.reconnects).await {
+                    Reopened::Body(body) => {
+                        self.body = body;
+                        self.sse.reset();
+                        break;
+                    }
+                    Reopened::Again => continue,
+                    Reopened::Not => return as_it_was(broke),
+                }
+            }
+        }
     }
 }
 
@@ -190,13 +261,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
         if self.ended {
             return Ok(false);
         }
-        let more = if self.pos < self.chunk.len() {
-            true
-        } else {
-            self.pos = 0;
-            self.body.calls_streaming(self.open_calls > 0);
-            self.body.read_into(&mut self.chunk).await?
-        };
+        let more = if self.pos < self.chunk.len() { true } else { self.read_chunk().await? };
         let sse_err = |e: crate::engine::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
         let decoded = if more {
             let piece = next_piece(&self.chunk, self.pos);

@@ -208,6 +208,7 @@ mod tests {
 
     fn req(headers: &[(&str, &str)], url: &str) -> HttpRequest {
         HttpRequest {
+            method: Default::default(),
             url: url.into(),
             headers: headers.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
             body: String::new(),

@@ -208,6 +208,17 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// Forgets what was read of a line and an event not yet complete (a new connection begins a
+    /// new stream), keeping the limit and the last event id.
+    pub fn reset(&mut self) {
+        self.line.clear();
+        self.after_cr = false;
+        self.bom_checked = 0;
+        self.data.clear();
+        self.has_data = false;
+        self.event = None;
+    }
+
     /// Takes back a delivered event's data buffer for a later event (at most 16 are kept, none
     /// larger than 16 KiB: what a decoder holds on to stays small).
     pub fn give_back(&mut self, mut data: String) {

@@ -24,8 +24,10 @@ use super::signals::AbortOnDrop;
 use super::sys::{self, AbortController, Headers, Reader, RequestInit, Response};
 use crate::engine::error::ChatProviderError;
 use crate::engine::generate::ByteSource;
+use crate::engine::model::transport::{send, Detached};
 use crate::engine::model::{Deadlines, HttpResponse, Transport};
-use crate::engine::providers::HttpRequest;
+use crate::engine::secrets::Secrets;
+use crate::engine::providers::{HttpRequest, Method};
 
 /// When one model call was sent, and the limits it waits within (the rule is the core's).
 #[derive(Clone, Copy)]
@@ -151,9 +153,14 @@ impl FetchTransport {
             headers.set(k, v).map_err(GlueError::Js)?;
         }
         let init = RequestInit::new();
-        init.set_method("POST");
         init.set_headers(&headers);
-        init.set_body(&JsValue::from_str(&req.body));
+        match req.method {
+            Method::Post => {
+                init.set_method("POST");
+                init.set_body(&JsValue::from_str(&req.body));
+            }
+            Method::Get => init.set_method("GET"),
+        }
         init.set_signal(Some(&ctrl.signal()));
         // Redirects are not left to fetch, which would carry `x-api-key` and the conversation to
         // any host: the core follows one only within the origin the caller named.
@@ -195,6 +202,16 @@ impl Transport for FetchTransport {
 
     fn now_ms(&self) -> Option<f64> {
         Some(sys::date_now())
+    }
+
+    /// A copy of this transport (the same `fetch` and time limits) that sends later requests:
+    /// an answer read again after its stream broke.
+    fn detached(&self) -> Option<Detached<BodySource, GlueError>> {
+        let transport = self.clone();
+        Some(std::rc::Rc::new(move |request: HttpRequest, secrets: Secrets| {
+            let transport = transport.clone();
+            async move { send(&transport, &request, &secrets).await }.boxed_local()
+        }))
     }
 
     /// `process.env[name]` (Node, and Workers with `nodejs_compat`).

@@ -15,9 +15,9 @@ use super::source::ModelSource;
 use super::transport::{self, Transport};
 use super::{Model, ModelError};
 use crate::engine::error::{ChatProviderError, FailureKind};
-use crate::engine::generate::{Limits, SseEventSource, VecEventSource};
+use crate::engine::generate::{Limits, Reconnect, Reopened, SseEventSource, VecEventSource};
 use crate::engine::providers::echo::{script_for_stream, EchoScript};
-use crate::engine::providers::{HttpProvider, HttpRequest, Prompt, Spec, StreamDecoder};
+use crate::engine::providers::{HttpProvider, HttpRequest, Method, Prompt, Spec, StreamDecoder};
 use crate::engine::secrets::Secrets;
 
 /// A provider, read once.
@@ -108,6 +108,43 @@ pub enum Prepared {
     Scripted(EchoScript),
 }
 
+/// How an answer is read again after its stream broke: `GET {the request's URL}/{id}?stream=true&
+/// starting_after={n}` with the request's headers (OpenAI's Responses API for an answer made in
+/// the background). A status of 4xx but 408 and 429 says it cannot be (the answer expired, the
+/// server does not keep answers); anything else is worth another try.
+fn reconnect<B: 'static, E: ModelError + 'static>(
+    send: super::transport::Detached<B, E>,
+    request: &HttpRequest,
+    secrets: &Secrets,
+) -> Reconnect<B> {
+    let (url, headers, secrets) = (request.url.clone(), request.headers.clone(), secrets.clone());
+    Box::new(move |id, after, _attempt| {
+        let (path, query) = url.split_once('?').map_or((url.as_str(), None), |(p, q)| (p, Some(q)));
+        let id = crate::engine::providers::percent_encode(id);
+        let mut to = format!("{path}/{id}?stream=true&starting_after={after}");
+        if let Some(q) = query {
+            to.push('&');
+            to.push_str(q);
+        }
+        let req = HttpRequest { method: Method::Get, url: to, headers: headers.clone(), body: String::new() };
+        let sent = send(req, secrets.clone());
+        async move {
+            match sent.await {
+                Ok(body) => Reopened::Body(body),
+                Err(e) => match e.provider_error() {
+                    Some(ChatProviderError::Status { status, .. })
+                        if (400..500).contains(status) && !matches!(status, 408 | 429) =>
+                    {
+                        Reopened::Not
+                    }
+                    _ => Reopened::Again,
+                },
+            }
+        }
+        .boxed_local()
+    })
+}
+
 /// A provider as one call uses it: with a transport and the call's limits.
 pub struct ProviderModel<'a, T> {
     pub provider: &'a Provider,
@@ -142,7 +179,10 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
                         Ok(body) => body,
                         Err(e) => return Err(e.redact(&secrets)),
                     };
-                    let source = SseEventSource::new(body, decoder).with_limits(self.limits);
+                    let mut source = SseEventSource::new(body, decoder).with_limits(self.limits);
+                    if let Some(send) = self.transport.detached() {
+                        source = source.with_reconnect(reconnect(send, &request, &secrets));
+                    }
                     Ok(ModelSource::Sse { source: Box::new(source), secrets })
                 }
             }

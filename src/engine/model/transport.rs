@@ -33,8 +33,8 @@ pub trait HttpResponse {
 
 /// How requests leave the core, and the little of the environment a request needs.
 pub trait Transport {
-    type Error: ModelError;
-    type Body: ByteSource<Error = Self::Error>;
+    type Error: ModelError + 'static;
+    type Body: ByteSource<Error = Self::Error> + 'static;
     type Response: HttpResponse<Body = Self::Body>;
     /// POSTs `request`'s headers and body to `url` (the request's own URL, or a redirect's).
     fn post<'a>(
@@ -50,7 +50,16 @@ pub trait Transport {
     fn env_var(&self, _name: &str) -> Option<String> {
         None
     }
+    /// This transport as an owned sender of later requests, with this package's rules ([`send`]):
+    /// an answer read again after its stream broke is asked for after the call that opened it
+    /// returned. `None`: this transport cannot be kept (its answers are never read again).
+    fn detached(&self) -> Option<Detached<Self::Body, Self::Error>> {
+        None
+    }
 }
+
+/// See [`Transport::detached`].
+pub type Detached<B, E> = std::rc::Rc<dyn Fn(HttpRequest, Secrets) -> LocalBoxFuture<'static, Result<B, E>>>;
 
 /// The response headers that carry a request id: OpenAI and most others `x-request-id`,
 /// Anthropic `request-id`, Moonshot `x-trace-id`.

@@ -136,6 +136,7 @@ impl GeminiConfig {
         let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-goog-api-key", k.to_owned()));
         let headers = super::request_headers(&[], auth, &self.http.headers);
         Ok(HttpRequest {
+            method: super::Method::Post,
             url: format!("{base}/models/{model}:streamGenerateContent?alt=sse"),
             headers,
             body: Value::Object(body).to_string(),

@@ -70,6 +70,11 @@ pub trait StreamDecoder {
     fn finish_reason(&self) -> Option<&str> {
         self.state().finish_reason.as_deref()
     }
+    /// Where the answer can be read again from, when its stream breaks: the answer's id and the
+    /// last sequence number read (a Responses answer in the background); `None` for the rest.
+    fn resume_point(&self) -> Option<(&str, u64)> {
+        None
+    }
 }
 
 impl StreamDecoder for Box<dyn StreamDecoder> {
@@ -90,6 +95,9 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
     fn finish_reason(&self) -> Option<&str> {
         (**self).finish_reason()
+    }
+    fn resume_point(&self) -> Option<(&str, u64)> {
+        (**self).resume_point()
     }
 }
 
@@ -566,12 +574,22 @@ pub fn mid_stream_error(kind: Option<&str>, status: Option<u16>, message: &str) 
     }
 }
 
-/// Everything the glue needs to send a request: where, which headers, what body.
+/// Everything the glue needs to send a request: how, where, which headers, what body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpRequest {
+    pub method: Method,
     pub url: String,
     pub headers: Vec<(String, String)>,
+    /// Sent with a POST; a GET has none.
     pub body: String,
+}
+
+/// An HTTP method: a model is asked by POST; a resumed answer is read again by GET.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Method {
+    #[default]
+    Post,
+    Get,
 }
 
 /// A tool as the model sees it.

@@ -28,6 +28,9 @@ pub struct ResponsesConfig {
     pub http: HttpOptions,
     /// Sent as `reasoning.effort` as given (`none`, `minimal`, `low`, `medium`, `high`, …).
     pub reasoning_effort: Option<String>,
+    /// Background streaming (`background: true`, `store: true`): a broken connection reads the
+    /// rest of the same answer again after its last `sequence_number`.
+    pub background: bool,
 }
 
 /// OpenAI's own models take the system prompt as a `developer` message.
@@ -46,14 +49,18 @@ impl WireFormat for ResponsesConfig {
         Ok(self.request(prompt))
     }
     fn decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(ResponsesDecoder::default())
+        Box::new(ResponsesDecoder { background: self.background, ..ResponsesDecoder::default() })
     }
 }
 
 impl ResponsesConfig {
     /// Reads the constructor's options: the common ones, then this provider's own.
     pub(crate) fn from_spec(spec: &super::Spec) -> Result<ResponsesConfig, serde_json::Error> {
-        Ok(ResponsesConfig { http: spec.http()?, reasoning_effort: spec.string("reasoningEffort")? })
+        Ok(ResponsesConfig {
+            http: spec.http()?,
+            reasoning_effort: spec.string("reasoningEffort")?,
+            background: spec.get("background", "a boolean", Value::as_bool)?.unwrap_or(false),
+        })
     }
 
     /// Settings for `model` and nothing else (tests, fuzzing).
@@ -92,7 +99,11 @@ impl ResponsesConfig {
         body.insert("model".into(), json!(self.http.model));
         body.insert("input".into(), Value::Array(input));
         body.insert("stream".into(), json!(true));
-        body.insert("store".into(), json!(false));
+        // A background answer is kept by the server (it can be read again, and cancelled).
+        body.insert("store".into(), json!(self.background));
+        if self.background {
+            body.insert("background".into(), json!(true));
+        }
         if !tools.is_empty() {
             let tools: Vec<Value> = tools
                 .iter()
@@ -129,7 +140,7 @@ impl ResponsesConfig {
         let auth =
             self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
-        HttpRequest { url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
+        HttpRequest { method: super::Method::Post, url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
     }
 }
 
@@ -273,6 +284,7 @@ const KNOWN_EVENTS: &[&str] = &[
 /// An event the fast path left, read field by field ([`super::Fields`]).
 struct Event {
     kind: String,
+    sequence_number: Option<u64>,
     item_id: Option<String>,
     output_index: Option<u64>,
     summary_index: Option<u64>,
@@ -290,6 +302,8 @@ impl Event {
     fn read(f: Fields<'_>) -> Result<Event, String> {
         Ok(Event {
             kind: f.str("type")?.unwrap_or_default().to_owned(),
+            // Read past as serde reads past it, when it is not a number.
+            sequence_number: f.any("sequence_number").and_then(Value::as_u64),
             item_id: f.string("item_id")?,
             output_index: f.u64("output_index")?,
             summary_index: f.u64("summary_index")?,
@@ -358,6 +372,10 @@ pub struct ResponsesDecoder {
     /// annotations is not read again.
     annotations_streamed: bool,
     ids: CallIds,
+    /// A background answer: events at or below the last sequence number read are repeats (a
+    /// server that replays them after a reconnect), and a broken stream can be resumed.
+    pub background: bool,
+    last_seq: Option<u64>,
 }
 
 impl Default for ResponsesDecoder {
@@ -377,6 +395,8 @@ impl Default for ResponsesDecoder {
             refused: false,
             annotations_streamed: false,
             ids: CallIds::default(),
+            background: false,
+            last_seq: None,
         }
     }
 }
@@ -531,6 +551,19 @@ impl ResponsesDecoder {
     fn has_calls(&self) -> bool {
         self.any_call
     }
+
+    /// A background answer's event at or below the last sequence number read: a repeat (a
+    /// server may replay from the start after a reconnect), skipped. Otherwise notes it.
+    fn repeated(&mut self, seq: Option<u64>) -> bool {
+        match (self.background, seq, self.last_seq) {
+            (true, Some(s), Some(last)) if s <= last => true,
+            (true, Some(s), _) => {
+                self.last_seq = Some(s);
+                false
+            }
+            _ => false,
+        }
+    }
 }
 
 impl StreamDecoder for ResponsesDecoder {
@@ -540,14 +573,19 @@ impl StreamDecoder for ResponsesDecoder {
             return Ok(());
         }
         if self.fast {
+            // The text, and the sequence number (the shape's one integer hole).
             let delta = match self.shape.read(data) {
-                Some(filled) => filled.text,
+                Some(filled) => filled.text.map(|t| (t, filled.uints[0])),
                 None => delta_with_spans(data).map(|(text, spans)| {
                     self.shape.learn(data, &spans);
-                    text
+                    let seq = spans.iter().find(|s| s.2 == Hole::Uint).and_then(|&(a, z, _)| data.get(a..z)?.parse().ok());
+                    (text, seq)
                 }),
             };
-            if let Some(d) = delta {
+            if let Some((d, seq)) = delta {
+                if self.repeated(seq) {
+                    return Ok(());
+                }
                 if !d.is_empty() {
                     out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
                 }
@@ -555,6 +593,9 @@ impl StreamDecoder for ResponsesDecoder {
             }
         }
         let Some(ev) = super::typed_event(data, KNOWN_EVENTS, Event::read)? else { return Ok(()) };
+        if self.repeated(ev.sequence_number) {
+            return Ok(());
+        }
         match ev.kind.as_str() {
             "response.created" | "response.in_progress" => {
                 if let Some(id) = ev.response.as_ref().and_then(|r| r.get("id")).and_then(Value::as_str) {
@@ -664,6 +705,13 @@ impl StreamDecoder for ResponsesDecoder {
     fn state(&self) -> &StreamState {
         &self.state
     }
+
+    fn resume_point(&self) -> Option<(&str, u64)> {
+        if !self.background || self.ended {
+            return None;
+        }
+        Some((self.state.id.as_deref()?, self.last_seq?))
+    }
 }
 
 // ---- the fast path ------------------------------------------------------------------------------
@@ -712,9 +760,9 @@ fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
             let at = s.i;
             s.skip(0)?;
             let value = s.b.get(at..s.i)?;
-            if value.first() == Some(&b'"') {
+            if !key.is("sequence_number") && value.first() == Some(&b'"') {
                 spans.push((at, s.i, Hole::Pad));
-            } else if value.len() <= 15 && value.iter().all(u8::is_ascii_digit) {
+            } else if key.is("sequence_number") && value.len() <= 15 && value.iter().all(u8::is_ascii_digit) {
                 spans.push((at, s.i, Hole::Uint));
             }
             Some(())
