@@ -26,8 +26,8 @@ use crate::engine::error::ChatProviderError;
 use crate::engine::generate::ByteSource;
 use crate::engine::model::transport::{send, Detached};
 use crate::engine::model::{Deadlines, HttpResponse, Transport};
-use crate::engine::secrets::Secrets;
 use crate::engine::providers::{HttpRequest, Method};
+use crate::engine::secrets::Secrets;
 
 /// When one model call was sent, and the limits it waits within (the rule is the core's).
 #[derive(Clone, Copy)]

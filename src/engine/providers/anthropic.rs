@@ -194,7 +194,12 @@ impl AnthropicConfig {
         }
         let auth = self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("x-api-key", k.to_owned()));
         let headers = super::request_headers(&fixed, auth, &self.http.headers);
-        Ok(HttpRequest { method: super::Method::Post, url: format!("{base}/messages"), headers, body: Value::Object(body).to_string() })
+        Ok(HttpRequest {
+            method: super::Method::Post,
+            url: format!("{base}/messages"),
+            headers,
+            body: Value::Object(body).to_string(),
+        })
     }
 }
 

@@ -166,7 +166,12 @@ impl OpenAIChatConfig {
         let auth =
             self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
-        Ok(HttpRequest { method: super::Method::Post, url: format!("{base}/chat/completions"), headers, body: Value::Object(body).to_string() })
+        Ok(HttpRequest {
+            method: super::Method::Post,
+            url: format!("{base}/chat/completions"),
+            headers,
+            body: Value::Object(body).to_string(),
+        })
     }
 
     pub fn decoder(&self) -> OpenAIChatDecoder {

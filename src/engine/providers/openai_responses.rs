@@ -140,7 +140,12 @@ impl ResponsesConfig {
         let auth =
             self.http.api_key.as_deref().filter(|k| !k.is_empty()).map(|k| ("authorization", format!("Bearer {k}")));
         let headers = super::request_headers(&[], auth, &self.http.headers);
-        HttpRequest { method: super::Method::Post, url: format!("{base}/responses"), headers, body: Value::Object(body).to_string() }
+        HttpRequest {
+            method: super::Method::Post,
+            url: format!("{base}/responses"),
+            headers,
+            body: Value::Object(body).to_string(),
+        }
     }
 }
 
@@ -578,7 +583,8 @@ impl StreamDecoder for ResponsesDecoder {
                 Some(filled) => filled.text.map(|t| (t, filled.uints[0])),
                 None => delta_with_spans(data).map(|(text, spans)| {
                     self.shape.learn(data, &spans);
-                    let seq = spans.iter().find(|s| s.2 == Hole::Uint).and_then(|&(a, z, _)| data.get(a..z)?.parse().ok());
+                    let seq =
+                        spans.iter().find(|s| s.2 == Hole::Uint).and_then(|&(a, z, _)| data.get(a..z)?.parse().ok());
                     (text, seq)
                 }),
             };
