@@ -119,7 +119,7 @@ pub trait ByteSource {
 }
 
 /// An HTTP body of Server-Sent Events, decoded by a provider's [`StreamDecoder`].
-pub struct SseEventSource<B, D> {
+pub struct SseEventSource<B, D: StreamDecoder> {
     body: B,
     sse: SseDecoder,
     decoder: D,
@@ -140,6 +140,20 @@ pub struct SseEventSource<B, D> {
     /// times it was.
     reconnect: Option<Reconnect<B>>,
     reconnects: u32,
+    /// Stops the answer server-side (`cancel(id)`) when the source is dropped before the answer
+    /// finished: an abort, a time limit, a break given up on.
+    cancel: Option<Cancel>,
+}
+
+/// Stops an answer server-side by its id (see [`SseEventSource::with_reconnect`]).
+pub type Cancel = Box<dyn FnOnce(&str)>;
+
+impl<B, D: StreamDecoder> Drop for SseEventSource<B, D> {
+    fn drop(&mut self) {
+        if let (Some(cancel), Some((id, _))) = (self.cancel.take(), self.decoder.resume_point()) {
+            cancel(id);
+        }
+    }
 }
 
 /// What a reconnect gave: the body of the answer read again after its last event, a failure
@@ -174,6 +188,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             surrogates: Default::default(),
             reconnect: None,
             reconnects: 0,
+            cancel: None,
         }
     }
 
@@ -184,9 +199,11 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
     }
 
     /// Reads the answer again through `reconnect` when its stream breaks and its decoder says
-    /// where it can be resumed ([`StreamDecoder::resume_point`]).
-    pub fn with_reconnect(mut self, reconnect: Reconnect<B>) -> Self {
+    /// where it can be resumed ([`StreamDecoder::resume_point`]); stops it through `cancel` when
+    /// the source is dropped before the answer finished.
+    pub fn with_reconnect(mut self, reconnect: Reconnect<B>, cancel: Cancel) -> Self {
         self.reconnect = Some(reconnect);
+        self.cancel = Some(cancel);
         self
     }
 

@@ -187,6 +187,9 @@ impl FetchTransport {
     }
 }
 
+/// How long a task the transport runs on its own may take (see [`Transport::spawner`]).
+const DETACHED_TASK_MS: u32 = 10_000;
+
 impl Transport for FetchTransport {
     type Error = GlueError;
     type Body = BodySource;
@@ -212,6 +215,17 @@ impl Transport for FetchTransport {
             let transport = transport.clone();
             async move { send(&transport, &request, &secrets).await }.boxed_local()
         }))
+    }
+
+    /// A task run on its own for at most 10 s (a server-side cancel: bounded, and never an error
+    /// anyone hears).
+    fn spawner(&self) -> Box<dyn Fn(LocalBoxFuture<'static, ()>)> {
+        Box::new(|task| {
+            wasm_bindgen_futures::spawn_local(async move {
+                let limit = gloo_timers::future::TimeoutFuture::new(DETACHED_TASK_MS);
+                let _ = select(task, limit).await;
+            })
+        })
     }
 
     /// `process.env[name]` (Node, and Workers with `nodejs_compat`).

@@ -88,10 +88,11 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // +1.1 KB raw, the scanners reporting their holes +1 KB, Chat's own ChunkShape and Anthropic's
   // literal gone −0.7 KB). Tried to pay for it: the shape's word compare kept out of the inlined
   // same_bytes, accepts_json's memo dropped (−0.2 KB), Responses' two hole arms folded into one.
-  // 290 KiB → 292 KiB: background Responses answers read again after a broken stream (45: the
-  // reconnect in the event source, the transport kept for a later GET, the decoder's sequence
-  // numbers and repeats skipped, a GET in the fetch glue) — +1.85 KB of the 3 KB that issue allows.
-  const BUDGET = 292 * 1024;
+  // 290 KiB → 293 KiB: background Responses answers read again after a broken stream and
+  // cancelled server-side once nobody reads them (45: the reconnect and the cancel in the event
+  // source, the transport kept for a later request and a task of its own, the decoder's sequence
+  // numbers and repeats skipped, a GET in the fetch glue) — +2.7 KB of the 3 KB that issue allows.
+  const BUDGET = 293 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

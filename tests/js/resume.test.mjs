@@ -59,6 +59,11 @@ async function backgroundServer(plan) {
       const id = `resp_${answers.size + 1}`;
       events = plan.events(id, answers.size + 1);
       answers.set(id, events);
+    } else if (req.method === "POST" && /^\/v1\/responses\/[^/]+\/cancel$/.test(url.pathname)) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ id: url.pathname.split("/")[3], status: "cancelled" }));
+      plan.onCancel?.();
+      return;
     } else if (req.method === "GET" && url.pathname.startsWith("/v1/responses/")) {
       events = answers.get(decodeURIComponent(url.pathname.slice("/v1/responses/".length)));
       if (typeof plan.get === "number" || !events) {
@@ -75,6 +80,7 @@ async function backgroundServer(plan) {
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (const e of events.slice(from)) {
       const text = frame(e);
+      if (e.sequence_number === plan.holdAt) await new Promise((r) => res.on("close", r)); // until the client goes away
       if (e.sequence_number === cut) {
         // Half of this event, then the socket destroyed: the client reads a broken stream.
         res.write(text.slice(0, Math.floor(text.length / 2)));
@@ -92,6 +98,11 @@ async function backgroundServer(plan) {
     requests,
     close: () => new Promise((r) => server.close(r)),
   };
+}
+
+/** Resolves once `pred()` holds, checked every 10 ms, or after `ms` (a bound, not a timing). */
+async function until(pred, ms = 5000) {
+  for (const end = Date.now() + ms; !pred() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
 }
 
 const user = [{ role: "user", content: "go" }];
@@ -143,7 +154,9 @@ test("background: an answer that cannot be read again (404) fails as a broken st
   const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: 404 });
   try {
     await assert.rejects(kosong.generate(provider(s.baseUrl), "", [], user), (e) => e.name === "APIConnectionError");
-    assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET"]);
+    // Given up on, the answer is cancelled (whatever is left of it).
+    await until(() => s.requests.length >= 3);
+    assert.deepEqual(s.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "GET /v1/responses/resp_1", "POST /v1/responses/resp_1/cancel"]);
   } finally {
     await s.close();
   }
@@ -207,5 +220,29 @@ test("background, in a turn: the cut answer goes on where it broke — no StepRe
     assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET", "POST"]);
   } finally {
     await s.close();
+  }
+});
+
+test("background: an abort stops the answer server-side too (POST …/cancel), and a finished answer is never cancelled", async () => {
+  let cancelled;
+  const seenCancel = new Promise((r) => (cancelled = r));
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [], get: "resume", holdAt: 5, onCancel: () => cancelled() });
+  try {
+    const ctrl = new AbortController();
+    const run = kosong.generate(provider(s.baseUrl), "", [], user, { signal: ctrl.signal, onMessagePart: (p) => p.type === "text" && p.text.includes("answer") && ctrl.abort() });
+    await assert.rejects(run, (e) => e.name === "AbortError" || /abort/i.test(String(e)));
+    const outcome = await Promise.race([seenCancel.then(() => "cancelled"), new Promise((r) => setTimeout(() => r("no cancel within 5 s"), 5000))]);
+    assert.equal(outcome, "cancelled");
+    assert.deepEqual(s.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "POST /v1/responses/resp_1/cancel"]);
+  } finally {
+    await s.close();
+  }
+  const done = await backgroundServer({ events: (id) => answerEvents(id), cuts: [], get: "resume" });
+  try {
+    await kosong.generate(provider(done.baseUrl), "", [], user);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(done.requests.map((q) => q.method), ["POST"], "nothing cancelled after response.completed");
+  } finally {
+    await done.close();
   }
 });

@@ -15,7 +15,7 @@ use super::source::ModelSource;
 use super::transport::{self, Transport};
 use super::{Model, ModelError};
 use crate::engine::error::{ChatProviderError, FailureKind};
-use crate::engine::generate::{Limits, Reconnect, Reopened, SseEventSource, VecEventSource};
+use crate::engine::generate::{Cancel, Limits, Reconnect, Reopened, SseEventSource, VecEventSource};
 use crate::engine::providers::echo::{script_for_stream, EchoScript};
 use crate::engine::providers::{HttpProvider, HttpRequest, Method, Prompt, Spec, StreamDecoder};
 use crate::engine::secrets::Secrets;
@@ -145,6 +145,25 @@ fn reconnect<B: 'static, E: ModelError + 'static>(
     })
 }
 
+/// How an answer is stopped server-side once nobody reads it: `POST {the request's URL}/{id}/cancel`
+/// with the request's headers, sent on its own (see [`Transport::spawn`]).
+fn cancel<B: 'static, E: ModelError + 'static>(
+    send: super::transport::Detached<B, E>,
+    request: &HttpRequest,
+    secrets: &Secrets,
+    spawn: Box<dyn Fn(LocalBoxFuture<'static, ()>)>,
+) -> Cancel {
+    let (url, headers, secrets) = (request.url.clone(), request.headers.clone(), secrets.clone());
+    Box::new(move |id| {
+        let (path, query) = url.split_once('?').map_or((url.as_str(), None), |(p, q)| (p, Some(q)));
+        let id = crate::engine::providers::percent_encode(id);
+        let to = query.map_or_else(|| format!("{path}/{id}/cancel"), |q| format!("{path}/{id}/cancel?{q}"));
+        let req = HttpRequest { method: Method::Post, url: to, headers, body: String::new() };
+        let sent = send(req, secrets);
+        spawn(async move { drop(sent.await) }.boxed_local());
+    })
+}
+
 /// A provider as one call uses it: with a transport and the call's limits.
 pub struct ProviderModel<'a, T> {
     pub provider: &'a Provider,
@@ -181,7 +200,8 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
                     };
                     let mut source = SseEventSource::new(body, decoder).with_limits(self.limits);
                     if let Some(send) = self.transport.detached() {
-                        source = source.with_reconnect(reconnect(send, &request, &secrets));
+                        let cancel = cancel(send.clone(), &request, &secrets, self.transport.spawner());
+                        source = source.with_reconnect(reconnect(send, &request, &secrets), cancel);
                     }
                     Ok(ModelSource::Sse { source: Box::new(source), secrets })
                 }

@@ -56,6 +56,12 @@ pub trait Transport {
     fn detached(&self) -> Option<Detached<Self::Body, Self::Error>> {
         None
     }
+    /// What runs a task on its own, after the call that made it is gone (a server-side cancel),
+    /// within a time limit of the transport's; the task's outcome is nobody's. A transport that
+    /// cannot run one drops it.
+    fn spawner(&self) -> Box<dyn Fn(LocalBoxFuture<'static, ()>)> {
+        Box::new(drop)
+    }
 }
 
 /// See [`Transport::detached`].
