@@ -776,6 +776,74 @@ mod responses_fast_path {
     }
 }
 
+mod responses_background {
+    use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
+    use kosong_wasm::engine::providers::StreamDecoder;
+    use kosong_wasm::engine::sse::SseEvent;
+    use proptest::prelude::*;
+
+    /// An answer's events, each with its sequence number: text deltas, a call, the end.
+    fn answer(texts: &[String]) -> Vec<String> {
+        let mut ev = vec![
+            r#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}"#.to_owned(),
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}}"#.to_owned(),
+        ];
+        for t in texts {
+            ev.push(format!(
+                r#"{{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":{}}}"#,
+                serde_json::to_string(t).unwrap()
+            ));
+        }
+        ev.push(r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"call_1","name":"f"}}"#.to_owned());
+        ev.push(
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"{}"}"#
+                .to_owned(),
+        );
+        ev.push(r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_1","type":"function_call","arguments":"{}","call_id":"call_1","name":"f"}}"#.to_owned());
+        ev.push(r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":3,"output_tokens":2}}}"#.to_owned());
+        ev.into_iter()
+            .enumerate()
+            .map(|(n, e)| e.replacen("{\"type\"", &format!("{{\"sequence_number\":{n},\"type\""), 1))
+            .collect()
+    }
+
+    fn run(events: &[String], fast: bool) -> String {
+        let mut d = ResponsesDecoder::default();
+        d.background = true;
+        d.fast = fast;
+        let mut out = Vec::new();
+        for e in events {
+            d.on_event(&SseEvent { event: None, data: e.clone(), id: None }, &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        format!("{out:?} {:?} {:?}", d.usage(), d.resume_point())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        /// Reconnects that each replay from any earlier point (a server that ignores
+        /// `starting_after`, or repeats a few events) leave a background decoder exactly as the
+        /// answer read once does, on both paths.
+        #[test]
+        fn replayed_events_are_read_once(texts in proptest::collection::vec("[ -~é]{0,6}", 1..8), breaks in proptest::collection::vec((any::<u16>(), any::<u16>()), 0..4)) {
+            let once = answer(&texts);
+            let mut replayed = Vec::new();
+            let mut at = 0;
+            for (cut, back) in breaks {
+                // Read up to `cut`, then the server goes back to `back` (at or before it).
+                let cut = at + cut as usize % (once.len() - at + 1);
+                replayed.extend_from_slice(&once[at..cut]);
+                at = if cut == 0 { 0 } else { back as usize % cut };
+            }
+            replayed.extend_from_slice(&once[at..]);
+            for fast in [true, false] {
+                prop_assert_eq!(run(&replayed, fast), run(&once, fast));
+            }
+        }
+    }
+}
+
 mod gemini_fast_path {
     use kosong_wasm::engine::providers::gemini::GeminiDecoder;
     use proptest::prelude::*;
