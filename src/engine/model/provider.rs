@@ -119,13 +119,7 @@ fn reconnect<B: 'static, E: ModelError + 'static>(
 ) -> Reconnect<B> {
     let (url, headers, secrets) = (request.url.clone(), request.headers.clone(), secrets.clone());
     Box::new(move |id, after, _attempt| {
-        let (path, query) = url.split_once('?').map_or((url.as_str(), None), |(p, q)| (p, Some(q)));
-        let id = crate::engine::providers::percent_encode(id);
-        let mut to = format!("{path}/{id}?stream=true&starting_after={after}");
-        if let Some(q) = query {
-            to.push('&');
-            to.push_str(q);
-        }
+        let to = answer_url(&url, id, "", &format!("stream=true&starting_after={after}"));
         let req = HttpRequest { method: Method::Get, url: to, headers: headers.clone(), body: String::new() };
         let sent = send(req, secrets.clone());
         async move {
@@ -145,6 +139,19 @@ fn reconnect<B: 'static, E: ModelError + 'static>(
     })
 }
 
+/// `{the request's path}/{id}{tail}`, with `query` and then the request's own query (an API
+/// version a base URL carries).
+fn answer_url(url: &str, id: &str, tail: &str, query: &str) -> String {
+    let (path, own) = url.split_once('?').map_or((url, ""), |(p, q)| (p, q));
+    let id = crate::engine::providers::percent_encode(id);
+    let query = [query, own].iter().filter(|q| !q.is_empty()).copied().collect::<Vec<_>>().join("&");
+    if query.is_empty() {
+        format!("{path}/{id}{tail}")
+    } else {
+        format!("{path}/{id}{tail}?{query}")
+    }
+}
+
 /// How an answer is stopped server-side once nobody reads it: `POST {the request's URL}/{id}/cancel`
 /// with the request's headers, sent on its own (see [`Transport::spawn`]).
 fn cancel<B: 'static, E: ModelError + 'static>(
@@ -155,10 +162,12 @@ fn cancel<B: 'static, E: ModelError + 'static>(
 ) -> Cancel {
     let (url, headers, secrets) = (request.url.clone(), request.headers.clone(), secrets.clone());
     Box::new(move |id| {
-        let (path, query) = url.split_once('?').map_or((url.as_str(), None), |(p, q)| (p, Some(q)));
-        let id = crate::engine::providers::percent_encode(id);
-        let to = query.map_or_else(|| format!("{path}/{id}/cancel"), |q| format!("{path}/{id}/cancel?{q}"));
-        let req = HttpRequest { method: Method::Post, url: to, headers, body: String::new() };
+        let req = HttpRequest {
+            method: Method::Post,
+            url: answer_url(&url, id, "/cancel", ""),
+            headers,
+            body: String::new(),
+        };
         let sent = send(req, secrets);
         spawn(async move { drop(sent.await) }.boxed_local());
     })
@@ -208,5 +217,30 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
             }
         }
         .boxed_local()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_url;
+
+    #[test]
+    fn an_answer_is_read_again_and_cancelled_at_its_own_url() {
+        let base = "https://api.example/v1/responses";
+        assert_eq!(
+            answer_url(base, "resp_1", "", "stream=true&starting_after=5"),
+            "https://api.example/v1/responses/resp_1?stream=true&starting_after=5"
+        );
+        assert_eq!(answer_url(base, "resp_1", "/cancel", ""), "https://api.example/v1/responses/resp_1/cancel");
+        // A base URL's own query (an API version) is kept; an id cannot leave its path segment.
+        let versioned = "https://x.example/openai/responses?api-version=2025-04-01";
+        assert_eq!(
+            answer_url(versioned, "a/b?c", "", "stream=true&starting_after=0"),
+            "https://x.example/openai/responses/a%2Fb%3Fc?stream=true&starting_after=0&api-version=2025-04-01"
+        );
+        assert_eq!(
+            answer_url(versioned, "r", "/cancel", ""),
+            "https://x.example/openai/responses/r/cancel?api-version=2025-04-01"
+        );
     }
 }
