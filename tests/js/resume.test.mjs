@@ -82,7 +82,9 @@ async function backgroundServer(plan) {
       const text = frame(e);
       if (e.sequence_number === plan.holdAt) await new Promise((r) => res.on("close", r)); // until the client goes away
       if (e.sequence_number === cut) {
-        // Half of this event, then the socket destroyed: the client reads a broken stream.
+        // Half of this event, then the socket destroyed (or, `plan.endCleanly`, the body ended as
+        // if the answer were whole): the client reads a broken stream.
+        if (plan.endCleanly) return void res.end(text.slice(0, Math.floor(text.length / 2)));
         res.write(text.slice(0, Math.floor(text.length / 2)));
         await new Promise((r) => setTimeout(r, 20));
         res.socket.destroy();
@@ -121,6 +123,17 @@ test("background: a stream cut mid-event is read again after its last sequence n
     // Event 6 was cut in the middle: 5 was the last whole one.
     assert.deepEqual(s.requests[1].query, { stream: "true", starting_after: "5" });
     assert.equal(s.requests[1].path, "/v1/responses/resp_1");
+  } finally {
+    await s.close();
+  }
+});
+
+test("background: a body that ends cleanly before response.completed (a proxy that closed it) is read again too", async () => {
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: "resume", endCleanly: true });
+  try {
+    const r = await kosong.generate(provider(s.baseUrl), "", [], user);
+    assert.equal(textOf(r.message), "The answer goes on after the cut.");
+    assert.deepEqual(s.requests.map((q) => `${q.method} ${q.query.starting_after ?? ""}`), ["POST ", "GET 5"]);
   } finally {
     await s.close();
   }

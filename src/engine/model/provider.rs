@@ -153,7 +153,7 @@ fn answer_url(url: &str, id: &str, tail: &str, query: &str) -> String {
 }
 
 /// How an answer is stopped server-side once nobody reads it: `POST {the request's URL}/{id}/cancel`
-/// with the request's headers, sent on its own (see [`Transport::spawn`]).
+/// with the request's headers, sent on its own (see [`Transport::spawner`]).
 fn cancel<B: 'static, E: ModelError + 'static>(
     send: super::transport::Detached<B, E>,
     request: &HttpRequest,

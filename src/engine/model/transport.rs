@@ -36,7 +36,8 @@ pub trait Transport {
     type Error: ModelError + 'static;
     type Body: ByteSource<Error = Self::Error> + 'static;
     type Response: HttpResponse<Body = Self::Body>;
-    /// POSTs `request`'s headers and body to `url` (the request's own URL, or a redirect's).
+    /// Sends `request` — its method, headers and (for a POST) body — to `url` (the request's own
+    /// URL, or a redirect's).
     fn post<'a>(
         &'a self,
         url: &'a str,
