@@ -328,7 +328,8 @@ export class AnthropicProvider implements ChatProvider {
  * the answer's stream breaks (a socket destroyed, a chunk timeout, the body ending before
  * `response.completed`), the rest of the same answer is read again after its last
  * `sequence_number` (`GET {baseUrl}/responses/{id}?stream=true&starting_after=n`, up to 3 times an
- * answer; events a server repeats are skipped) — no second POST, no retry, no salvage. An answer
+ * answer, after a failed one waiting 0.25 s doubling or the server's `Retry-After`; events a server
+ * repeats are skipped) — no second POST, no retry, no salvage. An answer
  * that cannot be read again (404: expired; another 4xx) fails as any broken stream does. An answer
  * nobody reads any more (an abort, a time limit, a break given up on) is cancelled server-side
  * (`POST {baseUrl}/responses/{id}/cancel`, at most 10 s, never an error the caller hears). Not yet:

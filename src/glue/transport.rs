@@ -228,6 +228,10 @@ impl Transport for FetchTransport {
         })
     }
 
+    fn sleeper(&self) -> Box<dyn Fn(u64) -> LocalBoxFuture<'static, ()>> {
+        Box::new(|ms| gloo_timers::future::TimeoutFuture::new(ms.min(u64::from(u32::MAX)) as u32).boxed_local())
+    }
+
     /// `process.env[name]` (Node, and Workers with `nodejs_compat`).
     fn env_var(&self, name: &str) -> Option<String> {
         let env = get(&js_sys::global(), "process").and_then(|p| get(&p, "env"))?;

@@ -52,7 +52,7 @@ async function backgroundServer(plan) {
     let body = "";
     for await (const c of req) body += c;
     const url = new URL(req.url, "http://x");
-    requests.push({ method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), body: body ? JSON.parse(body) : null });
+    requests.push({ method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), body: body ? JSON.parse(body) : null, at: Date.now() });
     let events;
     let from = 0;
     if (req.method === "POST" && url.pathname === "/v1/responses") {
@@ -66,6 +66,13 @@ async function backgroundServer(plan) {
       return;
     } else if (req.method === "GET" && url.pathname.startsWith("/v1/responses/")) {
       events = answers.get(decodeURIComponent(url.pathname.slice("/v1/responses/".length)));
+      const refusal = plan.getFailures?.shift();
+      if (refusal) {
+        // A GET that fails before the answer is read again (a 503 with its Retry-After).
+        res.writeHead(refusal.status, { "content-type": "application/json", ...(refusal.retryAfter ? { "retry-after": String(refusal.retryAfter) } : {}) });
+        res.end(JSON.stringify({ error: { message: "busy", type: "server_error" } }));
+        return;
+      }
       if (typeof plan.get === "number" || !events) {
         res.writeHead(typeof plan.get === "number" ? plan.get : 404, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: { message: "Response not found", type: "invalid_request_error" } }));
@@ -136,6 +143,27 @@ test("background: a body that ends cleanly before response.completed (a proxy th
     assert.deepEqual(s.requests.map((q) => `${q.method} ${q.query.starting_after ?? ""}`), ["POST ", "GET 5"]);
   } finally {
     await s.close();
+  }
+});
+
+test("background: a reconnect that fails (503) is tried again after the server's Retry-After; three that fail end it as the break it was", async () => {
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: "resume", getFailures: [{ status: 503, retryAfter: 1 }] });
+  try {
+    const r = await kosong.generate(provider(s.baseUrl), "", [], user);
+    assert.equal(textOf(r.message), "The answer goes on after the cut.");
+    assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET", "GET"]);
+    assert.ok(s.requests[2].at - s.requests[1].at >= 950, `the second GET waited the Retry-After (${s.requests[2].at - s.requests[1].at} ms)`);
+  } finally {
+    await s.close();
+  }
+  const failures = Array.from({ length: 3 }, () => ({ status: 503 }));
+  const down = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: "resume", getFailures: failures });
+  try {
+    await assert.rejects(kosong.generate(provider(down.baseUrl), "", [], user), (e) => e.name === "APIConnectionError");
+    await until(() => down.requests.length >= 5);
+    assert.deepEqual(down.requests.map((q) => `${q.method} ${q.path.endsWith("/cancel") ? "cancel" : ""}`), ["POST ", "GET ", "GET ", "GET ", "POST cancel"]);
+  } finally {
+    await down.close();
   }
 });
 

@@ -110,34 +110,49 @@ pub enum Prepared {
 
 /// How an answer is read again after its stream broke: `GET {the request's URL}/{id}?stream=true&
 /// starting_after={n}` with the request's headers (OpenAI's Responses API for an answer made in
-/// the background). A status of 4xx but 408 and 429 says it cannot be (the answer expired, the
-/// server does not keep answers); anything else is worth another try.
+/// the background). The first try goes at once (the connection just broke); one after a failed
+/// try waits [`RECONNECT_WAIT_MS`] doubling, or the server's `Retry-After` when it said one (at
+/// most [`RECONNECT_WAIT_MAX_MS`]). A status of 4xx but 408 and 429 says it cannot be read again
+/// (the answer expired, the server keeps no answers); anything else is worth another try.
 fn reconnect<B: 'static, E: ModelError + 'static>(
     send: super::transport::Detached<B, E>,
+    sleep: Box<dyn Fn(u64) -> LocalBoxFuture<'static, ()>>,
     request: &HttpRequest,
     secrets: &Secrets,
 ) -> Reconnect<B> {
     let (url, headers, secrets) = (request.url.clone(), request.headers.clone(), secrets.clone());
-    Box::new(move |id, after, _attempt| {
+    let wait = std::rc::Rc::new(Cell::new(0u64));
+    Box::new(move |id, after, attempt| {
         let to = answer_url(&url, id, "", &format!("stream=true&starting_after={after}"));
         let req = HttpRequest { method: Method::Get, url: to, headers: headers.clone(), body: String::new() };
-        let sent = send(req, secrets.clone());
+        let (send, secrets, wait) = (send.clone(), secrets.clone(), wait.clone());
+        let pause = (wait.get() > 0).then(|| sleep(wait.get()));
         async move {
-            match sent.await {
-                Ok(body) => Reopened::Body(body),
-                Err(e) => match e.provider_error() {
-                    Some(ChatProviderError::Status { status, .. })
-                        if (400..500).contains(status) && !matches!(status, 408 | 429) =>
-                    {
-                        Reopened::Not
-                    }
-                    _ => Reopened::Again,
-                },
+            if let Some(pause) = pause {
+                pause.await;
             }
+            let (status, retry_after) = match send(req, secrets).await {
+                Ok(body) => return Reopened::Body(body),
+                Err(e) => match e.provider_error() {
+                    Some(ChatProviderError::Status { status, retry_after_ms, .. }) => (Some(*status), *retry_after_ms),
+                    _ => (None, None),
+                },
+            };
+            if status.is_some_and(|s| (400..500).contains(&s) && !matches!(s, 408 | 429)) {
+                return Reopened::Not;
+            }
+            let doubled = RECONNECT_WAIT_MS.saturating_mul(1 << attempt.saturating_sub(1).min(8));
+            wait.set(retry_after.unwrap_or(doubled).min(RECONNECT_WAIT_MAX_MS));
+            Reopened::Again
         }
         .boxed_local()
     })
 }
+
+/// The wait before a reconnect after a failed one, doubling with each; and the longest (a
+/// server's `Retry-After` included).
+const RECONNECT_WAIT_MS: u64 = 250;
+const RECONNECT_WAIT_MAX_MS: u64 = 30_000;
 
 /// `{the request's path}/{id}{tail}`, with `query` and then the request's own query (an API
 /// version a base URL carries).
@@ -210,7 +225,8 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
                     let mut source = SseEventSource::new(body, decoder).with_limits(self.limits);
                     if let Some(send) = self.transport.detached() {
                         let cancel = cancel(send.clone(), &request, &secrets, self.transport.spawner());
-                        source = source.with_reconnect(reconnect(send, &request, &secrets), cancel);
+                        let reconnect = reconnect(send, self.transport.sleeper(), &request, &secrets);
+                        source = source.with_reconnect(reconnect, cancel);
                     }
                     Ok(ModelSource::Sse { source: Box::new(source), secrets })
                 }

@@ -63,6 +63,10 @@ pub trait Transport {
     fn spawner(&self) -> Box<dyn Fn(LocalBoxFuture<'static, ()>)> {
         Box::new(drop)
     }
+    /// What waits `ms` milliseconds (a reconnect's backoff); a transport without a clock does not.
+    fn sleeper(&self) -> Box<dyn Fn(u64) -> LocalBoxFuture<'static, ()>> {
+        Box::new(|_| Box::pin(std::future::ready(())))
+    }
 }
 
 /// See [`Transport::detached`].
