@@ -321,7 +321,7 @@ impl AgentCore {
             toolset,
             simple,
             ToolSignals::PerCall(signal.clone(), stop.clone()),
-            warn,
+            warn.clone(),
             Some(run_fns.functions()),
             self.config.tool_timeouts,
         )?;
@@ -343,7 +343,7 @@ impl AgentCore {
                     None => futures::future::pending::<()>().await,
                 }
             };
-            let model = provider.as_ref().map(|m| m.model(limits));
+            let model = provider.as_ref().map(|m| m.model(limits, warn.as_ref()));
             let turn = Turn {
                 config: &config,
                 context: &context,

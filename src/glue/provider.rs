@@ -123,12 +123,21 @@ pub struct Members {
 }
 
 impl Members {
-    /// The model one call runs over: the members in order, with the call's limits.
-    pub fn model(&self, limits: Limits) -> Fallback<ProviderModel<'_, FetchTransport>> {
-        fn model(m: &(Rc<Provider>, FetchTransport), limits: Limits) -> ProviderModel<'_, FetchTransport> {
-            ProviderModel::new(&m.0, m.1.clone(), limits)
+    /// The model one call runs over: the members in order, with the call's limits; `warn`, the
+    /// caller's logger, hears what the transport gives up on (an answer that cannot be read again).
+    pub fn model(&self, limits: Limits, warn: Option<&Function>) -> Fallback<ProviderModel<'_, FetchTransport>> {
+        fn model<'a>(
+            m: &'a (Rc<Provider>, FetchTransport),
+            limits: Limits,
+            warn: Option<&Function>,
+        ) -> ProviderModel<'a, FetchTransport> {
+            ProviderModel::new(&m.0, m.1.clone().with_warn(warn.cloned()), limits)
         }
-        Fallback::new(model(&self.first, limits), self.rest.iter().map(|m| model(m, limits)), self.at_once.clone())
+        Fallback::new(
+            model(&self.first, limits, warn),
+            self.rest.iter().map(|m| model(m, limits, warn)),
+            self.at_once.clone(),
+        )
     }
 }
 

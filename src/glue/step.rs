@@ -183,7 +183,7 @@ impl Call {
     }
 
     fn model(&self) -> CallModel<'_> {
-        self.members.model(self.hooks.limits)
+        self.members.model(self.hooks.limits, self.hooks.warn.as_ref())
     }
 
     async fn guard<T>(&self, fut: LocalBoxFuture<'_, Result<T, GlueError>>) -> Result<T, JsValue> {

@@ -25,7 +25,7 @@ use super::sys::{self, AbortController, Headers, Reader, RequestInit, Response};
 use crate::engine::error::ChatProviderError;
 use crate::engine::generate::ByteSource;
 use crate::engine::model::transport::{send, Detached};
-use crate::engine::model::{Deadlines, HttpResponse, Transport};
+use crate::engine::model::{Deadlines, HttpResponse, ModelError, Transport};
 use crate::engine::providers::{HttpRequest, Method};
 use crate::engine::secrets::Secrets;
 
@@ -123,11 +123,19 @@ pub struct FetchTransport {
     /// The caller's; `None`: the runtime's, looked up when a request is sent.
     fetch: Option<Function>,
     deadlines: Deadlines,
+    /// The caller's `logger.warn(message, fields)`, when it gave one.
+    warn: Option<Function>,
 }
 
 impl FetchTransport {
     pub fn new(fetch: Option<Function>, deadlines: Deadlines) -> FetchTransport {
-        FetchTransport { fetch, deadlines }
+        FetchTransport { fetch, deadlines, warn: None }
+    }
+
+    /// This transport, telling `warn` (the caller's logger) what it gives up on.
+    pub fn with_warn(mut self, warn: Option<Function>) -> FetchTransport {
+        self.warn = warn;
+        self
     }
 
     fn fetch(&self) -> Result<Function, ChatProviderError> {
@@ -209,11 +217,28 @@ impl Transport for FetchTransport {
 
     /// A copy of this transport (the same `fetch` and time limits) that sends later requests:
     /// an answer read again after its stream broke.
+    /// An answer that cannot be read again (a GET refused with a 4xx but 408 and 429: expired, or
+    /// a server that keeps no answers) is said once through the logger: the round is then salvaged
+    /// and the model asked again, as for any broken stream.
     fn detached(&self) -> Option<Detached<BodySource, GlueError>> {
         let transport = self.clone();
         Some(std::rc::Rc::new(move |request: HttpRequest, secrets: Secrets| {
             let transport = transport.clone();
-            async move { send(&transport, &request, &secrets).await }.boxed_local()
+            async move {
+                let sent = send(&transport, &request, &secrets).await;
+                if let (Err(e), Method::Get, Some(warn)) = (&sent, request.method, &transport.warn) {
+                    if let Some(&ChatProviderError::Status { status, .. }) = e.provider_error() {
+                        if (400..500).contains(&status) && !matches!(status, 408 | 429) {
+                            let fields = Object::new();
+                            let _ = Reflect::set(&fields, &"status".into(), &JsValue::from(status));
+                            let message = format!("kosong-wasm: a broken answer could not be read again ({status}); handled as any broken stream");
+                            let _ = warn.call2(&JsValue::UNDEFINED, &JsValue::from_str(&message), &fields);
+                        }
+                    }
+                }
+                sent
+            }
+            .boxed_local()
         }))
     }
 

@@ -191,10 +191,15 @@ test("background: a server that ignores starting_after and replays from the star
   }
 });
 
-test("background: an answer that cannot be read again (404) fails as a broken stream does, after one GET", async () => {
+test("background: an answer that cannot be read again (404) fails as a broken stream does, after one GET, said once through the logger", async () => {
   const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: 404 });
   try {
-    await assert.rejects(kosong.generate(provider(s.baseUrl), "", [], user), (e) => e.name === "APIConnectionError");
+    const warned = [];
+    const logger = { warn: (message, fields) => warned.push([message, fields]) };
+    await assert.rejects(kosong.generate(provider(s.baseUrl), "", [], user, { logger }), (e) => e.name === "APIConnectionError");
+    assert.equal(warned.length, 1, JSON.stringify(warned));
+    assert.match(warned[0][0], /could not be read again \(404\)/);
+    assert.deepEqual(warned[0][1], { status: 404 });
     // Given up on, the answer is cancelled (whatever is left of it).
     await until(() => s.requests.length >= 3);
     assert.deepEqual(s.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "GET /v1/responses/resp_1", "POST /v1/responses/resp_1/cancel"]);

@@ -157,14 +157,13 @@ const RECONNECT_WAIT_MAX_MS: u64 = 30_000;
 /// `{the request's path}/{id}{tail}`, with `query` and then the request's own query (an API
 /// version a base URL carries).
 fn answer_url(url: &str, id: &str, tail: &str, query: &str) -> String {
-    let (path, own) = url.split_once('?').map_or((url, ""), |(p, q)| (p, q));
-    let id = crate::engine::providers::percent_encode(id);
-    let query = [query, own].iter().filter(|q| !q.is_empty()).copied().collect::<Vec<_>>().join("&");
-    if query.is_empty() {
-        format!("{path}/{id}{tail}")
-    } else {
-        format!("{path}/{id}{tail}?{query}")
+    let (path, own) = url.split_once('?').unwrap_or((url, ""));
+    let mut to = format!("{path}/{}{tail}", crate::engine::providers::percent_encode(id));
+    for q in [query, own].into_iter().filter(|q| !q.is_empty()) {
+        to.push(if to.contains('?') { '&' } else { '?' });
+        to.push_str(q);
     }
+    to
 }
 
 /// How an answer is stopped server-side once nobody reads it: `POST {the request's URL}/{id}/cancel`
