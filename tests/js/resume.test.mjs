@@ -173,6 +173,7 @@ test("background: cut three times (the POST and two GETs), the answer still come
     const r = await kosong.generate(provider(s.baseUrl), "", [], user);
     assert.equal(textOf(r.message), "The answer goes on after the cut.");
     assert.deepEqual(s.requests.map((q) => `${q.method} ${q.query.starting_after ?? ""}`), ["POST ", "GET 3", "GET 6", "GET 8"]);
+    assert.deepEqual([r.usage.input_other + (r.usage.input_cache_read ?? 0), r.usage.output], [100, 40], "the tokens counted once");
   } finally {
     await s.close();
   }
