@@ -156,7 +156,11 @@ export class AnthropicProvider extends HttpProvider {
   }
 }
 
-/** OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content). */
+/**
+ * OpenAI's Responses API (stateless: `store: false`, reasoning carried as encrypted content; with
+ * `background: true` the answer is kept server-side, read again after a broken stream, cancelled
+ * when nobody reads it).
+ */
 export class OpenAIResponsesProvider extends HttpProvider {
   constructor(opts) {
     super(opts, "OpenAIResponsesProvider", { options: ["reasoningEffort", "background"] });
