@@ -207,11 +207,6 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
         self
     }
 
-    /// How many times the answer was read again after its stream broke.
-    pub fn reconnects(&self) -> u32 {
-        self.reconnects
-    }
-
     /// The next chunk of the body (`Ok(false)` at its end). When the stream breaks — a read
     /// fails, or the body ends before the answer said it was finished — and the answer can be
     /// read again, the rest comes from a new connection: what was cut of the last event is

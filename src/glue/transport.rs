@@ -228,7 +228,7 @@ impl Transport for FetchTransport {
                 let sent = send(&transport, &request, &secrets).await;
                 if let (Err(e), Method::Get, Some(warn)) = (&sent, request.method, &transport.warn) {
                     if let Some(&ChatProviderError::Status { status, .. }) = e.provider_error() {
-                        if (400..500).contains(&status) && !matches!(status, 408 | 429) {
+                        if crate::engine::model::provider::answer_gone(status) {
                             let fields = Object::new();
                             let _ = Reflect::set(&fields, &"status".into(), &JsValue::from(status));
                             let message = format!("kosong-wasm: a broken answer could not be read again ({status}); handled as any broken stream");

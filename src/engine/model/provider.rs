@@ -138,7 +138,7 @@ fn reconnect<B: 'static, E: ModelError + 'static>(
                     _ => (None, None),
                 },
             };
-            if status.is_some_and(|s| (400..500).contains(&s) && !matches!(s, 408 | 429)) {
+            if status.is_some_and(answer_gone) {
                 return Reopened::Not;
             }
             let doubled = RECONNECT_WAIT_MS.saturating_mul(1 << attempt.saturating_sub(1).min(8));
@@ -147,6 +147,13 @@ fn reconnect<B: 'static, E: ModelError + 'static>(
         }
         .boxed_local()
     })
+}
+
+/// A status that says an answer cannot be read again: a 4xx but 408 and 429 (it expired, or the
+/// server keeps no answers); anything else is worth another try. The one rule for both the
+/// reconnect and the glue's logger line.
+pub fn answer_gone(status: u16) -> bool {
+    (400..500).contains(&status) && !matches!(status, 408 | 429)
 }
 
 /// The wait before a reconnect after a failed one, doubling with each; and the longest (a
