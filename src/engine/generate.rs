@@ -77,6 +77,21 @@ pub trait PartSink<E> {
     fn flush(&mut self) -> CallbackResult<E> {
         Ok(None)
     }
+    /// The answer can be read again by this id after its runtime died
+    /// ([`EventSource::resumable`]); told once, when it first can.
+    fn resumable(&mut self, _answer: &str) {}
+}
+
+/// A part sink (`.0`) that also hears the answer's id once it can be read again (`.1`).
+pub struct WithResumable<F, R>(pub F, pub R);
+
+impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(&str)> PartSink<E> for WithResumable<F, R> {
+    fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
+        (self.0)(p)
+    }
+    fn resumable(&mut self, answer: &str) {
+        (self.1)(answer)
+    }
 }
 
 /// A closure is a sink that holds nothing back.
@@ -102,6 +117,11 @@ pub trait EventSource {
     /// network, so a part sink need not hand its parts over yet.
     fn buffered(&self) -> bool {
         false
+    }
+    /// The answer's id when the server keeps it, and it can be read again from its start by a
+    /// turn recovered after its runtime died ([`crate::engine::model::Model::reopen`]).
+    fn resumable(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -339,6 +359,9 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     fn buffered(&self) -> bool {
         self.failed.is_none() && !self.ended && self.pos < self.chunk.len()
     }
+    fn resumable(&self) -> Option<&str> {
+        self.reconnect.as_ref().and(self.decoder.resume_point()).map(|(id, _)| id)
+    }
 }
 
 /// A source that already holds all its events (the scripted provider).
@@ -419,6 +442,9 @@ pub struct MessageAssembler {
     /// renames: the id the server sent → the id the call has.
     renamer: Option<Renamer>,
     renames: std::collections::HashMap<String, String>,
+    /// The message is a recorded answer's, read again from its start: what arrives is what
+    /// [`Replay`](crate::engine::replay::Replay) leaves of it.
+    replay: Option<Box<crate::engine::replay::Replay>>,
 }
 
 impl Default for MessageAssembler {
@@ -462,6 +488,23 @@ impl MessageAssembler {
             charge: Default::default(),
             renamer: None,
             renames: std::collections::HashMap::new(),
+            replay: None,
+        }
+    }
+
+    /// This message (a recorded answer's, as far as it was recorded) goes on with the same answer
+    /// read again from its start: the next generation keeps it, and drops from what arrives what
+    /// `replay` holds.
+    pub fn read_again(&mut self, replay: crate::engine::replay::Replay) {
+        self.replay = Some(Box::new(replay));
+    }
+
+    /// The calls already whole in a message read again ([`Self::read_again`]), before its answer
+    /// goes on: they are handed on before anything else arrives.
+    pub fn whole_before_reading_again(&self) -> Vec<ToolCall> {
+        match self.replay {
+            Some(_) => (0..self.calls.len()).filter(|&i| self.completed[i]).map(|i| self.calls[i].clone()).collect(),
+            None => Vec::new(),
         }
     }
 
@@ -716,18 +759,41 @@ where
 {
     {
         let mut a = asm.borrow_mut();
-        let renamer = a.renamer.take();
-        *a = MessageAssembler::with_limits(source.limits());
-        a.renamer = renamer;
+        if a.replay.is_some() {
+            a.limits = source.limits();
+        } else {
+            let renamer = a.renamer.take();
+            *a = MessageAssembler::with_limits(source.limits());
+            a.renamer = renamer;
+        }
     }
+    let mut told = false;
     let mut batch = Vec::new();
     loop {
         // A failed batch appends nothing (the events before an error in the same piece come in
         // a batch of their own first).
         let next = source.next_batch(&mut batch).await;
+        // Once the answer can be read again, its id is told (a recording keeps it), before the
+        // parts it covers.
+        if !told {
+            if let Some(id) = source.resumable() {
+                parts.resumable(id);
+                told = true;
+            }
+        }
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
+                    let p = {
+                        let mut a = asm.borrow_mut();
+                        match a.replay.as_mut() {
+                            None => p,
+                            Some(r) => match r.part(p)? {
+                                Some(p) => p,
+                                None => continue,
+                            },
+                        }
+                    };
                     let p = asm.borrow_mut().renamed(p);
                     // Neither the message nor the part hook (the wire) gets what a call that
                     // was handed on did not run with.
@@ -740,7 +806,14 @@ where
                     asm.borrow_mut().try_push(p)?;
                 }
                 StreamEvent::ToolCallComplete(id) => {
-                    let id = asm.borrow().renamed_id(id);
+                    let id = {
+                        let a = asm.borrow();
+                        let id = match a.replay.as_ref() {
+                            Some(r) => r.id(id),
+                            None => id,
+                        };
+                        a.renamed_id(id)
+                    };
                     let done = asm.borrow_mut().complete(&id);
                     if let Some(i) = done {
                         if let Some(f) = parts.flush()? {

@@ -10,6 +10,7 @@ pub mod model;
 pub mod output;
 pub mod partial_json;
 pub mod providers;
+pub mod replay;
 pub mod secrets;
 pub mod session;
 pub mod soul;

@@ -253,6 +253,13 @@ where
     let started: RefCell<Vec<Started>> = RefCell::new(Vec::new());
     let drivers: RefCell<Drivers> = RefCell::new(Drivers::default());
     let cap = RefCell::new(CallCap { started: 0, limit: source.limits().max_tool_calls_per_step });
+    // A message read again (a recovered turn's) holds calls that are whole already: handed on
+    // first, as they would have been when they came.
+    let whole = asm.borrow().whole_before_reading_again();
+    for call in whole {
+        let future = start(dispatch, &call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
+        started.borrow_mut().push(Started { id: call.id, future });
+    }
     let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
             let future =

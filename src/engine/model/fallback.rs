@@ -105,6 +105,13 @@ impl<M: Model> Model for Fallback<M> {
         self.members[i].open(request)
     }
 
+    /// Through the member that answers now (the first, in a new runtime): an answer another
+    /// member was writing is asked again.
+    fn reopen(&self, answer: &str) -> Option<Result<Self::Request, <M::Source as EventSource>::Error>> {
+        let i = self.active.get();
+        Some(self.members[i].reopen(answer)?.map(|r| (i, r)))
+    }
+
     fn fall_back(&self, error: &ChatProviderError, spent: bool) -> Option<Member> {
         let next = self.active.get() + 1;
         let to = self.members.get(next)?;

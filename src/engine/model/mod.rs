@@ -52,6 +52,12 @@ pub trait Model {
         &self,
         request: Self::Request,
     ) -> LocalBoxFuture<'_, Result<Self::Source, <Self::Source as EventSource>::Error>>;
+    /// The request that reads answer `answer` again from its start (a turn recovered after its
+    /// runtime died goes on with the answer it was reading: [`EventSource::resumable`]); `None`
+    /// when this model's answers cannot be read again.
+    fn reopen(&self, _answer: &str) -> Option<Result<Self::Request, <Self::Source as EventSource>::Error>> {
+        None
+    }
     /// A model made of models ([`Fallback`]): moves on to its next member when `error` calls for
     /// it — `spent`: the error outlasted its retries — and says which; a single model never does.
     fn fall_back(&self, _error: &ChatProviderError, _spent: bool) -> Option<Member> {

@@ -91,8 +91,23 @@ impl Provider {
                 if let Some(base) = &p.http().base_url {
                     secrets.add_url_params(base);
                 }
-                Ok(Prepared::Http { request, decoder: p.decoder(), secrets })
+                Ok(Prepared::Http { request, decoder: p.decoder(), secrets, answer: None })
             }
+        }
+    }
+
+    /// The request that reads answer `id` again from its start, when this provider's answers are
+    /// kept by the server (a Responses provider in the background).
+    pub fn reopen<E: ModelError>(&self, env: impl Fn(&str) -> Option<String>, id: &str) -> Option<Result<Prepared, E>> {
+        match self {
+            Provider::Http(p) if p.keeps_answers() => Some(self.prepare(env, &Prompt::new("", &[], &[])).map(|mut r| {
+                if let Prepared::Http { answer, decoder, .. } = &mut r {
+                    *answer = Some(id.to_owned());
+                    decoder.read_again(id);
+                }
+                r
+            })),
+            _ => None,
         }
     }
 }
@@ -104,6 +119,9 @@ pub enum Prepared {
         decoder: Box<dyn StreamDecoder>,
         /// The API key and credentials the request carries, cleaned out of every error.
         secrets: Secrets,
+        /// The answer this request reads again from its start instead (`GET {url}/{id}?stream=
+        /// true&starting_after=0`), where `request` says where answers are and how to ask.
+        answer: Option<String>,
     },
     Scripted(EchoScript),
 }
@@ -219,12 +237,27 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
         self.provider.prepare(|n| self.transport.env_var(n), prompt)
     }
 
+    fn reopen(&self, answer: &str) -> Option<Result<Prepared, T::Error>> {
+        self.provider.reopen(|n| self.transport.env_var(n), answer)
+    }
+
     fn open(&self, request: Prepared) -> LocalBoxFuture<'_, Result<ModelSource<T::Body>, T::Error>> {
         async move {
             match request {
                 Prepared::Scripted(s) => Ok(ModelSource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
-                Prepared::Http { request, decoder, secrets } => {
-                    let body = match transport::send(&self.transport, &request, &secrets).await {
+                Prepared::Http { request, decoder, secrets, answer } => {
+                    let sent = match &answer {
+                        None => transport::send(&self.transport, &request, &secrets).await,
+                        Some(id) => match self.transport.detached() {
+                            Some(send) => {
+                                let url = answer_url(&request.url, id, "", "stream=true&starting_after=0");
+                                let get = HttpRequest { method: Method::Get, url, headers: request.headers.clone(), body: String::new() };
+                                send(get, secrets.clone()).await
+                            }
+                            None => Err(ChatProviderError::Other("this transport cannot read an answer again".into()).into()),
+                        },
+                    };
+                    let body = match sent {
                         Ok(body) => body,
                         Err(e) => return Err(e.redact(&secrets)),
                     };

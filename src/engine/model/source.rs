@@ -55,4 +55,10 @@ where
             ModelSource::Scripted(s) => s.buffered(),
         }
     }
+    fn resumable(&self) -> Option<&str> {
+        match self {
+            ModelSource::Sse { source, .. } => source.resumable(),
+            ModelSource::Scripted(_) => None,
+        }
+    }
 }

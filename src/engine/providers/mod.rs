@@ -75,6 +75,8 @@ pub trait StreamDecoder {
     fn resume_point(&self) -> Option<(&str, u64)> {
         None
     }
+    /// The decoder reads answer `id` again from its start (its first event may not be sent).
+    fn read_again(&mut self, _id: &str) {}
 }
 
 impl StreamDecoder for Box<dyn StreamDecoder> {
@@ -98,6 +100,9 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
     fn resume_point(&self) -> Option<(&str, u64)> {
         (**self).resume_point()
+    }
+    fn read_again(&mut self, id: &str) {
+        (**self).read_again(id)
     }
 }
 
@@ -256,6 +261,10 @@ pub trait WireFormat: WireClone {
     fn build_request(&self, prompt: &Prompt<'_>) -> Result<HttpRequest, ChatProviderError>;
     /// A decoder for one answer's stream.
     fn decoder(&self) -> Box<dyn StreamDecoder>;
+    /// The server keeps the answers it is asked for: one can be read again by its id.
+    fn keeps_answers(&self) -> bool {
+        false
+    }
 }
 
 /// What every format's [`WireFormat`] impl says alike: its `http` field as [`WireFormat::http`]
@@ -380,6 +389,11 @@ impl HttpProvider {
 
     pub fn decoder(&self) -> Box<dyn StreamDecoder> {
         self.0.decoder()
+    }
+
+    /// See [`WireFormat::keeps_answers`].
+    pub fn keeps_answers(&self) -> bool {
+        self.0.keeps_answers()
     }
 
     /// The options every HTTP provider takes.

@@ -51,6 +51,9 @@ impl WireFormat for ResponsesConfig {
     fn decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(ResponsesDecoder { background: self.background, ..ResponsesDecoder::default() })
     }
+    fn keeps_answers(&self) -> bool {
+        self.background
+    }
 }
 
 impl ResponsesConfig {
@@ -717,6 +720,10 @@ impl StreamDecoder for ResponsesDecoder {
             return None;
         }
         Some((self.state.id.as_deref()?, self.last_seq?))
+    }
+
+    fn read_again(&mut self, id: &str) {
+        self.state.id = Some(id.to_owned());
     }
 }
 

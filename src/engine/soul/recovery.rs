@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 
 use crate::engine::generate::{Limits, MessageAssembler};
 use crate::engine::message::{Message, Role, StreamedMessagePart, TokenUsage};
+use crate::engine::replay::Replay;
 use crate::engine::soul::agent::UserInput;
 use crate::engine::soul::context::Context;
 use crate::engine::soul::wire::{ApprovalResponse, WireMessage};
@@ -34,6 +35,11 @@ use crate::engine::toolset::ToolResult;
 
 /// The `Notification` type a resume is published as.
 pub const RESUMED: &str = "turn_resumed";
+
+/// The `Notification` type that records the id of an answer the server keeps (`payload.
+/// response_id`): a turn recovered while that answer streamed reads it again instead of asking
+/// the model again.
+pub const ANSWER_KEPT: &str = "answer_kept";
 
 /// How many resumes in a row may make no progress before the turn is given up, by default. A
 /// resume makes progress when a stream ends or a call gets its result after it; a resume of a
@@ -77,6 +83,10 @@ pub struct RecordedTurn {
     pub step: u32,
     /// The round of that step's last attempt, as far as the wire showed it.
     pub round: MessageAssembler,
+    /// The same round, as an answer read again compares it ([`Replay`]).
+    pub replay: Replay,
+    /// The id of the attempt's answer, when the server keeps it (it can be read again).
+    pub answer: Option<String>,
     /// The attempt's stream ended (its `StatusUpdate` was recorded), with this usage and id.
     pub stream_ended: bool,
     pub usage: Option<TokenUsage>,
@@ -179,6 +189,8 @@ impl RecordedTurn {
             after_turn_id: id_of("after_turn_id"),
             step: 0,
             round: fresh(),
+            replay: Replay::default(),
+            answer: None,
             stream_ended: false,
             usage: None,
             message_id: None,
@@ -201,7 +213,9 @@ impl RecordedTurn {
                         continue;
                     }
                 }
-                let _ = t.round.try_push((*p).clone());
+                if t.round.try_push((*p).clone()).is_ok() {
+                    t.replay.record(p);
+                }
                 continue;
             }
             match kind.as_str() {
@@ -209,6 +223,8 @@ impl RecordedTurn {
                 "StepBegin" => {
                     t.step = payload.get("n").and_then(Value::as_u64).map_or(t.step + 1, |n| n as u32);
                     t.round = fresh();
+                    t.replay = Replay::default();
+                    t.answer = None;
                     t.stream_ended = false;
                     t.usage = None;
                     t.message_id = None;
@@ -218,7 +234,12 @@ impl RecordedTurn {
                 // A failed attempt is void: its parts are dropped (nothing of it ran).
                 "StepRetry" => {
                     t.round = fresh();
+                    t.replay = Replay::default();
+                    t.answer = None;
                     t.stream_ended = false;
+                }
+                "Notification" if payload.get("type").and_then(Value::as_str) == Some(ANSWER_KEPT) => {
+                    t.answer = payload.pointer("/payload/response_id").and_then(Value::as_str).map(str::to_owned);
                 }
                 "StepInterrupted" => t.failing = true,
                 "StatusUpdate" => {
@@ -289,6 +310,25 @@ impl RecordedTurn {
                 "severity": "info",
                 "created_at": now_s,
                 "payload": {"step": self.step, "resume": n, "waiting_on_person": self.waiting_on_person()},
+            }),
+        }
+    }
+
+    /// The `Notification` that records answer `id`, kept by the server, being written in step `n`.
+    pub fn answer_kept_notice(id: &str, n: u32, source: &str, now_s: f64) -> WireMessage {
+        WireMessage::Other {
+            kind: "Notification".into(),
+            payload: json!({
+                "id": format!("answer-kept-{n}"),
+                "category": "runtime",
+                "type": ANSWER_KEPT,
+                "source_kind": "agent",
+                "source_id": source,
+                "title": "Answer kept by the server",
+                "body": "The model's answer is kept by its server: a runtime that stops while it streams reads it again.",
+                "severity": "debug",
+                "created_at": now_s,
+                "payload": {"step": n, "response_id": id},
             }),
         }
     }

@@ -15,13 +15,20 @@ use super::seams::TurnTools;
 use super::turn::{ErrOf, Turn};
 use crate::engine::generate::MessageAssembler;
 use crate::engine::json::Arguments;
-use crate::engine::message::{Message, Role};
+use crate::engine::message::{Message, Role, ToolCall};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::soul::recovery::{RecordedApproval, RecordedTurn, RecoveryBudget, RecoveryStop};
 use crate::engine::soul::wire::ApprovalResponse;
 use crate::engine::soul::wire::{StepRetry, WireMessage};
 use crate::engine::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
 use crate::engine::toolset::ToolResult;
+
+/// A recovered step's answer, read again from its start: the source, and the round as recorded
+/// (see [`Turn::read_again`]).
+pub(crate) struct ReadAgain<S> {
+    pub(super) source: S,
+    pub(super) round: MessageAssembler,
+}
 
 /// What the recorded round leaves the turn to do.
 enum Closed {
@@ -66,7 +73,7 @@ where
 
     async fn resume_body(
         &self,
-        recorded: RecordedTurn,
+        mut recorded: RecordedTurn,
         budget: RecoveryBudget,
         state: Rc<RefCell<TurnState>>,
         round: Rc<RefCell<MessageAssembler>>,
@@ -118,6 +125,11 @@ where
                 let mark = state.borrow().mark(recorded.step);
                 self.context.checkpoint_marked(mark);
             }
+            if give_up_why.is_none() && !recorded.stream_ended {
+                if let Some(again) = self.read_again(model, &mut recorded, &state).await {
+                    return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
+                }
+            }
             let closed = self.close_recorded_round(&recorded, give_up_why.is_some(), &state).await?;
             self.check_store()?;
             if let Some(why) = give_up_why.clone() {
@@ -141,7 +153,7 @@ where
                     }));
                     // The void attempt counts as the step's first: the next is the second.
                     state.borrow_mut().broken_attempts = 1;
-                    return self.steps_from(model, recorded.step, false, &state, &round).await;
+                    return self.steps_from(model, recorded.step, false, &state, &round, None).await;
                 }
             }
         }
@@ -149,7 +161,7 @@ where
             self.send(WireMessage::StepInterrupted);
             return Err(give_up(why));
         }
-        self.steps_from(model, recorded.step + 1, true, &state, &round).await
+        self.steps_from(model, recorded.step + 1, true, &state, &round, None).await
     }
 
     /// The recorded round written into the context with one result per call (see the module
@@ -193,38 +205,14 @@ where
             self.close_round(message, recorded.usage, &[], state)?;
             return Ok(Closed::Over);
         }
-        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
-        // with its definitions.
-        let _ = self.tools.definitions();
-        for a in &recorded.approvals {
-            if !no_reruns {
-                self.approvals.resume(a);
-            }
+        if !no_reruns {
+            self.resume_approvals(recorded);
         }
-        // A call of a tool that asks before it starts (`needsApproval`), with no question of it
-        // recorded, has not started: its tool would have asked first, and that question is
-        // recorded (and stored: write before tell) before anyone can answer it — unless nobody
-        // is asked (approved for the session, yolo), when the tool starts once its call is
-        // stored. Only a session knows every approval for the session given before the death.
-        let mut asks_first = Vec::with_capacity(calls.len());
-        for c in &calls {
-            let unasked = recorded.knows_session_approvals
-                && !recorded.results.contains_key(&c.id)
-                && !recorded.approvals.iter().any(|a| a.tool_call_id == c.id)
-                && !self.approvals.asks_nobody(&c.function.name);
-            let need = match Arguments::check(c.function.arguments.as_deref()) {
-                Ok(args) if unasked => self.tools.needs_approval(c, &args),
-                _ => None,
-            };
-            asks_first.push(match need {
-                Some(need) => need.await.unwrap_or(false),
-                None => false,
-            });
-        }
+        let not_started = self.not_started(recorded, &calls).await;
         let plan: Vec<Close> = calls
             .iter()
-            .zip(asks_first)
-            .map(|(c, asks_first)| {
+            .zip(not_started)
+            .map(|(c, not_started)| {
                 if let Some(r) = recorded.results.get(&c.id) {
                     return Close::Have(r.clone());
                 }
@@ -238,21 +226,6 @@ where
                     }
                 };
                 let _ = args;
-                // What a death leaves is decided by what was recorded, never by running a handler
-                // again to find out: a call whose only question was asked before its handler
-                // started (`needsApproval`) and not approved has not run, so it waits (or takes its
-                // refusal) again; a handler that asked mid-run has started.
-                let asked: Vec<&RecordedApproval> =
-                    recorded.approvals.iter().filter(|a| a.tool_call_id == c.id).collect();
-                let not_started = asks_first
-                    || !asked.is_empty()
-                        && asked.iter().all(|a| {
-                            a.before_start
-                                && !matches!(
-                                    a.answer,
-                                    Some((ApprovalResponse::Approve | ApprovalResponse::ApproveForSession, _))
-                                )
-                        });
                 if !recorded.stream_ended && !self.tools.is_eager(&c.function.name) {
                     Close::Answer(cut_off_result(c, true))
                 } else if !no_reruns && (not_started || self.tools.is_idempotent(&c.function.name)) {
@@ -321,6 +294,104 @@ where
             return Ok(Closed::Next);
         }
         Ok(if self.close_round(message, usage, &results, state)? { Closed::Over } else { Closed::Next })
+    }
+
+    /// Approvals asked in the recorded round wait again under their ids (answered already, if
+    /// the answer was recorded): a call that runs again finds its request, nothing is asked twice.
+    fn resume_approvals(&self, recorded: &RecordedTurn) {
+        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
+        // with its definitions.
+        let _ = self.tools.definitions();
+        for a in &recorded.approvals {
+            self.approvals.resume(a);
+        }
+    }
+
+    /// For each of `calls` (the recorded round's): whether it surely did not start. What a death
+    /// leaves is decided by what was recorded, never by running a handler again to find out.
+    async fn not_started(&self, recorded: &RecordedTurn, calls: &[ToolCall]) -> Vec<bool> {
+        let mut out = Vec::with_capacity(calls.len());
+        for c in calls {
+            // A call of a tool that asks before it starts (`needsApproval`), with no question of
+            // it recorded, has not started: its tool would have asked first, and that question is
+            // recorded (and stored: write before tell) before anyone can answer it — unless nobody
+            // is asked (approved for the session, yolo), when the tool starts once its call is
+            // stored. Only a session knows every approval for the session given before the death.
+            let unasked = recorded.knows_session_approvals
+                && !recorded.results.contains_key(&c.id)
+                && !recorded.approvals.iter().any(|a| a.tool_call_id == c.id)
+                && !self.approvals.asks_nobody(&c.function.name);
+            let need = match Arguments::check(c.function.arguments.as_deref()) {
+                Ok(args) if unasked => self.tools.needs_approval(c, &args),
+                _ => None,
+            };
+            let asks_first = match need {
+                Some(need) => need.await.unwrap_or(false),
+                None => false,
+            };
+            // A call whose only question was asked before its handler started (`needsApproval`)
+            // and not approved has not run, so it waits (or takes its refusal) again; a handler
+            // that asked mid-run has started.
+            let asked: Vec<&RecordedApproval> = recorded.approvals.iter().filter(|a| a.tool_call_id == c.id).collect();
+            out.push(
+                asks_first
+                    || !asked.is_empty()
+                        && asked.iter().all(|a| {
+                            a.before_start
+                                && !matches!(
+                                    a.answer,
+                                    Some((ApprovalResponse::Approve | ApprovalResponse::ApproveForSession, _))
+                                )
+                        }),
+            );
+        }
+        out
+    }
+
+    /// The recorded round goes on with its answer, read again from its start (the server kept
+    /// it: [`RecordedTurn::answer`]) instead of being closed and asked again. The calls the
+    /// recording shows whole are answered as the broken-round rule says — a recorded result is
+    /// had, one that may have started is interrupted unless its tool is idempotent (then it runs
+    /// again), one that surely did not start or whose tool waits for the stream's end runs — and
+    /// the rest of the answer streams as in any step. `None`: the answer cannot be read again (the
+    /// model keeps no answers, or the server refused: then the round is closed as before).
+    async fn read_again(
+        &self,
+        model: &M,
+        recorded: &mut RecordedTurn,
+        state: &Rc<RefCell<TurnState>>,
+    ) -> Option<ReadAgain<M::Source>> {
+        let id = recorded.answer.clone()?;
+        let source = model.open(model.reopen(&id)?.ok()?).await.ok()?;
+        self.resume_approvals(recorded);
+        let mut round = std::mem::take(&mut recorded.round);
+        let calls: Vec<ToolCall> = round.calls().to_vec();
+        let not_started = self.not_started(recorded, &calls).await;
+        let mut st = state.borrow_mut();
+        for (i, (c, not_started)) in calls.iter().zip(not_started).enumerate() {
+            // A call is whole when one came after it, or its arguments are (the last may go on).
+            let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
+            if i + 1 < calls.len() || parsed {
+                round.complete(&c.id);
+            } else {
+                continue;
+            }
+            let had = match recorded.results.get(&c.id) {
+                Some(r) => {
+                    st.published.insert(c.id.clone());
+                    Some(r.clone())
+                }
+                None if !parsed || not_started || !self.tools.is_eager(&c.function.name) => None,
+                None if self.tools.is_idempotent(&c.function.name) => None,
+                None => Some(interrupted_result(&c.id)),
+            };
+            if let Some(r) = had {
+                st.finished.insert(c.id.clone(), r);
+                st.calls.insert(c.id.clone(), c.clone());
+            }
+        }
+        round.read_again(std::mem::take(&mut recorded.replay));
+        Some(ReadAgain { source, round })
     }
 
     /// A result of the recovered round, on the wire (once) and kept for a cancel.

@@ -10,9 +10,10 @@ use futures::future::{select, Either, LocalBoxFuture};
 use super::config::{AgentConfig, UserInput};
 use super::dispatch::{aborted_result, timed_out_result, StreamEnd, TurnDispatch, TurnState};
 use super::error::TurnError;
+use super::resume::ReadAgain;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
-use crate::engine::generate::{generate, EventSource, GenerateOutput, MessageAssembler, Renamer};
+use crate::engine::generate::{generate, EventSource, GenerateOutput, MessageAssembler, Renamer, WithResumable};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::output::{answer_json, malformed};
@@ -21,6 +22,7 @@ use crate::engine::providers::Prompt;
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::compaction;
 use crate::engine::soul::context::{SharedContext, TurnMark};
+use crate::engine::soul::recovery::RecordedTurn;
 use crate::engine::soul::rules::{is_retryable, missing_capabilities, retry_wait_ms, tool_result_to_message};
 use crate::engine::soul::wire::{Status, StatusUpdate, StepRetry, Wire, WireMessage};
 use crate::engine::step::{collect_results, step_in, Salvaged, StepFailure, StepOutput, ToolResultCallback};
@@ -193,11 +195,12 @@ where
         self.context.checkpoint_marked(mark);
         self.context.append(vec![user]);
         self.check_store()?;
-        self.steps_from(model, 1, true, &state, &round).await
+        self.steps_from(model, 1, true, &state, &round, None).await
     }
 
     /// The turn's steps from step `first` on, until one ends the turn; `begin_first: false`: step
-    /// `first` began already (a recovered turn asks it again after a `StepRetry`).
+    /// `first` began already (a recovered turn asks it again after a `StepRetry`, or goes on with
+    /// the answer it was reading: `again`).
     pub(super) async fn steps_from(
         &self,
         model: &M,
@@ -205,6 +208,7 @@ where
         begin_first: bool,
         state: &Rc<RefCell<TurnState>>,
         round: &Rc<RefCell<MessageAssembler>>,
+        mut again: Option<ReadAgain<M::Source>>,
     ) -> Result<(), TurnError<ErrOf<M>>> {
         for n in first.. {
             if n > self.config.max_steps_per_turn {
@@ -213,7 +217,8 @@ where
             if n != first || begin_first {
                 self.send(WireMessage::StepBegin { n });
             }
-            match self.step(model, n, state, round).await.and_then(|done| self.check_store().map(|()| done)) {
+            let step = self.step(model, n, state, round, again.take()).await;
+            match step.and_then(|done| self.check_store().map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {
@@ -334,29 +339,33 @@ where
         Ok(false)
     }
 
-    /// One step; `Ok(true)` when the turn is over.
+    /// One step; `Ok(true)` when the turn is over. `again`: the step began in a runtime that
+    /// died, and its first attempt goes on with the answer that runtime was reading.
     pub(super) async fn step(
         &self,
         model: &M,
         n: u32,
         state: &Rc<RefCell<TurnState>>,
         round: &Rc<RefCell<MessageAssembler>>,
+        again: Option<ReadAgain<M::Source>>,
     ) -> Result<bool, TurnError<ErrOf<M>>> {
-        let tokens = self.context.read(|c| c.token_count());
-        let mark = state.borrow().mark(n);
-        let compacted = compaction::should_compact(tokens, self.config.max_context_tokens)
-            && self.compact(model, mark.clone()).await?;
-        if !compacted {
-            self.context.checkpoint_marked(mark);
+        // A step read again is checkpointed (by the runtime that began it, or by the resume), and
+        // its results so far are on the wire.
+        if again.is_none() {
+            let tokens = self.context.read(|c| c.token_count());
+            let mark = state.borrow().mark(n);
+            let compacted = compaction::should_compact(tokens, self.config.max_context_tokens)
+                && self.compact(model, mark.clone()).await?;
+            if !compacted {
+                self.context.checkpoint_marked(mark);
+            }
+            state.borrow_mut().published.clear();
         }
+        let again = RefCell::new(again);
         // `finished` and `calls` are kept across the turn's steps: a call the model (or a proxy
         // replaying an answer) sends again under the same id with the same function after a
         // salvaged round gets the result it has instead of running twice.
-        let first_attempt = {
-            let mut st = state.borrow_mut();
-            st.published.clear();
-            st.broken_attempts + 1
-        };
+        let first_attempt = state.borrow().broken_attempts + 1;
         // The step's end, once its `StatusUpdate` is sent: what a tool that waits for the stream's
         // end waits for (a step that never gets there never starts one).
         let stream_end = Rc::new(StreamEnd::default());
@@ -387,19 +396,30 @@ where
                     st.repeats.begin_attempt();
                     st.by_key.clear();
                 }
-                let defs = self.tools.definitions();
-                let prepared = self.context.read(|c| {
-                    model.prepare(
-                        &Prompt::new(&self.config.system_prompt, &defs, c.history())
-                            .with_output(self.config.output.as_ref()),
-                    )
-                });
+                let opened = match again.borrow_mut().take() {
+                    Some(a) => Either::Left(a),
+                    None => {
+                        let defs = self.tools.definitions();
+                        Either::Right(self.context.read(|c| {
+                            model.prepare(
+                                &Prompt::new(&self.config.system_prompt, &defs, c.history())
+                                    .with_output(self.config.output.as_ref()),
+                            )
+                        }))
+                    }
+                };
                 let dispatch = &dispatch;
                 let on_tool_result = on_tool_result.clone();
                 let spawn = &spawn;
                 let round = &**round;
                 async move {
-                    let mut source = model.open(prepared?).await?;
+                    let mut source = match opened {
+                        Either::Left(a) => {
+                            *round.borrow_mut() = a.round;
+                            a.source
+                        }
+                        Either::Right(prepared) => model.open(prepared?).await?,
+                    };
                     // With structured output, the text's preview goes on the wire after the part.
                     let mut preview = self.config.output.as_ref().map(|_| PartialJson::new());
                     let on_part = |p: &StreamedMessagePart| {
@@ -414,6 +434,12 @@ where
                         }
                         Ok(None)
                     };
+                    // The id of an answer the server keeps is recorded: a runtime that dies while
+                    // it streams is followed by one that reads it again.
+                    let kept = |id: &str| {
+                        self.send(RecordedTurn::answer_kept_notice(id, n, &self.config.name, self.env.now_s()))
+                    };
+                    let on_part = WithResumable(on_part, kept);
                     // Call ids are unique per turn, whatever the server sends.
                     let st = state.clone();
                     round.borrow_mut().set_renamer(Some(Renamer(Rc::new(move |id: &str| st.borrow_mut().rename(id)))));
