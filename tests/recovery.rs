@@ -781,3 +781,115 @@ fn an_answer_cut_before_any_call_is_asked_again_as_a_retry() {
         assert_consistent(&store);
     }
 }
+
+/// The events of a background Responses answer (the server keeps it): "Sending." then
+/// `send_email` and `lookup`, each event with its sequence number.
+fn kept_answer() -> Vec<String> {
+    let mut ev = vec![
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
+    ];
+    for t in ["Send", "ing", "."] {
+        ev.push(json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": t}));
+    }
+    ev.push(json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sending."}]}}));
+    for (i, (id, name, parts)) in
+        [("call_1", "send_email", ["{\"to\":", "\"a@b.c\"}"]), ("call_2", "lookup", ["{\"q\":", "\"b.c\"}"])]
+            .into_iter()
+            .enumerate()
+    {
+        let item = format!("fc_{}", i + 1);
+        let out = i + 1;
+        ev.push(json!({"type": "response.output_item.added", "output_index": out, "item": {"id": item, "type": "function_call", "call_id": id, "name": name, "arguments": ""}}));
+        for p in parts {
+            ev.push(json!({"type": "response.function_call_arguments.delta", "item_id": item, "output_index": out, "delta": p}));
+        }
+        let args = parts.concat();
+        ev.push(json!({"type": "response.function_call_arguments.done", "item_id": item, "output_index": out, "arguments": args}));
+        ev.push(json!({"type": "response.output_item.done", "output_index": out, "item": {"id": item, "type": "function_call", "call_id": id, "name": name, "arguments": args, "status": "completed"}}));
+    }
+    ev.push(json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [],
+        "usage": {"input_tokens": 100, "output_tokens": 40, "total_tokens": 140}}}));
+    ev.into_iter()
+        .enumerate()
+        .map(|(n, mut e)| {
+            e["sequence_number"] = json!(n);
+            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
+        })
+        .collect()
+}
+
+/// A runtime killed while the model wrote an answer its server keeps (Responses in the
+/// background): the next life reads the same answer again from its start — one GET, no second
+/// POST for the step — and goes on where the recording stopped. The text is told once, the call
+/// that may have run is answered interrupted (never run again), the call whose input was still
+/// arriving runs once when it is whole, the usage is the answer's, once.
+#[test]
+fn a_kept_answer_is_read_again_by_the_next_life_instead_of_asked_again() {
+    // Killed at each point of the answer: after its text, while a call is whole and its tool runs,
+    // while the next call's input arrives.
+    for cut in 2usize..kept_answer().len() - 1 {
+        let events = kept_answer();
+        let store = Store::default();
+        store.flush_on_kill.set(true);
+        let desk = Desk::default();
+        desk.hold.set(true);
+        let provider = support::http::provider("openai_responses", json!({"background": true}));
+        let http = FakeHttp::new(vec![
+            ok(events[..cut].to_vec(), End::Stall),
+            ok(events.clone(), End::Done),
+            ok(answer("openai_responses", "Sent."), End::Done),
+        ]);
+        let model = support::http::model(&provider, &http);
+        // Killed once the life has taken all the first reply holds (and its tools started).
+        let kill = |_: &[WireMessage]| http.delivered() >= cut && http.left() == 2;
+        life(&store, &model, &desk, Start::New("mail"), kill, no_ui).unwrap();
+        let started_before = desk.starts("send_email").len();
+        desk.hold.set(false);
+        let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "cut {cut}: {ended:?}");
+        let sent = http.sent();
+        let methods: Vec<_> = sent.iter().map(|s| format!("{:?}", s.method)).collect();
+        assert_eq!(methods, ["Post", "Get", "Post"], "cut {cut}: the step asked once, its answer read again once");
+        assert!(sent[1].url.ends_with("/responses/resp_1?stream=true&starting_after=0"), "{}", sent[1].url);
+        // The wire tells the text once, and each call once.
+        let rec = store.recording();
+        let text: String = rec
+            .iter()
+            .filter_map(|m| match m {
+                WireMessage::Part(kosong_wasm::engine::message::StreamedMessagePart::Content(
+                    kosong_wasm::engine::message::ContentPart::Text { text, .. },
+                )) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Sending.Sent.", "cut {cut}: {:?}", store.kinds());
+        let history = store.history();
+        assert_eq!(roles(&history), ["user", "assistant", "tool", "tool", "assistant"], "cut {cut}");
+        assert_eq!(text_of(&history[1]), "Sending.");
+        let calls = history[1].tool_calls.clone().unwrap_or_else(|| panic!("cut {cut}: {history:?}"));
+        assert_eq!(
+            calls.iter().map(|c| c.function.arguments.clone().unwrap_or_default()).collect::<Vec<_>>(),
+            ["{\"to\":\"a@b.c\"}", "{\"q\":\"b.c\"}"]
+        );
+        // send_email whole in the recording may have run: it is answered interrupted and never
+        // runs again; one whose input came only in the answer read again runs once.
+        if cut > 8 {
+            assert_eq!(desk.starts("send_email").len(), started_before, "cut {cut}: never run again");
+            assert!(text_of(&history[2]).contains("interrupted"), "cut {cut}: {}", text_of(&history[2]));
+        } else {
+            assert_eq!(desk.starts("send_email").len(), 1, "cut {cut}");
+            assert_eq!(text_of(&history[2]), "send_email done", "cut {cut}");
+        }
+        assert_eq!(desk.finishes("lookup"), ["call_2"], "cut {cut}");
+        let usage: Vec<Value> = rec
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap())
+            .filter(|v| v["type"] == "StatusUpdate")
+            .map(|v| v["payload"]["token_usage"].clone())
+            .collect();
+        assert_eq!(usage[0]["output"], json!(40), "cut {cut}: the answer's usage, once: {usage:?}");
+        assert_eq!(usage.len(), 2, "cut {cut}");
+        assert_consistent(&store);
+    }
+}

@@ -147,7 +147,9 @@ impl Replay {
                     None => self.current,
                 };
                 match target {
-                    Some(i) => self.arguments(i, f.arguments_part.as_deref().unwrap_or_default()).ok_or_else(differs)?,
+                    Some(i) => {
+                        self.arguments(i, f.arguments_part.as_deref().unwrap_or_default()).ok_or_else(differs)?
+                    }
                     None => Some(StreamedMessagePart::ToolCallPart(f)),
                 }
             }

@@ -11,8 +11,10 @@ use serde_json::Value;
 
 use kosong_wasm::engine::error::ChatProviderError;
 use kosong_wasm::engine::generate::{ByteSource, Limits};
+use kosong_wasm::engine::model::transport::{send, Detached};
 use kosong_wasm::engine::model::{HttpResponse, Provider, ProviderModel, Transport};
-use kosong_wasm::engine::providers::HttpRequest;
+use kosong_wasm::engine::providers::{HttpRequest, Method};
+use kosong_wasm::engine::secrets::Secrets;
 
 use super::yield_now;
 
@@ -52,6 +54,7 @@ pub fn status(status: u16, body: &str, headers: &[(&str, &str)]) -> Reply {
 /// A request as the transport saw it.
 #[derive(Clone, Debug)]
 pub struct Sent {
+    pub method: Method,
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
@@ -147,8 +150,17 @@ impl Transport for FakeHttp {
         url: &'a str,
         request: &'a HttpRequest,
     ) -> LocalBoxFuture<'a, Result<FakeResponse, ChatProviderError>> {
-        let body = serde_json::from_str(&request.body).expect("a request body is JSON");
-        self.0.sent.borrow_mut().push(Sent { url: url.to_owned(), headers: request.headers.clone(), body });
+        // A GET (an answer read again) has no body.
+        let body = match request.method {
+            Method::Get => Value::Null,
+            Method::Post => serde_json::from_str(&request.body).expect("a request body is JSON"),
+        };
+        self.0.sent.borrow_mut().push(Sent {
+            method: request.method,
+            url: url.to_owned(),
+            headers: request.headers.clone(),
+            body,
+        });
         let next = self.0.replies.borrow_mut().pop_front();
         let state = self.0.clone();
         async move {
@@ -163,6 +175,14 @@ impl Transport for FakeHttp {
     }
     fn env_var(&self, name: &str) -> Option<String> {
         self.0.env.borrow().iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+    /// Later requests (an answer read again) go through the same scripted replies.
+    fn detached(&self) -> Option<Detached<FakeBody, ChatProviderError>> {
+        let t = self.clone();
+        Some(Rc::new(move |request: HttpRequest, secrets: Secrets| {
+            let t = t.clone();
+            async move { send(&t, &request, &secrets).await }.boxed_local()
+        }))
     }
 }
 

@@ -100,13 +100,15 @@ impl Provider {
     /// kept by the server (a Responses provider in the background).
     pub fn reopen<E: ModelError>(&self, env: impl Fn(&str) -> Option<String>, id: &str) -> Option<Result<Prepared, E>> {
         match self {
-            Provider::Http(p) if p.keeps_answers() => Some(self.prepare(env, &Prompt::new("", &[], &[])).map(|mut r| {
-                if let Prepared::Http { answer, decoder, .. } = &mut r {
-                    *answer = Some(id.to_owned());
-                    decoder.read_again(id);
-                }
-                r
-            })),
+            Provider::Http(p) if p.keeps_answers() => {
+                Some(self.prepare(env, &Prompt::new("", &[], &[])).map(|mut r| {
+                    if let Prepared::Http { answer, decoder, .. } = &mut r {
+                        *answer = Some(id.to_owned());
+                        decoder.read_again(id);
+                    }
+                    r
+                }))
+            }
             _ => None,
         }
     }
@@ -251,10 +253,18 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
                         Some(id) => match self.transport.detached() {
                             Some(send) => {
                                 let url = answer_url(&request.url, id, "", "stream=true&starting_after=0");
-                                let get = HttpRequest { method: Method::Get, url, headers: request.headers.clone(), body: String::new() };
+                                let get = HttpRequest {
+                                    method: Method::Get,
+                                    url,
+                                    headers: request.headers.clone(),
+                                    body: String::new(),
+                                };
                                 send(get, secrets.clone()).await
                             }
-                            None => Err(ChatProviderError::Other("this transport cannot read an answer again".into()).into()),
+                            None => {
+                                Err(ChatProviderError::Other("this transport cannot read an answer again".into())
+                                    .into())
+                            }
                         },
                     };
                     let body = match sent {

@@ -369,13 +369,15 @@ where
         let not_started = self.not_started(recorded, &calls).await;
         let mut st = state.borrow_mut();
         for (i, (c, not_started)) in calls.iter().zip(not_started).enumerate() {
-            // A call is whole when one came after it, or its arguments are (the last may go on).
-            let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
-            if i + 1 < calls.len() || parsed {
+            // A call is whole when one came after it. The last may go on: if the answer read
+            // again adds to its input, it was not whole when the runtime died (a call is handed
+            // on once whole), so it never ran and runs now with its whole input; if it adds
+            // nothing, it is the call the recording holds, and what it has here (below) stands:
+            // a turn's result is had only by a call with the very same function and arguments.
+            if i + 1 < calls.len() {
                 round.complete(&c.id);
-            } else {
-                continue;
             }
+            let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
             let had = match recorded.results.get(&c.id) {
                 Some(r) => {
                     st.published.insert(c.id.clone());
