@@ -226,6 +226,39 @@ struct SimModel {
     /// Requests asked of the model, across lives (what decides its faults).
     requests: Rc<Cell<u64>>,
     faults: bool,
+    /// The server keeps its answers (OpenAI's Responses API in the background): each has an id,
+    /// and a turn recovered while one streamed reads it again from its start.
+    server: Option<Rc<RefCell<Server>>>,
+}
+
+/// What a server that keeps its answers knows of them, across the runtime's lives.
+#[derive(Default)]
+struct Server {
+    /// Answers in the order they were asked for: their id, turn and step, and how they went.
+    answers: Vec<Kept>,
+    /// The ids of kept answers the store held when the runtime died, across deaths.
+    stored_at_death: HashSet<String>,
+    /// Each reading of an answer again (the ids), and the invariant broken, if any.
+    reads: Vec<String>,
+    broken: Vec<String>,
+}
+
+struct Kept {
+    id: String,
+    n: u32,
+    k: u32,
+    /// A connection to it broke by a model fault (then asking again is the retry rule's).
+    fault: bool,
+    /// Read to its end.
+    finished: bool,
+    /// A reading again was refused (the answer expired).
+    gone: bool,
+}
+
+/// What the model is asked: an answer for turn `n`'s step `k`, or a kept answer read again.
+enum Ask {
+    New(u32, u32),
+    Again(String),
 }
 
 struct SimSource {
@@ -236,12 +269,25 @@ struct SimSource {
     delays: Vec<f64>,
     clock: Rc<Clock>,
     usage: Option<TokenUsage>,
+    /// The kept answer this stream reads, with its server.
+    kept: Option<(String, Rc<RefCell<Server>>)>,
+}
+
+impl SimSource {
+    fn mark(&self, f: impl FnOnce(&mut Kept)) {
+        if let Some((id, server)) = &self.kept {
+            if let Some(k) = server.borrow_mut().answers.iter_mut().find(|k| k.id == *id) {
+                f(k);
+            }
+        }
+    }
 }
 
 impl EventSource for SimSource {
     type Error = ChatProviderError;
     async fn next_batch(&mut self, out: &mut Vec<StreamEvent>) -> Result<bool, ChatProviderError> {
         if self.at >= self.events.len() {
+            self.mark(|k| k.finished = true);
             return Ok(false);
         }
         let d = self.delays.get(self.at).copied().unwrap_or(0.0);
@@ -249,6 +295,7 @@ impl EventSource for SimSource {
             self.clock.sleep(d).await;
         }
         if self.break_at == Some(self.at) {
+            self.mark(|k| k.fault = true);
             return Err(ChatProviderError::Connection("simulated reset".into()));
         }
         out.push(self.events[self.at].clone());
@@ -267,21 +314,70 @@ impl EventSource for SimSource {
     fn limits(&self) -> Limits {
         Limits::default()
     }
+    fn resumable(&self) -> Option<&str> {
+        self.kept.as_ref().map(|(id, _)| id.as_str())
+    }
 }
 
 impl Model for SimModel {
-    type Request = (u32, u32);
+    type Request = Ask;
     type Source = SimSource;
     fn model_name(&self) -> String {
         "sim".into()
     }
-    fn prepare(&self, prompt: &Prompt<'_>) -> Result<(u32, u32), ChatProviderError> {
-        Ok(turn_and_step(prompt.history))
+    fn prepare(&self, prompt: &Prompt<'_>) -> Result<Ask, ChatProviderError> {
+        let (n, k) = turn_and_step(prompt.history);
+        Ok(Ask::New(n, k))
     }
-    fn open(&self, (n, k): (u32, u32)) -> LocalBoxFuture<'_, Result<SimSource, ChatProviderError>> {
+    fn reopen(&self, answer: &str) -> Option<Result<Ask, ChatProviderError>> {
+        self.server.as_ref().map(|_| Ok(Ask::Again(answer.to_owned())))
+    }
+    fn open(&self, ask: Ask) -> LocalBoxFuture<'_, Result<SimSource, ChatProviderError>> {
         let r = self.requests.get() + 1;
         self.requests.set(r);
         let mut rng = Rng::new(mix(self.seed, 1_000_000 + r));
+        let (n, k, kept) = match (ask, &self.server) {
+            (Ask::New(n, k), None) => (n, k, None),
+            (Ask::New(n, k), Some(server)) => {
+                let mut sv = server.borrow_mut();
+                // The model is asked once per step, whatever died in between: a step is asked
+                // again only when its last answer broke by a model fault, was refused when read
+                // again, or died before its id was stored.
+                if let Some(last) = sv.answers.iter().rev().find(|a| a.n == n && a.k == k) {
+                    if !last.fault && !last.finished && !last.gone && sv.stored_at_death.contains(&last.id) {
+                        let why =
+                            format!("turn {n} step {k} asked again though its answer {} was kept and stored", last.id);
+                        sv.broken.push(why);
+                    }
+                }
+                let id = format!("ans-{r}");
+                sv.answers.push(Kept { id: id.clone(), n, k, fault: false, finished: false, gone: false });
+                (n, k, Some((id, server.clone())))
+            }
+            (Ask::Again(id), server) => {
+                let server = server.clone().expect("a kept answer has its server");
+                let mut sv = server.borrow_mut();
+                sv.reads.push(id.clone());
+                let Some(a) = sv.answers.iter_mut().find(|a| a.id == id) else {
+                    sv.broken.push(format!("{id} read again but never given"));
+                    return futures::future::ready(Err(ChatProviderError::Other("unknown".into()))).boxed_local();
+                };
+                // Now and then the answer has expired: the read is refused.
+                if rng.chance(10) {
+                    a.gone = true;
+                    return futures::future::ready(Err(ChatProviderError::Status {
+                        status: 404,
+                        message: "the answer expired".into(),
+                        request_id: None,
+                        retry_after_ms: None,
+                    }))
+                    .boxed_local();
+                }
+                let (n, k) = (a.n, a.k);
+                drop(sv);
+                (n, k, Some((id, server)))
+            }
+        };
         let script = parse_echo_script(&script_for(self.seed, n, k)).expect("script");
         let events = script.events();
         let fail_open = self.faults && rng.chance(8);
@@ -291,6 +387,11 @@ impl Model for SimModel {
         async move {
             clock.sleep(rng.below(50) as f64).await;
             if fail_open {
+                if let Some((id, server)) = &kept {
+                    if let Some(a) = server.borrow_mut().answers.iter_mut().find(|a| a.id == *id) {
+                        a.fault = true;
+                    }
+                }
                 return Err(ChatProviderError::Status {
                     status: 503,
                     message: "simulated overload".into(),
@@ -298,7 +399,7 @@ impl Model for SimModel {
                     retry_after_ms: None,
                 });
             }
-            Ok(SimSource { events, at: 0, break_at, delays, clock, usage: Some(TokenUsage::default()) })
+            Ok(SimSource { events, at: 0, break_at, delays, clock, usage: Some(TokenUsage::default()), kept })
         }
         .boxed_local()
     }
@@ -469,6 +570,8 @@ struct World {
     writes: u64,
     ledger: Ledger,
     requests: Rc<Cell<u64>>,
+    /// The model's server keeps its answers (a fifth of the seeds, none of the earlier planted bugs' first).
+    server: Option<Rc<RefCell<Server>>>,
     client: ClientView,
     log: Vec<String>,
     lives: u32,
@@ -497,6 +600,7 @@ impl World {
             writes: 0,
             ledger: Rc::default(),
             requests: Rc::default(),
+            server: (seed % 5 == 4).then(Rc::default),
             client: ClientView::default(),
             log: Vec::new(),
             lives: 0,
@@ -587,6 +691,12 @@ impl World {
                         self.store.apply(op);
                     }
                     self.note(format!("write {n} (seq {}): CRASH after {applied} of {} ops", w.seq, w.ops.len()));
+                    // What the next life will read as stored (a torn write's data without its
+                    // commit record is not).
+                    if let Some(server) = &self.server {
+                        let next = Session::open(self.store.stored(), self.limits.clone(), self.now());
+                        server.borrow_mut().stored_at_death.extend(kept_ids(&next.events_after(0)));
+                    }
                     return Pumped::Crashed;
                 }
                 Some(Fault::Refuse) => {
@@ -688,8 +798,13 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
     ));
     let tools = SimTools { clock: w.clock.clone(), ledger: w.ledger.clone(), approvals: Rc::default(), seed: w.seed };
     *tools.approvals.borrow_mut() = Some(approvals.clone());
-    let model =
-        SimModel { seed: w.seed, clock: w.clock.clone(), requests: w.requests.clone(), faults: w.plan.model_faults };
+    let model = SimModel {
+        seed: w.seed,
+        clock: w.clock.clone(),
+        requests: w.requests.clone(),
+        faults: w.plan.model_faults,
+        server: w.server.clone(),
+    };
     let config = AgentConfig { max_steps_per_turn: 12, ..AgentConfig::default() };
     let turn = Turn {
         config: &config,
@@ -901,7 +1016,21 @@ fn wire_messages(events: &[Event]) -> Vec<(u64, Value)> {
         .collect()
 }
 
+/// The ids of the kept answers `events` record (`answer_kept` notifications).
+fn kept_ids(events: &[Event]) -> Vec<String> {
+    wire_messages(events)
+        .into_iter()
+        .filter(|(_, m)| m["type"] == "Notification" && m["payload"]["type"] == "answer_kept")
+        .filter_map(|(_, m)| m["payload"]["payload"]["response_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
 fn check(w: &World) -> Result<(), String> {
+    if let Some(server) = &w.server {
+        if let Some(why) = server.borrow().broken.first() {
+            return Err(why.clone());
+        }
+    }
     // Ids told: up by one, never repeated.
     for pair in w.client.told.windows(2) {
         if pair[1].id != pair[0].id + 1 {
@@ -1108,6 +1237,35 @@ fn check(w: &World) -> Result<(), String> {
             }
         }
     }
+    // Each assistant message says what the model wrote for its step, once: its text is the
+    // start of that step's answer (all of it, unless the round was cut), never more.
+    let mut turn = 0u32;
+    let mut step = 0u32;
+    for m in &history {
+        match m.role {
+            Role::User if m.tool_call_id.is_none() => {
+                (turn, step) = turn_and_step(std::slice::from_ref(m));
+                step -= 1;
+            }
+            Role::Assistant => {
+                step += 1;
+                let text: String = m
+                    .content
+                    .iter()
+                    .filter_map(|p| match p {
+                        kosong_wasm::engine::message::ContentPart::Text { text, .. } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let script = script_for(w.seed, turn, step);
+                let whole = script.lines().next().and_then(|l| l.strip_prefix("text: ")).unwrap_or("");
+                if !whole.starts_with(&text) {
+                    return Err(format!("turn {turn} step {step} says {text:?}, not (the start of) {whole:?}"));
+                }
+            }
+            _ => {}
+        }
+    }
     let _ = StreamedMessagePart::Content;
     Ok(())
 }
@@ -1128,6 +1286,7 @@ fn seeds(part: u64) {
     let from = env_u64("SIM_FROM").unwrap_or(0) + part * (total / 4) + part.min(total % 4);
     let mut faults = 0u64;
     let mut lives = 0u64;
+    let mut reads = 0u64;
     for seed in from..from + n {
         let (w, r) = run(seed, None);
         if let Err(why) = r {
@@ -1135,8 +1294,11 @@ fn seeds(part: u64) {
         }
         lives += w.lives as u64;
         faults += w.plan.faults.len() as u64;
+        reads += w.server.as_ref().map_or(0, |s| s.borrow().reads.len() as u64);
     }
-    eprintln!("session_sim: {n} seeds from {from}: {lives} lives, {faults} planned faults");
+    eprintln!(
+        "session_sim: {n} seeds from {from}: {lives} lives, {faults} planned faults, {reads} kept answers read again"
+    );
 }
 
 #[test]

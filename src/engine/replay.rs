@@ -92,6 +92,10 @@ impl Replay {
     /// What of `p` the recording does not hold yet (`None`: all of it is held); an error when the
     /// answer read again is not the one recorded.
     pub fn part(&mut self, p: StreamedMessagePart) -> Result<Option<StreamedMessagePart>, ChatProviderError> {
+        #[cfg(feature = "planted-bugs")]
+        if crate::engine::session::planted::replay_not_dropped() {
+            return Ok(Some(p));
+        }
         let differs = || {
             ChatProviderError::failed(
                 FailureKind::Malformed,

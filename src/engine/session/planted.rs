@@ -23,29 +23,49 @@ pub enum Bug {
     /// A recovered turn is not told that the session knows its approvals for the session, so a
     /// `needsApproval` call never asked is judged "interrupted" though it cannot have started.
     AskFirstForgotten,
+    /// A recovered turn asks the model again instead of reading again the answer its server kept.
+    KeptAnswerAskedAgain,
+    /// An answer read again is told and assembled whole: what the recording held comes twice.
+    ReplayNotDropped,
 }
 
-pub const ALL: [Bug; 6] = [
+pub const ALL: [Bug; 8] = [
     Bug::ToolBeforeStored,
     Bug::CancelAckedBeforeStored,
     Bug::IdFromEventCount,
     Bug::ResultTwiceAfterEnd,
     Bug::NonEagerBeforeStreamEnd,
     Bug::AskFirstForgotten,
+    Bug::KeptAnswerAskedAgain,
+    Bug::ReplayNotDropped,
 ];
 
 thread_local! {
-    /// Set by the session opened last on this thread: the turn's stream-end hold is skipped.
-    static SKIP_STREAM_END: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by the session opened last on this thread: the bug the turn's own code plays.
+    static IN_TURN: std::cell::Cell<Option<Bug>> = const { std::cell::Cell::new(None) };
 }
 
 pub(super) fn plant(bug: Option<Bug>) {
-    SKIP_STREAM_END.with(|c| c.set(bug == Some(Bug::NonEagerBeforeStreamEnd)));
+    IN_TURN.with(|c| c.set(bug));
+}
+
+fn planted(bug: Bug) -> bool {
+    IN_TURN.with(std::cell::Cell::get) == Some(bug)
 }
 
 /// Whether the turn skips its stream-end hold (the planted [`Bug::NonEagerBeforeStreamEnd`]).
 pub fn skip_stream_end() -> bool {
-    SKIP_STREAM_END.with(std::cell::Cell::get)
+    planted(Bug::NonEagerBeforeStreamEnd)
+}
+
+/// [`Bug::KeptAnswerAskedAgain`].
+pub fn ask_kept_again() -> bool {
+    planted(Bug::KeptAnswerAskedAgain)
+}
+
+/// [`Bug::ReplayNotDropped`].
+pub fn replay_not_dropped() -> bool {
+    planted(Bug::ReplayNotDropped)
 }
 
 pub(super) fn close_again(st: &mut State, messages: &[WireMessage]) {

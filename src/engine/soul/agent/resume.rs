@@ -23,11 +23,10 @@ use crate::engine::soul::wire::{StepRetry, WireMessage};
 use crate::engine::step::{cut_off_result, malformed_arguments_result, ToolDispatch};
 use crate::engine::toolset::ToolResult;
 
-/// A recovered step's answer, read again from its start: the source, and the round as recorded
-/// (see [`Turn::read_again`]).
+/// A recovered step's answer, read again from its start (see [`Turn::read_again`]); the round as
+/// recorded is the turn's round.
 pub(crate) struct ReadAgain<S> {
     pub(super) source: S,
-    pub(super) round: MessageAssembler,
 }
 
 /// What the recorded round leaves the turn to do.
@@ -126,7 +125,7 @@ where
                 self.context.checkpoint_marked(mark);
             }
             if give_up_why.is_none() && !recorded.stream_ended {
-                if let Some(again) = self.read_again(model, &mut recorded, &state).await {
+                if let Some(again) = self.read_again(model, &mut recorded, &state, &round).await {
                     return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
                 }
             }
@@ -360,13 +359,31 @@ where
         model: &M,
         recorded: &mut RecordedTurn,
         state: &Rc<RefCell<TurnState>>,
+        round: &Rc<RefCell<MessageAssembler>>,
     ) -> Option<ReadAgain<M::Source>> {
         let id = recorded.answer.clone()?;
-        let source = model.open(model.reopen(&id)?.ok()?).await.ok()?;
+        #[cfg(feature = "planted-bugs")]
+        if crate::engine::session::planted::ask_kept_again() {
+            return None;
+        }
+        let request = model.reopen(&id)?.ok()?;
+        // The round as recorded is the turn's from here: a cancel closes it (its recorded results
+        // stand, every other call gets an aborted one).
+        *round.borrow_mut() = std::mem::take(&mut recorded.round);
+        let calls: Vec<ToolCall> = round.borrow().calls().to_vec();
+        for c in calls.iter().filter(|c| recorded.results.contains_key(&c.id)) {
+            state.borrow_mut().published.insert(c.id.clone());
+        }
+        let source = match model.open(request).await {
+            Ok(source) => source,
+            Err(_) => {
+                recorded.round = std::mem::take(&mut *round.borrow_mut());
+                return None;
+            }
+        };
         self.resume_approvals(recorded);
-        let mut round = std::mem::take(&mut recorded.round);
-        let calls: Vec<ToolCall> = round.calls().to_vec();
         let not_started = self.not_started(recorded, &calls).await;
+        let mut asm = round.borrow_mut();
         let mut st = state.borrow_mut();
         for (i, (c, not_started)) in calls.iter().zip(not_started).enumerate() {
             // A call is whole when one came after it. The last may go on: if the answer read
@@ -375,14 +392,11 @@ where
             // nothing, it is the call the recording holds, and what it has here (below) stands:
             // a turn's result is had only by a call with the very same function and arguments.
             if i + 1 < calls.len() {
-                round.complete(&c.id);
+                asm.complete(&c.id);
             }
             let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
             let had = match recorded.results.get(&c.id) {
-                Some(r) => {
-                    st.published.insert(c.id.clone());
-                    Some(r.clone())
-                }
+                Some(r) => Some(r.clone()),
                 None if !parsed || not_started || !self.tools.is_eager(&c.function.name) => None,
                 None if self.tools.is_idempotent(&c.function.name) => None,
                 None => Some(interrupted_result(&c.id)),
@@ -392,8 +406,8 @@ where
                 st.calls.insert(c.id.clone(), c.clone());
             }
         }
-        round.read_again(std::mem::take(&mut recorded.replay));
-        Some(ReadAgain { source, round })
+        asm.read_again(std::mem::take(&mut recorded.replay));
+        Some(ReadAgain { source })
     }
 
     /// A result of the recovered round, on the wire (once) and kept for a cancel.

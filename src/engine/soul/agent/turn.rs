@@ -414,10 +414,7 @@ where
                 let round = &**round;
                 async move {
                     let mut source = match opened {
-                        Either::Left(a) => {
-                            *round.borrow_mut() = a.round;
-                            a.source
-                        }
+                        Either::Left(a) => a.source,
                         Either::Right(prepared) => model.open(prepared?).await?,
                     };
                     // With structured output, the text's preview goes on the wire after the part.
