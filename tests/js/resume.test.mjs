@@ -6,108 +6,12 @@
 // so each test checks what the server saw as well as the answer.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { answerEvents, backgroundServer } from "./background-server.mjs";
 import * as kosong from "../../pkg/node.js";
-
-/** The events of one answer: some text, optionally a function call first, then the end. */
-function answerEvents(id, { text = ["The ", "answer ", "goes ", "on ", "after ", "the ", "cut."], call = null } = {}) {
-  const ev = [];
-  const add = (type, fields) => ev.push({ type, sequence_number: ev.length, ...fields });
-  add("response.created", { response: { id, object: "response", status: "in_progress", output: [] } });
-  let out = 0;
-  if (call) {
-    const item = { id: "fc_1", type: "function_call", status: "in_progress", arguments: "", call_id: call.id, name: call.name };
-    add("response.output_item.added", { output_index: out, item });
-    add("response.function_call_arguments.delta", { item_id: "fc_1", output_index: out, delta: call.args });
-    add("response.function_call_arguments.done", { item_id: "fc_1", output_index: out, arguments: call.args });
-    add("response.output_item.done", { output_index: out, item: { ...item, status: "completed", arguments: call.args } });
-    out++;
-  }
-  const msg = { id: "msg_1", type: "message", status: "in_progress", role: "assistant", content: [] };
-  add("response.output_item.added", { output_index: out, item: msg });
-  add("response.content_part.added", { item_id: "msg_1", output_index: out, content_index: 0, part: { type: "output_text", text: "", annotations: [] } });
-  for (const t of text) add("response.output_text.delta", { item_id: "msg_1", output_index: out, content_index: 0, delta: t, logprobs: [], obfuscation: "x1" });
-  const whole = text.join("");
-  add("response.output_text.done", { item_id: "msg_1", output_index: out, content_index: 0, text: whole });
-  add("response.output_item.done", { output_index: out, item: { ...msg, status: "completed", content: [{ type: "output_text", text: whole, annotations: [] }] } });
-  add("response.completed", {
-    response: { id, object: "response", status: "completed", usage: { input_tokens: 100, input_tokens_details: { cached_tokens: 0 }, output_tokens: 40, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 140 } },
-  });
-  return ev;
-}
-
-const frame = (e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
-
-/**
- * The server. `plan.cuts`: for each connection to an answer (the POST, then each GET), the
- * sequence number of the event it is cut in the middle of (`Infinity`: not cut). `plan.get`:
- * `"resume"` (as OpenAI documents), `"replay"` (ignores starting_after: streams from 0), or a
- * status to answer every GET with (404: the answer expired).
- */
-async function backgroundServer(plan) {
-  const requests = [];
-  const answers = new Map();
-  let connections = 0;
-  const server = createServer(async (req, res) => {
-    let body = "";
-    for await (const c of req) body += c;
-    const url = new URL(req.url, "http://x");
-    requests.push({ method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), body: body ? JSON.parse(body) : null, at: Date.now() });
-    let events;
-    let from = 0;
-    if (req.method === "POST" && url.pathname === "/v1/responses") {
-      const id = `resp_${answers.size + 1}`;
-      events = plan.events(id, answers.size + 1);
-      answers.set(id, events);
-    } else if (req.method === "POST" && /^\/v1\/responses\/[^/]+\/cancel$/.test(url.pathname)) {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ id: url.pathname.split("/")[3], status: "cancelled" }));
-      plan.onCancel?.();
-      return;
-    } else if (req.method === "GET" && url.pathname.startsWith("/v1/responses/")) {
-      events = answers.get(decodeURIComponent(url.pathname.slice("/v1/responses/".length)));
-      const refusal = plan.getFailures?.shift();
-      if (refusal) {
-        // A GET that fails before the answer is read again (a 503 with its Retry-After).
-        res.writeHead(refusal.status, { "content-type": "application/json", ...(refusal.retryAfter ? { "retry-after": String(refusal.retryAfter) } : {}) });
-        res.end(JSON.stringify({ error: { message: "busy", type: "server_error" } }));
-        return;
-      }
-      if (typeof plan.get === "number" || !events) {
-        res.writeHead(typeof plan.get === "number" ? plan.get : 404, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: { message: "Response not found", type: "invalid_request_error" } }));
-        return;
-      }
-      if (plan.get === "resume") from = Number(url.searchParams.get("starting_after")) + 1;
-    } else {
-      res.writeHead(404).end();
-      return;
-    }
-    const cut = plan.cuts[connections++] ?? Infinity;
-    res.writeHead(200, { "content-type": "text/event-stream" });
-    for (const e of events.slice(from)) {
-      const text = frame(e);
-      if (e.sequence_number === plan.holdAt) await new Promise((r) => res.on("close", r)); // until the client goes away
-      if (e.sequence_number === cut) {
-        // Half of this event, then the socket destroyed (or, `plan.endCleanly`, the body ended as
-        // if the answer were whole): the client reads a broken stream.
-        if (plan.endCleanly) return void res.end(text.slice(0, Math.floor(text.length / 2)));
-        res.write(text.slice(0, Math.floor(text.length / 2)));
-        await new Promise((r) => setTimeout(r, 20));
-        res.socket.destroy();
-        return;
-      }
-      res.write(text);
-    }
-    res.end();
-  });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    baseUrl: `http://127.0.0.1:${server.address().port}/v1`,
-    requests,
-    close: () => new Promise((r) => server.close(r)),
-  };
-}
 
 /** Resolves once `pred()` holds, checked every 10 ms, or after `ms` (a bound, not a timing). */
 async function until(pred, ms = 5000) {
@@ -291,5 +195,70 @@ test("background: an abort stops the answer server-side too (POST …/cancel), a
     assert.deepEqual(done.requests.map((q) => q.method), ["POST"], "nothing cancelled after response.completed");
   } finally {
     await done.close();
+  }
+});
+
+// ---- a recovered turn reads its kept answer again ------------------------------------------
+
+const CHILD = new URL("./resume-child.mjs", import.meta.url).pathname;
+const root = new URL("../..", import.meta.url).pathname;
+
+function life(dir, baseUrl) {
+  const child = spawn(process.execPath, [CHILD, dir, baseUrl], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (err += d));
+  const ended = new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ lines: out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l)), code, signal, err }));
+  });
+  return { child, ended };
+}
+
+test("background: a Node process SIGKILLed mid-answer; the next process reads the same answer again (one POST, one GET with starting_after, the text once) — the call that ran is never run again", { timeout: 60_000 }, async () => {
+  const call = { id: "call_1", name: "send_email", args: '{"to":"a@b.c"}' };
+  let held = false;
+  const s = await backgroundServer({
+    events: (id, n) => (n === 1 ? answerEvents(id, { call }) : answerEvents(id, { text: ["Sent."] })),
+    cuts: [],
+    get: "resume",
+    // The first answer stops in the middle of its text (after its call), until its reader dies.
+    holdFirstAt: 10,
+    delayMs: 5,
+    onHold: () => (held = true),
+  });
+  const dir = mkdtempSync(join(tmpdir(), "kosong-resume-"));
+  try {
+    const first = life(dir, s.baseUrl);
+    // Killed once the call ran and the answer's id and part of its text are stored.
+    const wire = () => (existsSync(join(dir, "wire.jsonl")) ? readFileSync(join(dir, "wire.jsonl"), "utf8") : "");
+    await until(() => held && existsSync(join(dir, "sent.log")) && wire().includes("answer_kept") && /"text":"[^"]*answer/.test(wire()), 20_000);
+    assert.ok(held && wire().includes("answer_kept"), `the first life got to the hold: ${wire().slice(-400)}`);
+    first.child.kill("SIGKILL");
+    assert.equal((await first.ended).signal, "SIGKILL");
+    const second = await life(dir, s.baseUrl).ended;
+    assert.equal(second.code, 0, second.err);
+    const o = Object.assign({}, ...second.lines);
+    assert.deepEqual(o.recovered, { outcome: "done" });
+    // The model was asked once for the step: its answer read again, not asked again.
+    assert.deepEqual(s.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "GET /v1/responses/resp_1", "POST /v1/responses"]);
+    assert.deepEqual(s.requests[1].query, { stream: "true", starting_after: "0" });
+    assert.equal(readFileSync(join(dir, "sent.log"), "utf8").trim().split("\n").length, 1, "the email went once");
+    const h = o.history;
+    assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+    assert.equal(textOf(h[1]), "The answer goes on after the cut.", "the text once, whole");
+    // The call ran in the dead process: its result, when that life stored it, or interrupted.
+    assert.match(textOf(h[2]), /^sent to a@b\.c$|interrupted/);
+    assert.equal(textOf(h[3]), "Sent.");
+    // The wire tells each piece of the text once; the step's usage is the answer's, once.
+    const msgs = kosong.readWireRecord(readFileSync(join(dir, "wire.jsonl"), "utf8"));
+    const told = msgs.filter((m) => m.type === "ContentPart").map((m) => m.payload.text).join("");
+    assert.equal(told, "The answer goes on after the cut.Sent.");
+    assert.equal(msgs.filter((m) => m.type === "StepRetry").length, 0);
+    const usage = msgs.filter((m) => m.type === "StatusUpdate").map((m) => m.payload.token_usage.output);
+    assert.deepEqual(usage, [40, 40]);
+  } finally {
+    await s.close();
   }
 });
