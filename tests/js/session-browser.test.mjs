@@ -9,6 +9,7 @@ import { createServer } from "node:http";
 import { existsSync, readFileSync } from "node:fs";
 import { extname, join, normalize } from "node:path";
 import { chromium } from "playwright-core";
+import { answerEvents, backgroundServer } from "./background-server.mjs";
 import { CHROMIUM, SKIP_BROWSER } from "../../scripts/setup.mjs";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -27,7 +28,11 @@ const tools = new k.SimpleToolset([
   { name: "slow", description: "", parameters: {},
     handler: async (_a, ctx) => { await ledger("slow", ctx.toolCallId); await fetch("/hang", { signal: ctx.signal }); return "slow done"; } },
 ]);
-const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl: location.origin + "/v1" });
+// A session whose name starts with "kept" talks to a server that keeps its answers (Responses in
+// the background).
+const provider = name.startsWith("kept")
+  ? new k.OpenAIResponsesProvider({ model: "gpt-5-mini", apiKey: "sk-test", baseUrl: location.origin + "/kept/v1", background: true })
+  : new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl: location.origin + "/v1" });
 window.__events = [];
 try {
   const s = await k.Session.open(new k.IndexedDBSessionStore(name), { provider, systemPrompt: "", toolset: tools });
@@ -40,13 +45,30 @@ try {
 }
 </script>`;
 
-let server, base, browser;
+let server, base, browser, kept;
 const ledger = [];
 let requests = 0;
+let held = false;
 before(async () => {
   if (!haveBrowser) return;
+  // The answer of 40 pieces stops after its 20th until its page goes away.
+  const text = Array.from({ length: 40 }, (_, i) => `w${i} `);
+  kept = await backgroundServer({ events: (id) => answerEvents(id, { text }), cuts: [], get: "resume", holdFirstAt: 22, delayMs: 5, onHold: () => (held = true) });
   server = createServer(async (req, res) => {
     const url = new URL(req.url, "http://x");
+    if (url.pathname.startsWith("/kept/")) {
+      // To the background server, as the page's own origin (no CORS to set up).
+      const to = await fetch(kept.baseUrl.replace(/\/v1$/, "") + url.pathname.slice("/kept".length) + url.search, { method: req.method, headers: { "content-type": "application/json" }, body: req.method === "POST" ? req : undefined, duplex: "half" });
+      res.writeHead(to.status, { "content-type": to.headers.get("content-type") ?? "text/plain" });
+      const reader = to.body.getReader();
+      res.on("close", () => reader.cancel().catch(() => {}));
+      for (;;) {
+        const { value, done } = await reader.read().catch(() => ({ done: true }));
+        if (done || res.destroyed) break;
+        res.write(value);
+      }
+      return res.end();
+    }
     let body = "";
     for await (const c of req) body += c;
     if (url.pathname === "/") return res.writeHead(200, { "content-type": "text/html" }).end(PAGE);
@@ -97,6 +119,7 @@ before(async () => {
 });
 after(async () => {
   await browser?.close();
+  await kept?.close();
   if (server) {
     server.closeAllConnections?.();
     await new Promise((r) => server.close(r));
@@ -178,6 +201,27 @@ test("Chromium: reloaded mid-stream, the reloaded page asks the model again and 
   assert.equal(requests - before, 2);
   const history = await page.evaluate(() => window.__session.history);
   assert.match(history.at(-1).content.map?.((p) => p.text).join("") ?? history.at(-1).content, /w39 $/);
+  assertConsistent(es);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Chromium: reloaded mid-answer with a server that keeps its answers (Responses in the background), the reloaded page reads the same answer again — one POST, one GET with starting_after, one answer in the history", opts, async () => {
+  const context = await browser.newContext();
+  const { page, errors } = await open(context, "kept");
+  await page.evaluate(() => void window.__session.send("stream it"));
+  await until(page, (es) => held && es.some((e) => e.type === "Notification" && e.payload.type === "answer_kept") && es.some((e) => e.type === "ContentPart"), "the answer held mid-way, its id stored");
+  await reload(page);
+  assert.deepEqual(await page.evaluate(() => window.__recovered), { outcome: "done" });
+  const es = await until(page, (es) => es.some((e) => e.end), "the end");
+  assert.deepEqual(kept.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "GET /v1/responses/resp_1"]);
+  assert.deepEqual(kept.requests[1].query, { stream: "true", starting_after: "0" });
+  assert.ok(!es.some((e) => e.type === "StepRetry"), "not asked again");
+  const whole = Array.from({ length: 40 }, (_, i) => `w${i} `).join("");
+  assert.equal(es.filter((e) => e.type === "ContentPart").map((e) => e.payload.text).join(""), whole, "each piece told once, across the reload");
+  const history = await page.evaluate(() => window.__session.history);
+  assert.deepEqual(history.map((m) => m.role), ["user", "assistant"]);
+  assert.equal(history[1].content.map?.((p) => p.text).join("") ?? history[1].content, whole);
   assertConsistent(es);
   assert.deepEqual(errors, []);
   await context.close();
