@@ -15,6 +15,7 @@ import { Miniflare } from "miniflare";
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 import { startMockServer, text, toolStart, toolArgs, finish, usage, done, gate, sleep } from "./mock-openai.mjs";
 import { startMcpServer } from "./mcp-server.mjs";
+import { answerEvents, backgroundServer } from "./background-server.mjs";
 import { CHROMIUM, browserOrSkip } from "../../scripts/setup.mjs";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -782,6 +783,41 @@ test("worker: killed again during the recovery itself, the turn still ends done 
   llm.respond({ steps: [text("Back."), finish("stop"), done()] });
   const again = await readEvents(await chat(token, "still there?"));
   assert.equal(again.at(-1).data.outcome, "done");
+});
+
+test("worker: restarted mid-answer with a server that keeps its answers (LLM_BACKGROUND), the recovered turn reads the same answer again — one POST, one GET with starting_after, one answer in the history", async () => {
+  await ensureWorker();
+  let held = false;
+  const text = Array.from({ length: 30 }, (_, i) => `p${i} `);
+  const kept = await backgroundServer({ events: (id) => answerEvents(id, { text }), cuts: [], get: "resume", holdFirstAt: 15, delayMs: 5, onHold: () => (held = true) });
+  const bindings = { LLM_KIND: "openai_responses", LLM_BASE_URL: kept.baseUrl, LLM_BACKGROUND: "true" };
+  try {
+    await restartWorker(bindings);
+    const token = await newSession();
+    const seen = [];
+    const reading = readEvents(await chat(token, "write"), { onEvent: (e) => seen.push(e) }).catch(() => null);
+    await until(() => held && seen.some((e) => e.data.type === "Notification" && e.data.payload.type === "answer_kept") && seen.some((e) => e.data.type === "ContentPart"), "the answer held mid-way, its id stored");
+    await restartWorker(bindings);
+    await reading;
+    await until(() => kept.requests.length >= 2, "the recovered turn's read");
+    let all;
+    for (let i = 0; i < 200; i++) {
+      all = await readEvents(await resume(token, 0));
+      if (all.at(-1)?.data.outcome) break;
+      await sleep(50);
+    }
+    assert.equal(all.at(-1).data.outcome, "done", all.map((e) => e.data.type).join());
+    assert.deepEqual(kept.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "GET /v1/responses/resp_1"]);
+    assert.deepEqual(kept.requests[1].query, { stream: "true", starting_after: "0" });
+    assert.ok(!all.some((e) => e.data.type === "StepRetry"), "not asked again");
+    assert.equal(all.filter((e) => e.data.type === "ContentPart").map((e) => e.data.payload.text).join(""), text.join(""), "each piece told once, across the restart");
+    const h = await history(token);
+    assert.deepEqual(h.map((m) => m.role), ["user", "assistant"]);
+    assert.equal(JSON.stringify(h[1].content).includes(text.join("")), true);
+  } finally {
+    await restartWorker();
+    await kept.close();
+  }
 });
 
 test("worker: killed mid-turn, then requests arrive while the alarm fires: one recovery, the model asked once more, the turn ends done with one result a call", async () => {

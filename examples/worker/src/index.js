@@ -15,9 +15,16 @@ export { ClientLimits };
 const SYSTEM_PROMPT = "You are a helpful assistant running on Cloudflare Workers. Use the tools when they help.";
 
 const PROVIDERS = { anthropic: kosong.AnthropicProvider, openai_responses: kosong.OpenAIResponsesProvider, gemini: kosong.GeminiProvider, kimi: kosong.KimiProvider };
-/** Any OpenAI-compatible endpoint by default; `LLM_KIND` picks another wire format. */
-const makeProvider = (env) =>
-  new (PROVIDERS[env.LLM_KIND] ?? kosong.OpenAIChatProvider)({ model: env.LLM_MODEL ?? "gpt-4.1-mini", baseUrl: env.LLM_BASE_URL || undefined, apiKey: env.LLM_API_KEY || undefined });
+/**
+ * Any OpenAI-compatible endpoint by default; `LLM_KIND` picks another wire format. With
+ * `LLM_KIND = "openai_responses"`, `LLM_BACKGROUND = "true"` has the server keep each answer: a
+ * broken stream, or a Worker evicted mid-answer, reads it again instead of asking again.
+ */
+const makeProvider = (env) => {
+  const options = { model: env.LLM_MODEL ?? "gpt-4.1-mini", baseUrl: env.LLM_BASE_URL || undefined, apiKey: env.LLM_API_KEY || undefined };
+  if (env.LLM_KIND === "openai_responses" && env.LLM_BACKGROUND === "true") options.background = true;
+  return new (PROVIDERS[env.LLM_KIND] ?? kosong.OpenAIChatProvider)(options);
+};
 
 const tools = () =>
   new kosong.SimpleToolset([
