@@ -77,6 +77,9 @@ pub trait PartSink<E> {
     fn flush(&mut self) -> CallbackResult<E> {
         Ok(None)
     }
+    /// Whether the sink hears [`Self::resumable`] (a generation that has no one to tell does not
+    /// ask its source).
+    const HEARS_RESUMABLE: bool = false;
     /// The answer can be read again by this id after its runtime died
     /// ([`EventSource::resumable`]); told once, when it first can.
     fn resumable(&mut self, _answer: &str) {}
@@ -89,6 +92,7 @@ impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(&str)> Par
     fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
         (self.0)(p)
     }
+    const HEARS_RESUMABLE: bool = true;
     fn resumable(&mut self, answer: &str) {
         (self.1)(answer)
     }
@@ -499,6 +503,24 @@ impl MessageAssembler {
         self.replay = Some(Box::new(replay));
     }
 
+    /// What of `p` a message read again does not hold yet (out of line: every generation inlines
+    /// its loop, and few read an answer again).
+    #[inline(never)]
+    fn replayed(&mut self, p: StreamedMessagePart) -> Result<Option<StreamedMessagePart>, ChatProviderError> {
+        match self.replay.as_mut() {
+            Some(r) => r.part(p),
+            None => Ok(Some(p)),
+        }
+    }
+
+    #[inline(never)]
+    fn replayed_id(&self, id: String) -> String {
+        match self.replay.as_ref() {
+            Some(r) => r.id(id),
+            None => id,
+        }
+    }
+
     /// The calls already whole in a message read again ([`Self::read_again`]), before its answer
     /// goes on: they are handed on before anything else arrives.
     pub fn whole_before_reading_again(&self) -> Vec<ToolCall> {
@@ -767,7 +789,7 @@ where
             a.renamer = renamer;
         }
     }
-    let mut told = false;
+    let mut told = !P::HEARS_RESUMABLE;
     let mut batch = Vec::new();
     loop {
         // A failed batch appends nothing (the events before an error in the same piece come in
@@ -784,14 +806,12 @@ where
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
-                    let p = {
-                        let mut a = asm.borrow_mut();
-                        match a.replay.as_mut() {
-                            None => p,
-                            Some(r) => match r.part(p)? {
-                                Some(p) => p,
-                                None => continue,
-                            },
+                    let p = if asm.borrow().replay.is_none() {
+                        p
+                    } else {
+                        match asm.borrow_mut().replayed(p)? {
+                            Some(p) => p,
+                            None => continue,
                         }
                     };
                     let p = asm.borrow_mut().renamed(p);
@@ -808,10 +828,7 @@ where
                 StreamEvent::ToolCallComplete(id) => {
                     let id = {
                         let a = asm.borrow();
-                        let id = match a.replay.as_ref() {
-                            Some(r) => r.id(id),
-                            None => id,
-                        };
+                        let id = if a.replay.is_none() { id } else { a.replayed_id(id) };
                         a.renamed_id(id)
                     };
                     let done = asm.borrow_mut().complete(&id);

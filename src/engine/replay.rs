@@ -15,6 +15,13 @@ use std::collections::HashMap;
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::message::{ContentPart, StreamedMessagePart, ToolCallPart};
 
+/// The error of an answer read again that is not the one recorded.
+#[cold]
+#[inline(never)]
+fn differs() -> ChatProviderError {
+    ChatProviderError::failed(FailureKind::Malformed, "the answer read again is not the one the recording holds")
+}
+
 /// What a recording holds of an answer, and how much of it an answer read again has covered.
 #[derive(Debug, Default)]
 pub struct Replay {
@@ -96,12 +103,6 @@ impl Replay {
         if crate::engine::session::planted::replay_not_dropped() {
             return Ok(Some(p));
         }
-        let differs = || {
-            ChatProviderError::failed(
-                FailureKind::Malformed,
-                "the answer read again is not the one the recording holds".to_owned(),
-            )
-        };
         Ok(match p {
             StreamedMessagePart::Content(c) => {
                 self.current = None;

@@ -248,34 +248,30 @@ impl<T: Transport> Model for ProviderModel<'_, T> {
             match request {
                 Prepared::Scripted(s) => Ok(ModelSource::Scripted(VecEventSource::new(s.events(), s.id, s.usage))),
                 Prepared::Http { request, decoder, secrets, answer } => {
-                    let sent = match &answer {
-                        None => transport::send(&self.transport, &request, &secrets).await,
-                        Some(id) => match self.transport.detached() {
-                            Some(send) => {
-                                let url = answer_url(&request.url, id, "", "stream=true&starting_after=0");
-                                let get = HttpRequest {
-                                    method: Method::Get,
-                                    url,
-                                    headers: request.headers.clone(),
-                                    body: String::new(),
-                                };
-                                send(get, secrets.clone()).await
-                            }
-                            None => {
-                                Err(ChatProviderError::Other("this transport cannot read an answer again".into())
-                                    .into())
+                    let detached = self.transport.detached();
+                    let mut again =
+                        detached.clone().map(|send| reconnect(send, self.transport.sleeper(), &request, &secrets));
+                    // An answer read again from its start is a reconnect after sequence number 0.
+                    let sent = match (&answer, &mut again) {
+                        (None, _) => transport::send(&self.transport, &request, &secrets).await,
+                        (Some(id), Some(again)) => match again(id, 0, 1).await {
+                            Reopened::Body(body) => Ok(body),
+                            _ => {
+                                Err(ChatProviderError::Other(format!("the answer {id} could not be read again")).into())
                             }
                         },
+                        (Some(_), None) => {
+                            Err(ChatProviderError::Other("this transport cannot read an answer again".into()).into())
+                        }
                     };
                     let body = match sent {
                         Ok(body) => body,
                         Err(e) => return Err(e.redact(&secrets)),
                     };
                     let mut source = SseEventSource::new(body, decoder).with_limits(self.limits);
-                    if let Some(send) = self.transport.detached() {
-                        let cancel = cancel(send.clone(), &request, &secrets, self.transport.spawner());
-                        let reconnect = reconnect(send, self.transport.sleeper(), &request, &secrets);
-                        source = source.with_reconnect(reconnect, cancel);
+                    if let (Some(send), Some(again)) = (detached, again) {
+                        let cancel = cancel(send, &request, &secrets, self.transport.spawner());
+                        source = source.with_reconnect(again, cancel);
                     }
                     Ok(ModelSource::Sse { source: Box::new(source), secrets })
                 }

@@ -122,6 +122,33 @@ pub enum RecoveryStop {
     GiveUp(String),
 }
 
+/// A kimi-cli `Notification` of the runtime's, from agent `source`: `(title, body)`.
+fn notice(
+    id: String,
+    kind: &str,
+    (title, body): (&str, &str),
+    severity: &str,
+    source: &str,
+    now_s: f64,
+    payload: Value,
+) -> WireMessage {
+    WireMessage::Other {
+        kind: "Notification".into(),
+        payload: json!({
+            "id": id,
+            "category": "runtime",
+            "type": kind,
+            "source_kind": "agent",
+            "source_id": source,
+            "title": title,
+            "body": body,
+            "severity": severity,
+            "created_at": now_s,
+            "payload": payload,
+        }),
+    }
+}
+
 /// Why a recording cannot be resumed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecoveryError {
@@ -297,40 +324,19 @@ impl RecordedTurn {
     /// The `Notification` that says the turn was resumed.
     pub fn resumed_notice(&self, source: &str, now_s: f64) -> WireMessage {
         let n = self.resumes + 1;
-        WireMessage::Other {
-            kind: "Notification".into(),
-            payload: json!({
-                "id": format!("turn-resumed-{n}"),
-                "category": "runtime",
-                "type": RESUMED,
-                "source_kind": "agent",
-                "source_id": source,
-                "title": "Turn resumed",
-                "body": "The runtime running this turn stopped; the turn goes on from its recording.",
-                "severity": "info",
-                "created_at": now_s,
-                "payload": {"step": self.step, "resume": n, "waiting_on_person": self.waiting_on_person()},
-            }),
-        }
+        let payload = json!({"step": self.step, "resume": n, "waiting_on_person": self.waiting_on_person()});
+        let text = ("Turn resumed", "The runtime running this turn stopped; the turn goes on from its recording.");
+        notice(format!("turn-resumed-{n}"), RESUMED, text, "info", source, now_s, payload)
     }
 
     /// The `Notification` that records answer `id`, kept by the server, being written in step `n`.
     pub fn answer_kept_notice(id: &str, n: u32, source: &str, now_s: f64) -> WireMessage {
-        WireMessage::Other {
-            kind: "Notification".into(),
-            payload: json!({
-                "id": format!("answer-kept-{n}"),
-                "category": "runtime",
-                "type": ANSWER_KEPT,
-                "source_kind": "agent",
-                "source_id": source,
-                "title": "Answer kept by the server",
-                "body": "The model's answer is kept by its server: a runtime that stops while it streams reads it again.",
-                "severity": "debug",
-                "created_at": now_s,
-                "payload": {"step": n, "response_id": id},
-            }),
-        }
+        let text = (
+            "Answer kept by the server",
+            "The model's answer is kept by its server: a runtime that stops while it streams reads it again.",
+        );
+        let payload = json!({"step": n, "response_id": id});
+        notice(format!("answer-kept-{n}"), ANSWER_KEPT, text, "debug", source, now_s, payload)
     }
 
     /// Checks that `context` is this recording's, exactly: by the turn's id when both carry it
