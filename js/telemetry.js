@@ -102,6 +102,8 @@ class Telemetry {
         first = true;
         span.setAttribute("gen_ai.response.time_to_first_chunk", (performance.now() - started) / 1000);
       },
+      /** The answer's stream broke and the same answer is read again after `after`: an event of this span, not a second call. */
+      reconnected: (after) => span.addEvent("kosong.answer.reconnect", { "kosong.answer.starting_after": after }),
       end: (result) => {
         if (result?.id) span.setAttribute("gen_ai.response.id", result.id);
         // A fallback provider's member that answered.
@@ -159,6 +161,8 @@ class Telemetry {
         const by = (p?.provider && members?.[p.provider.index]) || current;
         call?.end({ id: p?.message_id, usage: p?.token_usage, provider: by });
         call = null;
+      } else if (m.type === "Notification" && p?.type === "answer_reconnected") {
+        call?.reconnected(p.payload?.starting_after ?? 0);
       } else if (m.type === "StepRetry") {
         call?.fail({ kind: p?.error_type, message: p?.status_code ? `status ${p.status_code}` : p?.error_type });
         if (p?.fallback && members?.[p.fallback.index]) current = members[p.fallback.index];

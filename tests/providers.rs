@@ -73,6 +73,7 @@ fn decode(p: &HttpProvider, chunks: &[&[u8]]) -> Outcome {
         match e {
             StreamEvent::Part(p) => asm.try_push(p.clone()).unwrap(),
             StreamEvent::Boundary => asm.boundary(),
+            StreamEvent::Reconnected(_) => {}
             StreamEvent::ToolCallComplete(_) => {}
         }
     }

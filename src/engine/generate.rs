@@ -77,24 +77,32 @@ pub trait PartSink<E> {
     fn flush(&mut self) -> CallbackResult<E> {
         Ok(None)
     }
-    /// Whether the sink hears [`Self::resumable`] (a generation that has no one to tell does not
-    /// ask its source).
-    const HEARS_RESUMABLE: bool = false;
-    /// The answer can be read again by this id after its runtime died
-    /// ([`EventSource::resumable`]); told once, when it first can.
-    fn resumable(&mut self, _answer: &str) {}
+    /// Whether the sink hears [`Self::heard`] (a generation that has no one to tell does not ask
+    /// its source).
+    const HEARS: bool = false;
+    /// What became of the answer besides its parts ([`Heard`]).
+    fn heard(&mut self, _news: Heard<'_>) {}
 }
 
-/// A part sink (`.0`) that also hears the answer's id once it can be read again (`.1`).
-pub struct WithResumable<F, R>(pub F, pub R);
+/// What a generation hears of its answer besides its parts.
+pub enum Heard<'a> {
+    /// The answer can be read again by this id after its runtime died
+    /// ([`EventSource::resumable`]); told once, when it first can.
+    Kept(&'a str),
+    /// Its stream broke and it is read again after this sequence number.
+    Reconnected(u64),
+}
 
-impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(&str)> PartSink<E> for WithResumable<F, R> {
+/// A part sink (`.0`) that also hears what becomes of the answer (`.1`).
+pub struct Hearing<F, R>(pub F, pub R);
+
+impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(Heard<'_>)> PartSink<E> for Hearing<F, R> {
     fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
         (self.0)(p)
     }
-    const HEARS_RESUMABLE: bool = true;
-    fn resumable(&mut self, answer: &str) {
-        (self.1)(answer)
+    const HEARS: bool = true;
+    fn heard(&mut self, news: Heard<'_>) {
+        (self.1)(news)
     }
 }
 
@@ -164,6 +172,8 @@ pub struct SseEventSource<B, D: StreamDecoder> {
     /// times it was.
     reconnect: Option<Reconnect<B>>,
     reconnects: u32,
+    /// A reconnect not yet told (the sequence number it read after).
+    reconnected: Option<u64>,
     /// Stops the answer server-side (`cancel(id)`) when the source is dropped before the answer
     /// finished: an abort, a time limit, a break given up on.
     cancel: Option<Cancel>,
@@ -212,6 +222,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             surrogates: Default::default(),
             reconnect: None,
             reconnects: 0,
+            reconnected: None,
             cancel: None,
         }
     }
@@ -259,6 +270,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
                     Reopened::Body(body) => {
                         self.body = body;
                         self.sse.reset();
+                        self.reconnected = Some(after);
                         break;
                     }
                     Reopened::Again => continue,
@@ -298,6 +310,9 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             return Ok(false);
         }
         let more = if self.pos < self.chunk.len() { true } else { self.read_chunk().await? };
+        if let Some(after) = self.reconnected.take() {
+            out.push(StreamEvent::Reconnected(after));
+        }
         let sse_err = |e: crate::engine::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
         let decoded = if more {
             let piece = next_piece(&self.chunk, self.pos);
@@ -789,7 +804,7 @@ where
             a.renamer = renamer;
         }
     }
-    let mut told = !P::HEARS_RESUMABLE;
+    let mut told = !P::HEARS;
     let mut batch = Vec::new();
     loop {
         // A failed batch appends nothing (the events before an error in the same piece come in
@@ -799,7 +814,7 @@ where
         // parts it covers.
         if !told {
             if let Some(id) = source.resumable() {
-                parts.resumable(id);
+                parts.heard(Heard::Kept(id));
                 told = true;
             }
         }
@@ -845,6 +860,7 @@ where
                     }
                 }
                 StreamEvent::Boundary => asm.borrow_mut().boundary(),
+                StreamEvent::Reconnected(after) => parts.heard(Heard::Reconnected(after)),
             }
         }
         // Handed over before the generation waits for more bytes, and before an error (as they

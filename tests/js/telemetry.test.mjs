@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import * as k from "kosong-wasm";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
+import { answerEvents, backgroundServer } from "./background-server.mjs";
 
 let server;
 before(async () => (server = await startMockServer()));
@@ -182,4 +183,23 @@ test("Session: a turn is an invoke_agent span with its chat and execute_tool spa
   const tool = spans.find((x) => x.name === "execute_tool plus");
   assert.ok(tool, "the tool's span");
   assert.ok(chats.some((c) => parentOf(tool) === c.spanContext().spanId), "the tool's span is a child of the chat that started it");
+});
+
+test("agent: an answer cut three times and read again each time (Responses in the background) is one chat span with three reconnect events, its usage counted once", async () => {
+  exporter.reset();
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [4, 7, 9], get: "resume" });
+  try {
+    const provider = new k.OpenAIResponsesProvider({ model: "gpt-5-mini", apiKey: "sk-test", baseUrl: s.baseUrl, background: true });
+    const agent = new k.Agent({ name: "bg", provider, systemPrompt: "", telemetry: { tracer } });
+    await k.runSoul(agent, "go", async (w) => { for await (const _ of w.uiSide({ merge: true })); }, new AbortController().signal);
+    assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET", "GET", "GET"]);
+    const chats = exporter.getFinishedSpans().filter((x) => x.name === "chat gpt-5-mini");
+    assert.equal(chats.length, 1, "one model call, not one per connection");
+    const events = chats[0].events.filter((e) => e.name === "kosong.answer.reconnect");
+    assert.deepEqual(events.map((e) => e.attributes["kosong.answer.starting_after"]), [3, 6, 8]);
+    assert.equal(chats[0].attributes["gen_ai.usage.output_tokens"], 40, "the answer's usage, once");
+    assert.equal(chats[0].attributes["gen_ai.usage.input_tokens"], 100);
+  } finally {
+    await s.close();
+  }
 });

@@ -36,6 +36,8 @@ pub enum StreamEvent {
     /// What follows is a part of its own, not merged into the one before (a second output
     /// message of a Responses answer).
     Boundary,
+    /// The stream broke and the same answer is read again after this sequence number.
+    Reconnected(u64),
 }
 
 /// What every decoder keeps of an answer besides its parts.

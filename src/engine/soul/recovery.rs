@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::engine::generate::{Limits, MessageAssembler};
+use crate::engine::generate::{Heard, Limits, MessageAssembler};
 use crate::engine::message::{Message, Role, StreamedMessagePart, TokenUsage};
 use crate::engine::replay::Replay;
 use crate::engine::soul::agent::UserInput;
@@ -40,6 +40,10 @@ pub const RESUMED: &str = "turn_resumed";
 /// response_id`): a turn recovered while that answer streamed reads it again instead of asking
 /// the model again.
 pub const ANSWER_KEPT: &str = "answer_kept";
+
+/// The `Notification` type that says an answer's broken stream is read again after a sequence
+/// number (`payload.starting_after`): the same answer goes on.
+pub const ANSWER_RECONNECTED: &str = "answer_reconnected";
 
 /// How many resumes in a row may make no progress before the turn is given up, by default. A
 /// resume makes progress when a stream ends or a call gets its result after it; a resume of a
@@ -329,14 +333,26 @@ impl RecordedTurn {
         notice(format!("turn-resumed-{n}"), RESUMED, text, "info", source, now_s, payload)
     }
 
-    /// The `Notification` that records answer `id`, kept by the server, being written in step `n`.
-    pub fn answer_kept_notice(id: &str, n: u32, source: &str, now_s: f64) -> WireMessage {
-        let text = (
-            "Answer kept by the server",
-            "The model's answer is kept by its server: a runtime that stops while it streams reads it again.",
-        );
-        let payload = json!({"step": n, "response_id": id});
-        notice(format!("answer-kept-{n}"), ANSWER_KEPT, text, "debug", source, now_s, payload)
+    /// The `Notification` of what became of step `n`'s answer: kept by its server under an id
+    /// (recorded: a runtime that dies while it streams is followed by one that reads it again),
+    /// or read again after its stream broke.
+    pub fn answer_notice(news: Heard<'_>, n: u32, source: &str, now_s: f64) -> WireMessage {
+        let (kind, text, payload) = match news {
+            Heard::Kept(id) => (
+                ANSWER_KEPT,
+                (
+                    "Answer kept by the server",
+                    "The model's answer is kept by its server: a runtime that stops while it streams reads it again.",
+                ),
+                json!({"step": n, "response_id": id}),
+            ),
+            Heard::Reconnected(after) => (
+                ANSWER_RECONNECTED,
+                ("Answer read again", "The model's answer broke off and is read again where it broke."),
+                json!({"step": n, "starting_after": after}),
+            ),
+        };
+        notice(format!("{kind}-{n}"), kind, text, "debug", source, now_s, payload)
     }
 
     /// Checks that `context` is this recording's, exactly: by the turn's id when both carry it

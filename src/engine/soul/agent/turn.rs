@@ -13,7 +13,7 @@ use super::error::TurnError;
 use super::resume::ReadAgain;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
-use crate::engine::generate::{generate, EventSource, GenerateOutput, MessageAssembler, Renamer, WithResumable};
+use crate::engine::generate::{generate, EventSource, GenerateOutput, Heard, Hearing, MessageAssembler, Renamer};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::output::{answer_json, malformed};
@@ -433,10 +433,11 @@ where
                     };
                     // The id of an answer the server keeps is recorded: a runtime that dies while
                     // it streams is followed by one that reads it again.
-                    let kept = |id: &str| {
-                        self.send(RecordedTurn::answer_kept_notice(id, n, &self.config.name, self.env.now_s()))
+                    // A reconnect is told too (telemetry shows it on the model call's span).
+                    let heard = |news: Heard<'_>| {
+                        self.send(RecordedTurn::answer_notice(news, n, &self.config.name, self.env.now_s()))
                     };
-                    let on_part = WithResumable(on_part, kept);
+                    let on_part = Hearing(on_part, heard);
                     // Call ids are unique per turn, whatever the server sends.
                     let st = state.clone();
                     round.borrow_mut().set_renamer(Some(Renamer(Rc::new(move |id: &str| st.borrow_mut().rename(id)))));
