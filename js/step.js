@@ -29,17 +29,21 @@ function jsonHook(cb) {
 const PART_TEXT = "@core:PART_TEXT@";
 const PART_THINK = "@core:PART_THINK@";
 const PART_ARGUMENTS = "@core:PART_ARGUMENTS@";
+const PART_RECONNECT = "@core:PART_RECONNECT@";
+/** The option key under which telemetry hears that the answer's stream was read again. */
+const RECONNECTED = Symbol("reconnected");
 
 /**
  * The part hook: a batch of parts as `(text, meta)` (see `PartHook` in the engine), each part
  * built here and handed to `cb` in order. A callback that returns a Promise is awaited before
  * the next part, and the hook then returns a Promise the engine awaits.
  */
-function partHook(cb) {
+function partHook(cb, onReconnect) {
   if (typeof cb !== "function") return undefined;
   return (text, meta) => {
     let at = 0;
     let i = 0;
+    // The next part, or `null` for a reconnect (told to `onReconnect`, not a part).
     const next = () => {
       const kind = meta[i];
       const id = text.slice(at, (at += meta[i + 1]));
@@ -48,14 +52,22 @@ function partHook(cb) {
       if (kind === PART_TEXT) return { type: "text", text: t };
       if (kind === PART_THINK) return { type: "think", think: t };
       if (kind === PART_ARGUMENTS) return { type: "tool_call_part", arguments_part: t, tool_call_id: id };
+      if (kind === PART_RECONNECT) {
+        onReconnect?.(Number(t));
+        return null;
+      }
       return JSON.parse(t);
     };
     while (i < meta.length) {
-      const waiting = cb(next());
+      const part = next();
+      const waiting = part === null ? undefined : cb(part);
       if (isThenable(waiting)) {
         return (async () => {
           await waiting;
-          while (i < meta.length) await cb(next());
+          while (i < meta.length) {
+            const part = next();
+            if (part !== null) await cb(part);
+          }
         })();
       }
     }
@@ -143,7 +155,7 @@ function observed(options, telemetry) {
     span.call?.part();
     return typeof own === "function" ? own(p) : undefined;
   };
-  return { opts: { ...options, onMessagePart }, span };
+  return { opts: { ...options, onMessagePart, [RECONNECTED]: (after) => span.call?.reconnected(after) }, span };
 }
 const GENERATE_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolCall"];
 const STEP_OPTIONS = [...COMMON_STEP_OPTIONS, "onToolResult", "toolTimeoutMs"];
@@ -161,7 +173,7 @@ function common(provider, systemPrompt, historyJson, options, validateFallback) 
     watch,
     hooks: {
       output: outputOption(options.output, "options", validateFallback),
-      onPart: partHook(withWatch(options.onMessagePart, watch)),
+      onPart: partHook(withWatch(options.onMessagePart, watch), options[RECONNECTED]),
       signal: options.signal ?? undefined,
       warn: logger ? (message, fields) => logger.warn(message, fields) : undefined,
       limits: options.limits ?? undefined,

@@ -122,6 +122,7 @@ const CORE_CONSTANTS = {
   PART_TEXT: "src/glue/parts.rs",
   PART_THINK: "src/glue/parts.rs",
   PART_ARGUMENTS: "src/glue/parts.rs",
+  PART_RECONNECT: "src/glue/parts.rs",
 };
 
 function coreConstants() {

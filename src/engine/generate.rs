@@ -77,9 +77,9 @@ pub trait PartSink<E> {
     fn flush(&mut self) -> CallbackResult<E> {
         Ok(None)
     }
-    /// Whether the sink hears [`Self::heard`] (a generation that has no one to tell does not ask
+    /// Whether the sink hears [`Heard::Kept`] (a generation that has no one to tell does not ask
     /// its source).
-    const HEARS: bool = false;
+    const HEARS_KEPT: bool = false;
     /// What became of the answer besides its parts ([`Heard`]).
     fn heard(&mut self, _news: Heard<'_>) {}
 }
@@ -100,7 +100,7 @@ impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(Heard<'_>)
     fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {
         (self.0)(p)
     }
-    const HEARS: bool = true;
+    const HEARS_KEPT: bool = true;
     fn heard(&mut self, news: Heard<'_>) {
         (self.1)(news)
     }
@@ -804,7 +804,7 @@ where
             a.renamer = renamer;
         }
     }
-    let mut told = !P::HEARS;
+    let mut told = !P::HEARS_KEPT;
     let mut batch = Vec::new();
     loop {
         // A failed batch appends nothing (the events before an error in the same piece come in

@@ -53,6 +53,9 @@ pub const PART_THINK: u32 = 1;
 pub const PART_ARGUMENTS: u32 = 2;
 /// Any other part, as JSON.
 pub const PART_JSON: u32 = 3;
+/// Not a part: the answer's stream broke and it is read again after the sequence number its text
+/// holds (the model call's telemetry span notes it).
+pub const PART_RECONNECT: u32 = 4;
 
 /// The parts of a step held for the part hook until the engine flushes them (before a tool is
 /// handed on, and before it waits for more bytes), each with one of the kinds above.
@@ -95,6 +98,12 @@ impl crate::engine::generate::PartSink<GlueError> for PartBatch<'_> {
             }
         }
         Ok(None)
+    }
+
+    fn heard(&mut self, news: crate::engine::generate::Heard<'_>) {
+        if let (crate::engine::generate::Heard::Reconnected(after), Some(_)) = (news, self.hook) {
+            self.push(PART_RECONNECT, "", &after.to_string());
+        }
     }
 
     fn flush(&mut self) -> CallbackResult<GlueError> {

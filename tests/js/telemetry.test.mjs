@@ -203,3 +203,22 @@ test("agent: an answer cut three times and read again each time (Responses in th
     await s.close();
   }
 });
+
+test("generate: an answer read again after its stream broke is one chat span with a reconnect event; onMessagePart sees parts only", async () => {
+  exporter.reset();
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: "resume" });
+  try {
+    const provider = new k.OpenAIResponsesProvider({ model: "gpt-5-mini", apiKey: "sk-test", baseUrl: s.baseUrl, background: true });
+    const parts = [];
+    const r = await k.generate(provider, "", [], [{ role: "user", content: "go" }], { telemetry: { tracer }, onMessagePart: (p) => parts.push(p) });
+    assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET"]);
+    assert.ok(parts.every((p) => p.type === "text"), JSON.stringify(parts));
+    assert.equal(parts.map((p) => p.text).join(""), "The answer goes on after the cut.");
+    assert.equal(r.usage.output, 40);
+    const chats = exporter.getFinishedSpans().filter((x) => x.name === "chat gpt-5-mini");
+    assert.equal(chats.length, 1);
+    assert.deepEqual(chats[0].events.filter((e) => e.name === "kosong.answer.reconnect").map((e) => e.attributes["kosong.answer.starting_after"]), [5]);
+  } finally {
+    await s.close();
+  }
+});
