@@ -105,7 +105,7 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // and to generate's and step's part hook for telemetry's span event (+0.3 KB) — +6.3 KB in all,
   // past 45's 3 KB.
   // Tried to pay for it: the replay's branch out of line in every generation, the sinks that hear
-  // nothing told at compile time (HEARS_RESUMABLE), the first GET through the reconnect closure, one
+  // nothing told at compile time (HEARS_KEPT), the first GET through the reconnect closure, one
   // notice builder — under 0.1 KB together. (Still carried: core's float formatting, ~15 KB raw,
   // reached through serde's `Unexpected::Float` in deserialization errors.)
   const BUDGET = 300 * 1024;
