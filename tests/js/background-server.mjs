@@ -38,7 +38,9 @@ export const frame = (e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
  * The server. `plan.cuts`: for each connection to an answer (the POST, then each GET), the
  * sequence number of the event it is cut in the middle of (`Infinity`: not cut). `plan.get`:
  * `"resume"` (as OpenAI documents), `"replay"` (ignores starting_after: streams from 0), or a
- * status to answer every GET with (404: the answer expired).
+ * status to answer every GET with (404: the answer expired). `getFailures`: statuses the next GETs
+ * get first; `redirectGets`: how many GETs are redirected (307, same origin) first; `holdAt` /
+ * `holdFirstAt`: where a stream stops until its reader goes away; `delayMs` between events.
  */
 export async function backgroundServer(plan) {
   const requests = [];
@@ -51,8 +53,10 @@ export async function backgroundServer(plan) {
     requests.push({ method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), body: body ? JSON.parse(body) : null, at: Date.now() });
     let events;
     let from = 0;
+    let answer = null;
     if (req.method === "POST" && url.pathname === "/v1/responses") {
       const id = `resp_${answers.size + 1}`;
+      answer = id;
       events = plan.events(id, answers.size + 1);
       answers.set(id, events);
     } else if (req.method === "POST" && /^\/v1\/responses\/[^/]+\/cancel$/.test(url.pathname)) {
@@ -61,7 +65,14 @@ export async function backgroundServer(plan) {
       plan.onCancel?.();
       return;
     } else if (req.method === "GET" && url.pathname.startsWith("/v1/responses/")) {
-      events = answers.get(decodeURIComponent(url.pathname.slice("/v1/responses/".length)));
+      answer = decodeURIComponent(url.pathname.slice("/v1/responses/".length));
+      events = answers.get(answer);
+      if (plan.redirectGets > 0) {
+        // A same-origin redirect first (a proxy's): followed, nothing read yet.
+        plan.redirectGets--;
+        res.writeHead(307, { location: `${url.pathname}${url.search}&hop=1` }).end();
+        return;
+      }
       const refusal = plan.getFailures?.shift();
       if (refusal) {
         // A GET that fails before the answer is read again (a 503 with its Retry-After).
@@ -80,7 +91,8 @@ export async function backgroundServer(plan) {
       return;
     }
     const connection = connections++;
-    const cut = plan.cuts[connection] ?? Infinity;
+    // `onlyFirstAnswer`: the cuts are the first answer's connections' (a later step streams whole).
+    const cut = plan.onlyFirstAnswer && answer !== "resp_1" ? Infinity : (plan.cuts[connection] ?? Infinity);
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (const e of events.slice(from)) {
       const text = frame(e);

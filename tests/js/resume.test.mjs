@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { answerEvents, backgroundServer } from "./background-server.mjs";
 import * as kosong from "../../pkg/node.js";
+import { mulberry32 } from "../../pkg/chaos.js";
 
 /** Resolves once `pred()` holds, checked every 10 ms, or after `ms` (a bound, not a timing). */
 async function until(pred, ms = 5000) {
@@ -261,4 +262,56 @@ test("background: a Node process SIGKILLed mid-answer; the next process reads th
   } finally {
     await s.close();
   }
+});
+
+// ---- the fault tests, on this path -----------------------------------------------------------
+
+test("background, in a turn, through every fault the fault tests know — cuts mid-event and between events, a clean early end, a stall past timeoutMs, 503 and 500 on the read, a redirect, a server that replays from 0 — the answer goes on: the text once, the tool once, usage once, no StepRetry, one POST a step", { timeout: 120_000 }, async () => {
+  const call = { id: "call_A", name: "lookup", args: '{"q":"x"}' };
+  const rand = mulberry32(45);
+  const pick = (xs) => xs[Math.floor(rand() * xs.length)];
+  const drawn = new Set();
+  for (let round = 0; round < 24; round++) {
+    const faults = [];
+    // Within an answer's budget of three reads again (a failed read counts): up to three of its
+    // connections broken, each later than the last (a server that replays from 0 sends the events
+    // read already again, and only what is past them is progress).
+    const failedRead = rand() < 0.3;
+    const n = 1 + Math.floor(rand() * (failedRead ? 2 : 3));
+    const cuts = [...new Set(Array.from({ length: n }, () => 1 + Math.floor(rand() * 13)))].sort((a, b) => a - b);
+    const plan = { events: (id, n) => (n === 1 ? answerEvents(id, { call }) : answerEvents(id, { text: ["done"] })), cuts, onlyFirstAnswer: true, get: pick(["resume", "resume", "replay"]) };
+    faults.push(`cuts ${cuts} ${plan.get}`);
+    if (rand() < 0.3) (plan.endCleanly = true), faults.push("clean end");
+    if (failedRead) (plan.getFailures = [{ status: pick([500, 503]), retryAfter: pick([0, 1]) }]), faults.push(`read ${plan.getFailures[0].status}`);
+    if (rand() < 0.3) (plan.redirectGets = 1), faults.push("redirect");
+    const stall = rand() < 0.2;
+    if (stall) (plan.cuts = []), (plan.holdFirstAt = cuts[0]), faults.push(`stall at ${cuts[0]}`);
+    const s = await backgroundServer(plan);
+    try {
+      let runs = 0;
+      const toolset = new kosong.SimpleToolset([{ name: "lookup", description: "", parameters: { type: "object" }, handler: async () => (runs++, "found") }]);
+      const provider = new kosong.OpenAIResponsesProvider({ model: "gpt-5-mini", apiKey: "sk-test", baseUrl: s.baseUrl, background: true, ...(stall ? { timeoutMs: 300 } : {}) });
+      const agent = new kosong.Agent({ provider, systemPrompt: "", toolset });
+      const seen = [];
+      await kosong.runSoul(agent, "go", async (wire) => {
+        for await (const m of wire.uiSide({ merge: false })) seen.push(m);
+      }, new AbortController().signal);
+      const what = `round ${round} (${faults.join(", ")})`;
+      assert.ok(!seen.some((m) => m.type === "StepRetry"), `${what}: ${seen.map((m) => m.type)}`);
+      assert.equal(runs, 1, what);
+      const h = agent.context.history;
+      assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "assistant"], what);
+      assert.equal(textOf(h[1]), "The answer goes on after the cut.", what);
+      assert.equal(seen.filter((m) => m.type === "ContentPart").map((m) => m.payload.text).join(""), "The answer goes on after the cut.done", `${what}: each piece told once`);
+      assert.deepEqual(seen.filter((m) => m.type === "StatusUpdate").map((m) => m.payload.token_usage.output), [40, 40], `${what}: usage once a step`);
+      assert.equal(s.requests.filter((q) => q.method === "POST").length, 2, `${what}: one POST a step`);
+      const reconnects = seen.filter((m) => m.type === "Notification" && m.payload.type === "answer_reconnected").length;
+      assert.ok(reconnects >= 1 && reconnects <= 3, `${what}: ${reconnects} reconnects`);
+      for (const f of faults) drawn.add(f.split(" ")[0] === "cuts" ? `cuts ${plan.get}` : f.replace(/ at \d+$/, "").replace(/ \d+$/, ""));
+    } finally {
+      await s.close();
+    }
+  }
+  // Every kind of fault came up.
+  assert.deepEqual([...drawn].sort(), ["clean end", "cuts replay", "cuts resume", "read", "redirect", "stall"]);
 });
