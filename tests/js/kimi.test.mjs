@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
+import { answerEvents, backgroundServer } from "./background-server.mjs";
 
 const python = process.env.KIMI_PYTHON;
 
@@ -137,4 +138,22 @@ test("a FileSessionStore directory (a turn with a tool call asked with needsAppr
   const there = JSON.parse(execFileSync(python, ["-c", READ_SESSION, dir], { encoding: "utf8" }));
   assert.deepEqual(there, here);
   assert.ok(here.kinds.includes("ApprovalRequest") && here.kinds.includes("ToolResult"));
+});
+
+test("kimi-cli reads a recording of a background answer cut and read again (the answer_kept and answer_reconnected notices)", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [6], get: "resume" });
+  try {
+    const lines = [];
+    const provider = new k.OpenAIResponsesProvider({ model: "gpt-5-mini", apiKey: "sk-test", baseUrl: s.baseUrl, background: true });
+    await k.runSoul(new k.Agent({ provider }), "go", async (w) => { for await (const _ of w.uiSide({ merge: true })); }, new AbortController().signal, { recorder: new k.WireRecorder((l) => void lines.push(l)) });
+    const file = join(mkdtempSync(join(tmpdir(), "kimi-wire-")), "wire.jsonl");
+    writeFileSync(file, lines.join("\n") + "\n");
+    const theirs = JSON.parse(execFileSync(python, ["-c", READ_WIRE, file], { encoding: "utf8" }));
+    const ours = k.readWireRecord(lines.join("\n"));
+    assert.equal(theirs.length, ours.length);
+    assert.deepEqual(ours.filter((m) => m.type === "Notification").map((m) => m.payload.type), ["answer_kept", "answer_reconnected"]);
+    assert.equal(theirs.filter((t) => t === "Notification").length, 2, theirs.join());
+  } finally {
+    await s.close();
+  }
 });
