@@ -435,7 +435,9 @@ impl ToolDispatch for SimTools {
         call: &ToolCall,
         _args: &Arguments<'_>,
     ) -> Option<LocalBoxFuture<'static, Result<bool, String>>> {
-        (call.function.name == "pay").then(|| futures::future::ready(Ok(true)).boxed_local())
+        // The question takes a while to decide (a JS `needsApproval` is an async function).
+        let decided = self.clock.sleep(5.0);
+        (call.function.name == "pay").then(|| decided.map(|()| Ok(true)).boxed_local())
     }
     fn dispatch(&self, call: &ToolCall, _args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
         let (name, id) = (call.function.name.clone(), call.id.clone());

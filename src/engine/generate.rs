@@ -536,6 +536,12 @@ impl MessageAssembler {
         }
     }
 
+    /// Whether this is a message read again that holds calls (a dead runtime may have started
+    /// them: a failure of the answer read again salvages the round, never voids it).
+    pub fn holds_calls_read_again(&self) -> bool {
+        self.replay.is_some() && !self.calls.is_empty()
+    }
+
     /// The calls already whole in a message read again ([`Self::read_again`]), before its answer
     /// goes on: they are handed on before anything else arrives.
     pub fn whole_before_reading_again(&self) -> Vec<ToolCall> {

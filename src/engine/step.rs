@@ -62,6 +62,12 @@ pub trait ToolDispatch {
     /// ([`cut_off_result`]); `chars` is how much of its input had arrived. For a log line: the
     /// call's name, id and size, never its contents.
     fn on_cut_off(&self, _call: &ToolCall, _chars: usize) {}
+    /// The result the caller has for this very call already (same id, function and arguments: a
+    /// recovered turn's call that may have run before its runtime died), which a broken round
+    /// answers it with instead of "did not run".
+    fn had(&self, _call: &ToolCall) -> Option<ToolResult> {
+        None
+    }
 }
 
 /// The result for a call the stream showed but broke before it could start: the tool did not
@@ -272,7 +278,11 @@ where
     let mut drivers = drivers.into_inner();
     let generated = match outcome {
         Ok(g) => g,
-        Err(error) if started.borrow().is_empty() => return Err(StepFailure { error, salvaged: None }),
+        // Void only when nothing may have run: a message read again (a recovered turn's) holds
+        // calls a dead runtime may have started, and is salvaged.
+        Err(error) if started.borrow().is_empty() && !asm.borrow().holds_calls_read_again() => {
+            return Err(StepFailure { error, salvaged: None })
+        }
         Err(error) => {
             let salvaged = salvage(source, asm, dispatch, started.into_inner(), on_tool_result.as_ref()).await;
             drop(drivers);
@@ -326,8 +336,13 @@ async fn salvage<S: EventSource, D: ToolDispatch>(
         match early.get_mut(&call.id).and_then(Vec::pop) {
             Some(f) => pending.push(Either::Left(f)),
             None => {
-                let r = cut_off_result(call, complete);
-                dispatch.on_cut_off(call, call.function.arguments.as_deref().map_or(0, |a| a.chars().count()));
+                let r = match dispatch.had(call) {
+                    Some(r) => r,
+                    None => {
+                        dispatch.on_cut_off(call, call.function.arguments.as_deref().map_or(0, |a| a.chars().count()));
+                        cut_off_result(call, complete)
+                    }
+                };
                 if let Some(cb) = on_tool_result {
                     cb(&r);
                 }

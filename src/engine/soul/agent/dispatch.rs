@@ -148,6 +148,9 @@ pub(super) struct TurnState {
     pub(super) repeats: RepeatTracker,
     /// A step whose message is complete but not yet in the context.
     pub(super) in_flight: Option<(Message, Option<TokenUsage>)>,
+    /// The message in flight is in the context already (a recovered round the dead runtime wrote),
+    /// with results for these calls: a cancel writes only the results it lacks.
+    pub(super) in_context: Option<Vec<String>>,
     /// Results by call id, across the attempts and steps of the turn.
     pub(super) finished: HashMap<String, ToolResult>,
     /// Calls by id, across attempts and steps: one that streams the very same call again
@@ -177,6 +180,7 @@ impl TurnState {
         TurnState {
             repeats: RepeatTracker::default(),
             in_flight: None,
+            in_context: None,
             finished: HashMap::new(),
             calls: HashMap::new(),
             published: HashSet::new(),
@@ -249,6 +253,11 @@ impl<T: ToolDispatch> ToolDispatch for TurnDispatch<'_, T> {
 
     fn on_late_fragment(&self, call: &ToolCall, bytes: usize) {
         self.inner.on_late_fragment(call, bytes)
+    }
+
+    fn had(&self, call: &ToolCall) -> Option<ToolResult> {
+        let st = self.state.borrow();
+        st.had(call).map(|r| ToolResult { tool_call_id: call.id.clone(), return_value: r.return_value.clone() })
     }
 
     fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {

@@ -204,6 +204,20 @@ where
             self.close_round(message, recorded.usage, &[], state)?;
             return Ok(Closed::Over);
         }
+        // From here the round is in flight (a tool's `needsApproval` may take a while to say): a
+        // cancel closes it — its recorded results stand, every other call gets an aborted one,
+        // and a message the context holds already is not written again.
+        {
+            let mut st = state.borrow_mut();
+            for c in &calls {
+                if let Some(r) = recorded.results.get(&c.id) {
+                    st.finished.insert(c.id.clone(), r.clone());
+                    st.published.insert(c.id.clone());
+                }
+            }
+            st.in_flight = Some((message.clone(), recorded.usage));
+            st.in_context = written.as_ref().map(|_| written_results.clone());
+        }
         if !no_reruns {
             self.resume_approvals(recorded);
         }
@@ -281,6 +295,7 @@ where
             .collect();
         let results = join_all(runs).await;
         let Some((message, usage)) = state.borrow_mut().in_flight.take() else { return Err(TurnError::Cancelled) };
+        state.borrow_mut().in_context = None;
         if written.is_some() {
             // The message is in the context: only the results it lacks are written.
             let missing: Vec<Message> = results
@@ -386,15 +401,17 @@ where
         let mut asm = round.borrow_mut();
         let mut st = state.borrow_mut();
         for (i, (c, not_started)) in calls.iter().zip(not_started).enumerate() {
-            // A call is whole when one came after it. The last may go on: if the answer read
-            // again adds to its input, it was not whole when the runtime died (a call is handed
-            // on once whole), so it never ran and runs now with its whole input; if it adds
-            // nothing, it is the call the recording holds, and what it has here (below) stands:
-            // a turn's result is had only by a call with the very same function and arguments.
-            if i + 1 < calls.len() {
+            // A call is whole when one came after it, or when its input is a whole JSON value
+            // (nothing can follow one). A last call whose input is still empty may go on: if the
+            // answer read again adds to it, it was not whole when the runtime died (a call is
+            // handed on once whole), so it never ran and runs now with its whole input; if it adds
+            // nothing, what the call has here (below) stands — a turn's result is had only by a
+            // call with the very same function and arguments.
+            let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
+            let empty = c.function.arguments.as_deref().is_none_or(|a| a.trim().is_empty());
+            if i + 1 < calls.len() || (parsed && !empty) {
                 asm.complete(&c.id);
             }
-            let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
             let had = match recorded.results.get(&c.id) {
                 Some(r) => Some(r.clone()),
                 None if !parsed || not_started || !self.tools.is_eager(&c.function.name) => None,

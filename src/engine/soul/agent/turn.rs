@@ -130,9 +130,10 @@ where
         timed_out: Option<f64>,
     ) {
         self.wire.reject_pending();
-        let (in_flight, finished, published) = {
+        let (in_flight, in_context, finished, published) = {
             let mut st = state.borrow_mut();
-            (st.in_flight.take(), std::mem::take(&mut st.finished), std::mem::take(&mut st.published))
+            let (f, p) = (std::mem::take(&mut st.finished), std::mem::take(&mut st.published));
+            (st.in_flight.take(), st.in_context.take(), f, p)
         };
         let (message, usage) = match in_flight {
             Some(m) => m,
@@ -162,7 +163,13 @@ where
                 }
             })
             .collect();
-        self.grow(message, usage, &results);
+        match in_context {
+            // The message is in the context already: only the results it lacks are written.
+            Some(written) => self.context.append(
+                results.iter().filter(|r| !written.contains(&r.tool_call_id)).map(tool_result_to_message).collect(),
+            ),
+            None => self.grow(message, usage, &results),
+        }
     }
 
     pub(super) fn check_store(&self) -> Result<(), TurnError<ErrOf<M>>> {
