@@ -1320,6 +1320,21 @@ fn seeds_4() {
     seeds(3)
 }
 
+/// Seeds past the default run that once failed, run every time: 13484, 112174 and 152439 (a
+/// recovered turn reading its kept answer again: a whole last call left open, a failed read that
+/// voided calls a dead runtime may have started), 79437 (a cancel while a recovered round's
+/// `needsApproval` was still deciding: its calls left without results).
+const REGRESSIONS: [u64; 4] = [13484, 79437, 112174, 152439];
+
+#[test]
+fn regressions() {
+    for seed in REGRESSIONS {
+        if let Err(why) = run(seed, None).1 {
+            panic!("{}", report(seed, None, &why));
+        }
+    }
+}
+
 /// `SIM_SEED=n`: runs one seed and prints its schedule.
 #[test]
 fn replay() {
