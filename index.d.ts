@@ -332,8 +332,11 @@ export class AnthropicProvider implements ChatProvider {
  * repeats are skipped) — no second POST, no retry, no salvage. An answer
  * that cannot be read again (404: expired; another 4xx) fails as any broken stream does. An answer
  * nobody reads any more (an abort, a time limit, a break given up on) is cancelled server-side
- * (`POST {baseUrl}/responses/{id}/cancel`, at most 10 s, never an error the caller hears). Not yet:
- * a turn recovered after its runtime died reading the answer again (it asks again).
+ * (`POST {baseUrl}/responses/{id}/cancel`, at most 10 s, never an error the caller hears). A turn
+ * recovered after its runtime died (a `Session`, `resumeSoul`) reads the answer it was reading
+ * again from its start (`starting_after=0`) instead of asking the model again: the answer's id is
+ * recorded as a `Notification` of type `answer_kept`, each reconnect as one of type
+ * `answer_reconnected` (an event of the telemetry `chat` span).
  */
 export class OpenAIResponsesProvider implements ChatProvider {
   constructor(opts: ProviderOptions & { reasoningEffort?: string; background?: boolean });
@@ -743,7 +746,13 @@ export interface ApprovalRequestPayload {
   /** Asked before the handler started (`needsApproval`): nothing of the tool has run. */
   before_start?: true;
 }
-/** kimi-cli's notification; the runtime sends one of `type: "turn_resumed"` when a turn goes on after its runtime died. */
+/**
+ * kimi-cli's notification. The runtime sends one of `type: "turn_resumed"` when a turn goes on after
+ * its runtime died; with a provider whose server keeps its answers (`OpenAIResponsesProvider` with
+ * `background: true`), one of `type: "answer_kept"` (`payload.response_id`) once an answer's id is
+ * known, and one of `type: "answer_reconnected"` (`payload.starting_after`) each time its broken
+ * stream is read again.
+ */
 export interface NotificationPayload {
   id: string;
   category: string;
