@@ -1323,8 +1323,9 @@ fn seeds_4() {
 /// Seeds past the default run that once failed, run every time: 13484, 112174 and 152439 (a
 /// recovered turn reading its kept answer again: a whole last call left open, a failed read that
 /// voided calls a dead runtime may have started), 79437 (a cancel while a recovered round's
-/// `needsApproval` was still deciding: its calls left without results).
-const REGRESSIONS: [u64; 4] = [13484, 79437, 112174, 152439];
+/// `needsApproval` was still deciding: its calls left without results), 443019 (an approval
+/// answered again while a recovered turn read its kept answer, before the request waited again).
+const REGRESSIONS: [u64; 5] = [13484, 79437, 112174, 152439, 443019];
 
 #[test]
 fn regressions() {

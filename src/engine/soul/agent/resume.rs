@@ -124,9 +124,14 @@ where
                 let mark = state.borrow().mark(recorded.step);
                 self.context.checkpoint_marked(mark);
             }
-            if give_up_why.is_none() && !recorded.stream_ended {
-                if let Some(again) = self.read_again(model, &mut recorded, &state, &round).await {
-                    return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
+            if give_up_why.is_none() {
+                // Before anything is awaited: an answer the person gives while the turn gets
+                // going is taken.
+                self.resume_approvals(&recorded);
+                if !recorded.stream_ended {
+                    if let Some(again) = self.read_again(model, &mut recorded, &state, &round).await {
+                        return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
+                    }
                 }
             }
             let closed = self.close_recorded_round(&recorded, give_up_why.is_some(), &state).await?;
@@ -218,9 +223,9 @@ where
             st.in_flight = Some((message.clone(), recorded.usage));
             st.in_context = written.as_ref().map(|_| written_results.clone());
         }
-        if !no_reruns {
-            self.resume_approvals(recorded);
-        }
+        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
+        // with its definitions.
+        let _ = self.tools.definitions();
         let not_started = self.not_started(recorded, &calls).await;
         let plan: Vec<Close> = calls
             .iter()
@@ -313,8 +318,6 @@ where
     /// Approvals asked in the recorded round wait again under their ids (answered already, if
     /// the answer was recorded): a call that runs again finds its request, nothing is asked twice.
     fn resume_approvals(&self, recorded: &RecordedTurn) {
-        // Read now: a toolset says which of its tools wait for a whole answer or are idempotent
-        // with its definitions.
         let _ = self.tools.definitions();
         for a in &recorded.approvals {
             self.approvals.resume(a);
@@ -396,7 +399,6 @@ where
                 return None;
             }
         };
-        self.resume_approvals(recorded);
         let not_started = self.not_started(recorded, &calls).await;
         let mut asm = round.borrow_mut();
         let mut st = state.borrow_mut();
