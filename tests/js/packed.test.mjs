@@ -103,7 +103,9 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // whole calls handed on first (the turn's step and resume futures: +2.9 KB raw ≈ +1.5 KB), the
   // model's reopen through the reconnect's own GET (+0.3 KB), a reconnect told on the turn's wire
   // and to generate's and step's part hook for telemetry's span event (+0.3 KB) — +6.3 KB in all,
-  // past 45's 3 KB.
+  // past 45's 3 KB. Then +0.4 KB for what a 600,000-seed simulation found in recovery: a recovered
+  // round in flight before anything is awaited (a cancel answers every call, never writes the
+  // context's message twice), a broken round answering a call the turn has a result for with it.
   // Tried to pay for it: the replay's branch out of line in every generation, the sinks that hear
   // nothing told at compile time (HEARS_KEPT), the first GET through the reconnect closure, one
   // notice builder — under 0.1 KB together. (Still carried: core's float formatting, ~15 KB raw,
