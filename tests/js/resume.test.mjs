@@ -199,6 +199,28 @@ test("background: an abort stops the answer server-side too (POST …/cancel), a
   }
 });
 
+test("background: a turn's time limit and a cancelled turn stop the answer server-side too (POST …/cancel, once)", async () => {
+  for (const how of ["turnTimeoutMs", "cancel"]) {
+    let cancelled;
+    const seenCancel = new Promise((r) => (cancelled = r));
+    const s = await backgroundServer({ events: (id) => answerEvents(id), cuts: [], get: "resume", holdAt: 5, onCancel: () => cancelled() });
+    try {
+      const ctrl = new AbortController();
+      const agent = new kosong.Agent({ provider: provider(s.baseUrl), systemPrompt: "", ...(how === "turnTimeoutMs" ? { turnTimeoutMs: 300 } : {}) });
+      const run = kosong.runSoul(agent, "go", async (wire) => {
+        for await (const m of wire.uiSide({ merge: false })) if (how === "cancel" && m.type === "ContentPart") ctrl.abort();
+      }, ctrl.signal);
+      await assert.rejects(run, (e) => (how === "cancel" ? e instanceof kosong.RunCancelled : e instanceof kosong.TurnTimeoutError), how);
+      const outcome = await Promise.race([seenCancel.then(() => "cancelled"), new Promise((r) => setTimeout(() => r("no cancel within 5 s"), 5000))]);
+      assert.equal(outcome, "cancelled", how);
+      await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(s.requests.map((q) => `${q.method} ${q.path}`), ["POST /v1/responses", "POST /v1/responses/resp_1/cancel"], how);
+    } finally {
+      await s.close();
+    }
+  }
+});
+
 // ---- a recovered turn reads its kept answer again ------------------------------------------
 
 const CHILD = new URL("./resume-child.mjs", import.meta.url).pathname;
