@@ -128,7 +128,11 @@ where
                 // Before anything is awaited: an answer the person gives while the turn gets
                 // going is taken.
                 self.resume_approvals(&recorded);
-                if !recorded.stream_ended {
+                // The answer is read again while the dead runtime wrote none of its round to the
+                // context (a round written there is closed as written).
+                let written =
+                    self.context.read(|c| c.since_last_checkpoint().iter().any(|m| m.role == Role::Assistant));
+                if !recorded.stream_ended && !written {
                     if let Some(again) = self.read_again(model, &mut recorded, &state, &round).await {
                         return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
                     }
