@@ -30,6 +30,8 @@ pub struct Replay {
     others: Seen<Vec<ContentPart>>,
     /// The recorded calls: id, name, arguments; and how many bytes of each were read again.
     calls: Vec<(String, String, String, usize)>,
+    /// Each recorded call's index by its id (a fragment that names its call finds it in O(1)).
+    recorded_ids: HashMap<String, usize>,
     /// How many of the recorded calls were read again (their start).
     calls_seen: usize,
     /// The server's id of each call read again → its index.
@@ -73,15 +75,18 @@ impl Replay {
                 Some((false, t)) => self.think.have.push_str(t),
                 None => self.others.have.push(c.clone()),
             },
-            StreamedMessagePart::ToolCall(c) => self.calls.push((
-                c.id.clone(),
-                c.function.name.clone(),
-                c.function.arguments.clone().unwrap_or_default(),
-                0,
-            )),
+            StreamedMessagePart::ToolCall(c) => {
+                self.recorded_ids.insert(c.id.clone(), self.calls.len());
+                self.calls.push((
+                    c.id.clone(),
+                    c.function.name.clone(),
+                    c.function.arguments.clone().unwrap_or_default(),
+                    0,
+                ))
+            }
             StreamedMessagePart::ToolCallPart(f) => {
                 let target = match &f.tool_call_id {
-                    Some(id) => self.calls.iter_mut().rev().find(|c| c.0 == *id),
+                    Some(id) => self.recorded_ids.get(id).copied().and_then(|i| self.calls.get_mut(i)),
                     None => self.calls.last_mut(),
                 };
                 if let (Some(c), Some(a)) = (target, &f.arguments_part) {
