@@ -52,6 +52,7 @@ fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
             }
             StreamEvent::ToolCallComplete(id) => completed.push(id),
             StreamEvent::Boundary => asm.boundary(),
+            StreamEvent::Reconnected(_) => {}
         }
     }
     let empty = asm.check_not_empty().err().map(|e| e.to_string());
