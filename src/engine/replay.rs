@@ -96,11 +96,6 @@ impl Replay {
         }
     }
 
-    /// Whether the recording holds nothing of the answer.
-    pub fn is_empty(&self) -> bool {
-        self.text.have.is_empty() && self.think.have.is_empty() && self.others.have.is_empty() && self.calls.is_empty()
-    }
-
     /// What of `p` the recording does not hold yet (`None`: all of it is held); an error when the
     /// answer read again is not the one recorded.
     pub fn part(&mut self, p: StreamedMessagePart) -> Result<Option<StreamedMessagePart>, ChatProviderError> {

@@ -221,6 +221,32 @@ test("background: a turn's time limit and a cancelled turn stop the answer serve
   }
 });
 
+test("background: a 2.5 MB answer cut in the middle is read again whole, each piece once, while the part callback makes the package allocate", { timeout: 60_000 }, async () => {
+  const piece = (i) => `${String(i).padStart(5, "0")}:${"é漢x".repeat(300)}|`;
+  const text = Array.from({ length: 2000 }, (_, i) => piece(i));
+  const whole = text.join("");
+  assert.ok(Buffer.byteLength(whole) > 2.5e6, `${Buffer.byteLength(whole)} bytes`);
+  const s = await backgroundServer({ events: (id) => answerEvents(id, { text }), cuts: [1000], get: "resume" });
+  try {
+    let seen = "";
+    let records = 0;
+    const r = await kosong.generate(provider(s.baseUrl), "", [], user, {
+      onMessagePart: (p) => {
+        seen += p.text ?? "";
+        // A callback that makes the package allocate while a read is being handed over.
+        records += kosong.readWireRecord(`{"timestamp":1,"message":{"type":"StepBegin","payload":{"n":${records + 1}}}}`).length;
+      },
+    });
+    assert.equal(textOf(r.message), whole, "the answer whole, once");
+    assert.equal(seen, whole, "each piece told once, in order");
+    assert.ok(records > 0);
+    assert.deepEqual(s.requests.map((q) => q.method), ["POST", "GET"]);
+    assert.equal(r.usage.output, 40, "usage once");
+  } finally {
+    await s.close();
+  }
+});
+
 // ---- a recovered turn reads its kept answer again ------------------------------------------
 
 const CHILD = new URL("./resume-child.mjs", import.meta.url).pathname;

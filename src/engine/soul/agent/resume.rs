@@ -124,14 +124,20 @@ where
                 let mark = state.borrow().mark(recorded.step);
                 self.context.checkpoint_marked(mark);
             }
+            // The results the recording holds for the round's calls are on the wire already (in
+            // the life that ran them): a cancel from here keeps them, never sends them again.
+            {
+                let mut st = state.borrow_mut();
+                let had = recorded.round.calls().iter().filter(|c| recorded.results.contains_key(&c.id));
+                st.published.extend(had.map(|c| c.id.clone()));
+            }
             if give_up_why.is_none() {
                 // Before anything is awaited: an answer the person gives while the turn gets
                 // going is taken.
                 self.resume_approvals(&recorded);
                 // The answer is read again while the dead runtime wrote none of its round to the
                 // context (a round written there is closed as written).
-                let written =
-                    self.context.read(|c| c.since_last_checkpoint().iter().any(|m| m.role == Role::Assistant));
+                let written = self.round_in_context().0.is_some();
                 if !recorded.stream_ended && !written {
                     if let Some(again) = self.read_again(model, &mut recorded, &state, &round).await {
                         return self.steps_from(model, recorded.step, false, &state, &round, Some(again)).await;
@@ -183,12 +189,7 @@ where
     ) -> Result<Closed, TurnError<ErrOf<M>>> {
         // What the context holds of the round already (the runtime died after writing it, or
         // part of it): its message, and the results written after it.
-        let (written, written_results) = self.context.read(|c| {
-            let tail = c.since_last_checkpoint();
-            let message = tail.iter().find(|m| m.role == Role::Assistant).map(|m| (*m).clone());
-            let results: Vec<String> = tail.iter().filter_map(|m| m.tool_call_id.clone()).collect();
-            (message, results)
-        });
+        let (written, written_results) = self.round_in_context();
         let recorded_ids: Vec<&str> = recorded.round.calls().iter().map(|c| c.id.as_str()).collect();
         let written = written.filter(|m| {
             let ids: Vec<&str> = m.tool_calls.iter().flatten().map(|c| c.id.as_str()).collect();
@@ -218,12 +219,6 @@ where
         // and a message the context holds already is not written again.
         {
             let mut st = state.borrow_mut();
-            for c in &calls {
-                if let Some(r) = recorded.results.get(&c.id) {
-                    st.finished.insert(c.id.clone(), r.clone());
-                    st.published.insert(c.id.clone());
-                }
-            }
             st.in_flight = Some((message.clone(), recorded.usage));
             st.in_context = written.as_ref().map(|_| written_results.clone());
         }
@@ -319,6 +314,16 @@ where
         Ok(if self.close_round(message, usage, &results, state)? { Closed::Over } else { Closed::Next })
     }
 
+    /// What the context holds of the step's round already (the dead runtime wrote it, or part
+    /// of it): its message, and the calls it has results for.
+    fn round_in_context(&self) -> (Option<Message>, Vec<String>) {
+        self.context.read(|c| {
+            let tail = c.since_last_checkpoint();
+            let message = tail.iter().find(|m| m.role == Role::Assistant).map(|m| (*m).clone());
+            (message, tail.iter().filter_map(|m| m.tool_call_id.clone()).collect())
+        })
+    }
+
     /// Approvals asked in the recorded round wait again under their ids (answered already, if
     /// the answer was recorded): a call that runs again finds its request, nothing is asked twice.
     fn resume_approvals(&self, recorded: &RecordedTurn) {
@@ -393,9 +398,6 @@ where
         // stand, every other call gets an aborted one).
         *round.borrow_mut() = std::mem::take(&mut recorded.round);
         let calls: Vec<ToolCall> = round.borrow().calls().to_vec();
-        for c in calls.iter().filter(|c| recorded.results.contains_key(&c.id)) {
-            state.borrow_mut().published.insert(c.id.clone());
-        }
         let source = match model.open(request).await {
             Ok(source) => source,
             Err(_) => {
