@@ -504,6 +504,14 @@ impl TokenUsage {
     pub fn total(&self) -> u64 {
         self.input() + self.output
     }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input_other += other.input_other;
+        self.output += other.output;
+        self.input_cache_read += other.input_cache_read;
+        self.input_cache_creation += other.input_cache_creation;
+    }
 }
 
 #[cfg(test)]

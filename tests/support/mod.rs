@@ -165,6 +165,8 @@ pub struct FakeEnv {
     /// The structured outputs the turn handed to the validator, and what it answers (`Some`: refused).
     pub outputs: RefCell<Vec<String>>,
     pub refuse_output: RefCell<Option<String>>,
+    /// What the turn's sub-agents used (a test's sub-agent tool adds to it).
+    pub subagent_usage: Rc<RefCell<Option<kosong_wasm::engine::message::TokenUsage>>>,
 }
 
 impl FakeEnv {
@@ -175,6 +177,7 @@ impl FakeEnv {
             hold: Cell::new(false),
             outputs: RefCell::default(),
             refuse_output: RefCell::default(),
+            subagent_usage: Rc::default(),
         }
     }
 }
@@ -193,6 +196,9 @@ impl Env for FakeEnv {
     }
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         self.spawner.spawn_local(task).unwrap();
+    }
+    fn subagent_usage(&self) -> Option<kosong_wasm::engine::message::TokenUsage> {
+        *self.subagent_usage.borrow()
     }
     fn accept_output(&self, json: &str) -> Result<(), String> {
         self.outputs.borrow_mut().push(json.to_owned());

@@ -33,16 +33,19 @@
 //! | `dispatch.rs` | the toolset as a turn hands it to `step` (duplicates, reminders, replays) |
 //! | `error.rs` | `TurnError` and the runtime's wording |
 //! | `turn.rs` | `Turn`: the steps, retries, salvage, compaction, cancellation |
+//! | `subagent.rs` | a sub-agent call: its wire into the parent's, the summary continuation, kimi-cli's failure words |
 
 mod config;
 mod dispatch;
 mod error;
 mod resume;
 mod seams;
+mod subagent;
 mod turn;
 
 pub use config::{status, AgentConfig, StatusSnapshot, UserInput};
 pub use dispatch::{aborted_result, close_interrupted_turn, interrupted_result};
 pub use error::TurnError;
 pub use seams::{Env, TurnTools};
+pub use subagent::{add_usage, run_subagent, SubagentRun, SUMMARY_MIN_CHARS, SUMMARY_PROMPT};
 pub use turn::Turn;

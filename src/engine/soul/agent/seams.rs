@@ -30,6 +30,10 @@ pub trait Env {
     fn accept_output(&self, _json: &str) -> Result<(), String> {
         Ok(())
     }
+    /// What the turn's sub-agents used so far (a `StatusUpdate` shows it); `None` when none ran.
+    fn subagent_usage(&self) -> Option<crate::engine::message::TokenUsage> {
+        None
+    }
     /// The turn ran past its time limit (`ms`): the tools still running are stopped next (the glue
     /// gives their signals a `TimeoutError` as the reason).
     fn turn_timed_out(&self, _ms: f64) {}

@@ -542,7 +542,14 @@ where
             self.context.update_token_count(u.input());
         }
         let status = Status::of(self.context.read(|c| c.token_count()), self.config.max_context_tokens);
-        self.send(WireMessage::StatusUpdate(StatusUpdate { status, token_usage: usage, message_id, provider }));
+        let subagent_token_usage = self.env.subagent_usage();
+        self.send(WireMessage::StatusUpdate(StatusUpdate {
+            status,
+            token_usage: usage,
+            message_id,
+            provider,
+            subagent_token_usage,
+        }));
     }
 
     /// Writes a round into the context — its message, usage and one tool message per result —

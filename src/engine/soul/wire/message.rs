@@ -103,6 +103,10 @@ pub struct StatusUpdate {
     /// The member of a `FallbackProvider` that answered the step (absent for one provider).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<Member>,
+    /// What the turn's sub-agents used so far, all of them, nested ones too (absent when none
+    /// ran). kimi-cli reads past the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent_token_usage: Option<TokenUsage>,
 }
 
 /// A tool asks the user (`id` names the request; the answer is an `ApprovalResponse`).

@@ -104,7 +104,13 @@ struct WireState {
     /// What says when everything recorded so far is durably stored (a session's store): a tool
     /// starts only after its call is.
     gate: Option<Gate>,
+    /// A sub-agent's wire: each raw message also goes to the parent's raw sides, wrapped (its
+    /// merged ones go to the parent's merged sides and recording through its recorder).
+    raw_to: Option<(Wire, Wrap)>,
 }
+
+/// What a sub-agent's message becomes on its parent's wire.
+pub type Wrap = Rc<dyn Fn(&WireMessage) -> WireMessage>;
 
 /// Resolves `true` once everything recorded so far is stored, `false` if a write of it failed.
 pub type Gate = Rc<dyn Fn() -> futures::future::LocalBoxFuture<'static, bool>>;
@@ -162,6 +168,47 @@ impl Wire {
         st.recording = true;
     }
 
+    /// A sub-agent's wire: what it publishes goes on `parent` — each message to the parent's raw
+    /// sides as it comes (as `raw` makes it), the merged ones to its merged sides and its
+    /// recording (as `merged` makes them) — and it is stored when the parent's recording is.
+    pub fn forwarding(parent: &Wire, raw: Wrap, merged: impl Fn(&WireMessage) -> WireMessage + 'static) -> Wire {
+        let w = Wire::new();
+        let p = parent.clone();
+        w.set_recorder(Recorder::forward(Box::new(move |m| p.send_merged(merged(m)))));
+        let p = parent.clone();
+        let mut st = w.0.borrow_mut();
+        st.gate = Some(Rc::new(move || p.stored()));
+        st.raw_to = Some((parent.clone(), raw));
+        drop(st);
+        w
+    }
+
+    /// Publishes `m` to the raw sides only (a sub-agent's message as it comes).
+    fn send_raw(&self, m: WireMessage) {
+        let mut st = self.0.borrow_mut();
+        if st.shut {
+            return;
+        }
+        st.raw.retain(|s| !s.0.borrow().closed);
+        for s in &st.raw {
+            s.push(m.clone());
+        }
+    }
+
+    /// Publishes `m` to the merged sides and the recording only, after what the merge buffer
+    /// holds (a sub-agent's merged message).
+    fn send_merged(&self, m: WireMessage) {
+        {
+            let mut st = self.0.borrow_mut();
+            if st.shut {
+                return;
+            }
+            st.flush();
+            st.publish_merged(m);
+        }
+        self.record();
+    }
+
     /// Sets what [`Wire::stored`] waits on.
     pub fn set_gate(&self, gate: Gate) {
         self.0.borrow_mut().gate = Some(gate);
@@ -189,11 +236,18 @@ impl Wire {
 
     /// Publishes a message (ignored after shutdown).
     pub fn send(&self, m: WireMessage) {
-        {
-            let mut st = self.0.borrow_mut();
+        let raw_to = {
+            let st = self.0.borrow();
             if st.shut {
                 return;
             }
+            st.raw_to.as_ref().map(|(p, wrap)| (p.clone(), wrap(&m)))
+        };
+        if let Some((parent, wrapped)) = raw_to {
+            parent.send_raw(wrapped);
+        }
+        {
+            let mut st = self.0.borrow_mut();
             st.raw.retain(|s| !s.0.borrow().closed);
             for s in &st.raw {
                 s.push(m.clone());

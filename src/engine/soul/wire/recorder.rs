@@ -11,6 +11,8 @@ pub type TypedSink = Box<dyn FnMut(&WireMessage, String)>;
 enum Sink {
     Text(Box<dyn FnMut(String)>),
     Typed(TypedSink),
+    /// The messages themselves, no line (a sub-agent's wire hands them to its parent's).
+    Forward(Box<dyn FnMut(&WireMessage)>),
 }
 
 /// Writes the merged messages of a wire as `wire.jsonl` lines through a sink.
@@ -33,6 +35,11 @@ impl Recorder {
         Recorder { sink: Sink::Typed(sink), now_s, wrote_header: true, count: 0 }
     }
 
+    /// A recorder that hands each message on as it is, writing no line.
+    pub fn forward(sink: Box<dyn FnMut(&WireMessage)>) -> Recorder {
+        Recorder { sink: Sink::Forward(sink), now_s: Box::new(|| 0.0), wrote_header: true, count: 0 }
+    }
+
     /// A recorder that goes on with a recording already begun (its metadata line is written):
     /// a recovered turn's.
     pub fn appending(sink: Box<dyn FnMut(String)>, now_s: Box<dyn Fn() -> f64>) -> Recorder {
@@ -40,8 +47,13 @@ impl Recorder {
     }
 
     pub(super) fn write(&mut self, m: &WireMessage) {
+        self.count += 1;
+        if let Sink::Forward(f) = &mut self.sink {
+            return f(m);
+        }
         let line = record_line((self.now_s)(), m);
         match &mut self.sink {
+            Sink::Forward(_) => {}
             Sink::Text(sink) => {
                 if !self.wrote_header {
                     self.wrote_header = true;
@@ -51,6 +63,5 @@ impl Recorder {
             }
             Sink::Typed(sink) => sink(m, line),
         }
-        self.count += 1;
     }
 }

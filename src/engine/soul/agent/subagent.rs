@@ -1,0 +1,160 @@
+//! Sub-agents as kimi-cli 1.52 runs them (`subagents/runner.py`): a tool call that runs a turn of
+//! another agent — its own context, system prompt, tools, provider and step limit — whose wire
+//! forwards to the parent's as kimi-cli's `SubagentEvent`, whose approvals are asked on the
+//! parent's wire (one approval runtime for the run), and whose final answer is the call's result,
+//! asked once more when it is under 200 characters. A failure is an error result in kimi-cli's
+//! words. What makes the child's turn (its model, tools, context) is the caller's; this is the
+//! rule of one sub-agent call over a [`Turn`] the caller built on [`SubagentRun::wire`].
+
+use futures::future::{LocalBoxFuture, Shared};
+use serde_json::json;
+
+use super::config::UserInput;
+use super::error::TurnError;
+use super::seams::TurnTools;
+use super::turn::{ErrOf, Turn};
+use crate::engine::error::ChatProviderError;
+use crate::engine::message::{Role, TokenUsage};
+use crate::engine::model::{Model, ModelError};
+use crate::engine::soul::wire::{Wire, WireMessage};
+use crate::engine::toolset::{ToolOutput, ToolReturnValue};
+
+/// An answer shorter than this (in characters) is asked to be fuller, once.
+pub const SUMMARY_MIN_CHARS: usize = 200;
+
+/// kimi-cli's `SUMMARY_CONTINUATION_PROMPT`.
+pub const SUMMARY_PROMPT: &str =
+    "Your previous response was too brief. Please provide a more comprehensive summary that includes:\n\n\
+1. Specific technical details and implementations\n\
+2. Detailed findings and analysis\n\
+3. All important information that the parent agent should know";
+
+/// One sub-agent call: who it is on the parent's wire.
+#[derive(Clone, Debug)]
+pub struct SubagentRun {
+    /// The parent's call that runs it.
+    pub parent_tool_call_id: String,
+    /// The instance (its context is kept under it; `resume` names it).
+    pub agent_id: String,
+    /// Its type: the tool's name.
+    pub subagent_type: String,
+    /// An instance that ran before goes on with its context.
+    pub resumed: bool,
+}
+
+impl SubagentRun {
+    /// `m` as kimi-cli's `SubagentEvent` on the parent's wire.
+    pub fn event(&self, m: &WireMessage) -> WireMessage {
+        WireMessage::Other {
+            kind: "SubagentEvent".into(),
+            payload: json!({
+                "parent_tool_call_id": self.parent_tool_call_id,
+                "agent_id": self.agent_id,
+                "subagent_type": self.subagent_type,
+                "event": m,
+            }),
+        }
+    }
+
+    /// The sub-agent's wire: what it publishes goes on `parent` as `SubagentEvent`s (stored when
+    /// the parent's recording is); each step's usage is handed to `used` as it is published.
+    pub fn wire(&self, parent: &Wire, used: impl Fn(&TokenUsage) + 'static) -> Wire {
+        let (me, merged) = (self.clone(), self.clone());
+        // Counted as each message comes (once: the merged side sees it again).
+        let raw = move |m: &WireMessage| {
+            if let WireMessage::StatusUpdate(u) = m {
+                if let Some(t) = &u.token_usage {
+                    used(t);
+                }
+            }
+            me.event(m)
+        };
+        Wire::forwarding(parent, std::rc::Rc::new(raw), move |m| merged.event(m))
+    }
+
+    /// kimi-cli's `ToolOk` output for a completed run.
+    fn completed(&self, answer: &str) -> ToolReturnValue {
+        let text = format!(
+            "agent_id: {}\nresumed: {}\nactual_subagent_type: {}\nstatus: completed\n\n[summary]\n{answer}",
+            self.agent_id, self.resumed, self.subagent_type
+        );
+        ToolReturnValue::ok(ToolOutput::Text(text), "", "")
+    }
+}
+
+/// The call's result: `turn` (the child's, on [`SubagentRun::wire`]) run on `prompt`, then once
+/// more on [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured
+/// output: its answer is the value). `cancel`: the call was given up (the parent's cancel, the
+/// tool's time limit). `unexpected` words a seam's error that is not the provider's.
+pub async fn run_subagent<M, T>(
+    turn: &Turn<'_, M, T>,
+    run: &SubagentRun,
+    prompt: UserInput,
+    cancel: Shared<LocalBoxFuture<'static, ()>>,
+    unexpected: impl Fn(&ErrOf<M>) -> String,
+) -> ToolReturnValue
+where
+    M: Model,
+    ErrOf<M>: ModelError,
+    T: TurnTools,
+{
+    let mut phase = "running agent";
+    let mut input = prompt;
+    let mut asked_again = false;
+    loop {
+        if let Err(e) = turn.run(input, cancel.clone()).await {
+            return failure(&e, phase, &unexpected);
+        }
+        let last = turn.context.read(|c| c.history().last().filter(|m| m.role == Role::Assistant).cloned());
+        let Some(last) = last else {
+            return ToolReturnValue::error(
+                "The agent did not produce a valid assistant response.",
+                "Invalid agent result",
+                ToolOutput::Text(String::new()),
+            );
+        };
+        let answer = last.extract_text("\n");
+        if asked_again || turn.config.output.is_some() || answer.chars().count() >= SUMMARY_MIN_CHARS {
+            if answer.is_empty() {
+                return ToolReturnValue::error(
+                    "Agent completed but produced no output.",
+                    "Empty agent output",
+                    ToolOutput::Text(String::new()),
+                );
+            }
+            return run.completed(&answer);
+        }
+        asked_again = true;
+        phase = "continuing the agent summary";
+        input = UserInput::Text(SUMMARY_PROMPT.into());
+    }
+}
+
+/// A failed run as kimi-cli's `ToolError`: max steps, an API error with its status, a provider
+/// error, anything else unexpected.
+fn failure<E: ModelError>(e: &TurnError<E>, phase: &str, unexpected: &dyn Fn(&E) -> String) -> ToolReturnValue {
+    let (message, brief) = match e {
+        TurnError::MaxStepsReached(n) => (
+            format!("Max steps {n} reached when {phase}. Please try splitting the task into smaller subtasks."),
+            "Max steps reached".to_owned(),
+        ),
+        TurnError::Seam(e) => match e.provider_error() {
+            Some(ChatProviderError::Status { status, message, .. }) => {
+                (format!("LLM API error (HTTP {status}) when {phase}: {message}"), format!("API error ({status})"))
+            }
+            Some(p) => (format!("LLM provider error when {phase}: {}", p.message()), "LLM provider error".to_owned()),
+            None => (format!("Unexpected error when {phase}: {}", unexpected(e)), "Agent run error".to_owned()),
+        },
+        TurnError::Cancelled => ("Subagent run was cancelled.".to_owned(), "Cancelled".to_owned()),
+        other => {
+            let why = other.runtime_error().map_or_else(|| "its context could not be stored".to_owned(), |(_, m)| m);
+            (format!("Unexpected error when {phase}: {why}"), "Agent run error".to_owned())
+        }
+    };
+    ToolReturnValue::error(&message, &brief, ToolOutput::Text(String::new()))
+}
+
+/// The usage a sub-agent's step adds, for a `StatusUpdate`'s total (`None` until one ran).
+pub fn add_usage(total: &mut Option<TokenUsage>, step: &TokenUsage) {
+    total.get_or_insert_with(TokenUsage::default).add(step);
+}
