@@ -13,7 +13,6 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::engine::message::TokenUsage;
 use kosong_wasm::engine::soul::agent::{add_usage, run_subagent, AgentConfig, Turn, UserInput, SUMMARY_PROMPT};
 use kosong_wasm::engine::soul::context::SharedContext;
 use kosong_wasm::engine::soul::wire::{ApprovalResponse, Wire, WireMessage};
@@ -80,7 +79,7 @@ fn subagent_tool(
 }
 
 fn long(words: &str) -> String {
-    std::iter::repeat(words).take(30).collect::<Vec<_>>().join(" ")
+    std::iter::repeat_n(words, 30).collect::<Vec<_>>().join(" ")
 }
 
 fn payload(m: &WireMessage) -> Value {
@@ -207,7 +206,6 @@ fn two_sub_agents_in_one_round_their_events_approvals_summary_and_usage_on_the_p
     assert_eq!(roles("a-c2"), ["user", "assistant", "tool", "assistant", "user", "assistant"]);
     let parent_roles: Vec<&str> = h.history().iter().map(|m| m.role.as_str()).collect();
     assert_eq!(parent_roles, ["user", "assistant", "tool", "tool", "assistant"]);
-    let _ = TokenUsage::default();
 }
 
 #[test]
