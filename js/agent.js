@@ -2,12 +2,12 @@
 // loop, its retries, approvals, compaction and repeated-call rules run in the wasm core
 // (src/engine/soul/); this module checks the options' types (the runtime's errors are errors.js's).
 import { callWasm, wasm } from "./internal.js";
-import { SimpleToolset } from "./tools.js";
+import { SimpleToolset, RUN, toolError } from "./tools.js";
 import { coreOf, outputOption } from "./step.js";
 import { Wire, WireRecorder, wireCore, recordedMessages, unfinishedTurn } from "./wire.js";
 import { Context, contextCore } from "./context.js";
 import { checkLogger, checkOptionNames } from "./util.js";
-import { telemetryOption } from "./telemetry.js";
+import { telemetryOption, TRACE } from "./telemetry.js";
 
 export { MaxStepsReached, LLMNotSet, LLMNotSupported, RepeatedToolCallError, TurnNotRecovered, TurnTimeoutError } from "./errors.js";
 
@@ -159,6 +159,56 @@ export class Agent {
       throw e;
     }
     await span.end();
+  }
+
+  /**
+   * This agent as a tool (a sub-agent, as kimi-cli's `Agent` tool runs one): a call `{prompt,
+   * description?, resume?}` runs one turn of this agent in a new instance (or the one `resume`
+   * names) with its own context, on the caller's provider when it has none; its events go on the
+   * caller's wire as `SubagentEvent`s, its approvals are asked there; the result is its final
+   * answer (asked once more when under 200 characters). `maxDepth` (default 2): how many
+   * sub-agents deep a call may run.
+   */
+  asTool({ name = this.#name, description, maxDepth = 2, timeoutMs } = {}) {
+    if (typeof name !== "string") throw new TypeError("Agent.asTool: name must be a string");
+    if (description !== undefined && typeof description !== "string") throw new TypeError("Agent.asTool: description must be a string");
+    if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new TypeError("Agent.asTool: maxDepth must be a positive integer");
+    const tool = {
+      name,
+      description: description ?? `Starts the \`${name}\` sub-agent on a task and returns its final answer. Resume an instance by its agent_id to go on with its context.`,
+      parameters: {
+        type: "object",
+        properties: {
+          prompt: { type: "string", description: "The task for the agent to perform" },
+          description: { type: "string", description: "A short (3-5 word) description of the task" },
+          resume: { type: "string", description: "Optional agent ID to resume instead of creating a new instance." },
+        },
+        required: ["prompt"],
+      },
+      handler: (args, ctx) => this.#runAsTool(name, maxDepth, args, ctx),
+    };
+    if (timeoutMs !== undefined) tool.timeoutMs = timeoutMs;
+    return tool;
+  }
+
+  #runAsTool(name, maxDepth, args, ctx) {
+    const run = ctx?.[RUN];
+    if (!run) return toolError({ message: `The \`${name}\` sub-agent runs only inside an agent run (runSoul, a Session, AgentSession), not in a plain step.`, brief: "Agent unavailable" });
+    if (typeof args?.prompt !== "string") return toolError({ message: "The sub-agent needs a `prompt` string.", brief: "Invalid arguments" });
+    const resume = typeof args.resume === "string" && args.resume !== "" ? args.resume : null;
+    const trace = ctx[TRACE];
+    const t = this.#telemetry ?? trace?.telemetry;
+    const wire = new Wire();
+    const toolset = t ? t.wrap(this.#toolset) : this.#toolset;
+    const span = t?.turn(this, this.#provider, wire, args.prompt, trace?.context);
+    const hooks = this.#hooks({ signal: ctx.signal });
+    const started = callWasm(() => this.#core.runSubagent(run, wireCore(wire), ctx.toolCallId, args.prompt, resume, name, maxDepth, toolset, hooks));
+    if (!span) return started;
+    return started.then((rv) => {
+      if (rv?.is_error) span.fail({ name: "ToolError", message: rv.message });
+      else span.end();
+      return rv;
+    });
   }
 
   #hooks(run) {

@@ -28,6 +28,8 @@ function modelAttributes(provider) {
  * reads as the parent.
  */
 const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
+/** Where a tool call's context keeps its `execute_tool` span's telemetry (a sub-agent's turn is traced inside it). */
+export const TRACE = Symbol("kosong-wasm trace");
 const SPAN_KIND_INTERNAL = 0;
 const SPAN_KIND_CLIENT = 2;
 const STATUS_ERROR = 2;
@@ -136,15 +138,15 @@ class Telemetry {
    * its `StepRetry`, which marks it failed with the error's class). The tools' spans are children of
    * the chat span that started them (`wrap`). `end()` or `fail(error)` closes what is open.
    */
-  turn(agent, provider, wire, userInput) {
+  turn(agent, provider, wire, userInput, parent = this.#context) {
     const attributes = { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name, ...modelAttributes(provider) };
     if (provider?.modelName) attributes["gen_ai.request.model"] = provider.modelName;
     if (this.#content && userInput !== undefined) {
       const content = typeof userInput === "string" ? [{ type: "text", content: userInput }] : userInput;
       attributes["gen_ai.input.messages"] = JSON.stringify([{ role: "user", parts: content }]);
     }
-    const span = this.#tracer.startSpan(`invoke_agent ${agent.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, this.#context);
-    const within = contextOf(new Map([[SPAN_KEY, span]]), this.#context);
+    const span = this.#tracer.startSpan(`invoke_agent ${agent.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, parent);
+    const within = contextOf(new Map([[SPAN_KEY, span]]), parent);
     const side = wire.uiSide({ merge: false });
     let call = null;
     // A fallback provider's chat spans name the member asked (the first, until a StepRetry moves on).
@@ -192,13 +194,17 @@ class Telemetry {
     return { end: () => close(null), fail: (e) => close(e) };
   }
 
-  /** Runs `answer()` (a tool call) inside an `execute_tool {name}` span, a child of the current model call. */
-  tool(call, answer) {
+  /**
+   * Runs `answer(ctx)` (a tool call; `ctx` its context, which keeps the span's telemetry for a
+   * sub-agent's turn under `TRACE`) inside an `execute_tool {name}` span, a child of the current model call.
+   */
+  tool(call, ctx, answer) {
     const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.function.name, "gen_ai.tool.call.id": call.id, "gen_ai.tool.type": "function" };
     if (this.#content) attributes["gen_ai.tool.call.arguments"] = call.function.arguments ?? "{}";
     const parent = this.current?.span;
-    const ctx = parent ? contextOf(new Map([[SPAN_KEY, parent]]), this.#context) : this.#context;
-    const span = this.#tracer.startSpan(`execute_tool ${call.function.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, ctx);
+    const within = parent ? contextOf(new Map([[SPAN_KEY, parent]]), this.#context) : this.#context;
+    const span = this.#tracer.startSpan(`execute_tool ${call.function.name}`, { kind: SPAN_KIND_INTERNAL, attributes }, within);
+    if (ctx) ctx[TRACE] = { telemetry: this, context: contextOf(new Map([[SPAN_KEY, span]]), this.#context) };
     const done = (value) => {
       // A handler's error result (toolError) or a toolset's ToolResult with one.
       const rv = value?.return_value ?? value;
@@ -217,7 +223,7 @@ class Telemetry {
     };
     let out;
     try {
-      out = answer();
+      out = answer(ctx);
     } catch (e) {
       thrown(e);
     }
@@ -231,8 +237,8 @@ class Telemetry {
       get tools() {
         return toolset.tools;
       },
-      _run: (call, ctx) => t.tool(call, () => toolset._run(call, ctx)),
-      handle: (call, ctx) => t.tool(call, () => toolset.handle(call, ctx)),
+      _run: (call, ctx) => t.tool(call, ctx, (c) => toolset._run(call, c)),
+      handle: (call, ctx) => t.tool(call, ctx, (c) => toolset.handle(call, c)),
     };
   }
 }

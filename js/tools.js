@@ -19,6 +19,9 @@ export function toolError({ message, brief, output = "" }) {
   return { is_error: true, output, message, display: briefDisplay(brief ?? "") };
 }
 
+/** Where a tool's context keeps the run it is called in (for `Agent.asTool`; not enumerable by JSON). */
+export const RUN = Symbol("kosong-wasm run");
+
 /**
  * A plain step's tool context has the run's methods too (so they are typed as present): a step has
  * no wire, so `send` publishes to nobody (as a run's does once nobody listens), and asking
@@ -105,6 +108,7 @@ export class ToolPort {
         if (live()) return run.rejection(toolCallId);
         throw new Error(ended("rejection"));
       },
+      [RUN]: run.handle,
     };
     let out;
     try {

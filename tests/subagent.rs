@@ -51,7 +51,8 @@ fn subagent_tool(
             resumed: false,
         };
         let total = env.subagent_usage.clone();
-        let wire = run.wire(approvals.wire(), move |u| add_usage(&mut total.borrow_mut(), u));
+        let wire = Wire::new();
+        run.forward(&wire, approvals.wire(), move |u| add_usage(&mut total.borrow_mut(), u));
         let child_approvals = Rc::new(approvals.child(name.into()));
         *child_tools.approvals.borrow_mut() = Some(child_approvals.clone());
         let (tools, env, children) = (child_tools.clone(), env.clone(), children.clone());

@@ -59,11 +59,13 @@ impl Env for WebEnv {
 
 /// An agent's environment: the web's, and its structured output's check (the value kept for
 /// `AgentCore.output`).
-struct AgentEnv {
-    output: Option<Rc<OutputOption>>,
-    last: Rc<RefCell<JsValue>>,
+pub(super) struct AgentEnv {
+    pub(super) output: Option<Rc<OutputOption>>,
+    pub(super) last: Rc<RefCell<JsValue>>,
     /// What the tools' signals abort with when the turn stops itself.
-    stop: StopReason,
+    pub(super) stop: StopReason,
+    /// What the run's sub-agents used so far.
+    pub(super) subagents: super::subagent::Usage,
 }
 
 impl Env for AgentEnv {
@@ -78,6 +80,9 @@ impl Env for AgentEnv {
     }
     fn now_s(&self) -> f64 {
         WebEnv.now_s()
+    }
+    fn subagent_usage(&self) -> Option<crate::engine::message::TokenUsage> {
+        *self.subagents.borrow()
     }
     fn turn_timed_out(&self, ms: f64) {
         let why =
@@ -105,17 +110,19 @@ impl Env for AgentEnv {
 /// The state behind the JS `Agent`: its configuration and what it remembers between turns.
 #[wasm_bindgen]
 pub struct AgentCore {
-    config: Rc<AgentConfig>,
+    pub(super) config: Rc<AgentConfig>,
     approvals: Rc<RefCell<ApprovalState>>,
     /// A turn is running: a second one is refused (two turns would interleave in one context).
     busy: Rc<std::cell::Cell<bool>>,
     /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
-    provider: Option<Members>,
-    limits: Limits,
+    pub(super) provider: Option<Members>,
+    pub(super) limits: Limits,
     /// The structured output every turn asks for, with the caller's validator.
-    output: Option<Rc<OutputOption>>,
+    pub(super) output: Option<Rc<OutputOption>>,
     /// The last turn's structured output (`undefined` until a turn gave one).
     last_output: Rc<RefCell<JsValue>>,
+    /// The sub-agent instances its turns started (their contexts, by agent id).
+    pub(super) instances: super::subagent::Instances,
 }
 
 /// Marks an agent busy until dropped (the turn's future ended, however it ended).
@@ -169,6 +176,7 @@ impl AgentCore {
             config: Rc::new(config),
             approvals: Rc::new(RefCell::new(ApprovalState::new(yolo))),
             busy: Rc::default(),
+            instances: Rc::default(),
             provider: None,
             limits: read_limits(get(&opts, "limits"), "Agent")?,
         })
@@ -315,6 +323,13 @@ impl AgentCore {
             Box::new(sys::random_uuid),
         ));
         let run_fns = RunClosures::new(&wire, &approvals);
+        let subagents = super::subagent::Usage::default();
+        let handle = super::subagent::RunHandle::root(
+            approvals.clone(),
+            self.provider.clone(),
+            subagents.clone(),
+            self.instances.clone(),
+        );
         let stop = StopReason::default();
         let simple = get(&hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32);
         let tools = JsToolset::new(
@@ -322,13 +337,13 @@ impl AgentCore {
             simple,
             ToolSignals::PerCall(signal.clone(), stop.clone()),
             warn.clone(),
-            Some(run_fns.functions()),
+            Some(run_fns.functions(handle)),
             self.config.tool_timeouts,
         )?;
         let provider = self.provider.clone();
         let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
         self.last_output.replace(JsValue::UNDEFINED);
-        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone(), stop };
+        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone(), stop, subagents };
         self.busy.set(true);
         let busy = Busy(self.busy.clone());
         Ok(future_to_promise(async move {
@@ -368,7 +383,7 @@ impl AgentCore {
 }
 
 /// A seam's error as a session's outcome says it: its class and message.
-fn seam_words(e: &GlueError) -> (String, String) {
+pub(super) fn seam_words(e: &GlueError) -> (String, String) {
     match e {
         GlueError::Provider(p) | GlueError::Caused(p, _) => (p.class_name().to_owned(), p.to_string()),
         GlueError::Runtime { class, message, .. } => ((*class).to_owned(), message.clone()),
@@ -503,14 +518,14 @@ fn reserved_for_the_runtime(m: &WireMessage) -> Option<&str> {
 }
 
 /// The functions a run's tools get in their context, as closures over the run.
-struct RunClosures {
+pub(super) struct RunClosures {
     send: Closure<dyn Fn(JsValue) -> Result<(), JsValue>>,
     request_approval: Closure<dyn Fn(String, JsValue) -> Promise>,
     rejection: Closure<dyn Fn(String) -> JsValue>,
 }
 
 impl RunClosures {
-    fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
+    pub(super) fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
         let w = wire.clone();
         let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
             let m: WireMessage =
@@ -538,11 +553,13 @@ impl RunClosures {
         RunClosures { send, request_approval, rejection }
     }
 
-    fn functions(&self) -> RunFunctions {
+    /// The object a run's tools' contexts are made from; `handle`: what a sub-agent tool runs in.
+    pub(super) fn functions(&self, handle: super::subagent::RunHandle) -> RunFunctions {
         let o = js_sys::Object::new();
         let set = |k: &str, c: &JsValue| {
             let _ = js_sys::Reflect::set(&o, &JsValue::from_str(k), c);
         };
+        set("handle", &JsValue::from(handle));
         set("send", self.send.as_ref());
         set("requestApproval", self.request_approval.as_ref());
         set("rejection", self.rejection.as_ref());

@@ -29,6 +29,7 @@ mod session;
 mod signals;
 mod simple_toolset;
 mod step;
+mod subagent;
 mod sys;
 mod tools;
 mod transport;

@@ -4,7 +4,8 @@
 //! parent's wire (one approval runtime for the run), and whose final answer is the call's result,
 //! asked once more when it is under 200 characters. A failure is an error result in kimi-cli's
 //! words. What makes the child's turn (its model, tools, context) is the caller's; this is the
-//! rule of one sub-agent call over a [`Turn`] the caller built on [`SubagentRun::wire`].
+//! rule of one sub-agent call over a [`Turn`] the caller built on a wire made the sub-agent's by
+//! [`SubagentRun::forward`].
 
 use futures::future::{LocalBoxFuture, Shared};
 use serde_json::json;
@@ -56,9 +57,10 @@ impl SubagentRun {
         }
     }
 
-    /// The sub-agent's wire: what it publishes goes on `parent` as `SubagentEvent`s (stored when
-    /// the parent's recording is); each step's usage is handed to `used` as it is published.
-    pub fn wire(&self, parent: &Wire, used: impl Fn(&TokenUsage) + 'static) -> Wire {
+    /// Makes `wire` the sub-agent's: what it publishes goes on `parent` as `SubagentEvent`s
+    /// (stored when the parent's recording is); each step's usage is handed to `used` as it is
+    /// published.
+    pub fn forward(&self, wire: &Wire, parent: &Wire, used: impl Fn(&TokenUsage) + 'static) {
         let (me, merged) = (self.clone(), self.clone());
         // Counted as each message comes (once: the merged side sees it again).
         let raw = move |m: &WireMessage| {
@@ -69,7 +71,7 @@ impl SubagentRun {
             }
             me.event(m)
         };
-        Wire::forwarding(parent, std::rc::Rc::new(raw), move |m| merged.event(m))
+        wire.forward_to(parent, std::rc::Rc::new(raw), move |m| merged.event(m))
     }
 
     /// kimi-cli's `ToolOk` output for a completed run.
@@ -82,7 +84,7 @@ impl SubagentRun {
     }
 }
 
-/// The call's result: `turn` (the child's, on [`SubagentRun::wire`]) run on `prompt`, then once
+/// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on `prompt`, then once
 /// more on [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured
 /// output: its answer is the value). `cancel`: the call was given up (the parent's cancel, the
 /// tool's time limit). `unexpected` words a seam's error that is not the provider's.

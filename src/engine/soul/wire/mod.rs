@@ -168,19 +168,16 @@ impl Wire {
         st.recording = true;
     }
 
-    /// A sub-agent's wire: what it publishes goes on `parent` — each message to the parent's raw
-    /// sides as it comes (as `raw` makes it), the merged ones to its merged sides and its
-    /// recording (as `merged` makes them) — and it is stored when the parent's recording is.
-    pub fn forwarding(parent: &Wire, raw: Wrap, merged: impl Fn(&WireMessage) -> WireMessage + 'static) -> Wire {
-        let w = Wire::new();
+    /// Makes this a sub-agent's wire: what it publishes goes on `parent` — each message to the
+    /// parent's raw sides as it comes (as `raw` makes it), the merged ones to its merged sides and
+    /// its recording (as `merged` makes them) — and it is stored when the parent's recording is.
+    pub fn forward_to(&self, parent: &Wire, raw: Wrap, merged: impl Fn(&WireMessage) -> WireMessage + 'static) {
         let p = parent.clone();
-        w.set_recorder(Recorder::forward(Box::new(move |m| p.send_merged(merged(m)))));
+        self.set_recorder(Recorder::forward(Box::new(move |m| p.send_merged(merged(m)))));
         let p = parent.clone();
-        let mut st = w.0.borrow_mut();
+        let mut st = self.0.borrow_mut();
         st.gate = Some(Rc::new(move || p.stored()));
         st.raw_to = Some((parent.clone(), raw));
-        drop(st);
-        w
     }
 
     /// Publishes `m` to the raw sides only (a sub-agent's message as it comes).

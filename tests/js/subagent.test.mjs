@@ -1,0 +1,250 @@
+// Sub-agents (`Agent.asTool`) through the built package, over a real loopback HTTP server that
+// streams Chat Completions SSE and answers each request by who asks (the system prompt) and what
+// (the last user message): two sub-agents called in one round run at once, their events on the
+// parent's wire, one's approval answered at the parent's UI, the summary continuation, usage
+// totals, depth, resume by id, cancel reaching every tool, kimi-cli's failure words.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import * as k from "kosong-wasm";
+import { text, toolStart, finish, usage, done, gate, within } from "./mock-openai.mjs";
+
+const servers = [];
+after(() => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))));
+
+/** A loopback server whose answer to each request `route(body)` writes (strings) or waits on (promises). */
+async function router(route) {
+  const requests = [];
+  const server = createServer(async (req, res) => {
+    let body = "";
+    for await (const c of req) body += c;
+    const json = JSON.parse(body);
+    const r = { json, closed: false };
+    requests.push(r);
+    res.on("close", () => (r.closed = true));
+    const pieces = route(json);
+    if (pieces.status) {
+      res.writeHead(pieces.status, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: pieces.message } }));
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    for await (const p of pieces) {
+      if (r.closed) return;
+      res.write(p);
+    }
+    res.end();
+  });
+  servers.push(server);
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { requests, baseUrl: `http://127.0.0.1:${server.address().port}/v1` };
+}
+
+const system = (body) => body.messages.find((m) => m.role === "system")?.content ?? "";
+const lastUser = (body) => body.messages.filter((m) => m.role === "user").at(-1)?.content;
+const assistants = (body) => body.messages.filter((m) => m.role === "assistant").length;
+const answer = (t, u = [10, 5]) => [text(t), finish(), usage(...u), done()];
+const calls = (list, u = [10, 5]) => [...list.map(([id, name, args], i) => toolStart(i, id, name, JSON.stringify(args))), finish("tool_calls"), usage(...u), done()];
+const long = (w) => Array(40).fill(w).join(" ");
+
+async function runTurn(agent, input, { signal = new AbortController().signal, onMessage, recorder } = {}) {
+  const merged = [];
+  const raw = [];
+  let error;
+  try {
+    await k.runSoul(agent, input, async (wire) => {
+      const r = wire.uiSide({ merge: false });
+      const rawLoop = (async () => { for await (const x of r) raw.push(x); })();
+      for await (const x of wire.uiSide({ merge: true })) {
+        merged.push(x);
+        onMessage?.(x, wire);
+      }
+      await rawLoop;
+    }, signal, { recorder });
+  } catch (e) {
+    error = e;
+  }
+  return { merged, raw, error, types: merged.map((x) => x.type) };
+}
+
+test("two sub-agents in one round run at once: their events on the parent's wire, one's approval answered by the parent's UI, the summary continuation, the usage total, the results", async () => {
+  const both = gate();
+  let started = 0;
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") {
+      if (assistants(body) === 0) yield* calls([["c1", "explore", { prompt: "look", description: "look around" }], ["c2", "explore", { prompt: "clean" }]], [100, 10]);
+      else yield* answer("All done.", [200, 20]);
+      return;
+    }
+    // The explorer: both calls are in flight before either answers (they run at once).
+    const task = lastUser(body);
+    if (assistants(body) === 0) {
+      if (++started === 2) both.open();
+      await both.promise;
+    }
+    if (task === "look") yield* answer(long("finding"), [50, 30]);
+    else if (assistants(body) === 0) yield* calls([["k1", "rm", { path: "tmp" }]], [40, 4]);
+    else if (assistants(body) === 1) yield* answer("Done.", [60, 2]);
+    else yield* answer(long("cleaned"), [70, 40]);
+  });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const ran = [];
+  const explorer = new k.Agent({
+    name: "explore",
+    provider: null,
+    systemPrompt: "You explore.",
+    toolset: new k.SimpleToolset([{ name: "rm", description: "", parameters: {}, needsApproval: true, handler: ({ path }) => (ran.push(path), `removed ${path}`) }]),
+  });
+  const parent = new k.Agent({ name: "lead", provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([explorer.asTool({ description: "Explores." })]) });
+  const asked = [];
+  const r = await runTurn(parent, "go", {
+    onMessage: (m, wire) => {
+      if (m.type !== "ApprovalRequest") return;
+      asked.push({ ran: [...ran], request: m.payload });
+      wire.respond(m.payload.id, "approve");
+    },
+  });
+  assert.equal(r.error, undefined, String(r.error?.stack));
+  assert.deepEqual(ran, ["tmp"]);
+  assert.equal(asked.length, 1);
+  assert.deepEqual(asked[0].ran, [], "asked before the sub-agent's tool ran");
+  assert.equal(asked[0].request.sender, "explore");
+  assert.equal(asked[0].request.tool_call_id, "k1");
+
+  // Each sub-agent's turn on the parent's wire, as kimi-cli's SubagentEvent.
+  const events = r.merged.filter((m) => m.type === "SubagentEvent").map((m) => m.payload);
+  const of = (id) => events.filter((e) => e.parent_tool_call_id === id);
+  assert.deepEqual(of("c1").map((e) => e.event.type), ["TurnBegin", "StepBegin", "ContentPart", "StatusUpdate", "TurnEnd"]);
+  assert.deepEqual(of("c2").map((e) => e.event.type).filter((t) => t === "TurnBegin").length, 2, "asked once more: 'Done.' is under 200 characters");
+  const ids = new Set(events.map((e) => `${e.parent_tool_call_id}:${e.agent_id}`));
+  assert.equal(ids.size, 2, [...ids].join());
+  for (const e of events) {
+    assert.equal(e.subagent_type, "explore");
+    assert.match(e.agent_id, /^a[0-9a-f]{8}$/);
+  }
+  // The raw side saw the child's text as it came (wrapped too).
+  assert.ok(r.raw.some((m) => m.type === "SubagentEvent" && m.payload.event.type === "ContentPart"));
+
+  // The results: kimi-cli's lines; the summary the last answer.
+  const results = Object.fromEntries(r.merged.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value]));
+  const c1Agent = of("c1")[0].agent_id;
+  assert.equal(results.c1.output, `agent_id: ${c1Agent}\nresumed: false\nactual_subagent_type: explore\nstatus: completed\n\n[summary]\n${long("finding")}`);
+  assert.ok(results.c2.output.endsWith(`[summary]\n${long("cleaned")}`));
+  assert.equal(results.k1, undefined, "the child's own result is inside its SubagentEvent, not the parent's");
+
+  // The parent's last StatusUpdate counts both sub-agents' steps: 50+40+60+70 in, 30+4+2+40 out.
+  const last = r.merged.filter((m) => m.type === "StatusUpdate").at(-1).payload;
+  assert.deepEqual(last.subagent_token_usage, { input_other: 220, output: 76, input_cache_read: 0, input_cache_creation: 0 });
+  assert.equal(last.token_usage.input_other, 200);
+
+  // Requests: the explorer inherited the parent's provider; its system prompt and prompt are its own.
+  const childFirst = server.requests.filter((q) => system(q.json) === "You explore." && assistants(q.json) === 0);
+  assert.deepEqual(childFirst.map((q) => lastUser(q.json)).sort(), ["clean", "look"]);
+  assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+});
+
+test("resume by agent id goes on with the instance's context; an unknown id, a busy one and one past the depth limit are error results", async () => {
+  const server = await router(async function* (body) {
+    const s = system(body);
+    if (s === "You lead.") {
+      const n = assistants(body);
+      const resumeId = body.messages.filter((m) => m.role === "tool").at(-1)?.content?.match(/agent_id: (a[0-9a-f]{8})/)?.[1];
+      if (n === 0) yield* calls([["c1", "note", { prompt: "remember 7" }]]);
+      else if (n === 1) yield* calls([["c2", "note", { prompt: "what did I say?", resume: resumeId }], ["c3", "note", { prompt: "x", resume: "a00000000" }]]);
+      else yield* answer("ok");
+      return;
+    }
+    // The note-taker answers with how many user messages its context holds.
+    yield* answer(`${long("noted")} (${body.messages.filter((m) => m.role === "user").length} user messages)`);
+  });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const noter = new k.Agent({ name: "note", provider: null, systemPrompt: "You note." });
+  const parent = new k.Agent({ provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([noter.asTool()]) });
+  const r = await runTurn(parent, "go");
+  assert.equal(r.error, undefined);
+  const results = Object.fromEntries(r.merged.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value]));
+  assert.match(results.c1.output, /resumed: false[\s\S]*\(1 user messages\)$/);
+  assert.match(results.c2.output, /resumed: true[\s\S]*\(2 user messages\)$/, "the resumed instance kept its first turn");
+  assert.equal(results.c2.output.split("\n")[0], results.c1.output.split("\n")[0], "the same agent id");
+  assert.equal(results.c3.is_error, true);
+  assert.equal(results.c3.message, "No agent instance `a00000000` to resume.");
+
+  // Depth: a sub-agent that calls itself stops at maxDepth.
+  const deep = await router(async function* (body) {
+    const depth = (lastUser(body) ?? "").split("x").length - 1;
+    if (assistants(body) === 0 && system(body) === "You recurse.") yield* calls([[`d${depth}`, "recurse", { prompt: "x".repeat(depth + 1) }]]);
+    else yield* answer(long("bottom"));
+  });
+  const toolsetOf = new k.SimpleToolset([]);
+  const top = new k.Agent({ name: "recurse", provider: new k.OpenAIChatProvider({ model: "m", baseUrl: deep.baseUrl, apiKey: "sk-x" }), systemPrompt: "You recurse.", toolset: toolsetOf });
+  toolsetOf.add(top.asTool({ maxDepth: 2 }));
+  const d = await runTurn(top, "go");
+  assert.equal(d.error, undefined);
+  // depth 0 (the turn) → its call runs depth 1 → its call runs depth 2 → its call is refused.
+  const refused = d.merged.filter((m) => m.type === "SubagentEvent").map((m) => m.payload).flatMap(function flat(e) {
+    return e.event.type === "SubagentEvent" ? flat(e.event.payload) : [e.event];
+  }).filter((m) => m.type === "ToolResult" && m.payload.return_value.is_error);
+  assert.equal(refused.length, 1);
+  assert.match(refused[0].payload.return_value.message, /3 levels deep, and the limit is 2/);
+});
+
+test("cancelling the parent mid-sub-agent aborts the sub-agent's tools, ends both turns, and the histories agree", async () => {
+  const toolStarted = gate();
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") yield* calls([["c1", "work", { prompt: "slow" }]]);
+    else yield* calls([["w1", "wait", {}]]);
+  });
+  let aborted;
+  const worker = new k.Agent({
+    name: "work",
+    provider: null,
+    systemPrompt: "You work.",
+    toolset: new k.SimpleToolset([{ name: "wait", description: "", parameters: {}, handler: (_a, ctx) => new Promise((_, reject) => {
+      toolStarted.open();
+      ctx.signal.addEventListener("abort", () => { aborted = ctx.signal.reason; reject(ctx.signal.reason); });
+    }) }]),
+  });
+  const parent = new k.Agent({ provider: new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" }), systemPrompt: "You lead.", toolset: new k.SimpleToolset([worker.asTool()]) });
+  const ctrl = new AbortController();
+  const run = runTurn(parent, "go", { signal: ctrl.signal });
+  await toolStarted.promise;
+  ctrl.abort(new Error("stop"));
+  const r = await within(run);
+  assert.ok(!r.pending, "the run ended");
+  assert.ok(r.value.error instanceof k.RunCancelled);
+  assert.ok(aborted, "the sub-agent's tool saw its signal abort");
+  const results = r.value.merged.filter((m) => m.type === "ToolResult");
+  assert.equal(results.at(-1).payload.return_value.display[0].text, "Aborted");
+  assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool"]);
+});
+
+test("failures are kimi-cli's error results: an API error with its status, max steps; a sub-agent tool in a plain step says why it cannot run", async () => {
+  const server = await router((body) => {
+    if (system(body) === "You lead.") {
+      return (async function* () {
+        if (assistants(body) === 0) yield* calls([["c1", "flaky", { prompt: "p" }], ["c2", "busy", { prompt: "p" }]]);
+        else yield* answer("ok");
+      })();
+    }
+    if (system(body) === "You fail.") return { status: 401, message: "bad key" };
+    return (async function* () { yield* calls([[`x${assistants(body)}`, "nothing", { n: assistants(body) }]]); })();
+  });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const flaky = new k.Agent({ name: "flaky", provider: null, systemPrompt: "You fail." });
+  const busy = new k.Agent({ name: "busy", provider: null, systemPrompt: "You loop.", maxStepsPerTurn: 2 });
+  const parent = new k.Agent({ provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([flaky.asTool(), busy.asTool()]) });
+  const r = await runTurn(parent, "go");
+  assert.equal(r.error, undefined);
+  const results = Object.fromEntries(r.merged.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value]));
+  assert.equal(results.c1.is_error, true);
+  assert.match(results.c1.message, /^LLM API error \(HTTP 401\) when running agent: Error code: 401 - bad key/);
+  assert.equal(results.c1.display[0].text, "API error (401)");
+  assert.equal(results.c2.message, "Max steps 2 reached when running agent. Please try splitting the task into smaller subtasks.");
+  assert.equal(results.c2.display[0].text, "Max steps reached");
+
+  const stepped = await k.step(new k.ScriptedProvider([`tool_call: ${JSON.stringify({ id: "s1", name: "flaky", arguments: '{"prompt":"p"}' })}`]), "", new k.SimpleToolset([flaky.asTool()]), [{ role: "user", content: "x" }]);
+  const [res] = await stepped.toolResults();
+  assert.equal(res.return_value.is_error, true);
+  assert.match(res.return_value.message, /runs only inside an agent run/);
+  assert.throws(() => flaky.asTool({ maxDepth: 0 }), /maxDepth must be a positive integer/);
+});
