@@ -201,8 +201,8 @@ export class Agent {
     const wire = new Wire();
     const toolset = t ? t.wrap(this.#toolset) : this.#toolset;
     const span = t?.turn(this, this.#provider, wire, args.prompt, trace?.context);
-    const hooks = this.#hooks({ signal: ctx.signal });
-    const started = callWasm(() => this.#core.runSubagent(run, wireCore(wire), ctx.toolCallId, args.prompt, resume, name, maxDepth, toolset, hooks));
+    const call = { ...this.#hooks({ signal: ctx.signal }), callId: ctx.toolCallId, prompt: args.prompt, resume, kind: name, maxDepth };
+    const started = callWasm(() => this.#core.runSubagent(run, wireCore(wire), toolset, call));
     if (!span) return started;
     return started.then((rv) => {
       if (rv?.is_error) span.fail({ name: "ToolError", message: rv.message });

@@ -69,9 +69,8 @@ fn subagent_tool(
                 approvals: &child_approvals,
                 env: &*env,
             };
-            let cancel: LocalBoxFuture<'static, ()> = never().boxed_local();
-            let rv =
-                run_subagent(&turn, &run, UserInput::Text(prompt.clone()), cancel.shared(), |e| e.to_string()).await;
+            let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
+            let rv = run_subagent(&turn, &run, UserInput::Text(prompt.clone()), cancel, |e| e.to_string()).await;
             children.prompts.borrow_mut().push((prompt, model.seen.borrow().len()));
             rv
         }

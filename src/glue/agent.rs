@@ -29,6 +29,7 @@ use crate::engine::providers::ToolDefinition;
 use crate::engine::session::{Refused, Session, TurnOutcome};
 use crate::engine::soul::agent::{self, AgentConfig, Env, Turn, TurnError, TurnTools, UserInput};
 use crate::engine::soul::approval::{ApprovalState, Approvals};
+use crate::engine::soul::context::SharedContext;
 use crate::engine::soul::recovery::{RecordedTurn, RecoveryBudget};
 use crate::engine::soul::rules::Backoff;
 use crate::engine::soul::wire::{Wire, WireMessage};
@@ -213,7 +214,7 @@ impl AgentCore {
     ) -> Result<Promise, JsValue> {
         let input: UserInput =
             read_js(&user_input).map_err(|_| type_error("userInput must be a string or an array of content parts"))?;
-        self.start(Start::Run(input), wire, context, toolset, hooks, None)
+        self.start(Start::Run(input), wire, context.parts(), toolset, hooks, None)
     }
 
     /// Starts a turn of `session` on `user_input` (refused, nothing counted, with `{refused,
@@ -242,7 +243,7 @@ impl AgentCore {
         if !prompt.is_empty() && ctx.read(|c| c.system_prompt().is_none() && c.history().is_empty()) {
             ctx.write_system_prompt(prompt);
         }
-        self.start(Start::Run(input), wire, context, toolset, hooks, Some(session.session.clone()))
+        self.start(Start::Run(input), wire, context.parts(), toolset, hooks, Some(session.session.clone()))
     }
 
     /// Goes on with (or closes) the turn the session's store holds unfinished; `null` when there
@@ -261,8 +262,15 @@ impl AgentCore {
         }
         let Some((turn, budget)) = session.session.poll_resume() else { return Ok(None) };
         session.session.attach(&wire.wire, &context.ctx);
-        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks, Some(session.session.clone()))
-            .map(Some)
+        self.start(
+            Start::Resume(Box::new(turn), budget),
+            wire,
+            context.parts(),
+            toolset,
+            hooks,
+            Some(session.session.clone()),
+        )
+        .map(Some)
     }
 
     /// Goes on with the turn its runtime died in, from the turn's recorded messages (`recorded`:
@@ -289,19 +297,23 @@ impl AgentCore {
         if let Some(n) = get(&hooks, "maxResumes").and_then(|v| v.as_f64()).filter(|n| n.is_finite() && *n >= 0.0) {
             budget.max_resumes = n as u32;
         }
-        self.start(Start::Resume(Box::new(turn), budget), wire, context, toolset, hooks, None)
+        self.start(Start::Resume(Box::new(turn), budget), wire, context.parts(), toolset, hooks, None)
     }
 
-    fn start(
+    /// Starts a turn: a user's, a recovered one, or a sub-agent call's (then on its parent's
+    /// approvals and provider, without the one-turn-at-a-time rule: each call is its own
+    /// instance, and it resolves with the call's result).
+    pub(super) fn start(
         &self,
         start: Start,
         wire: &WireCore,
-        context: &ContextCore,
+        context: (SharedContext, Rc<RefCell<Option<JsValue>>>),
         toolset: JsValue,
         hooks: JsValue,
         session: Option<Session>,
     ) -> Result<Promise, JsValue> {
-        if self.busy.get() {
+        let sub = matches!(start, Start::Subagent(_));
+        if self.busy.get() && !sub {
             return Err(js_sys::Error::new(&format!(
                 "Agent `{}` is already running a turn: one turn at a time (wait for it, or abort it, before starting another)",
                 self.config.name
@@ -312,24 +324,37 @@ impl AgentCore {
         let warn = get(&hooks, "warn").and_then(|f| f.dyn_into::<Function>().ok());
         let limits = self.limits;
         let wire = wire.wire.clone();
-        // approve_for_session is the session's: across turns and deaths.
-        for action in session.iter().flat_map(Session::approved_for_session) {
-            self.approvals.borrow_mut().approve_for_session(&action);
-        }
-        let approvals = Rc::new(Approvals::new(
-            wire.clone(),
-            self.approvals.clone(),
-            self.config.name.clone(),
-            Box::new(sys::random_uuid),
-        ));
+        // A turn of this agent's own: its approvals on its wire, and the run its tools' calls are in.
+        let root = |job: Job| {
+            // approve_for_session is the session's: across turns and deaths.
+            for action in session.iter().flat_map(Session::approved_for_session) {
+                self.approvals.borrow_mut().approve_for_session(&action);
+            }
+            let approvals = Rc::new(Approvals::new(
+                wire.clone(),
+                self.approvals.clone(),
+                self.config.name.clone(),
+                Box::new(sys::random_uuid),
+            ));
+            let used = super::subagent::Usage::default();
+            let handle = super::subagent::RunHandle::root(
+                approvals.clone(),
+                self.provider.clone(),
+                used.clone(),
+                self.instances.clone(),
+            );
+            (job, approvals, handle, used)
+        };
+        let (start, approvals, handle, subagents) = match start {
+            Start::Subagent(call) => {
+                let super::subagent::Call { run, prompt, approvals, handle, used, running } = *call;
+                (Job::Subagent(run, prompt, running), approvals, handle, used)
+            }
+            Start::Run(input) => root(Job::Run(input)),
+            Start::Resume(turn, budget) => root(Job::Resume(turn, budget)),
+        };
+        let provider = handle.provider();
         let run_fns = RunClosures::new(&wire, &approvals);
-        let subagents = super::subagent::Usage::default();
-        let handle = super::subagent::RunHandle::root(
-            approvals.clone(),
-            self.provider.clone(),
-            subagents.clone(),
-            self.instances.clone(),
-        );
         let stop = StopReason::default();
         let simple = get(&hooks, "simple").and_then(|v| v.as_f64()).map(|v| v as u32);
         let tools = JsToolset::new(
@@ -340,23 +365,30 @@ impl AgentCore {
             Some(run_fns.functions(handle)),
             self.config.tool_timeouts,
         )?;
-        let provider = self.provider.clone();
-        let (config, store_error, context) = (self.config.clone(), context.store_error.clone(), context.ctx.clone());
-        self.last_output.replace(JsValue::UNDEFINED);
-        let env = AgentEnv { output: self.output.clone(), last: self.last_output.clone(), stop, subagents };
-        self.busy.set(true);
-        let busy = Busy(self.busy.clone());
+        let config = self.config.clone();
+        let (context, store_error) = context;
+        let last = if sub { Rc::default() } else { self.last_output.clone() };
+        last.replace(JsValue::UNDEFINED);
+        let env = AgentEnv { output: self.output.clone(), last, stop, subagents };
+        let busy = (!sub).then(|| {
+            self.busy.set(true);
+            Busy(self.busy.clone())
+        });
         Ok(future_to_promise(async move {
             let _busy = busy;
             let _run_fns = run_fns; // the tools' `send`/`requestApproval`/`rejection` live as long as the run
             let watch = signal.clone().map(AbortWatch::new);
-            let cancel = async {
-                match &watch {
-                    Some(w) => {
-                        w.fired().await;
+            // Boxed, and made anew for each turn a sub-agent's call runs.
+            let cancel = || {
+                async {
+                    match &watch {
+                        Some(w) => {
+                            w.fired().await;
+                        }
+                        None => futures::future::pending::<()>().await,
                     }
-                    None => futures::future::pending::<()>().await,
                 }
+                .boxed_local()
             };
             let model = provider.as_ref().map(|m| m.model(limits, warn.as_ref()));
             let turn = Turn {
@@ -369,8 +401,17 @@ impl AgentCore {
                 env: &env,
             };
             let outcome = match start {
-                Start::Run(input) => turn.run(input, cancel).await,
-                Start::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel).await,
+                Job::Run(input) => turn.run(input, cancel()).await,
+                Job::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel()).await,
+                Job::Subagent(run, prompt, _running) => {
+                    let words = |e: &GlueError| {
+                        let (class, message) = seam_words(e);
+                        format!("{class}: {message}")
+                    };
+                    let rv = agent::run_subagent(&turn, &run, prompt, cancel, words).await;
+                    wire.shutdown();
+                    return Ok(to_js(&rv));
+                }
             };
             if let Some(session) = &session {
                 // Everything the turn published is recorded, then its end is stored and told.
@@ -394,10 +435,19 @@ pub(super) fn seam_words(e: &GlueError) -> (String, String) {
     }
 }
 
-/// What a run of an agent starts with: a user's input, or a recorded turn to go on with.
-enum Start {
+/// What a run of an agent starts with: a user's input, a recorded turn to go on with, or a
+/// sub-agent call.
+pub(super) enum Start {
     Run(UserInput),
     Resume(Box<RecordedTurn>, RecoveryBudget),
+    Subagent(Box<super::subagent::Call>),
+}
+
+/// What the started run does.
+enum Job {
+    Run(UserInput),
+    Resume(Box<RecordedTurn>, RecoveryBudget),
+    Subagent(crate::engine::soul::agent::SubagentRun, UserInput, super::subagent::Running),
 }
 
 /// The unfinished turn of a recording (`recorded`: the JSON text of an array of wire messages),

@@ -20,6 +20,13 @@ pub struct ContextCore {
     pub(crate) store_error: Rc<RefCell<Option<JsValue>>>,
 }
 
+impl ContextCore {
+    /// The context and where its store's error is kept, as a turn takes them.
+    pub(crate) fn parts(&self) -> (SharedContext, Rc<RefCell<Option<JsValue>>>) {
+        (self.ctx.clone(), self.store_error.clone())
+    }
+}
+
 #[wasm_bindgen]
 impl ContextCore {
     #[wasm_bindgen(constructor)]

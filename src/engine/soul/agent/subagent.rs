@@ -7,8 +7,7 @@
 //! rule of one sub-agent call over a [`Turn`] the caller built on a wire made the sub-agent's by
 //! [`SubagentRun::forward`].
 
-use futures::future::{LocalBoxFuture, Shared};
-use serde_json::json;
+use futures::future::LocalBoxFuture;
 
 use super::config::UserInput;
 use super::error::TurnError;
@@ -46,14 +45,20 @@ pub struct SubagentRun {
 impl SubagentRun {
     /// `m` as kimi-cli's `SubagentEvent` on the parent's wire.
     pub fn event(&self, m: &WireMessage) -> WireMessage {
+        // Written as text and read back: a `Value` serializer would compile every message's
+        // writer a second time (the .wasm feels it); the text writer and the `Value` reader are
+        // there already.
+        let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let event = serde_json::to_string(m).unwrap_or_else(|_| "{}".into());
+        let payload = format!(
+            r#"{{"parent_tool_call_id":{},"agent_id":{},"subagent_type":{},"event":{event}}}"#,
+            text(&self.parent_tool_call_id),
+            text(&self.agent_id),
+            text(&self.subagent_type)
+        );
         WireMessage::Other {
             kind: "SubagentEvent".into(),
-            payload: json!({
-                "parent_tool_call_id": self.parent_tool_call_id,
-                "agent_id": self.agent_id,
-                "subagent_type": self.subagent_type,
-                "event": m,
-            }),
+            payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
         }
     }
 
@@ -86,13 +91,13 @@ impl SubagentRun {
 
 /// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on `prompt`, then once
 /// more on [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured
-/// output: its answer is the value). `cancel`: the call was given up (the parent's cancel, the
-/// tool's time limit). `unexpected` words a seam's error that is not the provider's.
-pub async fn run_subagent<M, T>(
+/// output: its answer is the value). `cancel` makes, for each turn, what resolves when the call is
+/// given up (the parent's cancel, the tool's time limit). `unexpected` words a seam's error that is not the provider's.
+pub async fn run_subagent<'c, M, T>(
     turn: &Turn<'_, M, T>,
     run: &SubagentRun,
     prompt: UserInput,
-    cancel: Shared<LocalBoxFuture<'static, ()>>,
+    cancel: impl Fn() -> LocalBoxFuture<'c, ()>,
     unexpected: impl Fn(&ErrOf<M>) -> String,
 ) -> ToolReturnValue
 where
@@ -104,7 +109,7 @@ where
     let mut input = prompt;
     let mut asked_again = false;
     loop {
-        if let Err(e) = turn.run(input, cancel.clone()).await {
+        if let Err(e) = turn.run(input, cancel()).await {
             return failure(&e, phase, &unexpected);
         }
         let last = turn.context.read(|c| c.history().last().filter(|m| m.role == Role::Assistant).cloned());
