@@ -217,7 +217,7 @@ where
         wire.clone(),
         Rc::new(RefCell::new(ApprovalState::new(false))),
         "agent".into(),
-        Box::new(move || {
+        Rc::new(move || {
             ids.set(ids.get() + 1);
             format!("life{n}-req-{}", ids.get())
         }),

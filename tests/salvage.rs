@@ -198,7 +198,7 @@ where
         wire.clone(),
         Rc::new(RefCell::new(ApprovalState::new(false))),
         "agent".into(),
-        Box::new(|| "req".into()),
+        Rc::new(|| "req".into()),
     ));
     let turn = Turn {
         config: &config,

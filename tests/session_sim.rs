@@ -793,7 +793,7 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
         wire.clone(),
         state,
         "agent".into(),
-        Box::new(move || {
+        Rc::new(move || {
             ids.set(ids.get() + 1);
             format!("l{life}-t{n_turn}-r{}", ids.get())
         }),

@@ -334,7 +334,7 @@ impl AgentCore {
                 wire.clone(),
                 self.approvals.clone(),
                 self.config.name.clone(),
-                Box::new(sys::random_uuid),
+                Rc::new(sys::random_uuid),
             ));
             let used = super::subagent::Usage::default();
             let handle = super::subagent::RunHandle::root(

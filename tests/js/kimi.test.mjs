@@ -157,3 +157,44 @@ test("kimi-cli reads a recording of a background answer cut and read again (the 
     await s.close();
   }
 });
+
+const READ_SUBAGENTS = `
+import json, sys
+from kimi_cli.wire.serde import deserialize_wire_message
+from kimi_cli.wire.types import SubagentEvent
+out = []
+for line in open(sys.argv[1]):
+    rec = json.loads(line)
+    if rec.get("type") == "metadata":
+        continue
+    m = deserialize_wire_message(rec["message"])
+    if isinstance(m, SubagentEvent):
+        out.append([m.parent_tool_call_id, m.agent_id, m.subagent_type, type(m.event).__name__])
+    else:
+        out.append([type(m).__name__])
+print(json.dumps(out))
+`;
+
+test("kimi-cli reads a recording with two sub-agents' SubagentEvents (one asked for approval at the parent's UI) as this runtime wrote it", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const lines = [];
+  const long = Array(40).fill("found").join(" ");
+  const child = new k.Agent({
+    name: "explore",
+    provider: new k.ScriptedProvider([`tool_call: {"id":"k1","name":"rm","arguments":"{}"}`, `text: ${long}`, `text: ${long}`]),
+    toolset: new k.SimpleToolset([{ name: "rm", description: "", parameters: {}, needsApproval: true, handler: () => "removed" }]),
+  });
+  const calls = ['{"id":"c1","name":"explore","arguments":"{\\"prompt\\":\\"a\\"}"}', '{"id":"c2","name":"explore","arguments":"{\\"prompt\\":\\"b\\"}"}'].map((c) => `tool_call: ${c}`).join("\n");
+  const parent = new k.Agent({ provider: new k.ScriptedProvider([calls, "text: done"]), toolset: new k.SimpleToolset([child.asTool()]) });
+  await k.runSoul(parent, "go", async (w) => {
+    for await (const m of w.uiSide({ merge: true })) if (m.type === "ApprovalRequest") w.respond(m.payload.id, "approve");
+  }, new AbortController().signal, { recorder: new k.WireRecorder((l) => void lines.push(l)) });
+  const file = join(mkdtempSync(join(tmpdir(), "kimi-wire-")), "wire.jsonl");
+  writeFileSync(file, lines.join("\n") + "\n");
+  const theirs = JSON.parse(execFileSync(python, ["-c", READ_SUBAGENTS, file], { encoding: "utf8" }));
+  const ours = k.readWireRecord(lines.join("\n")).map((m) => (m.type === "SubagentEvent" ? [m.payload.parent_tool_call_id, m.payload.agent_id, m.payload.subagent_type, m.payload.event.type] : [m.type]));
+  // kimi-cli names a part's class (TextPart) where the wire says ContentPart; otherwise the same.
+  const name = (t) => (t === "TextPart" || t === "ThinkPart" ? "ContentPart" : t);
+  assert.deepEqual(theirs.map((row) => row.map(name)), ours);
+  assert.ok(ours.filter((r) => r.length === 4).length >= 8, "both sub-agents' turns are in it");
+  assert.ok(ours.some((r) => r[0] === "ApprovalRequest"), "the child's approval is the parent's, unwrapped");
+});

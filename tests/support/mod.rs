@@ -279,7 +279,7 @@ impl Harness {
             wire.clone(),
             self.approval_state.clone(),
             self.config.name.clone(),
-            Box::new(move || {
+            Rc::new(move || {
                 ids.set(ids.get() + 1);
                 format!("req-{}", ids.get())
             }),

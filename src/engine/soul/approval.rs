@@ -79,18 +79,14 @@ pub struct Approvals {
 }
 
 impl Approvals {
-    pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Box<dyn Fn() -> String>) -> Self {
-        Approvals::with(wire, state, sender, Rc::from(new_id))
-    }
-
-    fn with(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Rc<dyn Fn() -> String>) -> Self {
+    pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Rc<dyn Fn() -> String>) -> Self {
         Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()), resumed: RefCell::default() }
     }
 
     /// A sub-agent's approvals (`sender`: its name): asked on this run's wire, answered by its
     /// `respond`, with this run's `approve_for_session` (kimi-cli: one approval runtime a session).
     pub fn child(&self, sender: String) -> Approvals {
-        Approvals::with(self.wire.clone(), self.state.clone(), sender, self.new_id.clone())
+        Approvals::new(self.wire.clone(), self.state.clone(), sender, self.new_id.clone())
     }
 
     /// The wire the requests are asked on.
