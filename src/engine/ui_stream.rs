@@ -59,6 +59,8 @@ pub struct UiChunker {
     approvals: Vec<(String, String)>,
     /// Calls whose approval was refused, with the user's feedback.
     denied: Vec<(String, String)>,
+    /// Sub-agent calls' text so far, and how much of it was shown.
+    subagents: Vec<(String, String, usize)>,
 }
 
 const FINISH_STEP: &str = "{\"type\":\"finish-step\"}";
@@ -281,6 +283,39 @@ impl UiChunker {
                     ));
                 }
             }
+            // A sub-agent's text is its call's preliminary output (the AI SDK's streaming tool
+            // output), shown when it has doubled since last shown and at each of its steps' ends:
+            // what is written stays linear in the text however finely it comes.
+            "SubagentEvent" => {
+                let call = s(p, "parent_tool_call_id");
+                let event = p.get("event").unwrap_or(&empty);
+                let kind = s(event, "type");
+                let payload = event.get("payload").unwrap_or(&empty);
+                let i = match self.subagents.iter().position(|(c, _, _)| c == call) {
+                    Some(i) => i,
+                    None => {
+                        self.subagents.push((call.to_owned(), String::new(), 0));
+                        self.subagents.len() - 1
+                    }
+                };
+                let (_, text, shown) = &mut self.subagents[i];
+                if kind == "ContentPart" && s(payload, "type") == "text" {
+                    text.push_str(s(payload, "text"));
+                }
+                let step_end = kind == "StatusUpdate" || kind == "TurnEnd";
+                if text.len() > *shown && (step_end || text.len() >= 2 * *shown) {
+                    *shown = text.len();
+                    let chunk = format!(
+                        "{{\"type\":\"tool-output-available\",\"toolCallId\":{},\"output\":{},\"preliminary\":true}}",
+                        q(call),
+                        q(text)
+                    );
+                    let call = call.to_owned();
+                    self.close(&mut out);
+                    self.available(&call, &mut out);
+                    out.push(chunk);
+                }
+            }
             "TurnEnd" => self.end_step(&mut out),
             _ => {} // TurnBegin, StepInterrupted, compaction, a tool's own messages: nothing to show
         }
@@ -344,6 +379,42 @@ mod tests {
         let b = parse(c.push_value(&msg("ToolResult", json!({"tool_call_id": "b", "return_value": own}))));
         assert_eq!(kinds(&b), ["tool-output-available"], "the handler's own answer after a refusal is shown");
         assert_eq!(b[0]["output"], "not paid, as asked");
+    }
+
+    #[test]
+    fn a_sub_agents_text_is_its_calls_preliminary_output_written_in_linear_bytes() {
+        let mut c = UiChunker::new(None);
+        let msg = |t: &str, p: Value| json!({"type": t, "payload": p});
+        let sub = |e: Value| {
+            msg(
+                "SubagentEvent",
+                json!({"parent_tool_call_id": "c1", "agent_id": "a1", "subagent_type": "x", "event": e}),
+            )
+        };
+        c.push_value(&msg("StepBegin", json!({"n": 1})));
+        c.push_value(&msg(
+            "ToolCall",
+            json!({"type": "function", "id": "c1", "function": {"name": "x", "arguments": "{\"prompt\":\"p\"}"}}),
+        ));
+        let mut chunks = Vec::new();
+        let n = 20_000;
+        for _ in 0..n {
+            chunks.extend(c.push_value(&sub(msg("ContentPart", json!({"type": "text", "text": "a"})))));
+        }
+        chunks.extend(c.push_value(&sub(msg("StatusUpdate", json!({"token_usage": null})))));
+        let bytes: usize = chunks.iter().map(String::len).sum();
+        assert!(bytes < 4 * n + 10_000, "{bytes} bytes for {n} characters: linear");
+        let v = parse(chunks);
+        assert_eq!(v[0]["type"], "tool-input-available", "the call's input before its first output");
+        let outputs: Vec<&Value> = v.iter().filter(|c| c["type"] == "tool-output-available").collect();
+        assert!(outputs.len() <= 20, "{}", outputs.len());
+        assert!(outputs.iter().all(|o| o["preliminary"] == true && o["toolCallId"] == "c1"));
+        assert_eq!(outputs.last().unwrap()["output"].as_str().unwrap().len(), n, "the step's end shows all of it");
+        // Its result comes after, whole and final.
+        let r = json!({"is_error": false, "output": "agent_id: a1", "message": "", "display": []});
+        let done = parse(c.push_value(&msg("ToolResult", json!({"tool_call_id": "c1", "return_value": r}))));
+        assert_eq!(kinds(&done), ["tool-output-available"]);
+        assert!(done[0].get("preliminary").is_none());
     }
 
     #[test]
