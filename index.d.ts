@@ -706,7 +706,22 @@ export type WireMessage =
   | { type: "ApprovalRequest"; payload: ApprovalRequestPayload }
   | { type: "ApprovalResponse"; payload: { request_id: string; response: "approve" | "approve_for_session" | "reject"; feedback: string } }
   | { type: "PartialOutput"; payload: { edits: PartialJsonEdit[] } }
-  | { type: "Notification"; payload: NotificationPayload };
+  | { type: "Notification"; payload: NotificationPayload }
+  | { type: "SubagentEvent"; payload: SubagentEventPayload };
+/**
+ * kimi-cli's `SubagentEvent`: a message of a sub-agent's turn (`Agent.asTool`) on its parent's wire.
+ * A raw side gets each as it comes, a merged side and a recording the merged ones. A sub-agent's
+ * `ApprovalRequest` is not wrapped: it is the parent's to answer, with `respond`.
+ */
+export interface SubagentEventPayload {
+  /** The parent's call that runs the sub-agent. */
+  parent_tool_call_id: string;
+  /** The instance (`resume` names it). */
+  agent_id: string;
+  /** The tool's name. */
+  subagent_type: string;
+  event: WireMessage;
+}
 /** Any message in the envelope: what the wire takes (`send`), and a message of a kind of your own. */
 export type OtherWireMessage = { type: string; payload: unknown };
 export interface TurnBeginPayload {
@@ -734,6 +749,8 @@ export interface StatusUpdatePayload {
   token_usage: TokenUsage | null;
   message_id: string | null;
   provider?: FallbackMember;
+  /** What the turn's sub-agents used so far, nested ones too (absent until one ran a step). */
+  subagent_token_usage?: TokenUsage;
 }
 /** A tool asks the user; answer with `wire.respond(id, …)` (a session's `respond`). */
 export interface ApprovalRequestPayload {
@@ -842,6 +859,29 @@ export class Agent implements Soul {
   run(userInput: string | ContentPart[], run: RunContext): Promise<void>;
   /** Goes on with a recorded turn (`resumeSoul` calls it). */
   resume(messages: readonly (WireMessage | OtherWireMessage)[], run: RunContext, options?: { maxResumes?: number }): Promise<void>;
+  /**
+   * This agent as a tool: a sub-agent, as kimi-cli's `Agent` tool runs one. A call `{prompt,
+   * description?, resume?}` runs one turn of this agent in a new instance (its own context, agent
+   * id `a` + 8 hex digits), or goes on with the instance `resume` names; with `provider: null` the
+   * agent runs on the caller's provider. Its messages go on the caller's wire as `SubagentEvent`s;
+   * its tools' approvals are asked there (the caller's `respond` answers them; `approve_for_session`
+   * holds for the caller's run). The result is kimi-cli's text (`agent_id`, `resumed`,
+   * `actual_subagent_type`, `status: completed`, then `[summary]` and the final answer); an answer
+   * under 200 characters is asked once more to be fuller. Failures are error results in kimi-cli's
+   * words (max steps, an API error with its status, a provider error, an unexpected error). Cancel
+   * the caller and every sub-agent and its tools stop. Calls in one round run at once.
+   * Only inside an agent run (runSoul, a Session, AgentSession): in a plain `step` the call is an
+   * error result.
+   */
+  asTool(opts?: {
+    /** The tool's name; default the agent's. */
+    name?: string;
+    description?: string;
+    /** How many sub-agents deep a call may run (the caller's turn is depth 0). Default 2. */
+    maxDepth?: number;
+    /** The call's own time limit (as `Tool.timeoutMs`). */
+    timeoutMs?: number;
+  }): Tool;
 }
 /**
  * After a `StepRetry`, the parts published since the last `StepBegin` are void (the failed attempt's):

@@ -170,6 +170,10 @@ export async function main(): Promise<string> {
   const copy: Context = Context.fromJSONL(context.toJSONL());
   const agent = new Agent({ name: "a", provider: chaos, systemPrompt: "sys", toolset, context: copy, maxStepsPerTurn: 5, maxRetriesPerStep: 2, maxContextTokens: 100_000, capabilities: [], yolo: false });
   const soul: Soul = agent;
+  // An agent as a tool: a sub-agent on the caller's provider.
+  const helper = new Agent({ name: "explore", provider: null, systemPrompt: "You explore." });
+  const asTool: Tool = helper.asTool({ description: "Explores.", maxDepth: 2, timeoutMs: 60_000 });
+  new SimpleToolset([asTool]);
   const status: StatusSnapshot = soul.status;
   const lines: string[] = [];
   await runSoul(soul, "add 1 and 2", async (wire: Wire) => {
@@ -185,6 +189,11 @@ export async function main(): Promise<string> {
       if (msg.type === "TurnBegin") {
         const begin: TurnBeginPayload = msg.payload;
         void begin.turn_id;
+      }
+      if (msg.type === "SubagentEvent") {
+        const inner: WireMessage = msg.payload.event;
+        const who: string = `${msg.payload.parent_tool_call_id} ${msg.payload.agent_id} ${msg.payload.subagent_type}`;
+        void inner, who;
       }
       if (msg.type === "StepBegin") {
         // @ts-expect-error a step's number is a number, not a string: payloads are not `any`
