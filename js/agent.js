@@ -197,7 +197,7 @@ export class Agent {
     if (typeof args?.prompt !== "string") return toolError({ message: "The sub-agent needs a `prompt` string.", brief: "Invalid arguments" });
     const resume = typeof args.resume === "string" && args.resume !== "" ? args.resume : null;
     const trace = ctx[TRACE];
-    const t = this.#telemetry ?? trace?.telemetry;
+    const t = this.#telemetry ?? trace?.telemetry.fork();
     const wire = new Wire();
     const toolset = t ? t.wrap(this.#toolset) : this.#toolset;
     const span = t?.turn(this, this.#provider, wire, args.prompt, trace?.context);

@@ -81,6 +81,11 @@ class Telemetry {
     this.#context = context;
   }
 
+  /** The same telemetry for another run (its own current model call): a sub-agent's, traced with its caller's. */
+  fork() {
+    return new Telemetry({ tracer: this.#tracer, recordContent: this.#content, context: this.#context });
+  }
+
   /**
    * A `chat {model}` span for one model call of `provider`; `end(result)` or `fail(error)` closes
    * it. `within`: the parent's context (an agent turn's span), `startTime` when it began earlier or

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import * as k from "kosong-wasm";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { startMockServer, gate, text, finish, done } from "./mock-openai.mjs";
+import { startMockServer, gate, text, finish, done, toolStart } from "./mock-openai.mjs";
 import { answerEvents, backgroundServer } from "./background-server.mjs";
 
 let server;
@@ -221,4 +221,26 @@ test("generate: an answer read again after its stream broke is one chat span wit
   } finally {
     await s.close();
   }
+});
+
+test("a sub-agent's turn is an invoke_agent span inside the caller's execute_tool span, with its own chat span; it takes the caller's telemetry when it has none", async () => {
+  exporter.reset();
+  const long = Array(40).fill("found").join(" ");
+  const child = new k.Agent({ name: "explore", provider: new k.ScriptedProvider([`text: ${long}`]) });
+  server.respond({ steps: [toolStart(0, "c1", "explore", '{"prompt":"look"}'), finish("tool_calls"), done()] });
+  server.respond({ steps: [text("done"), finish(), done()] });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const parent = new k.Agent({ name: "lead", provider, toolset: new k.SimpleToolset([child.asTool()]), telemetry: { tracer } });
+  await k.runSoul(parent, "go", async (w) => { for await (const _ of w.uiSide({ merge: true })); }, new AbortController().signal);
+  const spans = exporter.getFinishedSpans();
+  const named = (n) => spans.filter((s) => s.name === n);
+  const [lead] = named("invoke_agent lead");
+  const [exec] = named("execute_tool explore");
+  const [sub] = named("invoke_agent explore");
+  assert.ok(lead && exec && sub, spans.map((s) => s.name).join(", "));
+  assert.equal(parentOf(sub), exec.spanContext().spanId, "the sub-agent's turn is inside the call that ran it");
+  assert.equal(sub.spanContext().traceId, lead.spanContext().traceId, "one trace");
+  const subChats = spans.filter((s) => s.name.startsWith("chat") && parentOf(s) === sub.spanContext().spanId);
+  assert.equal(subChats.length, 1, "the sub-agent's model call is its own span's child");
+  assert.ok(ns(sub.startTime) >= ns(exec.startTime) && ns(sub.endTime) <= ns(exec.endTime));
 });
