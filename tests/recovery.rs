@@ -893,3 +893,56 @@ fn a_kept_answer_is_read_again_by_the_next_life_instead_of_asked_again() {
         assert_consistent(&store);
     }
 }
+
+#[test]
+fn a_sub_agents_question_left_by_a_death_is_closed_refused_and_the_recovered_turn_does_not_wait_on_it() {
+    use kosong_wasm::engine::soul::wire::ApprovalRequest;
+    let store = Store::default();
+    let desk = Desk::default();
+    desk.hold.set(true);
+    // The call runs a sub-agent (held: the runtime dies under it) whose tool asks the parent's UI.
+    let model = Echo::new([call("m1", "send_email", json!({"to": "a@b.c"})), "text: told you".to_owned()]);
+    let asked = Rc::new(Cell::new(false));
+    let a2 = asked.clone();
+    let ended = life(
+        &store,
+        &model,
+        &desk,
+        Start::New("mail"),
+        |ms| has(ms, "ApprovalRequest"),
+        move |m, wire| {
+            if m.kind() == "ToolCall" && !a2.replace(true) {
+                drop(wire.request_approval(ApprovalRequest {
+                    id: "sub-req".into(),
+                    tool_call_id: "k1".into(),
+                    sender: "explore".into(),
+                    action: "rm".into(),
+                    description: String::new(),
+                    display: Vec::new(),
+                    before_start: true,
+                    agent_id: Some("a1234abcd".into()),
+                    subagent_type: Some("explore".into()),
+                }));
+            }
+        },
+    )
+    .unwrap();
+    assert!(ended.is_none());
+    let recorded = RecordedTurn::read(&store.recording()).unwrap();
+    assert!(!recorded.waiting_on_person(), "a sub-agent's question is not the turn's own");
+    assert_eq!(recorded.subagent_asked, ["sub-req"]);
+    desk.hold.set(false);
+    let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
+    assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+    let responses: Vec<Value> = store
+        .recording()
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .filter(|v| v["type"] == "ApprovalResponse")
+        .map(|v| v["payload"].clone())
+        .collect();
+    assert_eq!(responses, [json!({"request_id": "sub-req", "response": "reject", "feedback": ""})]);
+    assert_eq!(store.results_for("m1")[0]["display"][0]["text"], "Interrupted", "the call that ran the sub-agent");
+    assert_eq!(desk.starts("send_email"), ["m1"], "not run again");
+    assert_consistent(&store);
+}

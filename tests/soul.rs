@@ -515,6 +515,8 @@ mod run_soul {
             description: String::new(),
             display: Vec::new(),
             before_start: false,
+            agent_id: None,
+            subagent_type: None,
         });
         let (tx, rx) = oneshot::channel::<()>();
         let soul = async move {

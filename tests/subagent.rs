@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use kosong_wasm::engine::soul::agent::{add_usage, run_subagent, AgentConfig, Turn, UserInput, SUMMARY_PROMPT};
 use kosong_wasm::engine::soul::context::SharedContext;
-use kosong_wasm::engine::soul::wire::{ApprovalResponse, Wire, WireMessage};
+use kosong_wasm::engine::soul::wire::{ApprovalResponse, SubagentOf, Wire, WireMessage};
 use kosong_wasm::engine::toolset::{ToolOutput, ToolReturnValue};
 use support::{call, never, Echo, FakeEnv, Harness, Tools};
 
@@ -53,7 +53,8 @@ fn subagent_tool(
         let total = env.subagent_usage.clone();
         let wire = Wire::new();
         run.forward(&wire, approvals.wire(), move |u| add_usage(&mut total.borrow_mut(), u));
-        let child_approvals = Rc::new(approvals.child(name.into()));
+        let who = SubagentOf { agent_id: run.agent_id.clone(), subagent_type: name.into() };
+        let child_approvals = Rc::new(approvals.child(name.into(), who));
         *child_tools.approvals.borrow_mut() = Some(child_approvals.clone());
         let (tools, env, children) = (child_tools.clone(), env.clone(), children.clone());
         async move {
@@ -140,6 +141,11 @@ fn two_sub_agents_in_one_round_their_events_approvals_summary_and_usage_on_the_p
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["sender"], "explore");
     assert_eq!(asked[0]["tool_call_id"], "k1");
+    assert_eq!(
+        (&asked[0]["agent_id"], &asked[0]["subagent_type"]),
+        (&json!("a-c2"), &json!("explore")),
+        "kimi-cli's fields say whose"
+    );
     assert_eq!(o.payloads("ApprovalResponse").len(), 1);
 
     // Each child's turn is on the parent's wire as SubagentEvents, whole and in order.

@@ -20,6 +20,7 @@ use crate::engine::message::TokenUsage;
 use crate::engine::soul::agent::{add_usage, SubagentRun, UserInput};
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::context::SharedContext;
+use crate::engine::soul::wire::SubagentOf;
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 
 /// What a run's sub-agents used so far.
@@ -120,18 +121,12 @@ impl AgentCore {
         let (agent_id, context, resumed) = {
             let mut instances = run.instances.borrow_mut();
             match text("resume") {
-                Some(id) => match instances.iter_mut().find(|i| i.id == id) {
-                    None => return Ok(refused(&format!("No agent instance `{id}` to resume."), "Unknown agent")),
-                    Some(i) if i.running => {
+                // An instance of this tool's, not running now.
+                Some(id) => match instances.iter_mut().find(|i| i.id == id && i.kind == kind && !i.running) {
+                    None => {
                         return Ok(refused(
-                            &format!("Agent instance {id} is still running and cannot be resumed concurrently."),
-                            "Agent busy",
-                        ))
-                    }
-                    Some(i) if i.kind != kind => {
-                        return Ok(refused(
-                            &format!("Agent instance {id} is a `{}` agent: resume it with that tool.", i.kind),
-                            "Wrong agent type",
+                            &format!("No agent instance `{id}` of `{kind}` to resume (none such, or it is still running and cannot be resumed concurrently)."),
+                            "Agent unavailable",
                         ))
                     }
                     Some(i) => {
@@ -160,7 +155,8 @@ impl AgentCore {
                 add_usage(&mut t.borrow_mut(), u);
             }
         });
-        let approvals = Rc::new(run.approvals.child(self.config.name.clone()));
+        let who = SubagentOf { agent_id: sub.agent_id.clone(), subagent_type: sub.subagent_type.clone() };
+        let approvals = Rc::new(run.approvals.child(self.config.name.clone(), who));
         let used = Usage::default();
         let handle = RunHandle {
             approvals: approvals.clone(),

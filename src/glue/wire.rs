@@ -78,6 +78,8 @@ impl WireCore {
             description: text("description")?,
             display: Vec::new(),
             before_start: false,
+            agent_id: None,
+            subagent_type: None,
         };
         let answer = self.wire.request_approval(request);
         Ok(future_to_promise(async move {

@@ -167,7 +167,7 @@ test("resume by agent id goes on with the instance's context; an unknown id, a b
   assert.match(results.c2.output, /resumed: true[\s\S]*\(2 user messages\)$/, "the resumed instance kept its first turn");
   assert.equal(results.c2.output.split("\n")[0], results.c1.output.split("\n")[0], "the same agent id");
   assert.equal(results.c3.is_error, true);
-  assert.equal(results.c3.message, "No agent instance `a00000000` to resume.");
+  assert.equal(results.c3.message, "No agent instance `a00000000` of `note` to resume (none such, or it is still running and cannot be resumed concurrently).");
 
   // Depth: a sub-agent that calls itself stops at maxDepth.
   const deep = await router(async function* (body) {

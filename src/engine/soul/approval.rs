@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use crate::engine::soul::recovery::RecordedApproval;
-use crate::engine::soul::wire::{ApprovalAnswer, ApprovalRequest, ApprovalResponse, Wire};
+use crate::engine::soul::wire::{ApprovalAnswer, ApprovalRequest, ApprovalResponse, SubagentOf, Wire};
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 use futures::future::{LocalBoxFuture, Shared};
 use futures::FutureExt;
@@ -69,6 +69,8 @@ pub struct Approvals {
     wire: Wire,
     state: Rc<RefCell<ApprovalState>>,
     sender: String,
+    /// A sub-agent's approvals: who asks.
+    subagent: Option<SubagentOf>,
     new_id: Rc<dyn Fn() -> String>,
     /// Calls the user refused in this run, with the feedback given.
     refused: RefCell<HashMap<String, String>>,
@@ -80,13 +82,25 @@ pub struct Approvals {
 
 impl Approvals {
     pub fn new(wire: Wire, state: Rc<RefCell<ApprovalState>>, sender: String, new_id: Rc<dyn Fn() -> String>) -> Self {
-        Approvals { wire, state, sender, new_id, refused: RefCell::new(HashMap::new()), resumed: RefCell::default() }
+        Approvals {
+            wire,
+            state,
+            sender,
+            subagent: None,
+            new_id,
+            refused: RefCell::new(HashMap::new()),
+            resumed: RefCell::default(),
+        }
     }
 
-    /// A sub-agent's approvals (`sender`: its name): asked on this run's wire, answered by its
-    /// `respond`, with this run's `approve_for_session` (kimi-cli: one approval runtime a session).
-    pub fn child(&self, sender: String) -> Approvals {
-        Approvals::new(self.wire.clone(), self.state.clone(), sender, self.new_id.clone())
+    /// A sub-agent's approvals (`sender`: its name; `who`: the instance): asked on this run's
+    /// wire, answered by its `respond`, with this run's `approve_for_session` (kimi-cli: one
+    /// approval runtime a session).
+    pub fn child(&self, sender: String, who: SubagentOf) -> Approvals {
+        Approvals {
+            subagent: Some(who),
+            ..Approvals::new(self.wire.clone(), self.state.clone(), sender, self.new_id.clone())
+        }
     }
 
     /// The wire the requests are asked on.
@@ -160,6 +174,8 @@ impl Approvals {
                     description: description.to_owned(),
                     display: Vec::new(),
                     before_start,
+                    agent_id: self.subagent.as_ref().map(|s| s.agent_id.clone()),
+                    subagent_type: self.subagent.as_ref().map(|s| s.subagent_type.clone()),
                 })
                 .boxed_local(),
         };

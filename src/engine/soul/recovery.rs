@@ -99,6 +99,9 @@ pub struct RecordedTurn {
     pub results: HashMap<String, ToolResult>,
     /// The approvals asked in the last step whose call has no result.
     pub approvals: Vec<RecordedApproval>,
+    /// Sub-agents' requests (`agent_id` set) not answered: the sub-agent's call is closed by the
+    /// broken-round rule, so these are answered "reject" on resume rather than waited on.
+    pub subagent_asked: Vec<String>,
     /// The step failed (`StepInterrupted`) and the turn was ending.
     pub failing: bool,
     /// Resumes since the last progress that were not waiting on a person.
@@ -227,6 +230,7 @@ impl RecordedTurn {
             message_id: None,
             results: HashMap::new(),
             approvals: Vec::new(),
+            subagent_asked: Vec::new(),
             failing: false,
             resumes_without_progress: 0,
             resumes: 0,
@@ -288,6 +292,9 @@ impl RecordedTurn {
                         t.resumes_in_a_row = 0;
                     }
                 }
+                "ApprovalRequest" if payload.get("agent_id").is_some_and(|a| !a.is_null()) => {
+                    t.subagent_asked.push(text(payload, "id"));
+                }
                 // A request recorded twice is one request (its second line would wait forever).
                 "ApprovalRequest" if t.approvals.iter().any(|a| a.request_id == text(payload, "id")) => {}
                 "ApprovalRequest" => t.approvals.push(RecordedApproval {
@@ -299,6 +306,7 @@ impl RecordedTurn {
                 }),
                 "ApprovalResponse" => {
                     let id = text(payload, "request_id");
+                    t.subagent_asked.retain(|a| *a != id);
                     let response =
                         ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);
                     if let Some(a) = t.approvals.iter_mut().find(|a| a.request_id == id) {

@@ -87,6 +87,16 @@ where
             st.earlier_ids.extend(recorded.results.keys().cloned());
             st.turn_id = recorded.turn_id.clone();
         }
+        // A sub-agent's question is closed with its call (a sub-agent does not go on after a
+        // death: its call is closed by the broken-round rule): the recording says it was refused,
+        // and nobody is left waiting on it.
+        for id in &recorded.subagent_asked {
+            self.send(WireMessage::ApprovalResponse {
+                request_id: id.clone(),
+                response: ApprovalResponse::Reject,
+                feedback: String::new(),
+            });
+        }
         let cancelled = recorded.stop == Some(RecoveryStop::Cancelled);
         let give_up_why = if let Some(RecoveryStop::GiveUp(why)) = &recorded.stop {
             Some(why.clone())

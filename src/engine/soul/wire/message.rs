@@ -122,6 +122,20 @@ pub struct ApprovalRequest {
     /// tool has run, so its call waits again. kimi-cli reads past the field.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub before_start: bool,
+    /// A sub-agent's request (kimi-cli's `agent_id`): its turn is not the wire's own, so a
+    /// recovery of the wire's turn does not wait on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// A sub-agent's request: its type (kimi-cli's `subagent_type`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent_type: Option<String>,
+}
+
+/// Which sub-agent asks (kimi-cli's `ApprovalRequest.agent_id` and `subagent_type`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SubagentOf {
+    pub agent_id: String,
+    pub subagent_type: String,
 }
 
 impl WireMessage {

@@ -31,7 +31,7 @@ use crate::engine::message::StreamedMessagePart;
 pub use jsonl::{
     metadata_line, read_wire_record, record_line, record_message, wire_record_json, WIRE_PROTOCOL_VERSION,
 };
-pub use message::{ApprovalRequest, Status, StatusUpdate, StepRetry, WireMessage};
+pub use message::{ApprovalRequest, Status, StatusUpdate, StepRetry, SubagentOf, WireMessage};
 pub use recorder::Recorder;
 pub use side::{Ready, UiSide};
 
@@ -446,6 +446,8 @@ mod tests {
             description: String::new(),
             display: Vec::new(),
             before_start: false,
+            agent_id: None,
+            subagent_type: None,
         }
     }
 
