@@ -338,6 +338,7 @@ impl AgentCore {
             ));
             let used = super::subagent::Usage::default();
             let handle = super::subagent::RunHandle::root(
+                wire.clone(),
                 approvals.clone(),
                 self.provider.clone(),
                 used.clone(),

@@ -20,11 +20,26 @@ use crate::engine::message::TokenUsage;
 use crate::engine::soul::agent::{add_usage, SubagentRun, UserInput};
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::context::SharedContext;
-use crate::engine::soul::wire::SubagentOf;
+use crate::engine::soul::wire::{SubagentOf, Wire};
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 
 /// What a run's sub-agents used so far.
 pub type Usage = Rc<RefCell<Option<TokenUsage>>>;
+
+/// A run's total and, up the chain, its callers' (a nested sub-agent's step counts for each).
+pub struct Totals {
+    used: Usage,
+    up: Option<Rc<Totals>>,
+}
+
+impl Totals {
+    fn add(&self, u: &TokenUsage) {
+        add_usage(&mut self.used.borrow_mut(), u);
+        if let Some(up) = &self.up {
+            up.add(u);
+        }
+    }
+}
 
 /// A sub-agent instance: its agent id, its type (the tool that made it), its context, whether a
 /// call runs it now.
@@ -42,22 +57,25 @@ pub type Instances = Rc<RefCell<Vec<Instance>>>;
 /// provider it inherits, how deep it is, whose totals its usage adds to, where instances are kept.
 #[wasm_bindgen]
 pub struct RunHandle {
+    /// The run's wire (a sub-agent's events go on it; its approvals go where the run's do).
+    wire: Wire,
     approvals: Rc<Approvals>,
     provider: Option<Members>,
     depth: u32,
-    /// This run's total and every ancestor's.
-    totals: Vec<Usage>,
+    /// This run's total and its callers'.
+    totals: Rc<Totals>,
     instances: Instances,
 }
 
 impl RunHandle {
     pub(super) fn root(
+        wire: Wire,
         approvals: Rc<Approvals>,
         provider: Option<Members>,
         total: Usage,
         instances: Instances,
     ) -> RunHandle {
-        RunHandle { approvals, provider, depth: 0, totals: vec![total], instances }
+        RunHandle { wire, approvals, provider, depth: 0, totals: Rc::new(Totals { used: total, up: None }), instances }
     }
 
     /// The provider the run's turn asks.
@@ -150,19 +168,16 @@ impl AgentCore {
         let running = Running(run.instances.clone(), agent_id.clone());
         let sub = SubagentRun { parent_tool_call_id: call_id, agent_id, subagent_type: kind, resumed };
         let totals = run.totals.clone();
-        sub.forward(&wire.wire, run.approvals.wire(), move |u| {
-            for t in &totals {
-                add_usage(&mut t.borrow_mut(), u);
-            }
-        });
+        sub.forward(&wire.wire, &run.wire, move |u| totals.add(u));
         let who = SubagentOf { agent_id: sub.agent_id.clone(), subagent_type: sub.subagent_type.clone() };
         let approvals = Rc::new(run.approvals.child(self.config.name.clone(), who));
         let used = Usage::default();
         let handle = RunHandle {
+            wire: wire.wire.clone(),
             approvals: approvals.clone(),
             provider: self.provider.clone().or_else(|| run.provider.clone()),
             depth: run.depth + 1,
-            totals: std::iter::once(used.clone()).chain(run.totals.iter().cloned()).collect(),
+            totals: Rc::new(Totals { used: used.clone(), up: Some(run.totals.clone()) }),
             instances: run.instances.clone(),
         };
         let call_ = Call { run: sub, prompt: UserInput::Text(prompt), approvals, handle, used, running };

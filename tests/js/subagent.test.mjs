@@ -185,6 +185,8 @@ test("resume by agent id goes on with the instance's context; an unknown id, a b
     return e.event.type === "SubagentEvent" ? flat(e.event.payload) : [e.event];
   }).filter((m) => m.type === "ToolResult" && m.payload.return_value.is_error);
   assert.equal(refused.length, 1);
+  assert.ok(d.raw.some((m) => m.type === "SubagentEvent" && m.payload.event.type === "SubagentEvent" && m.payload.event.payload.event.type === "ContentPart"),
+    "a nested sub-agent's text reaches the top raw side as it comes, wrapped twice");
   assert.match(refused[0].payload.return_value.message, /3 levels deep, and the limit is 2/);
 });
 

@@ -180,16 +180,25 @@ impl Wire {
         st.raw_to = Some((parent.clone(), raw));
     }
 
-    /// Publishes `m` to the raw sides only (a sub-agent's message as it comes).
-    fn send_raw(&self, m: WireMessage) {
-        let mut st = self.0.borrow_mut();
-        if st.shut {
-            return;
+    /// Publishes `m` to the raw sides (and, on a sub-agent's wire, to its parent's, wrapped);
+    /// `false` after shutdown.
+    #[inline]
+    fn send_raw(&self, m: &WireMessage) -> bool {
+        let up = {
+            let mut st = self.0.borrow_mut();
+            if st.shut {
+                return false;
+            }
+            st.raw.retain(|s| !s.0.borrow().closed);
+            for s in &st.raw {
+                s.push(m.clone());
+            }
+            st.raw_to.as_ref().map(|(p, wrap)| (p.clone(), wrap(m)))
+        };
+        if let Some((parent, wrapped)) = up {
+            parent.send_raw(&wrapped);
         }
-        st.raw.retain(|s| !s.0.borrow().closed);
-        for s in &st.raw {
-            s.push(m.clone());
-        }
+        true
     }
 
     /// Publishes `m` to the merged sides and the recording only, after what the merge buffer
@@ -233,22 +242,11 @@ impl Wire {
 
     /// Publishes a message (ignored after shutdown).
     pub fn send(&self, m: WireMessage) {
-        let raw_to = {
-            let st = self.0.borrow();
-            if st.shut {
-                return;
-            }
-            st.raw_to.as_ref().map(|(p, wrap)| (p.clone(), wrap(&m)))
-        };
-        if let Some((parent, wrapped)) = raw_to {
-            parent.send_raw(wrapped);
+        if !self.send_raw(&m) {
+            return;
         }
         {
             let mut st = self.0.borrow_mut();
-            st.raw.retain(|s| !s.0.borrow().closed);
-            for s in &st.raw {
-                s.push(m.clone());
-            }
             if let WireMessage::Part(_) = m {
                 // A part joins the part before it even when that part's preview edits came
                 // between: those stay after it (one list) and go out with it.
