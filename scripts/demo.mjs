@@ -72,12 +72,19 @@ async function mockModel(req, res, failed) {
     for (const a of pieces(JSON.stringify(args), 5)) await send(toolArgs(index, a), ms);
   };
   const question = textOf([...messages].reverse().find((m) => m.role === "user"));
+  if (/researcher sub-agent/.test(textOf(messages.find((m) => m.role === "system")))) {
+    await researcherScript(messages, last, thinkAndSay, call, send);
+    res.end(done());
+    return;
+  }
   if (last?.role === "tool") {
     // The results as a person would retell them: a tool message's `<system>` wrapper (kimi-cli's
     // words for the model) never reaches the answer.
     const retell = (r) =>
       r.replace(/<system>ERROR:\s*([\s\S]*?)<\/system>/g, (_, m) => (/broke off/.test(m) ? "(one call did not run: the connection dropped while its input was arriving)" : `(a tool failed: ${m.trim()})`))
         .replace(/<\/?system>/g, "")
+        // A sub-agent's result: its report, without kimi-cli's header lines.
+        .replace(/^agent_id:[\s\S]*?\[summary\]\n/, "")
         .trim();
     const results = messages.slice(messages.findLastIndex((m) => m.role === "assistant") + 1).map((m) => retell(textOf(m))).filter(Boolean);
     await thinkAndSay("I have the results; let me put them together.", `Here is what I found:\n${results.map((r) => `• ${r}`).join("\n")}`);
@@ -100,6 +107,13 @@ async function mockModel(req, res, failed) {
     await call(0, "call_note", "save_note", { text: note });
     await send(finish("tool_calls"), 0);
     await send(usage(300, 30, 0), 0);
+  } else if (/\bresearch\b/i.test(question) && offered.includes("researcher")) {
+    // Two sub-agents at once, one a city, each started the moment its call is complete.
+    await thinkAndSay("Two cities: one researcher each, in parallel.", "I'll send a researcher to each city.");
+    await call(0, "call_research_paris", "researcher", { prompt: "Research Paris", description: "research Paris" });
+    await call(1, "call_research_tokyo", "researcher", { prompt: "Research Tokyo", description: "research Tokyo" });
+    await send(finish("tool_calls"), 0);
+    await send(usage(320, 52, 0), 0);
   } else if (/\d\s*[-+*/^]\s*\d/.test(question)) {
     const expression = question.match(/[-+*/^().\d\s]{3,}/)[0].trim();
     await thinkAndSay("Arithmetic: the calculator is exact.", "Let me calculate that.");
@@ -138,6 +152,28 @@ async function workerScript(question, thinkAndSay, call, send) {
   }
   await send(finish("tool_calls"), 0);
   await send(usage(300, 30, 0), 0);
+}
+
+/**
+ * The researcher sub-agent's script (the demo's `researcher` tool runs it): it searches its city,
+ * then reports in more than 200 characters (so no summary is asked again); asked again anyway, it
+ * says the same at more length.
+ */
+async function researcherScript(messages, last, thinkAndSay, call, send) {
+  const task = textOf(messages.find((m) => m.role === "user"));
+  const city = task.replace(/^research\s*/i, "").trim() || "Paris";
+  if (last?.role === "user" && messages.filter((m) => m.role === "assistant").length === 0) {
+    await thinkAndSay(`One city: ${city}. A search will do.`, `Searching for ${city}.`);
+    await call(0, "call_search", "search", { query: city });
+    await send(finish("tool_calls"), 0);
+    await send(usage(180, 20, 0), 0);
+    return;
+  }
+  const found = textOf(messages.filter((m) => m.role === "tool").at(-1)).replace(/<\/?system>/g, "").trim();
+  const report = `Report on ${city}: ${found} In short, ${city} is worth knowing about, and the search above is what the local database holds on it today; nothing else was looked up, so treat the figures as the database's.`;
+  await thinkAndSay("I have what I need; a short report.", report);
+  await send(finish("stop"), 0);
+  await send(usage(260, 70, 0), 0);
 }
 
 /** The demo's one server: the page, the package and the mock model. */

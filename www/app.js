@@ -47,14 +47,28 @@ function syncSettings() {
   for (const id of ["model", "baseUrl", "apiKey"]) $(id).disabled = $("kind").value === "mock";
 }
 
-/** The options of each turn's agent: the settings as they are when the turn starts (or resumes). */
-const agentOptions = () => ({
-  name: "demo",
-  provider: providerFromSettings(),
-  systemPrompt: "You are a helpful assistant in a browser demo. Use the tools when they help; call independent tools in parallel.",
-  toolset: new kosong.SimpleToolset(demoTools({ onNote: (t) => $("notes").append(el("li", "", t)), toolError: kosong.toolError })),
-  maxStepsPerTurn: 8,
-});
+/**
+ * The options of each turn's agent: the settings as they are when the turn starts (or resumes).
+ * Its tools include a sub-agent (`researcher`, on the same provider) that searches one city and
+ * reports: calls of it run at once, each on its own card and timeline lane.
+ */
+const agentOptions = () => {
+  const tools = demoTools({ onNote: (t) => $("notes").append(el("li", "", t)), toolError: kosong.toolError });
+  const researcher = new kosong.Agent({
+    name: "researcher",
+    provider: null,
+    systemPrompt: "You are a researcher sub-agent: search for the one city you are given and report what you found in a few sentences.",
+    toolset: new kosong.SimpleToolset(tools.filter((t) => t.name === "search")),
+    maxStepsPerTurn: 4,
+  });
+  return {
+    name: "demo",
+    provider: providerFromSettings(),
+    systemPrompt: "You are a helpful assistant in a browser demo. Use the tools when they help; call independent tools in parallel. To research several cities, start one researcher per city.",
+    toolset: new kosong.SimpleToolset([...tools, researcher.asTool({ description: "Starts a researcher sub-agent on one city; returns its report." })]),
+    maxStepsPerTurn: 8,
+  };
+};
 let settingsText = JSON.stringify(settingsNow());
 function settingsNow() {
   return { kind: $("kind").value, model: $("model").value, baseUrl: $("baseUrl").value, apiKey: $("apiKey").value };
@@ -75,7 +89,7 @@ syncSettings();
 
 // ---- timelines ------------------------------------------------------------------------------
 
-const LEGEND = [["model streaming", "var(--model)"], ["tool running", "var(--tool)"]];
+const LEGEND = [["model streaming", "var(--model)"], ["tool running", "var(--tool)"], ["sub-agent's turn", "var(--sub)"]];
 
 /** A tick step (ms) that gives at most six intervals over `span`. */
 function tickStep(span) {
@@ -131,7 +145,9 @@ function drawTimeline(box, rows, span) {
   }
   axisRow.append(el("div", "tl-label", "ms"), axis);
   const legend = el("div", "legend");
-  for (const [name, colour] of LEGEND) {
+  // A colour is named when a bar of it is drawn (the sub-agents' only where one ran).
+  const used = new Set(rows.flatMap((r) => r.bars.map((b) => b.cls)));
+  for (const [name, colour] of LEGEND.filter(([, c]) => c !== "var(--sub)" || used.has("subagent"))) {
     const item = el("span", "", name);
     item.style.setProperty("--c", colour);
     legend.append(item);
@@ -216,14 +232,21 @@ class RunView {
         // A refusal and a cut-off call as a person says them (the model-facing words stay in the
         // wire and the log).
         card.result.textContent =
-          status === "rejected" ? `You said no${card.feedback ? `: “${card.feedback}”` : ""}, so it did not run.`
+          card.sub && !rv.is_error ? `→ ${card.sub.type} ${card.sub.agentId} gave its report (above) to the model.`
+          : status === "rejected" ? `You said no${card.feedback ? `: “${card.feedback}”` : ""}, so it did not run.`
           : status === "cut off" ? "Not run: the connection dropped while its input was still arriving. The model was asked to send it again."
           : rv.is_error ? `${rv.message}` : out || rv.message;
         break;
       }
+      case "SubagentEvent": {
+        // A sub-agent's turn, on the card of the call that runs it: its text, its tools, its lane.
+        const card = this.cards.get(p.parent_tool_call_id);
+        if (card) this.subagent(card, p, t);
+        break;
+      }
       case "ApprovalRequest": {
-        // The question sits on the card of the call that asks it, and the card waits for it.
-        const card = this.cards.get(p.tool_call_id);
+        // The question sits on the card of the call that asks it (a sub-agent's, on its box), and the card waits for it.
+        const card = this.cards.get(p.tool_call_id) ?? (p.agent_id ? [...this.cards.values()].find((c) => c.sub?.agentId === p.agent_id) : undefined);
         if (card) this.setStatus(card, "waiting for approval");
         const box = el("div", "approval");
         box.dataset.requestId = p.id;
@@ -332,6 +355,46 @@ class RunView {
     s.tools.push(entry);
   }
 
+  /** One message of a sub-agent's turn, drawn in its call's card (`card.sub`). */
+  subagent(card, p, t) {
+    if (!card.sub) {
+      const box = el("div", "subagent");
+      box.dataset.agentId = p.agent_id;
+      const text = el("div", "sub-text");
+      const tools = el("ul", "sub-tools");
+      box.append(el("div", "sub-head", `↳ ${p.subagent_type} ${p.agent_id}`), tools, text);
+      card.card.insertBefore(box, card.result);
+      card.sub = { agentId: p.agent_id, type: p.subagent_type, box, text, tools, calls: new Map(), start: t, end: null };
+      // The call runs from its sub-agent's first message.
+      if (card.start === null) {
+        card.start = t;
+        this.setStatus(card, "running");
+      }
+    }
+    const sub = card.sub;
+    const e = p.event ?? {};
+    const q = e.payload ?? {};
+    if (e.type === "TurnBegin") {
+      // A summary asked for again: its answer is the one that counts, so the text starts anew.
+      if (sub.end !== null) sub.text.textContent = "";
+      sub.end = null;
+    } else if (e.type === "StepBegin" && sub.text.textContent && !sub.text.textContent.endsWith("\n")) {
+      sub.text.textContent += "\n";
+    } else if (e.type === "ContentPart" && q.type === "text") sub.text.textContent += q.text ?? "";
+    else if (e.type === "StepRetry") sub.text.textContent = "";
+    else if (e.type === "ToolCall") {
+      const li = el("li", "", `${q.function?.name ?? "?"} ${q.function?.arguments ?? ""}`);
+      sub.tools.append(li);
+      sub.calls.set(q.id, li);
+    } else if (e.type === "ToolCallPart") {
+      const li = [...sub.calls.values()].at(-1);
+      if (li) li.textContent += q.arguments_part ?? "";
+    } else if (e.type === "ToolResult") {
+      const li = sub.calls.get(q.tool_call_id);
+      if (li) li.append(q.return_value?.is_error ? " ✗" : " ✓");
+    } else if (e.type === "TurnEnd") sub.end = t;
+  }
+
   /** The stream of step `s` broke off and its round was kept: said once, and its bar ends there. */
   brokeOff(s) {
     if (!s || s.broken) return;
@@ -361,6 +424,8 @@ class RunView {
     for (const x of s.tools) {
       const bars = x.start === null ? [] : [{ from: x.start - s.start, to: (x.end ?? (open ? now : x.start)) - s.start, cls: "tool", text: x.name }];
       rows.push({ label: x.name, bars, note: x.cutOff ? "not run: input cut off" : undefined });
+      // A sub-agent's turn in a lane of its own, under the call that runs it.
+      if (x.sub) rows.push({ label: `↳ ${x.sub.agentId}`, bars: [{ from: x.sub.start - s.start, to: (x.sub.end ?? (open ? now : x.sub.start)) - s.start, cls: "subagent", text: x.sub.type }] });
     }
     const span = Math.max(...rows.flatMap((r) => r.bars.map((b) => b.to)), 1);
     drawTimeline(s.timeline, rows, span);

@@ -172,6 +172,32 @@ test("a tool that asks for approval waits for the user; approving runs it", opts
   await context.close();
 });
 
+test("two researcher sub-agents run at once: each its own box in its call's card, its tools and report, and a lane of its own on the timeline", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await ask(page, "Research Paris and Tokyo");
+  await page.waitForSelector("body[data-state=done]", { timeout: 60_000 });
+  const subs = await page.$$eval(".card .subagent", (bs) =>
+    bs.map((b) => ({ head: b.querySelector(".sub-head").textContent, tools: [...b.querySelectorAll(".sub-tools li")].map((l) => l.textContent), text: b.querySelector(".sub-text").textContent })));
+  assert.equal(subs.length, 2, JSON.stringify(subs));
+  for (const [i, city] of [[0, "Paris"], [1, "Tokyo"]]) {
+    assert.match(subs[i].head, /^↳ researcher a[0-9a-f]{8}$/);
+    assert.match(subs[i].tools[0], new RegExp(`search .*${city}.*✓`));
+    assert.match(subs[i].text, new RegExp(`Report on ${city}:`));
+  }
+  const done = await cards(page);
+  assert.deepEqual(done.filter((c) => c.name === "researcher").map((c) => c.status), ["done", "done"]);
+  // Each sub-agent's turn has a lane; the two overlap (they ran at once).
+  const lanes = await page.$$eval(".step[data-step='1'] .tl-row", (rows) =>
+    rows.filter((r) => r.dataset.lane?.startsWith("↳")).map((r) => { const b = r.querySelector(".bar.subagent"); return { from: Number(b.dataset.start), to: Number(b.dataset.end) }; }));
+  assert.equal(lanes.length, 2, JSON.stringify(lanes));
+  assert.ok(lanes[0].from < lanes[1].to && lanes[1].from < lanes[0].to, `the sub-agents overlap: ${JSON.stringify(lanes)}`);
+  // The answer retells both reports.
+  assert.match(await page.innerText(".step[data-step='2'] .text"), /Report on Paris[\s\S]*Report on Tokyo/);
+  assert.deepEqual(errors, []);
+  await page.screenshot({ path: join(ARTIFACTS, "demo-subagents.png"), fullPage: true });
+  await context.close();
+});
+
 test("Compare runs the turn twice on one axis: tools started mid-stream finish the turn first, and the time saved is written out", opts, async () => {
   const { page, context, errors } = await openDemo();
   await page.click("#compare");
