@@ -6,6 +6,10 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import * as k from "kosong-wasm";
 import { text, toolStart, finish, usage, done, gate, within } from "./mock-openai.mjs";
 
@@ -250,3 +254,62 @@ test("failures are kimi-cli's error results: an API error with its status, max s
   assert.match(res.return_value.message, /runs only inside an agent run/);
   assert.throws(() => flaky.asTool({ maxDepth: 0 }), /maxDepth must be a positive integer/);
 });
+
+// ---- a session's runtime killed mid-sub-agent ---------------------------------------------------
+
+const CHILD = new URL("./subagent-child.mjs", import.meta.url).pathname;
+
+function life(dir, baseUrl, mode) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CHILD, dir, baseUrl, mode], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => resolve({ said: out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l)), code, signal, err }));
+  });
+}
+
+for (const mode of ["approval", "tool"]) {
+  test(`a Node process running a Session SIGKILLed mid-sub-agent (${mode === "approval" ? "while its tool's question waits" : "inside its tool"}): the next process closes the sub-agent's call as interrupted, its tool ran at most once, nothing waits on a question nobody can answer, and the wire, the history and the tool agree`, { timeout: 60_000 }, async () => {
+    const server = await router(async function* (body) {
+      if (system(body) === "You lead.") {
+        if (assistants(body) === 0) yield* calls([["c1", "helper", { prompt: "clean /tmp/x" }]]);
+        else yield* answer("Cleanup was interrupted; I'll check before trying again.");
+        return;
+      }
+      if (assistants(body) === 0) yield* calls([["k1", "rm", { path: "/tmp/x" }]]);
+      else yield* answer(long("removed"));
+    });
+    const dir = mkdtempSync(join(tmpdir(), "kosong-subagent-"));
+    const first = await life(dir, server.baseUrl, mode);
+    assert.equal(first.signal, "SIGKILL", first.err + JSON.stringify(first.said));
+    const ran = () => (existsSync(join(dir, "ran.log")) ? readFileSync(join(dir, "ran.log"), "utf8").trim().split("\n").filter(Boolean) : []);
+    assert.deepEqual(ran(), mode === "tool" ? ["k1 /tmp/x"] : [], "the tool started once in the first life (or not at all: it was asked first)");
+    const second = await life(dir, server.baseUrl, "none");
+    assert.equal(second.code, 0, second.err);
+    const recovered = second.said.find((s) => "recovered" in s).recovered;
+    assert.deepEqual(recovered, { outcome: "done" });
+    assert.deepEqual(ran(), mode === "tool" ? ["k1 /tmp/x"] : [], "never run again");
+    const { events, history } = second.said.at(-1);
+    // The sub-agent's question (recorded before the death) is closed refused on the record.
+    const asked = events.filter((m) => m.type === "ApprovalRequest");
+    const answered = events.filter((m) => m.type === "ApprovalResponse");
+    assert.equal(asked.length, mode === "approval" ? 1 : 0);
+    if (mode === "approval") {
+      assert.equal(asked[0].payload.agent_id.length, 9);
+      assert.deepEqual(answered.map((a) => [a.payload.request_id, a.payload.response]), [[asked[0].payload.id, "reject"]]);
+    }
+    // The sub-agent's events before the death are in the parent's recording; its call is interrupted.
+    assert.ok(events.some((m) => m.type === "SubagentEvent" && m.payload.parent_tool_call_id === "c1" && m.payload.event.type === "ToolCall"));
+    const result = events.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === "c1").payload.return_value;
+    assert.equal(result.display[0].text, "Interrupted");
+    assert.deepEqual(history.filter((m) => m.role !== "system").map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+    assert.match(history.at(-1).content, /Cleanup was interrupted/);
+    // The parent's next request carried the interrupted result, and only one parent call was asked of the model.
+    const parents = server.requests.filter((q) => system(q.json) === "You lead.");
+    assert.equal(parents.length, 2);
+    assert.match(JSON.stringify(parents[1].json.messages.at(-1)), /interrupted/);
+  });
+}

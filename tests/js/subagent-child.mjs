@@ -1,0 +1,52 @@
+// One life of a Node process running a Session (FileSessionStore) whose agent calls a sub-agent
+// (`Agent.asTool`) against a loopback model. `mode`:
+// - `approval`: the sub-agent's `rm` asks first (needsApproval); this life SIGKILLs itself once
+//   the question is stored (told through `session.events()`), nobody answering;
+// - `tool`: the sub-agent's `rm` logs its start and this life SIGKILLs itself inside it;
+// - `none`: opens the session (the turn the last life left goes on by itself) and reports.
+// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none>
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
+import * as k from "kosong-wasm";
+
+const [dir, baseUrl, mode] = process.argv.slice(2);
+const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl });
+const helper = new k.Agent({
+  name: "helper",
+  provider: null,
+  systemPrompt: "You clean up.",
+  toolset: new k.SimpleToolset([{
+    name: "rm",
+    description: "Removes a file",
+    parameters: { type: "object", properties: { path: { type: "string" } } },
+    needsApproval: mode === "approval",
+    handler: ({ path }, ctx) => {
+      appendFileSync(join(dir, "ran.log"), `${ctx.toolCallId} ${path}\n`);
+      if (mode === "tool") process.kill(process.pid, "SIGKILL");
+      return `removed ${path}`;
+    },
+  }]),
+});
+const agent = { provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([helper.asTool()]) };
+const session = await k.Session.open(new k.FileSessionStore(dir), agent);
+say({ opened: true, running: session.running });
+if (mode === "approval") {
+  (async () => {
+    for await (const e of session.events()) if (e.message?.type === "ApprovalRequest") process.kill(process.pid, "SIGKILL");
+  })();
+}
+const recovered = await session.recovered;
+say({ recovered });
+if (recovered === null && session.history.length === 0) say({ outcome: await session.send("Clean up") });
+const events = [];
+const it = session.events()[Symbol.asyncIterator]();
+for (;;) {
+  const r = await Promise.race([it.next(), new Promise((res) => setTimeout(() => res({ done: true }), 50))]);
+  if (r.done) break;
+  events.push(r.value.message ?? { end: r.value.end });
+}
+await it.return();
+say({ events, history: session.history.map((m) => ({ role: m.role, content: typeof m.content === "string" ? m.content : m.content?.map((p) => p.text ?? "").join("") })) });
+await session.close();
+process.exit(0);
