@@ -17,6 +17,8 @@ use kosong_wasm::engine::soul::agent::{add_usage, run_subagent, AgentConfig, Tur
 use kosong_wasm::engine::soul::context::SharedContext;
 use kosong_wasm::engine::soul::wire::{ApprovalResponse, SubagentOf, Wire, WireMessage};
 use kosong_wasm::engine::toolset::{ToolOutput, ToolReturnValue};
+use support::http::{model as http_model, ok, provider, End, FakeHttp};
+use support::streams::{answer, one_call, KINDS};
 use support::{call, never, Echo, FakeEnv, Harness, Tools};
 
 /// What each child run saw: its prompt(s), its context afterwards, its tools' runs.
@@ -280,4 +282,74 @@ fn a_parent_cancelled_mid_sub_agent_ends_both_turns_and_their_histories_agree() 
     assert_eq!(o.kinds().last().unwrap(), "TurnEnd");
     let parent_roles: Vec<&str> = h.history().iter().map(|m| m.role.as_str()).collect();
     assert_eq!(parent_roles, ["user", "assistant", "tool"]);
+}
+
+#[test]
+fn every_wire_format_as_parent_and_as_child() {
+    for parent_kind in KINDS {
+        for child_kind in KINDS {
+            let mut h = Harness::new();
+            let env = h.env.clone();
+            let report = long(&format!("{child_kind}-report"));
+            let child_http = FakeHttp::new(vec![ok(answer(child_kind, &report), End::Done)]);
+            let http2 = child_http.clone();
+            h.tools.add("explore", move |c, approvals| {
+                let run = kosong_wasm::engine::soul::agent::SubagentRun {
+                    parent_tool_call_id: c.id.clone(),
+                    agent_id: "a1".into(),
+                    subagent_type: "explore".into(),
+                    resumed: false,
+                };
+                let wire = Wire::new();
+                run.forward(&wire, approvals.wire(), |_| {});
+                let who = SubagentOf { agent_id: "a1".into(), subagent_type: "explore".into() };
+                let child_approvals = Rc::new(approvals.child("explore".into(), who));
+                let (env, http) = (env.clone(), http2.clone());
+                async move {
+                    let p = provider(child_kind, json!({}));
+                    let model = http_model(&p, &http);
+                    let (context, config, tools) = (SharedContext::default(), AgentConfig::default(), Tools::default());
+                    *tools.approvals.borrow_mut() = Some(child_approvals.clone());
+                    let turn = Turn {
+                        config: &config,
+                        context: &context,
+                        model: Some(&model),
+                        tools: &tools,
+                        wire: &wire,
+                        approvals: &child_approvals,
+                        env: &*env,
+                    };
+                    let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
+                    run_subagent(&turn, &run, UserInput::Text("look".into()), cancel, |e| e.to_string()).await
+                }
+                .boxed_local()
+            });
+            let parent_http = FakeHttp::new(vec![
+                ok(one_call(parent_kind, "c1", "explore", r#"{"prompt":"look"}"#), End::Done),
+                ok(answer(parent_kind, "done"), End::Done),
+            ]);
+            let p = provider(parent_kind, json!({}));
+            let parent = http_model(&p, &parent_http);
+            let o = h.turn(Some(&parent), "go", never(), |_, _| {});
+            assert!(o.result.is_ok(), "{parent_kind}/{child_kind}: {:?}", o.result);
+            let rv = &o.payloads("ToolResult")[0]["return_value"];
+            assert!(
+                rv["output"].as_str().unwrap().ends_with(&format!("[summary]\n{report}")),
+                "{parent_kind}/{child_kind}: {rv}"
+            );
+            let text: String = o
+                .payloads("SubagentEvent")
+                .iter()
+                .filter(|e| e["event"]["type"] == "ContentPart")
+                .map(|e| e["event"]["payload"]["text"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            assert_eq!(text, report, "{parent_kind}/{child_kind}: the child's text, once, on the parent's wire");
+            assert_eq!(child_http.sent().len(), 1, "{parent_kind}/{child_kind}: one child request");
+            // The parent's second request carries the sub-agent's result as the tool message.
+            assert!(
+                parent_http.bodies()[1].to_string().contains(&format!("{child_kind}-report")),
+                "{parent_kind}/{child_kind}"
+            );
+        }
+    }
 }

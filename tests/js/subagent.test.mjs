@@ -73,16 +73,25 @@ async function runTurn(agent, input, { signal = new AbortController().signal, on
 
 test("two sub-agents in one round run at once: their events on the parent's wire, one's approval answered by the parent's UI, the summary continuation, the usage total, the results", async () => {
   const both = gate();
+  const first = gate();
   let started = 0;
   const server = await router(async function* (body) {
     if (system(body) === "You lead.") {
-      if (assistants(body) === 0) yield* calls([["c1", "explore", { prompt: "look", description: "look around" }], ["c2", "explore", { prompt: "clean" }]], [100, 10]);
-      else yield* answer("All done.", [200, 20]);
+      if (assistants(body) === 0) {
+        // Both calls, then the stream holds until the first sub-agent has asked the model: it
+        // started mid-stream, the moment its call was complete (the last call of a Chat
+        // Completions stream is complete at its end).
+        yield toolStart(0, "c1", "explore", JSON.stringify({ prompt: "look", description: "look around" }));
+        yield toolStart(1, "c2", "explore", JSON.stringify({ prompt: "clean" }));
+        await first.promise;
+        yield* [finish("tool_calls"), usage(100, 10), done()];
+      } else yield* answer("All done.", [200, 20]);
       return;
     }
     // The explorer: both calls are in flight before either answers (they run at once).
     const task = lastUser(body);
     if (assistants(body) === 0) {
+      first.open();
       if (++started === 2) both.open();
       await both.promise;
     }
