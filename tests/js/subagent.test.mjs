@@ -233,6 +233,48 @@ test("cancelling the parent mid-sub-agent aborts the sub-agent's tools, ends bot
   assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool"]);
 });
 
+test("a sub-agent call past its time limit (asTool timeoutMs) is timed out like any tool: its tools' signals abort with a TimeoutError, the turn goes on", async () => {
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") {
+      if (assistants(body) === 0) yield* calls([["c1", "slow", { prompt: "wait" }]]);
+      else yield* answer("It took too long.");
+      return;
+    }
+    yield* calls([["w1", "wait", {}]]);
+  });
+  let reason;
+  const slow = new k.Agent({
+    name: "slow",
+    provider: null,
+    systemPrompt: "You wait.",
+    toolset: new k.SimpleToolset([{ name: "wait", description: "", parameters: {}, handler: (_a, ctx) => new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject((reason = ctx.signal.reason)))) }]),
+  });
+  const parent = new k.Agent({ provider: new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" }), systemPrompt: "You lead.", toolset: new k.SimpleToolset([slow.asTool({ timeoutMs: 200 })]) });
+  const r = await runTurn(parent, "go");
+  assert.equal(r.error, undefined);
+  const result = r.merged.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === "c1").payload.return_value;
+  assert.equal(result.display[0].text, "Timed out");
+  assert.match(result.message, /Tool `slow` timed out after 200 ms/);
+  assert.equal(reason?.name, "TimeoutError", "the sub-agent's tool was stopped with the call's reason");
+  assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
+
+test("approve_for_session given to a sub-agent's question holds for the run: the next sub-agent call's same action is not asked again", async () => {
+  const ran = [];
+  const long40 = Array(40).fill("done").join(" ");
+  const helper = new k.Agent({
+    name: "helper",
+    provider: new k.ScriptedProvider([`tool_call: {"id":"k1","name":"rm","arguments":"{}"}`, `text: ${long40}`, `tool_call: {"id":"k2","name":"rm","arguments":"{}"}`, `text: ${long40}`]),
+    toolset: new k.SimpleToolset([{ name: "rm", description: "", parameters: {}, needsApproval: true, handler: (_a, ctx) => (ran.push(ctx.toolCallId), "removed") }]),
+  });
+  const call = (id) => `tool_call: {"id":"${id}","name":"helper","arguments":"{\\"prompt\\":\\"x\\"}"}`;
+  const parent = new k.Agent({ provider: new k.ScriptedProvider([call("c1"), call("c2"), "text: ok"]), toolset: new k.SimpleToolset([helper.asTool()]) });
+  const r = await runTurn(parent, "go", { onMessage: (m, wire) => m.type === "ApprovalRequest" && wire.respond(m.payload.id, "approve_for_session") });
+  assert.equal(r.error, undefined, String(r.error));
+  assert.deepEqual(ran, ["k1", "k2"]);
+  assert.equal(r.types.filter((t) => t === "ApprovalRequest").length, 1, "asked once for the run");
+});
+
 test("failures are kimi-cli's error results: an API error with its status, max steps; a sub-agent tool in a plain step says why it cannot run", async () => {
   const server = await router((body) => {
     if (system(body) === "You lead.") {
