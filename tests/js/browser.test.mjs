@@ -198,6 +198,25 @@ test("two researcher sub-agents run at once: each its own box in its call's card
   await context.close();
 });
 
+test("reloaded while two researcher sub-agents run: their boxes are drawn again from the stored events, their calls closed interrupted (a sub-agent does not go on after a death yet), the turn goes on", opts, async () => {
+  const { page, context, errors } = await openDemo();
+  await ask(page, "Research Paris and Tokyo");
+  // Both sub-agents' searches are running (listed, no result yet).
+  await page.waitForFunction(() => [...document.querySelectorAll(".subagent .sub-tools li")].filter((l) => !/[✓✗]$/.test(l.textContent)).length === 2, null, { timeout: 30_000 });
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]");
+  await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+  const subs = await page.$$eval(".card .subagent .sub-head", (h) => h.map((x) => x.textContent));
+  assert.equal(subs.length, 2, "each sub-agent's box, drawn from what was stored before the reload");
+  const cs = (await cards(page)).filter((c) => c.name === "researcher");
+  assert.deepEqual(cs.map((c) => c.status), ["failed", "failed"]);
+  assert.ok(cs.every((c) => /interrupted/.test(c.result)), JSON.stringify(cs));
+  assert.match(await page.innerText("#wirelog"), /turn_resumed/);
+  assert.equal(await page.$$eval("#chat .msg.user", (l) => l.length), 1);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("Compare runs the turn twice on one axis: tools started mid-stream finish the turn first, and the time saved is written out", opts, async () => {
   const { page, context, errors } = await openDemo();
   await page.click("#compare");
