@@ -762,6 +762,9 @@ export interface ApprovalRequestPayload {
   display: unknown[];
   /** Asked before the handler started (`needsApproval`): nothing of the tool has run. */
   before_start?: true;
+  /** A sub-agent's question (kimi-cli's fields): the instance that asks and its type; `tool_call_id` is the sub-agent's own call. */
+  agent_id?: string;
+  subagent_type?: string;
 }
 /**
  * kimi-cli's notification. The runtime sends one of `type: "turn_resumed"` when a turn goes on after
