@@ -242,5 +242,4 @@ test("a sub-agent's turn is an invoke_agent span inside the caller's execute_too
   assert.equal(sub.spanContext().traceId, lead.spanContext().traceId, "one trace");
   const subChats = spans.filter((s) => s.name.startsWith("chat") && parentOf(s) === sub.spanContext().spanId);
   assert.equal(subChats.length, 1, "the sub-agent's model call is its own span's child");
-  assert.ok(ns(sub.startTime) >= ns(exec.startTime) && ns(sub.endTime) <= ns(exec.endTime));
 });
