@@ -13,7 +13,7 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::engine::soul::agent::{add_usage, run_turns, AgentConfig, Ran, Turn, UserInput, SUMMARY_PROMPT};
+use kosong_wasm::engine::soul::agent::{add_usage, run_subagent, AgentConfig, Turn, UserInput, SUMMARY_PROMPT};
 use kosong_wasm::engine::soul::context::SharedContext;
 use kosong_wasm::engine::soul::wire::{ApprovalResponse, SubagentOf, Wire, WireMessage};
 use kosong_wasm::engine::toolset::{ToolOutput, ToolReturnValue};
@@ -73,22 +73,12 @@ fn subagent_tool(
                 env: &*env,
             };
             let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
-            let rv = call_result(
-                run_turns(&turn, UserInput::Text(prompt.clone()), cancel, Some((&run, &|e| e.to_string()))).await,
-            );
+            let rv = run_subagent(&turn, &run, UserInput::Text(prompt.clone()), cancel, |e| e.to_string()).await;
             children.prompts.borrow_mut().push((prompt, model.seen.borrow().len()));
             rv
         }
         .boxed_local()
     });
-}
-
-/// A sub-agent call's result (`run_turns` with a sub-agent gives nothing else).
-fn call_result<E: std::fmt::Debug>(ran: Ran<E>) -> ToolReturnValue {
-    match ran {
-        Ran::Call(rv) => rv,
-        Ran::Turn(r) => panic!("a sub-agent call ended as a turn: {r:?}"),
-    }
 }
 
 fn long(words: &str) -> String {
@@ -330,10 +320,7 @@ fn every_wire_format_as_parent_and_as_child() {
                         env: &*env,
                     };
                     let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
-                    call_result(
-                        run_turns(&turn, UserInput::Text("look".into()), cancel, Some((&run, &|e| e.to_string())))
-                            .await,
-                    )
+                    run_subagent(&turn, &run, UserInput::Text("look".into()), cancel, |e| e.to_string()).await
                 }
                 .boxed_local()
             });

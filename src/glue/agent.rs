@@ -349,9 +349,9 @@ impl AgentCore {
         let (start, approvals, handle, subagents) = match start {
             Start::Subagent(call) => {
                 let super::subagent::Call { run, prompt, approvals, handle, used, running } = *call;
-                (Job::Run(prompt, Some((run, running))), approvals, handle, used)
+                (Job::Subagent(run, prompt, running), approvals, handle, used)
             }
-            Start::Run(input) => root(Job::Run(input, None)),
+            Start::Run(input) => root(Job::Run(input)),
             Start::Resume(turn, budget) => root(Job::Resume(turn, budget)),
         };
         let provider = handle.provider();
@@ -402,21 +402,16 @@ impl AgentCore {
                 env: &env,
             };
             let outcome = match start {
+                Job::Run(input) => turn.run(input, cancel()).await,
                 Job::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel()).await,
-                // A turn of the agent's own, or a sub-agent call's: one place runs both.
-                Job::Run(input, sub) => {
+                Job::Subagent(run, prompt, _running) => {
                     let words = |e: &GlueError| {
                         let (class, message) = seam_words(e);
                         format!("{class}: {message}")
                     };
-                    let call = sub.as_ref().map(|(run, _running)| (run, &words as agent::Unexpected<'_, GlueError>));
-                    match agent::run_turns(&turn, input, cancel, call).await {
-                        agent::Ran::Turn(outcome) => outcome,
-                        agent::Ran::Call(rv) => {
-                            wire.shutdown();
-                            return Ok(to_js(&rv));
-                        }
-                    }
+                    let rv = agent::run_subagent(&turn, &run, prompt, cancel, words).await;
+                    wire.shutdown();
+                    return Ok(to_js(&rv));
                 }
             };
             if let Some(session) = &session {
@@ -451,9 +446,9 @@ pub(super) enum Start {
 
 /// What the started run does.
 enum Job {
-    /// A turn on its input; for a sub-agent call, who it is (and its instance, busy until the end).
-    Run(UserInput, Option<(crate::engine::soul::agent::SubagentRun, super::subagent::Running)>),
+    Run(UserInput),
     Resume(Box<RecordedTurn>, RecoveryBudget),
+    Subagent(crate::engine::soul::agent::SubagentRun, UserInput, super::subagent::Running),
 }
 
 /// The unfinished turn of a recording (`recorded`: the JSON text of an array of wire messages),

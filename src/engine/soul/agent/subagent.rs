@@ -5,7 +5,7 @@
 //! asked once more when it is under 200 characters. A failure is an error result in kimi-cli's
 //! words. What makes the child's turn (its model, tools, context) is the caller's; this is the
 //! rule of one sub-agent call over a [`Turn`] the caller built on a wire made the sub-agent's by
-//! [`SubagentRun::forward`] ([`run_turns`]).
+//! [`SubagentRun::forward`].
 
 use futures::future::LocalBoxFuture;
 
@@ -89,60 +89,47 @@ impl SubagentRun {
     }
 }
 
-/// What [`run_turns`] ran: a turn (its own end), or a sub-agent call (its result).
-pub enum Ran<E> {
-    Turn(Result<(), TurnError<E>>),
-    Call(ToolReturnValue),
-}
-
-/// How a seam's error that is not the provider's is worded in a sub-agent call's result.
-pub type Unexpected<'a, E> = &'a dyn Fn(&E) -> String;
-
-/// One turn of `turn` on `input` — or, for a sub-agent call (`sub`: who it is, and how a seam's
-/// error that is not the provider's is worded), kimi-cli's call around it: the child's turn (on
-/// a wire [`SubagentRun::forward`] made its) run on the prompt, then once more on
-/// [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured output:
-/// its answer is the value), its end made the call's result. `cancel` makes, for each turn, what
-/// resolves when the run is given up (the caller's cancel, a tool's time limit). One place runs a
-/// turn for both, so the turn is compiled once.
-pub async fn run_turns<'c, M, T>(
+/// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on `prompt`, then once
+/// more on [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured
+/// output: its answer is the value). `cancel` makes, for each turn, what resolves when the call is
+/// given up (the parent's cancel, the tool's time limit). `unexpected` words a seam's error that is not the provider's.
+pub async fn run_subagent<'c, M, T>(
     turn: &Turn<'_, M, T>,
-    input: UserInput,
+    run: &SubagentRun,
+    prompt: UserInput,
     cancel: impl Fn() -> LocalBoxFuture<'c, ()>,
-    sub: Option<(&SubagentRun, Unexpected<'_, ErrOf<M>>)>,
-) -> Ran<ErrOf<M>>
+    unexpected: impl Fn(&ErrOf<M>) -> String,
+) -> ToolReturnValue
 where
     M: Model,
     ErrOf<M>: ModelError,
     T: TurnTools,
 {
     let mut phase = "running agent";
-    let mut input = input;
+    let mut input = prompt;
     let mut asked_again = false;
     loop {
-        let ended = turn.run(input, cancel()).await;
-        let Some((run, unexpected)) = sub else { return Ran::Turn(ended) };
-        if let Err(e) = ended {
-            return Ran::Call(failure(&e, phase, unexpected));
+        if let Err(e) = turn.run(input, cancel()).await {
+            return failure(&e, phase, &unexpected);
         }
         let last = turn.context.read(|c| c.history().last().filter(|m| m.role == Role::Assistant).cloned());
         let Some(last) = last else {
-            return Ran::Call(ToolReturnValue::error(
+            return ToolReturnValue::error(
                 "The agent did not produce a valid assistant response.",
                 "Invalid agent result",
                 ToolOutput::Text(String::new()),
-            ));
+            );
         };
         let answer = last.extract_text("\n");
         if asked_again || turn.config.output.is_some() || answer.chars().count() >= SUMMARY_MIN_CHARS {
             if answer.is_empty() {
-                return Ran::Call(ToolReturnValue::error(
+                return ToolReturnValue::error(
                     "Agent completed but produced no output.",
                     "Empty agent output",
                     ToolOutput::Text(String::new()),
-                ));
+                );
             }
-            return Ran::Call(run.completed(&answer));
+            return run.completed(&answer);
         }
         asked_again = true;
         phase = "continuing the agent summary";
