@@ -493,7 +493,7 @@ async function restartWorker(bindings = {}) {
 }
 
 /** Reads SSE events from a response until it ends, or until `stopAfter` events. */
-async function readEvents(res, { stopAfter = Infinity, onEvent } = {}) {
+async function readEvents(res, { stopAfter = Infinity, onEvent, until: stopAt } = {}) {
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   const events = [];
   let buf = "";
@@ -509,6 +509,8 @@ async function readEvents(res, { stopAfter = Infinity, onEvent } = {}) {
       const e = { id: Number(field("id")), event: field("event"), data: JSON.parse(field("data")) };
       events.push(e);
       onEvent?.(e);
+      // Read up to the first event `stopAt` accepts.
+      if (stopAt?.(e)) stopAfter = events.length;
     }
   }
   if (events.length >= stopAfter) await reader.cancel();
@@ -781,6 +783,34 @@ test("worker: killed while an approval waits — twice — the request still wai
   const result = all.find((e) => e.data.type === "ToolResult").data.payload;
   assert.equal(result.return_value.output, "sent to ada@example.com");
   await assertTurnConsistent(token, all);
+});
+
+test("worker: killed while its mailer sub-agent's question waits, the recovered turn closes the sub-agent's call interrupted and its question refused, never sends the email, and ends done", async () => {
+  await ensureWorker();
+  const token = await newSession();
+  // The session's model hands the errand to the mailer; the mailer's model calls send_email.
+  llm.respond({ steps: [toolStart(0, "call_mailer", "mailer", '{"prompt":"Email Ada: hi"}'), finish("tool_calls"), done()] });
+  llm.respond({ steps: [toolStart(0, "call_mail", "send_email", '{"to":"ada@example.com","subject":"Hi"}'), finish("tool_calls"), done()] });
+  const first = await readEvents(await chat(token, "get the mailer to email Ada"), { stopAfter: 64, until: (e) => e.data.type === "ApprovalRequest" });
+  const asked = first.find((e) => e.data.type === "ApprovalRequest");
+  assert.ok(asked, first.map((e) => e.data.type).join());
+  assert.equal(asked.data.payload.sender, "mailer");
+  assert.match(asked.data.payload.agent_id, /^a[0-9a-f]{8}$/);
+  assert.ok(first.some((e) => e.data.type === "SubagentEvent" && e.data.payload.parent_tool_call_id === "call_mailer"), "the sub-agent's turn is on the session's stream");
+  await restartWorker();
+  llm.respond({ steps: [text("The mailer was interrupted; I did not send anything."), finish("stop"), done()] });
+  // Any request resumes the session (the alarm would, too).
+  await history(token);
+  await until(() => llm.requests.at(-1).ended && llm.requests.at(-1).body?.messages?.some((m) => m.role === "tool"), "the recovered turn's model call");
+  const all = await readEvents(await resume(token, 0));
+  const ks = all.map((e) => e.data.type ?? `end:${e.data.outcome}`);
+  assert.equal(ks.at(-1), "end:done", ks.join());
+  const closed = all.filter((e) => e.data.type === "ApprovalResponse").map((e) => [e.data.payload.request_id, e.data.payload.response]);
+  assert.deepEqual(closed, [[asked.data.payload.id, "reject"]]);
+  const result = all.find((e) => e.data.type === "ToolResult" && e.data.payload.tool_call_id === "call_mailer").data.payload.return_value;
+  assert.equal(result.display[0].text, "Interrupted");
+  const h = await assertTurnConsistent(token, all);
+  assert.ok(!JSON.stringify(h).includes("sent to ada"), "the email was never sent");
 });
 
 test("worker: killed again during the recovery itself, the turn still ends done with one result a call", async () => {

@@ -26,6 +26,29 @@ const makeProvider = (env) => {
   return new (PROVIDERS[env.LLM_KIND] ?? kosong.OpenAIChatProvider)(options);
 };
 
+const sendEmail = {
+  name: "send_email",
+  description: "Sends an email (the user approves each one first).",
+  parameters: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } }, required: ["to", "subject"] },
+  // Asked before the handler starts: such a wait survives any restart of the runtime, and
+  // nothing of the tool runs until the user answers (a refusal is kimi-cli's rejection).
+  needsApproval: true,
+  handler: async ({ to }) => `sent to ${to}`,
+};
+
+/**
+ * A sub-agent (kimi-cli's `Agent` tool): the model hands it a whole errand; it runs on the
+ * session's provider with its own context and tools, its messages on the session's wire, its
+ * email approved by the same user.
+ */
+const mailer = () =>
+  new kosong.Agent({
+    name: "mailer",
+    provider: null,
+    systemPrompt: "You are a mail sub-agent: write and send the one email you are asked to, then say what you sent.",
+    toolset: new kosong.SimpleToolset([sendEmail]),
+  }).asTool({ description: "Delegates an email errand (who, what) to a sub-agent that writes and sends it." });
+
 const tools = () =>
   new kosong.SimpleToolset([
     {
@@ -42,15 +65,8 @@ const tools = () =>
       idempotent: true,
       handler: ({ numbers }) => String(numbers.reduce((a, b) => a + b, 0)),
     },
-    {
-      name: "send_email",
-      description: "Sends an email (the user approves each one first).",
-      parameters: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } }, required: ["to", "subject"] },
-      // Asked before the handler starts: such a wait survives any restart of the runtime, and
-      // nothing of the tool runs until the user answers (a refusal is kimi-cli's rejection).
-      needsApproval: true,
-      handler: async ({ to }) => `sent to ${to}`,
-    },
+    sendEmail,
+    mailer(),
   ]);
 
 /** One chat session: its turns run this agent (storage, resume, approvals and recovery are the package's). */
