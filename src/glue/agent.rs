@@ -60,13 +60,13 @@ impl Env for WebEnv {
 
 /// An agent's environment: the web's, and its structured output's check (the value kept for
 /// `AgentCore.output`).
-pub(super) struct AgentEnv {
-    pub(super) output: Option<Rc<OutputOption>>,
-    pub(super) last: Rc<RefCell<JsValue>>,
+struct AgentEnv {
+    output: Option<Rc<OutputOption>>,
+    last: Rc<RefCell<JsValue>>,
     /// What the tools' signals abort with when the turn stops itself.
-    pub(super) stop: StopReason,
+    stop: StopReason,
     /// What the run's sub-agents used so far.
-    pub(super) subagents: super::subagent::Usage,
+    subagents: super::subagent::Usage,
 }
 
 impl Env for AgentEnv {
@@ -117,13 +117,13 @@ pub struct AgentCore {
     busy: Rc<std::cell::Cell<bool>>,
     /// The agent's provider, read once (`None`: the turn fails with `LLMNotSet`).
     pub(super) provider: Option<Members>,
-    pub(super) limits: Limits,
+    limits: Limits,
     /// The structured output every turn asks for, with the caller's validator.
-    pub(super) output: Option<Rc<OutputOption>>,
+    output: Option<Rc<OutputOption>>,
     /// The last turn's structured output (`undefined` until a turn gave one).
     last_output: Rc<RefCell<JsValue>>,
     /// The sub-agent instances its turns started (their contexts, by agent id).
-    pub(super) instances: super::subagent::Instances,
+    instances: super::subagent::Instances,
 }
 
 /// Marks an agent busy until dropped (the turn's future ended, however it ended).
@@ -425,7 +425,7 @@ impl AgentCore {
 }
 
 /// A seam's error as a session's outcome says it: its class and message.
-pub(super) fn seam_words(e: &GlueError) -> (String, String) {
+fn seam_words(e: &GlueError) -> (String, String) {
     match e {
         GlueError::Provider(p) | GlueError::Caused(p, _) => (p.class_name().to_owned(), p.to_string()),
         GlueError::Runtime { class, message, .. } => ((*class).to_owned(), message.clone()),
@@ -569,14 +569,14 @@ fn reserved_for_the_runtime(m: &WireMessage) -> Option<&str> {
 }
 
 /// The functions a run's tools get in their context, as closures over the run.
-pub(super) struct RunClosures {
+struct RunClosures {
     send: Closure<dyn Fn(JsValue) -> Result<(), JsValue>>,
     request_approval: Closure<dyn Fn(String, JsValue) -> Promise>,
     rejection: Closure<dyn Fn(String) -> JsValue>,
 }
 
 impl RunClosures {
-    pub(super) fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
+    fn new(wire: &Wire, approvals: &Rc<Approvals>) -> RunClosures {
         let w = wire.clone();
         let send = Closure::<dyn Fn(JsValue) -> Result<(), JsValue>>::new(move |m: JsValue| {
             let m: WireMessage =
@@ -605,7 +605,7 @@ impl RunClosures {
     }
 
     /// The object a run's tools' contexts are made from; `handle`: what a sub-agent tool runs in.
-    pub(super) fn functions(&self, handle: super::subagent::RunHandle) -> RunFunctions {
+    fn functions(&self, handle: super::subagent::RunHandle) -> RunFunctions {
         let o = js_sys::Object::new();
         let set = |k: &str, c: &JsValue| {
             let _ = js_sys::Reflect::set(&o, &JsValue::from_str(k), c);

@@ -132,7 +132,7 @@ pub struct ApprovalRequest {
 }
 
 /// Which sub-agent asks (kimi-cli's `ApprovalRequest.agent_id` and `subagent_type`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SubagentOf {
     pub agent_id: String,
     pub subagent_type: String,
