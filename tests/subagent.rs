@@ -13,7 +13,9 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use kosong_wasm::engine::soul::agent::{add_usage, run_subagent, AgentConfig, Turn, UserInput, SUMMARY_PROMPT};
+use kosong_wasm::engine::soul::agent::{
+    add_usage, run_subagent, AgentConfig, SubagentRun, Turn, UserInput, SUMMARY_PROMPT,
+};
 use kosong_wasm::engine::soul::context::SharedContext;
 use kosong_wasm::engine::soul::wire::{ApprovalResponse, SubagentOf, Wire, WireMessage};
 use kosong_wasm::engine::toolset::{ToolOutput, ToolReturnValue};
@@ -26,6 +28,42 @@ use support::{call, never, Echo, FakeEnv, Harness, Tools};
 struct Children {
     contexts: RefCell<HashMap<String, SharedContext>>,
     prompts: RefCell<Vec<(String, usize)>>,
+}
+
+/// What a child's turn runs with, besides its model and environment.
+struct Child<'a> {
+    config: &'a AgentConfig,
+    context: &'a SharedContext,
+    tools: &'a Tools,
+    wire: &'a Wire,
+    approvals: &'a Rc<kosong_wasm::engine::soul::approval::Approvals>,
+}
+
+impl Child<'_> {
+    /// The sub-agent call's result: the child's turn on `prompt` by the core's rule, never cancelled.
+    async fn run<M>(
+        &self,
+        model: &M,
+        env: &dyn kosong_wasm::engine::soul::agent::Env,
+        run: &SubagentRun,
+        prompt: &str,
+    ) -> ToolReturnValue
+    where
+        M: kosong_wasm::engine::model::Model,
+        M::Source: kosong_wasm::engine::generate::EventSource<Error = kosong_wasm::engine::error::ChatProviderError>,
+    {
+        let turn = Turn {
+            config: self.config,
+            context: self.context,
+            model: Some(model),
+            tools: self.tools,
+            wire: self.wire,
+            approvals: self.approvals,
+            env,
+        };
+        let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
+        run_subagent(&turn, run, UserInput::Text(prompt.into()), cancel, |e| e.to_string()).await
+    }
 }
 
 /// Adds a sub-agent tool `name` to the parent: a call `{prompt}` runs a child turn scripted by
@@ -46,7 +84,7 @@ fn subagent_tool(
         let prompt = args["prompt"].as_str().unwrap().to_owned();
         let model = Echo::new(scripts.get(prompt.as_str()).cloned().unwrap_or_default());
         let agent_id = format!("a-{}", c.id);
-        let run = kosong_wasm::engine::soul::agent::SubagentRun {
+        let run = SubagentRun {
             parent_tool_call_id: c.id.clone(),
             agent_id: agent_id.clone(),
             subagent_type: name.into(),
@@ -63,17 +101,9 @@ fn subagent_tool(
             let context = SharedContext::default();
             children.contexts.borrow_mut().insert(agent_id, context.clone());
             let config = AgentConfig { max_steps_per_turn: max_steps, ..AgentConfig::default() };
-            let turn = Turn {
-                config: &config,
-                context: &context,
-                model: Some(&model),
-                tools: &tools,
-                wire: &wire,
-                approvals: &child_approvals,
-                env: &*env,
-            };
-            let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
-            let rv = run_subagent(&turn, &run, UserInput::Text(prompt.clone()), cancel, |e| e.to_string()).await;
+            let child =
+                Child { config: &config, context: &context, tools: &tools, wire: &wire, approvals: &child_approvals };
+            let rv = child.run(&model, &*env, &run, &prompt).await;
             children.prompts.borrow_mut().push((prompt, model.seen.borrow().len()));
             rv
         }
@@ -294,7 +324,7 @@ fn every_wire_format_as_parent_and_as_child() {
             let child_http = FakeHttp::new(vec![ok(answer(child_kind, &report), End::Done)]);
             let http2 = child_http.clone();
             h.tools.add("explore", move |c, approvals| {
-                let run = kosong_wasm::engine::soul::agent::SubagentRun {
+                let run = SubagentRun {
                     parent_tool_call_id: c.id.clone(),
                     agent_id: "a1".into(),
                     subagent_type: "explore".into(),
@@ -310,17 +340,14 @@ fn every_wire_format_as_parent_and_as_child() {
                     let model = http_model(&p, &http);
                     let (context, config, tools) = (SharedContext::default(), AgentConfig::default(), Tools::default());
                     *tools.approvals.borrow_mut() = Some(child_approvals.clone());
-                    let turn = Turn {
+                    let child = Child {
                         config: &config,
                         context: &context,
-                        model: Some(&model),
                         tools: &tools,
                         wire: &wire,
                         approvals: &child_approvals,
-                        env: &*env,
                     };
-                    let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
-                    run_subagent(&turn, &run, UserInput::Text("look".into()), cancel, |e| e.to_string()).await
+                    child.run(&model, &*env, &run, "look").await
                 }
                 .boxed_local()
             });
