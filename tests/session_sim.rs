@@ -45,7 +45,7 @@ use kosong_wasm::engine::session::{Event, EventKind, Op, Outcome, Session, Sessi
 use kosong_wasm::engine::soul::agent::{AgentConfig, Env, Turn, TurnTools, UserInput};
 use kosong_wasm::engine::soul::approval::{ApprovalState, Approvals};
 use kosong_wasm::engine::soul::context::SharedContext;
-use kosong_wasm::engine::soul::wire::{record_message, ApprovalResponse, Wire};
+use kosong_wasm::engine::soul::wire::{record_message, ApprovalResponse, SubagentOf, Wire};
 use kosong_wasm::engine::step::ToolDispatch;
 use kosong_wasm::engine::toolset::{ToolOutput, ToolResult, ToolReturnValue};
 
@@ -154,6 +154,10 @@ enum Kind {
     Pay,
     /// Not idempotent; reserves, then asks for approval mid-run, and books only when approved.
     Book,
+    /// Not idempotent; a sub-agent's call: the sub-agent asks the parent's UI (its question
+    /// carries kimi-cli's `agent_id`) and acts only when approved. A death closes the call as
+    /// interrupted and the question as refused. In the seeds that are 5 mod 7, in `book`'s place.
+    Delegate,
 }
 
 impl Kind {
@@ -164,6 +168,7 @@ impl Kind {
             Kind::Ask => "ask",
             Kind::Pay => "pay",
             Kind::Book => "book",
+            Kind::Delegate => "delegate",
         }
     }
 }
@@ -182,6 +187,7 @@ fn answer_for(seed: u64, n: u32, k: u32) -> Vec<Kind> {
             4..=6 => Kind::Lookup,
             7..=8 => Kind::Ask,
             9..=11 => Kind::Pay,
+            _ if seed % 7 == 5 => Kind::Delegate,
             _ => Kind::Book,
         })
         .collect()
@@ -448,10 +454,21 @@ impl ToolDispatch for SimTools {
         async move {
             ledger.borrow_mut().push((name.clone(), id.clone(), "start".into()));
             if name == "ask" || name == "book" {
-                let approvals = approvals.expect("approvals");
+                let approvals = approvals.clone().expect("approvals");
                 let yes = approvals.request(&id, &name, "may I?", false).expect("action").await;
                 if !yes {
                     return ToolResult { tool_call_id: id.clone(), return_value: approvals.rejection(&id) };
+                }
+                ledger.borrow_mut().push((name.clone(), id.clone(), "effect".into()));
+            }
+            if name == "delegate" {
+                // The sub-agent's own call asks, on the parent's wire, as the sub-agent.
+                let who = SubagentOf { agent_id: format!("a{id}"), subagent_type: "helper".into() };
+                let child = Rc::new(approvals.expect("approvals").child("helper".into(), who));
+                let yes =
+                    child.request(&format!("{id}-sub"), "delegate", "may the sub-agent?", false).expect("action").await;
+                if !yes {
+                    return ToolResult { tool_call_id: id.clone(), return_value: child.rejection(&id) };
                 }
                 ledger.borrow_mut().push((name.clone(), id.clone(), "effect".into()));
             }
@@ -468,7 +485,7 @@ impl ToolDispatch for SimTools {
 
 impl TurnTools for SimTools {
     fn definitions(&self) -> Vec<ToolDefinition> {
-        ["charge", "lookup", "ask", "pay", "book"]
+        ["charge", "lookup", "ask", "pay", "book", "delegate"]
             .iter()
             .map(|n| ToolDefinition {
                 name: (*n).into(),
@@ -1079,7 +1096,7 @@ fn check(w: &World) -> Result<(), String> {
         }
     }
     for ((tool, id), n) in &starts {
-        if ["charge", "pay", "book"].contains(&tool.as_str()) && *n > 1 {
+        if ["charge", "pay", "book", "delegate"].contains(&tool.as_str()) && *n > 1 {
             return Err(format!("{tool} {id} started {n} times"));
         }
     }
@@ -1121,6 +1138,12 @@ fn check(w: &World) -> Result<(), String> {
         if (tool == "ask" || tool == "book") && what == "effect" && answer == Some("reject") {
             return Err(format!("{tool} {id} acted after its approval was refused"));
         }
+        if tool == "delegate"
+            && what == "effect"
+            && first_answer.get(&format!("{id}-sub")).map(String::as_str) == Some("reject")
+        {
+            return Err(format!("delegate {id}'s sub-agent acted after its question was refused"));
+        }
         // Asked before it starts: nothing of it runs unless approved.
         let approved = matches!(answer, Some("approve") | Some("approve_for_session"))
             || (answer.is_none() && for_session.contains("pay"));
@@ -1150,6 +1173,41 @@ fn check(w: &World) -> Result<(), String> {
         {
             return Err(format!("pay {id} was never asked, so it never started, yet it is answered interrupted"));
         }
+    }
+    // A sub-agent's question asked in a life that died is the dead sub-agent's: the recovered
+    // turn closes it refused before anyone can approve it (nothing is left to act on it), and by
+    // the turn's end every such question is closed.
+    let mut open: Vec<String> = Vec::new();
+    let mut orphans: Vec<String> = Vec::new();
+    for (_, m) in &all {
+        let p = &m["payload"];
+        match m["type"].as_str() {
+            Some("TurnBegin") => {
+                if let Some(id) = orphans.first() {
+                    return Err(format!("the sub-agent question {id} of a dead life was never closed"));
+                }
+                open.clear();
+            }
+            Some("ApprovalRequest") if p.get("agent_id").is_some() => open.push(p["id"].as_str().unwrap_or("").into()),
+            Some("Notification") if p["type"] == "turn_resumed" => orphans.append(&mut open),
+            Some("ApprovalResponse") => {
+                let id = p["request_id"].as_str().unwrap_or("");
+                if let Some(i) = orphans.iter().position(|o| o == id) {
+                    if p["response"] != "reject" {
+                        return Err(format!(
+                            "the sub-agent question {id} of a dead life was answered {}",
+                            p["response"]
+                        ));
+                    }
+                    orphans.remove(i);
+                }
+                open.retain(|o| o != id);
+            }
+            _ => {}
+        }
+    }
+    if let Some(id) = orphans.first() {
+        return Err(format!("the sub-agent question {id} of a dead life was never closed"));
     }
     // Turns: each stored turn has one end; an acknowledged cancel ends its turn cancelled.
     let ends: Vec<(u64, TurnOutcome)> = w

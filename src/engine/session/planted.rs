@@ -27,9 +27,12 @@ pub enum Bug {
     KeptAnswerAskedAgain,
     /// An answer read again is told and assembled whole: what the recording held comes twice.
     ReplayNotDropped,
+    /// A recovered turn takes a dead sub-agent's question for its own: it waits on it again
+    /// (anyone may still approve it) instead of closing it refused.
+    SubagentQuestionWaited,
 }
 
-pub const ALL: [Bug; 8] = [
+pub const ALL: [Bug; 9] = [
     Bug::ToolBeforeStored,
     Bug::CancelAckedBeforeStored,
     Bug::IdFromEventCount,
@@ -38,6 +41,7 @@ pub const ALL: [Bug; 8] = [
     Bug::AskFirstForgotten,
     Bug::KeptAnswerAskedAgain,
     Bug::ReplayNotDropped,
+    Bug::SubagentQuestionWaited,
 ];
 
 thread_local! {
@@ -66,6 +70,11 @@ pub fn ask_kept_again() -> bool {
 /// [`Bug::ReplayNotDropped`].
 pub fn replay_not_dropped() -> bool {
     planted(Bug::ReplayNotDropped)
+}
+
+/// [`Bug::SubagentQuestionWaited`].
+pub fn subagent_question_waited() -> bool {
+    planted(Bug::SubagentQuestionWaited)
 }
 
 pub(super) fn close_again(st: &mut State, messages: &[WireMessage]) {

@@ -120,6 +120,14 @@ pub struct RecordedTurn {
     pub knows_session_approvals: bool,
 }
 
+/// The planted [`crate::engine::session::planted::Bug::SubagentQuestionWaited`] (never in a shipped build).
+fn planted_waited() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    return crate::engine::session::planted::subagent_question_waited();
+    #[cfg(not(feature = "planted-bugs"))]
+    false
+}
+
 /// A recovered turn that is closed from its recording instead of going on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecoveryStop {
@@ -292,7 +300,7 @@ impl RecordedTurn {
                         t.resumes_in_a_row = 0;
                     }
                 }
-                "ApprovalRequest" if payload.get("agent_id").is_some_and(|a| !a.is_null()) => {
+                "ApprovalRequest" if payload.get("agent_id").is_some_and(|a| !a.is_null()) && !planted_waited() => {
                     t.subagent_asked.push(text(payload, "id"));
                 }
                 // A request recorded twice is one request (its second line would wait forever).
