@@ -473,6 +473,10 @@ async function startWorker() {
       SESSION_SECRET: SECRET, MAX_SESSION_BYTES: String(3 << 20),
       // A dead runtime's turn goes on within 300 ms (the default is 5 s).
       RECOVERY_ALARM_MS: "300",
+      // The suite opens more sessions in a minute than one client would in an hour (all its
+      // requests come from one address): past the default 30 the last tests would get 429s. The
+      // limits test sets its own caps.
+      MAX_SESSIONS_PER_CLIENT_PER_HOUR: "200",
     },
     // Durable Object storage on disk, so a restarted runtime finds it again.
     durableObjectsPersist: join(app, "do-storage"),
