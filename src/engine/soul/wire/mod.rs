@@ -107,6 +107,8 @@ struct WireState {
     /// A sub-agent's wire: each raw message also goes to the parent's raw sides, wrapped (its
     /// merged ones go to the parent's merged sides and recording through its recorder).
     raw_to: Option<(Wire, Wrap)>,
+    /// The sub-agents' wires forwarding here: a flush of this one flushes theirs first.
+    children: Vec<std::rc::Weak<RefCell<WireState>>>,
 }
 
 /// What a sub-agent's message becomes on its parent's wire.
@@ -178,6 +180,9 @@ impl Wire {
         let mut st = self.0.borrow_mut();
         st.gate = Some(Rc::new(move || p.stored()));
         st.raw_to = Some((parent.clone(), raw));
+        let mut up = parent.0.borrow_mut();
+        up.children.retain(|c| c.strong_count() > 0);
+        up.children.push(Rc::downgrade(&self.0));
     }
 
     /// Publishes `m` to the raw sides (and, on a sub-agent's wire, to its parent's, wrapped);
@@ -399,6 +404,11 @@ impl Wire {
     /// fragments start a new merged message. For a UI that wants merged text but at least
     /// every so often (a Worker streaming to its clients).
     pub fn flush(&self) {
+        // What a sub-agent is still joining first: it reaches this wire's merged sides now too.
+        let children: Vec<Wire> = self.0.borrow().children.iter().filter_map(|c| c.upgrade()).map(Wire).collect();
+        for c in children {
+            c.flush();
+        }
         self.0.borrow_mut().flush();
         self.record();
     }
@@ -451,6 +461,38 @@ mod tests {
 
     fn part(kind: &str, payload: Value) -> WireMessage {
         WireMessage::from_parts(kind.into(), payload)
+    }
+
+    #[test]
+    fn a_sub_agents_wire_forwards_raw_as_it_comes_merged_when_flushed_and_a_flush_of_the_parent_flushes_it() {
+        let parent = Wire::new();
+        let (merged, raw) = (parent.ui_side(true), parent.ui_side(false));
+        let child = Wire::new();
+        let wrap =
+            |m: &WireMessage| WireMessage::Other { kind: "Sub".into(), payload: serde_json::to_value(m).unwrap() };
+        child.forward_to(&parent, Rc::new(wrap), wrap);
+        for t in ["a", "b", "c"] {
+            child.send(part("ContentPart", json!({"type": "text", "text": t})));
+        }
+        assert_eq!(raw.take_ready().len(), 3, "each piece reaches the parent's raw side as it comes");
+        assert!(merged.take_ready().is_empty(), "still joining");
+        // The parent's flush (a Worker's timer) flushes what the sub-agent is joining.
+        parent.flush();
+        let m = merged.take_ready();
+        assert_eq!(m.len(), 1);
+        assert_eq!(serde_json::to_value(&m[0]).unwrap()["payload"]["payload"]["text"], "abc");
+        // And a parent's own text stays in order around it.
+        parent.send(part("ContentPart", json!({"type": "text", "text": "p"})));
+        child.send(part("ContentPart", json!({"type": "text", "text": "d"})));
+        parent.flush();
+        let kinds: Vec<String> = merged.take_ready().iter().map(|m| m.kind().to_owned()).collect();
+        assert_eq!(
+            kinds,
+            ["ContentPart", "Sub"],
+            "in the order they were sent: the parent's own, then the sub-agent's"
+        );
+        drop(child);
+        parent.flush(); // a gone sub-agent's wire is skipped
     }
 
     #[test]
