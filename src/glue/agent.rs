@@ -410,6 +410,7 @@ impl AgentCore {
                         format!("{class}: {message}")
                     };
                     let rv = agent::run_subagent(&turn, &run, prompt, cancel, words).await;
+                    approvals.close_asked();
                     wire.shutdown();
                     return Ok(to_js(&rv));
                 }

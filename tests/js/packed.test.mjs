@@ -110,20 +110,20 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // nothing told at compile time (HEARS_KEPT), the first GET through the reconnect closure, one
   // notice builder — under 0.1 KB together. (Still carried: core's float formatting, ~15 KB raw,
   // reached through serde's `Unexpected::Float` in deserialization errors.)
-  // 300 KiB → 307 KiB: sub-agents (46, begun: `Agent.asTool`) — +7.2 KB gzip, past that issue's
+  // 300 KiB → 307 KiB: sub-agents (46, begun: `Agent.asTool`) — +7.3 KB gzip, past that issue's
   // 4 KB (the browser package's JS +0.7 KB more). Twiggy, raw: the call's glue (instances,
   // resume by id, depth, the child's run handle) +2.2 KB, the turn's run out of line now that two
   // futures call it +1.4 KB, kimi-cli's failure words +0.8 KB, useChat's preliminary output of a
   // sub-agent's text +0.75 KB, the wire's forwarding to its parent (raw as it comes, merged to the
   // recording, stored with it, flushed with it: a Worker's timed flush reaches a running
   // sub-agent's text) +1.4 KB, the SubagentEvent writer +0.75 KB, approvals that say
-  // which sub-agent asks and their close after a death +0.8 KB, strings +1.7 KB. Tried to pay for
+  // which sub-agent asks and their close after a death or when its run ends +0.9 KB, strings +1.7 KB. Tried to pay for
   // it: one compiled turn for both (the first build, with the cancel's future type differing,
   // had two: +13.3 KB), the call started through AgentCore::start (one promise future, one
   // toolset setup), the SubagentEvent written as text and read back rather than through serde's
   // `Value` serializer (which compiles every message's writer again: −4 KB), instances a list
   // and totals a chain (no hash map, no iterator chain), the cancel made anew per turn (no
-  // `Shared`), one raw-forwarding path — from +13.3 KB to +7.2 KB.
+  // `Shared`), one raw-forwarding path — from +13.3 KB to +7.3 KB.
   const BUDGET = 307 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });

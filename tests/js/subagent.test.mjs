@@ -259,6 +259,35 @@ test("a sub-agent call past its time limit (asTool timeoutMs) is timed out like 
   assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
 });
 
+test("a sub-agent timed out while its question waits: the question is closed refused on the caller's wire, its tool never runs, the caller's turn goes on", async () => {
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") {
+      if (assistants(body) === 0) yield* calls([["c1", "asker", { prompt: "delete it" }]]);
+      else yield* answer("It timed out.");
+      return;
+    }
+    yield* calls([["k1", "rm", {}]]);
+  });
+  const ran = [];
+  const asker = new k.Agent({
+    name: "asker",
+    provider: null,
+    systemPrompt: "You ask.",
+    toolset: new k.SimpleToolset([{ name: "rm", description: "", parameters: {}, needsApproval: true, handler: () => (ran.push("rm"), "removed") }]),
+  });
+  const parent = new k.Agent({ provider: new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" }), systemPrompt: "You lead.", toolset: new k.SimpleToolset([asker.asTool({ timeoutMs: 300 })]) });
+  const r = await runTurn(parent, "go");
+  assert.equal(r.error, undefined);
+  const asked = r.merged.filter((m) => m.type === "ApprovalRequest");
+  assert.equal(asked.length, 1);
+  const closed = r.merged.filter((m) => m.type === "ApprovalResponse").map((m) => [m.payload.request_id, m.payload.response]);
+  assert.deepEqual(closed, [[asked[0].payload.id, "reject"]]);
+  // Closed when the sub-agent's run ended, not left for the caller's turn's end to refuse.
+  assert.ok(r.merged.findIndex((m) => m.type === "ApprovalResponse") < r.merged.findIndex((m) => m.type === "TurnEnd"), r.types.join());
+  assert.deepEqual(ran, []);
+  assert.equal(r.merged.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === "c1").payload.return_value.display[0].text, "Timed out");
+});
+
 test("approve_for_session given to a sub-agent's question holds for the run: the next sub-agent call's same action is not asked again", async () => {
   const ran = [];
   const long40 = Array(40).fill("done").join(" ");

@@ -69,8 +69,9 @@ pub struct Approvals {
     wire: Wire,
     state: Rc<RefCell<ApprovalState>>,
     sender: String,
-    /// A sub-agent's approvals: who asks.
+    /// A sub-agent's approvals: who asks, and the requests it made.
     subagent: Option<SubagentOf>,
+    asked: RefCell<Vec<String>>,
     new_id: Rc<dyn Fn() -> String>,
     /// Calls the user refused in this run, with the feedback given.
     refused: RefCell<HashMap<String, String>>,
@@ -87,6 +88,7 @@ impl Approvals {
             state,
             sender,
             subagent: None,
+            asked: RefCell::default(),
             new_id,
             refused: RefCell::new(HashMap::new()),
             resumed: RefCell::default(),
@@ -106,6 +108,25 @@ impl Approvals {
     /// The wire the requests are asked on.
     pub fn wire(&self) -> &Wire {
         &self.wire
+    }
+
+    /// A new request's id; a sub-agent's are kept, to be closed when its run ends.
+    fn new_request_id(&self) -> String {
+        let id = (self.new_id)();
+        if self.subagent.is_some() {
+            self.asked.borrow_mut().push(id.clone());
+        }
+        id
+    }
+
+    /// A sub-agent's run ended (its answer, a failure, its time limit): a question of it still
+    /// waiting is answered refused, so the caller's UI is not left with a question nobody will act on.
+    pub fn close_asked(&self) {
+        for id in self.asked.take() {
+            if self.wire.is_waiting(&id) {
+                let _ = self.wire.respond(&id, ApprovalResponse::Reject, "");
+            }
+        }
     }
 
     /// A recovered turn's approval: from now on the request waits under its recorded id (a
@@ -167,7 +188,7 @@ impl Approvals {
             None => self
                 .wire
                 .request_approval(ApprovalRequest {
-                    id: (self.new_id)(),
+                    id: self.new_request_id(),
                     tool_call_id: call_id.to_owned(),
                     sender: self.sender.clone(),
                     action: action.to_owned(),
