@@ -87,6 +87,28 @@ function fixtures() {
     out[`text-${format}, 16 KB reads`] = { setup: netSetup, ref, check: (got) => got === fx.text, run: netRun };
     out[`text-${format}, 16 KB reads + onMessagePart`] = { setup: netSetup, ref, check: (got) => got === fx.text, run: withParts };
   }
+  // The same text through an agent turn: every part published on the wire, read on a merged and
+  // a raw side (the turn's own hot path: the wire's send, merge and flush).
+  {
+    const fx = textFixture("openai");
+    const reference = textContenders("openai")["eventsource-parser + JSON.parse"];
+    out["turn-openai (runSoul, merged + raw sides)"] = {
+      setup: () => fixtureFetch(fx, followUp("openai")).fetch,
+      ref: (fetch) => reference({ fetch, baseUrl: BASE_URL }),
+      check: (got) => got === fx.text,
+      run: async (k, fetch) => {
+        const agent = new k.Agent({ provider: new k[PROVIDERS.openai]({ model: "m", apiKey: KEY, baseUrl: BASE_URL, fetch }), systemPrompt: "" });
+        let t = "";
+        await k.runSoul(agent, "go", async (wire) => {
+          const raw = wire.uiSide({ merge: false });
+          const drain = (async () => { for await (const _ of raw); })();
+          for await (const m of wire.uiSide({ merge: true })) if (m.type === "ContentPart") t += m.payload.text ?? "";
+          await drain;
+        }, new AbortController().signal);
+        return t;
+      },
+    };
+  }
   const schema = { type: "object", properties: { query: { type: "string" }, items: { type: "array" } }, additionalProperties: true };
   for (const [name, format, interleaved] of [["tools-openai-sequential", "openai", false], ["tools-openai-interleaved", "openai", true], ["tools-anthropic-sequential", "anthropic", false]]) {
     const fx = toolsFixture(format, { interleaved });
