@@ -16,6 +16,9 @@ import { text, toolStart, finish, usage, done, gate, within } from "./mock-opena
 const servers = [];
 after(() => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))));
 
+/** Yielded by a route: the socket is destroyed there, mid-answer. */
+const DESTROY = Symbol("destroy");
+
 /** A loopback server whose answer to each request `route(body)` writes (strings) or waits on (promises). */
 async function router(route) {
   const requests = [];
@@ -35,6 +38,7 @@ async function router(route) {
     res.writeHead(200, { "content-type": "text/event-stream" });
     for await (const p of pieces) {
       if (r.closed) return;
+      if (p === DESTROY) return void res.destroy();
       res.write(p);
     }
     res.end();
@@ -257,6 +261,41 @@ test("a sub-agent call past its time limit (asTool timeoutMs) is timed out like 
   assert.match(result.message, /Tool `slow` timed out after 200 ms/);
   assert.equal(reason?.name, "TimeoutError", "the sub-agent's tool was stopped with the call's reason");
   assert.deepEqual(parent.context.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
+
+test("the caller's stream destroyed after a sub-agent's call was handed on: the round is salvaged, the sub-agent runs once to its answer, the cut-off call never runs, and the wire, the history and the sub-agent agree", async () => {
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") {
+      if (assistants(body) === 0) {
+        // The first call is whole (a second begins), the second is cut inside its arguments.
+        yield toolStart(0, "c1", "helper", JSON.stringify({ prompt: "look" }));
+        yield toolStart(1, "c2", "helper", '{"prompt":"lo');
+        await new Promise((r) => setTimeout(r, 50)); // the pieces reach the client first
+        yield DESTROY;
+      } else yield* answer("One of them answered.");
+      return;
+    }
+    yield* answer(long("seen it"));
+  });
+  const helper = new k.Agent({ name: "helper", provider: null, systemPrompt: "You help." });
+  const parent = new k.Agent({ provider: new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" }), systemPrompt: "You lead.", toolset: new k.SimpleToolset([helper.asTool()]) });
+  const r = await runTurn(parent, "go");
+  assert.equal(r.error, undefined, String(r.error));
+  const results = Object.fromEntries(r.merged.filter((m) => m.type === "ToolResult").map((m) => [m.payload.tool_call_id, m.payload.return_value]));
+  assert.match(results.c1.output, /status: completed[\s\S]*\[summary\]\nseen/);
+  assert.equal(results.c2.is_error, true, "the cut-off call is answered, never run");
+  assert.ok(!r.types.includes("StepRetry"), "a salvaged round is not retried");
+  // The sub-agent asked the model once, for c1 only; its turn is on the wire once.
+  const childAsks = server.requests.filter((q) => system(q.json) === "You help.");
+  assert.equal(childAsks.length, 1);
+  const subs = r.merged.filter((m) => m.type === "SubagentEvent");
+  assert.deepEqual([...new Set(subs.map((m) => m.payload.parent_tool_call_id))], ["c1"]);
+  assert.equal(subs.filter((m) => m.payload.event.type === "TurnBegin").length, 1);
+  // History: one result a call, the model asked again with both.
+  const h = parent.context.history;
+  assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+  assert.deepEqual(h[1].tool_calls.map((c) => c.id), ["c1", "c2"]);
+  assert.equal(server.requests.filter((q) => system(q.json) === "You lead.").length, 2);
 });
 
 test("a sub-agent timed out while its question waits: the question is closed refused on the caller's wire, its tool never runs, the caller's turn goes on", async () => {
