@@ -186,6 +186,9 @@ export class Agent {
         required: ["prompt"],
       },
       handler: (args, ctx) => this.#runAsTool(name, maxDepth, args, ctx),
+      // Run again after a death with the same call id, the call goes on with what its sub-agent
+      // recorded (its context in the session's store): nothing of it runs twice.
+      idempotent: true,
     };
     if (timeoutMs !== undefined) tool.timeoutMs = timeoutMs;
     return tool;

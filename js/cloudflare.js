@@ -127,7 +127,8 @@ export class DurableObjectSessionStore {
       CREATE TABLE IF NOT EXISTS context_pieces (seq INTEGER NOT NULL, n INTEGER NOT NULL, line TEXT NOT NULL, PRIMARY KEY (seq, n));
       CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, event TEXT NOT NULL, data TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS event_pieces (id INTEGER NOT NULL, n INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (id, n));
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS agent_context (agent TEXT NOT NULL, n INTEGER NOT NULL, piece INTEGER NOT NULL, line TEXT NOT NULL, PRIMARY KEY (agent, n, piece))`);
   }
   meta(key) {
     return this.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value;
@@ -147,7 +148,18 @@ export class DurableObjectSessionStore {
       context: this.joined("context", "context_pieces", "seq", "line").map((r) => r.v),
       events: this.joined("events", "event_pieces", "id", "data").map((r) => ({ id: r.k, kind: r.event, data: r.v })),
       meta: this.meta("session") ?? null,
+      agents: this.agents(),
     };
+  }
+  /** Sub-agents' contexts: `{agentId: lines}` (a line over a row's size in pieces). */
+  agents() {
+    const out = {};
+    for (const r of this.sql.exec("SELECT agent, n, piece, line FROM agent_context ORDER BY agent, n, piece")) {
+      const lines = (out[r.agent] ??= []);
+      if (r.piece === 0) lines.push(r.line);
+      else lines[lines.length - 1] += r.line;
+    }
+    return out;
   }
   /**
    * A session stored by a version before `Session`: its history is kept, its event ids go on
@@ -189,6 +201,11 @@ export class DurableObjectSessionStore {
           if (after === undefined) continue;
           sql.exec("DELETE FROM context WHERE seq > ?", after);
           sql.exec("DELETE FROM context_pieces WHERE seq > ?", after);
+        } else if (op.op === "agentContext") {
+          const n = sql.exec("SELECT COALESCE(MAX(n) + 1, 0) AS n FROM agent_context WHERE agent = ?", op.agent).one().n;
+          piecesOf(op.line).forEach((piece, i) => sql.exec("INSERT INTO agent_context (agent, n, piece, line) VALUES (?, ?, ?, ?)", op.agent, n, i, piece));
+        } else if (op.op === "truncateAgentContext") {
+          sql.exec("DELETE FROM agent_context WHERE agent = ? AND n >= ?", op.agent, op.keep);
         } else if (op.op === "meta") this.setMeta("session", op.value);
         else throw new TypeError(`a session write has an op this store does not know: ${op.op}`);
       }

@@ -7,7 +7,8 @@
 // leaves lines past the last commit record: the session takes them back when it opens (it knows
 // from the record how many context lines and which events were committed). A line cut mid-write
 // (no newline) is dropped when read. A wire event is a `wire.jsonl` record with its event id
-// added (`"id": n`, which kimi-cli reads past).
+// added (`"id": n`, which kimi-cli reads past). A sub-agent's context is kimi-cli's
+// `subagents/<agent id>/context.jsonl`, written before the commit record as the session's is.
 //
 // Every entry exports it (one API everywhere); Node's modules are loaded when a store is opened,
 // so a browser bundle never resolves them (a browser keeps sessions in IndexedDBSessionStore).
@@ -22,12 +23,16 @@ async function nodeModules() {
 }
 const openFile = (...a) => fs.open(...a);
 const readFile = (...a) => fs.readFile(...a);
+const readdir = (...a) => fs.readdir(...a);
 const rename = (...a) => fs.rename(...a);
 const rm = (...a) => fs.rm(...a);
 const mkdir = (...a) => fs.mkdir(...a);
 const writeFile = (...a) => fs.writeFile(...a);
 const hostname = () => os.hostname();
 const join = (...a) => path.join(...a);
+
+/** A sub-agent id as a directory name. */
+const AGENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 const METADATA = '{"type":"metadata","protocol_version":"1.10"}';
 
@@ -85,6 +90,8 @@ export class FileSessionStore {
   /** Context lines and events as the files hold them, kept to rewrite them after a take-back. */
   #context = [];
   #events = [];
+  /** Sub-agents' context lines, by agent id. */
+  #agents = new Map();
   /** The last commit record read or written (kept first when session.jsonl is rewritten). */
   #lastMeta = null;
 
@@ -147,6 +154,14 @@ export class FileSessionStore {
     this.#owned = true;
     const f = this.#files;
     this.#context = await lines(f.context);
+    this.#agents = new Map();
+    let ids = [];
+    try {
+      ids = await readdir(join(this.#dir, "subagents"));
+    } catch (e) {
+      if (e.code !== "ENOENT") throw e;
+    }
+    for (const id of ids) if (AGENT_ID.test(id)) this.#agents.set(id, await lines(this.#agentFile(id)));
     const events = [];
     for (const line of await lines(f.wire)) {
       const m = /,"id":(\d+)\}$/.exec(line);
@@ -167,7 +182,14 @@ export class FileSessionStore {
     events.sort((a, b) => a.id - b.id);
     this.#events = events;
     this.#lastMeta = meta;
-    return { context: [...this.#context], events: events.map((e) => ({ ...e })), meta };
+    const agents = Object.fromEntries([...this.#agents].map(([id, l]) => [id, [...l]]));
+    return { context: [...this.#context], events: events.map((e) => ({ ...e })), meta, agents };
+  }
+
+  #agentFile(id) {
+    // An agent id is the session's own (`a` and hex); anything else must not name a path.
+    if (!AGENT_ID.test(id)) throw new TypeError(`FileSessionStore: a sub-agent id must be letters, digits, _ or -: ${JSON.stringify(id)}`);
+    return join(this.#dir, "subagents", id, "context.jsonl");
   }
 
   async write(ops) {
@@ -179,6 +201,14 @@ export class FileSessionStore {
     let commit = "";
     let rewriteContext = false;
     let rewriteEvents = false;
+    /** Per sub-agent: its lines to append, or to write whole (`rewrite`). */
+    const agentWrites = new Map();
+    const agentWrite = (id) => {
+      let w = agentWrites.get(id);
+      if (!w) agentWrites.set(id, (w = { text: "", rewrite: false }));
+      if (!this.#agents.has(id)) this.#agents.set(id, []);
+      return w;
+    };
     for (const op of ops) {
       switch (op.op) {
         case "event":
@@ -203,6 +233,20 @@ export class FileSessionStore {
           rewriteContext = true;
           context = this.#context.length ? `${this.#context.join("\n")}\n` : "";
           break;
+        case "agentContext": {
+          const w = agentWrite(op.agent);
+          this.#agents.get(op.agent).push(op.line);
+          w.text += `${op.line}\n`;
+          break;
+        }
+        case "truncateAgentContext": {
+          const w = agentWrite(op.agent);
+          const l = this.#agents.get(op.agent);
+          l.length = Math.min(l.length, op.keep);
+          w.rewrite = true;
+          w.text = l.length ? `${l.join("\n")}\n` : "";
+          break;
+        }
         case "meta":
           commit = `${JSON.stringify({ meta: op.value })}\n`;
           break;
@@ -225,6 +269,12 @@ export class FileSessionStore {
     }
     if (rewriteContext) await replace(f.context, context);
     else if (context) await append(f.context, context);
+    for (const [id, w] of agentWrites) {
+      const file = this.#agentFile(id);
+      await mkdir(join(this.#dir, "subagents", id), { recursive: true });
+      if (w.rewrite) await replace(file, w.text);
+      else if (w.text) await append(file, w.text);
+    }
     await append(f.session, ends + commit);
     if (commit) this.#lastMeta = JSON.parse(commit).meta;
   }

@@ -3,10 +3,11 @@
 // Ownership is a Web Lock named after the session, held from `open` to `close` (or until the page
 // goes away: a reloaded page's lock is released with it, and the reloaded page takes it). A second
 // tab is refused with SessionLockedError, or waits for the lock with `{wait: true}`. A write is one
-// IndexedDB transaction over the three object stores: all of it is stored, or none.
+// IndexedDB transaction over the four object stores (the context, the events, the meta, and
+// sub-agents' contexts keyed [agent id, line number]): all of it is stored, or none.
 import { SessionLockedError } from "./session.js";
 
-const STORES = ["context", "events", "meta"];
+const STORES = ["context", "events", "meta", "agents"];
 
 function request(req) {
   return new Promise((resolve, reject) => {
@@ -21,6 +22,8 @@ export class IndexedDBSessionStore {
   #db = null;
   #release = null;
   #contextLength = 0;
+  /** Each sub-agent's context lines, by agent id: how many. */
+  #agentLengths = new Map();
 
   constructor(name, options = {}) {
     if (typeof name !== "string" || !name) throw new TypeError("IndexedDBSessionStore: name must be a non-empty string");
@@ -51,19 +54,25 @@ export class IndexedDBSessionStore {
       });
     }
     try {
-      const openReq = indexedDB.open(`kosong-session:${this.#name}`, 1);
+      // Version 2 added the sub-agents' store (a version-1 database is upgraded in place).
+      const openReq = indexedDB.open(`kosong-session:${this.#name}`, 2);
       openReq.onupgradeneeded = () => {
         for (const s of STORES) if (!openReq.result.objectStoreNames.contains(s)) openReq.result.createObjectStore(s);
       };
       this.#db = await request(openReq);
       const tx = this.#db.transaction(STORES, "readonly");
-      const [context, events, meta] = await Promise.all([
+      const [context, events, meta, agentKeys, agentLines] = await Promise.all([
         request(tx.objectStore("context").getAll()),
         request(tx.objectStore("events").getAll()),
         request(tx.objectStore("meta").get("meta")),
+        request(tx.objectStore("agents").getAllKeys()),
+        request(tx.objectStore("agents").getAll()),
       ]);
       this.#contextLength = context.length;
-      return { context, events, meta: meta ?? null };
+      const agents = {};
+      agentKeys.forEach(([id], i) => (agents[id] ??= []).push(agentLines[i]));
+      this.#agentLengths = new Map(Object.entries(agents).map(([id, l]) => [id, l.length]));
+      return { context, events, meta: meta ?? null, agents };
     } catch (e) {
       await this.close();
       throw e;
@@ -77,9 +86,12 @@ export class IndexedDBSessionStore {
       const tx = this.#db.transaction(STORES, "readwrite");
       const context = tx.objectStore("context");
       const events = tx.objectStore("events");
+      const agents = tx.objectStore("agents");
       let length = this.#contextLength;
+      const agentLengths = new Map(this.#agentLengths);
       tx.oncomplete = () => {
         this.#contextLength = length;
+        this.#agentLengths = agentLengths;
         resolve();
       };
       tx.onerror = () => reject(tx.error);
@@ -103,6 +115,18 @@ export class IndexedDBSessionStore {
               if (op.keep < length) context.delete(IDBKeyRange.lowerBound(op.keep));
               length = Math.min(length, op.keep);
               break;
+            case "agentContext": {
+              const n = agentLengths.get(op.agent) ?? 0;
+              agents.put(op.line, [op.agent, n]);
+              agentLengths.set(op.agent, n + 1);
+              break;
+            }
+            case "truncateAgentContext": {
+              const n = agentLengths.get(op.agent) ?? 0;
+              if (op.keep < n) agents.delete(IDBKeyRange.bound([op.agent, op.keep], [op.agent, Infinity]));
+              agentLengths.set(op.agent, Math.min(n, op.keep));
+              break;
+            }
             case "meta":
               tx.objectStore("meta").put(op.value, "meta");
               break;

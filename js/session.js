@@ -417,16 +417,18 @@ export class MemorySessionStore {
   #context = [];
   #events = [];
   #meta = null;
+  #agents = new Map();
   #open = false;
 
   async open() {
     if (this.#open) throw new SessionLockedError("this MemorySessionStore is open in another Session");
     this.#open = true;
-    return { context: [...this.#context], events: this.#events.map((e) => ({ ...e })), meta: this.#meta };
+    const agents = Object.fromEntries([...this.#agents].map(([id, lines]) => [id, [...lines]]));
+    return { context: [...this.#context], events: this.#events.map((e) => ({ ...e })), meta: this.#meta, agents };
   }
 
   async write(ops) {
-    applyOps(ops, { context: this.#context, events: this.#events, setMeta: (m) => (this.#meta = m) });
+    applyOps(ops, { context: this.#context, events: this.#events, agents: this.#agents, setMeta: (m) => (this.#meta = m) });
   }
 
   async close() {
@@ -441,8 +443,11 @@ function keepWhere(list, keep) {
   list.length = j;
 }
 
-/** Applies a write's ops in order to arrays (`context`: lines; `events`: `{id, kind, data}` in id order). */
-export function applyOps(ops, { context, events, setMeta }) {
+/**
+ * Applies a write's ops in order to arrays (`context`: lines; `events`: `{id, kind, data}` in id
+ * order; `agents`: a Map of agent id to its context's lines).
+ */
+export function applyOps(ops, { context, events, agents, setMeta }) {
   for (const op of ops) {
     switch (op.op) {
       case "event":
@@ -460,6 +465,17 @@ export function applyOps(ops, { context, events, setMeta }) {
       case "truncateContext":
         context.length = Math.min(context.length, op.keep);
         break;
+      case "agentContext": {
+        const lines = agents.get(op.agent);
+        if (lines) lines.push(op.line);
+        else agents.set(op.agent, [op.line]);
+        break;
+      }
+      case "truncateAgentContext": {
+        const lines = agents.get(op.agent);
+        if (lines) lines.length = Math.min(lines.length, op.keep);
+        break;
+      }
       case "meta":
         setMeta(op.value);
         break;

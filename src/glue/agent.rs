@@ -325,7 +325,7 @@ impl AgentCore {
         let limits = self.limits;
         let wire = wire.wire.clone();
         // A turn of this agent's own: its approvals on its wire, and the run its tools' calls are in.
-        let root = |job: Job| {
+        let root = |job: Job, recorded: (Vec<_>, RecoveryBudget)| {
             // approve_for_session is the session's: across turns and deaths.
             for action in session.iter().flat_map(Session::approved_for_session) {
                 self.approvals.borrow_mut().approve_for_session(&action);
@@ -343,16 +343,21 @@ impl AgentCore {
                 self.provider.clone(),
                 used.clone(),
                 self.instances.clone(),
+                session.clone(),
+                recorded,
             );
             (job, approvals, handle, used)
         };
         let (start, approvals, handle, subagents) = match start {
             Start::Subagent(call) => {
-                let super::subagent::Call { run, prompt, approvals, handle, used, running } = *call;
-                (Job::Subagent(run, prompt, running), approvals, handle, used)
+                let super::subagent::Call { run, begin, approvals, handle, used, running } = *call;
+                (Job::Subagent(run, begin, running), approvals, handle, used)
             }
-            Start::Run(input) => root(Job::Run(input)),
-            Start::Resume(turn, budget) => root(Job::Resume(turn, budget)),
+            Start::Run(input) => root(Job::Run(input), (Vec::new(), RecoveryBudget::default())),
+            Start::Resume(mut turn, budget) => {
+                let recorded = std::mem::take(&mut turn.subagents);
+                root(Job::Resume(turn, budget), (recorded, budget))
+            }
         };
         let provider = handle.provider();
         let run_fns = RunClosures::new(&wire, &approvals);
@@ -404,12 +409,12 @@ impl AgentCore {
             let outcome = match start {
                 Job::Run(input) => turn.run(input, cancel()).await,
                 Job::Resume(recorded, budget) => turn.resume(*recorded, budget, cancel()).await,
-                Job::Subagent(run, prompt, _running) => {
+                Job::Subagent(run, begin, _running) => {
                     let words = |e: &GlueError| {
                         let (class, message) = seam_words(e);
                         format!("{class}: {message}")
                     };
-                    let rv = agent::run_subagent(&turn, &run, prompt, cancel, words).await;
+                    let rv = agent::run_subagent(&turn, &run, begin, cancel, words).await;
                     approvals.close_asked();
                     wire.shutdown();
                     return Ok(to_js(&rv));
@@ -449,7 +454,7 @@ pub(super) enum Start {
 enum Job {
     Run(UserInput),
     Resume(Box<RecordedTurn>, RecoveryBudget),
-    Subagent(crate::engine::soul::agent::SubagentRun, UserInput, super::subagent::Running),
+    Subagent(crate::engine::soul::agent::SubagentRun, agent::Begin, super::subagent::Running),
 }
 
 /// The unfinished turn of a recording (`recorded`: the JSON text of an array of wire messages),

@@ -33,7 +33,7 @@ fn event_json(e: &Event) -> String {
 }
 
 /// What a store holds, as the JS store gives it: `{context: string[], events: [{id, kind,
-/// data}], meta: string | null}`.
+/// data}], meta: string | null, agents?: {[agentId]: string[]}}`.
 fn read_stored(text: &str) -> Result<Stored, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let strings = |k: &str| -> Result<Vec<String>, String> {
@@ -68,7 +68,24 @@ fn read_stored(text: &str) -> Result<Stored, String> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err("`meta` must be a string or null".into()),
     };
-    Ok(Stored { context, events, meta })
+    // Sub-agents' contexts: `{agentId: string[]}`; absent in a store that keeps none.
+    let agents = match v.get("agents") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(o)) => Some(
+            o.iter()
+                .map(|(id, lines)| match lines {
+                    Value::Array(a) => a
+                        .iter()
+                        .map(|l| l.as_str().map(str::to_owned).ok_or("`agents` must hold arrays of strings"))
+                        .collect::<Result<Vec<String>, &str>>()
+                        .map(|l| (id.clone(), l)),
+                    _ => Err("`agents` must hold arrays of strings"),
+                })
+                .collect::<Result<Vec<_>, &str>>()?,
+        ),
+        Some(_) => return Err("`agents` must be an object (agent id: its context's lines)".into()),
+    };
+    Ok(Stored { context, events, meta, agents })
 }
 
 /// The limits as the JS options give them (`{maxMessageBytes, maxSessionBytes, maxTurns,
@@ -142,7 +159,8 @@ impl SessionCore {
     /// host that can die unnoticed looks again by then)}` — a write only when no events wait (they come after it
     /// commits). `ops`: `{op: "event", id, kind, data}`, `{op: "trimEvents", before}`, `{op:
     /// "truncateEvents", after}`, `{op: "context", line}`, `{op: "truncateContext", keep}`, `{op:
-    /// "meta", value}` (the last op: the commit record).
+    /// "agentContext", agent, line}`, `{op: "truncateAgentContext", agent, keep}`, `{op: "meta",
+    /// value}` (the last op: the commit record).
     pub fn poll(&self) -> String {
         let s = &self.session;
         let mut out = String::from("{\"events\":[");
@@ -165,6 +183,12 @@ impl SessionCore {
                     Op::TruncateEvents { after } => format!("{{\"op\":\"truncateEvents\",\"after\":{after}}}"),
                     Op::Context(line) => format!("{{\"op\":\"context\",\"line\":{}}}", quoted(line)),
                     Op::TruncateContext { keep } => format!("{{\"op\":\"truncateContext\",\"keep\":{keep}}}"),
+                    Op::AgentContext { agent, line } => {
+                        format!("{{\"op\":\"agentContext\",\"agent\":{},\"line\":{}}}", quoted(agent), quoted(line))
+                    }
+                    Op::TruncateAgentContext { agent, keep } => {
+                        format!("{{\"op\":\"truncateAgentContext\",\"agent\":{},\"keep\":{keep}}}", quoted(agent))
+                    }
                     Op::Meta(m) => format!("{{\"op\":\"meta\",\"value\":{}}}", quoted(m)),
                 })
                 .collect();

@@ -17,7 +17,9 @@ use super::provider::Members;
 use super::sys;
 use super::wire::WireCore;
 use crate::engine::message::TokenUsage;
-use crate::engine::soul::agent::{add_usage, SubagentRun, UserInput};
+use crate::engine::session::Session;
+use crate::engine::soul::agent::{add_usage, not_resumable, Begin, SubagentRun, UserInput};
+use crate::engine::soul::recovery::{RecordedSubagent, RecoveryBudget};
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::context::SharedContext;
 use crate::engine::soul::wire::{SubagentOf, Wire};
@@ -65,6 +67,12 @@ pub struct RunHandle {
     /// This run's total and its callers'.
     totals: Rc<Totals>,
     instances: Instances,
+    /// The session the run's turn is in: sub-agents' contexts are kept in its store.
+    session: Option<Session>,
+    /// A recovered turn's record of its sub-agent calls (each taken by the call run again).
+    recorded: Rc<RefCell<Vec<RecordedSubagent>>>,
+    /// The recovered turn's budget, for its sub-agents' turns.
+    budget: RecoveryBudget,
 }
 
 impl RunHandle {
@@ -74,8 +82,20 @@ impl RunHandle {
         provider: Option<Members>,
         total: Usage,
         instances: Instances,
+        session: Option<Session>,
+        recorded: (Vec<RecordedSubagent>, RecoveryBudget),
     ) -> RunHandle {
-        RunHandle { wire, approvals, provider, depth: 0, totals: Rc::new(Totals { used: total, up: None }), instances }
+        RunHandle {
+            wire,
+            approvals,
+            provider,
+            depth: 0,
+            totals: Rc::new(Totals { used: total, up: None }),
+            instances,
+            session,
+            recorded: Rc::new(RefCell::new(recorded.0)),
+            budget: recorded.1,
+        }
     }
 
     /// The provider the run's turn asks.
@@ -87,7 +107,7 @@ impl RunHandle {
 /// One sub-agent call, as `AgentCore::start` takes it.
 pub struct Call {
     pub(super) run: SubagentRun,
-    pub(super) prompt: UserInput,
+    pub(super) begin: Begin,
     /// The child's approvals: asked on the parent's wire.
     pub(super) approvals: Rc<Approvals>,
     /// The run the child's own tools' calls are made in.
@@ -136,22 +156,53 @@ impl AgentCore {
                 "Agent unavailable",
             ));
         }
-        let (agent_id, context, resumed) = {
+        if run.session.as_ref().is_some_and(|s| !s.keeps_agents()) {
+            return Ok(refused(
+                &format!("`{kind}` cannot run in this session: its store keeps no sub-agent contexts (its `open()` gives no `agents`; see docs/sessions.md, \"A store of your own\")."),
+                "Agent unavailable",
+            ));
+        }
+        // The call a runtime that died recorded: it goes on with the instance it ran.
+        let record = {
+            let mut recorded = run.recorded.borrow_mut();
+            recorded.iter().position(|r| r.call_id == call_id).map(|i| recorded.remove(i))
+        };
+        let resume = record.as_ref().map(|r| r.agent_id.clone()).or_else(|| text("resume"));
+        let resumed = text("resume").is_some();
+        let (agent_id, context) = {
             let mut instances = run.instances.borrow_mut();
-            match text("resume") {
-                // An instance of this tool's, not running now.
-                Some(id) => match instances.iter_mut().find(|i| i.id == id && i.kind == kind && !i.running) {
-                    None => {
-                        return Ok(refused(
-                            &format!("No agent instance `{id}` of `{kind}` to resume (none such, or it is still running and cannot be resumed concurrently)."),
-                            "Agent unavailable",
-                        ))
+            match resume {
+                // An instance of this tool's, not running now: this run's, or one the session stored.
+                Some(id) => {
+                    // In a session, what its store holds (what a write the store refused left in
+                    // memory is not the instance's).
+                    if let Some((k, ctx)) = run.session.as_ref().and_then(|s| s.agent(&id)) {
+                        match instances.iter_mut().find(|i| i.id == id) {
+                            Some(i) if !i.running => i.context = SharedContext::new(ctx),
+                            Some(_) => {}
+                            None => instances.push(Instance { id: id.clone(), kind: k, context: SharedContext::new(ctx), running: false }),
+                        }
+                    } else if run.session.is_some() {
+                        instances.retain(|i| i.id != id || i.running);
                     }
-                    Some(i) => {
-                        i.running = true;
-                        (id, i.context.clone(), true)
+                    match instances.iter_mut().find(|i| i.id == id && i.kind == kind && !i.running) {
+                        Some(i) => {
+                            i.running = true;
+                            (id, i.context.clone())
+                        }
+                        None => {
+                            if let Some(r) = &record {
+                                // Its context was not kept (no session): closed as interrupted.
+                                let rv = not_resumable(r, &run.wire);
+                                return Ok(Promise::resolve(&to_js(&rv)));
+                            }
+                            return Ok(refused(
+                                &format!("No agent instance `{id}` of `{kind}` to resume (none such, or it is still running and cannot be resumed concurrently)."),
+                                "Agent unavailable",
+                            ));
+                        }
                     }
-                },
+                }
                 None => {
                     let id = format!("a{}", sys::random_uuid().replace('-', "").get(..8).unwrap_or_default());
                     let context = SharedContext::default();
@@ -161,9 +212,16 @@ impl AgentCore {
                         context: context.clone(),
                         running: true,
                     });
-                    (id, context, false)
+                    (id, context)
                 }
             }
+        };
+        if let Some(s) = &run.session {
+            s.attach_agent(&agent_id, &kind, &context);
+        }
+        let (begin, nested) = match record {
+            Some(r) => Begin::from_record(r, run.budget, run.session.is_some()),
+            None => (Begin::Run(UserInput::Text(prompt)), Vec::new()),
         };
         let running = Running(run.instances.clone(), agent_id.clone());
         let sub = SubagentRun { parent_tool_call_id: call_id, agent_id, subagent_type: kind, resumed };
@@ -179,8 +237,11 @@ impl AgentCore {
             depth: run.depth + 1,
             totals: Rc::new(Totals { used: used.clone(), up: Some(run.totals.clone()) }),
             instances: run.instances.clone(),
+            session: run.session.clone(),
+            recorded: Rc::new(RefCell::new(nested)),
+            budget: run.budget,
         };
-        let call_ = Call { run: sub, prompt: UserInput::Text(prompt), approvals, handle, used, running };
+        let call_ = Call { run: sub, begin, approvals, handle, used, running };
         self.start(Start::Subagent(Box::new(call_)), wire, (context, Rc::default()), toolset, call, None)
     }
 }

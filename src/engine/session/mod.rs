@@ -246,6 +246,16 @@ pub enum Op {
     TruncateContext {
         keep: usize,
     },
+    /// Append a line to sub-agent `agent`'s context.
+    AgentContext {
+        agent: String,
+        line: String,
+    },
+    /// Keep the first `keep` lines of sub-agent `agent`'s context (`0`: clear it).
+    TruncateAgentContext {
+        agent: String,
+        keep: usize,
+    },
     /// The session's meta: always the last op of a write, its commit record.
     Meta(String),
 }
@@ -263,6 +273,18 @@ pub struct Stored {
     pub context: Vec<String>,
     pub events: Vec<Event>,
     pub meta: Option<String>,
+    /// Sub-agents' contexts, by agent id (`None`: a store that keeps none; a sub-agent cannot run
+    /// in its session).
+    pub agents: Option<Vec<(String, Vec<String>)>>,
+}
+
+/// A sub-agent instance of the session, as the commit record keeps it.
+#[derive(Clone, Debug, PartialEq)]
+struct AgentMeta {
+    id: String,
+    /// Its type: the tool that made it.
+    kind: String,
+    lines: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -287,6 +309,7 @@ struct Meta {
     turns: u32,
     turn: Option<TurnMeta>,
     approved_for_session: Vec<String>,
+    agents: Vec<AgentMeta>,
 }
 
 impl Meta {
@@ -303,8 +326,14 @@ impl Meta {
             ),
         };
         let approved: Vec<String> = self.approved_for_session.iter().map(|a| quoted(a)).collect();
+        let agents: Vec<String> = self
+            .agents
+            .iter()
+            .map(|a| format!("{{\"id\":{},\"type\":{},\"lines\":{}}}", quoted(&a.id), quoted(&a.kind), a.lines))
+            .collect();
+        let agents = if agents.is_empty() { String::new() } else { format!(",\"agents\":[{}]", agents.join(",")) };
         format!(
-            "{{\"v\":{},\"last_id\":{},\"context_lines\":{},\"turns\":{}{turn},\"approved_for_session\":[{}]}}",
+            "{{\"v\":{},\"last_id\":{},\"context_lines\":{},\"turns\":{}{turn},\"approved_for_session\":[{}]{agents}}}",
             self.v,
             self.last_id,
             self.context_lines,
@@ -337,6 +366,21 @@ impl Meta {
                 .get("approved_for_session")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+            agents: v
+                .get("agents")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|a| {
+                            Some(AgentMeta {
+                                id: a.get("id")?.as_str()?.to_owned(),
+                                kind: a.get("type")?.as_str()?.to_owned(),
+                                lines: n(a, "lines")? as usize,
+                            })
+                        })
+                        .collect()
+                })
                 .unwrap_or_default(),
         })
     }
@@ -394,6 +438,10 @@ enum StopWhy {
 }
 
 struct State {
+    /// The store keeps sub-agents' contexts (its `open` gave `agents`).
+    keeps_agents: bool,
+    /// Each sub-agent's committed context lines, by agent id.
+    agents: Vec<(String, Vec<String>)>,
     limits: SessionLimits,
     now_ms: f64,
     // What the store holds (committed).
@@ -479,7 +527,7 @@ impl Session {
     }
 
     fn open_with(stored: Stored, limits: SessionLimits, now_ms: f64, _bug: Option<Bug>) -> Session {
-        let Stored { mut context, mut events, meta } = stored;
+        let Stored { mut context, mut events, meta, agents } = stored;
         let meta: Meta = match meta.as_deref() {
             None => Meta { v: 1, ..Meta::default() },
             Some(m) => Meta::from_json(m).unwrap_or_else(|| {
@@ -505,8 +553,32 @@ impl Session {
             context.truncate(meta.context_lines);
             repair.push(Op::TruncateContext { keep: meta.context_lines });
         }
+        // Each sub-agent's context, as its commit record counts it: lines past the count are a
+        // torn write's (taken back); an instance with fewer lines than it committed is lost (not
+        // resumed on a shorter context).
+        let keeps_agents = agents.is_some();
+        let mut meta = meta;
+        let mut agent_lines = agents.unwrap_or_default();
+        agent_lines.retain_mut(|(id, lines)| match meta.agents.iter().find(|a| a.id == *id).map(|a| a.lines) {
+            Some(n) if lines.len() >= n => {
+                if lines.len() > n {
+                    lines.truncate(n);
+                    repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: n });
+                }
+                true
+            }
+            _ => {
+                if !lines.is_empty() {
+                    repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: 0 });
+                }
+                false
+            }
+        });
+        meta.agents.retain(|a| a.lines == 0 || agent_lines.iter().any(|(id, _)| *id == a.id));
         let line_bytes = context.iter().map(|l| l.len() + 1).sum();
         let mut st = State {
+            keeps_agents,
+            agents: agent_lines,
             limits,
             now_ms,
             lines: context,
@@ -890,6 +962,16 @@ impl Session {
             .map(|a| (a.request_id.clone(), a.action.clone()))
             .collect();
         st.asked = r.approvals.iter().map(|a| (a.request_id.clone(), a.action.clone())).collect();
+        // A sub-agent's question waits again with its call (or is closed at once, which the
+        // recording then says).
+        for m in r.subagents.iter().flat_map(|s| &s.messages) {
+            if let WireMessage::ApprovalRequest(q) = m {
+                st.asked.push((q.id.clone(), q.action.clone()));
+                if r.subagent_asked.contains(&q.id) {
+                    st.waiting.push((q.id.clone(), q.action.clone()));
+                }
+            }
+        }
         Some((r, RecoveryBudget { max_resumes: st.limits.max_resumes }))
     }
 
@@ -1021,6 +1103,67 @@ impl Session {
         true
     }
 
+    /// The store keeps sub-agents' contexts: a sub-agent can run in this session.
+    pub fn keeps_agents(&self) -> bool {
+        self.0.borrow().keeps_agents
+    }
+
+    /// Sub-agent `id`'s type and context, as stored (`None`: no such instance was stored).
+    pub fn agent(&self, id: &str) -> Option<(String, Context)> {
+        let st = self.0.borrow();
+        let kind = st.meta.agents.iter().find(|a| a.id == id)?.kind.clone();
+        let lines = st.agents.iter().find(|(a, _)| a == id).map_or(String::new(), |(_, l)| l.join("\n"));
+        Some((kind, Context::from_jsonl(&lines).0))
+    }
+
+    /// Installs the session on sub-agent `id`'s context (of type `kind`) for the live turn: each
+    /// change is stored with the write of the stretch that made it (a sub-agent's round and its
+    /// events, which reach the turn's recording, are one write). `false` when the store keeps
+    /// no sub-agents' contexts.
+    pub fn attach_agent(&self, id: &str, kind: &str, context: &SharedContext) -> bool {
+        let generation = {
+            let mut st = self.0.borrow_mut();
+            if !st.keeps_agents {
+                return false;
+            }
+            if !st.work.agents.iter().any(|a| a.id == id) {
+                st.work.agents.push(AgentMeta { id: id.to_owned(), kind: kind.to_owned(), lines: 0 });
+            }
+            st.generation
+        };
+        let (s, id) = (self.clone(), id.to_owned());
+        context.set_sink(Some(Box::new(move |w: ContextWrite<'_>| {
+            let r = s.agent_write(generation, &id, w);
+            s.wake();
+            r
+        })));
+        true
+    }
+
+    fn agent_write(&self, generation: u64, id: &str, w: ContextWrite<'_>) -> bool {
+        let mut st = self.0.borrow_mut();
+        if st.live != Some(generation) || st.stop == Some(StopWhy::Storage) {
+            return false;
+        }
+        let Some(i) = st.work.agents.iter().position(|a| a.id == id) else { return false };
+        let agent = || id.to_owned();
+        match w {
+            ContextWrite::Line(l) => {
+                st.work.agents[i].lines += 1;
+                st.queue(Op::AgentContext { agent: agent(), line: l.to_owned() });
+            }
+            ContextWrite::Rewrite(all) => {
+                st.work.agents[i].lines = 0;
+                st.queue(Op::TruncateAgentContext { agent: agent(), keep: 0 });
+                for l in all.lines().filter(|l| !l.is_empty()) {
+                    st.work.agents[i].lines += 1;
+                    st.queue(Op::AgentContext { agent: agent(), line: l.to_owned() });
+                }
+            }
+        }
+        true
+    }
+
     fn gate(&self, generation: u64) -> LocalBoxFuture<'static, bool> {
         let mut st = self.0.borrow_mut();
         #[cfg(feature = "planted-bugs")]
@@ -1117,6 +1260,15 @@ impl State {
                 Op::TruncateContext { keep } => {
                     self.lines.truncate(keep);
                     self.line_bytes = self.lines.iter().map(|l| l.len() + 1).sum();
+                }
+                Op::AgentContext { agent, line } => match self.agents.iter_mut().find(|(id, _)| *id == agent) {
+                    Some((_, lines)) => lines.push(line),
+                    None => self.agents.push((agent, vec![line])),
+                },
+                Op::TruncateAgentContext { agent, keep } => {
+                    if let Some((_, lines)) = self.agents.iter_mut().find(|(id, _)| *id == agent) {
+                        lines.truncate(keep);
+                    }
                 }
                 Op::Meta(_) => {}
             }
@@ -1255,6 +1407,7 @@ mod tests {
             turns: 3,
             turn: Some(TurnMeta { n: 3, first_id: 30, running: true, cancel: true, ctx0: Some(5) }),
             approved_for_session: vec!["pay \"it\"".into(), "é\u{2028}".into()],
+            agents: vec![AgentMeta { id: "a1b2c3d4".into(), kind: "re\"searcher".into(), lines: 3 }],
         };
         assert_eq!(Meta::from_json(&meta.to_json()), Some(meta.clone()));
         let none = Meta { turn: None, approved_for_session: Vec::new(), ..meta };
@@ -1278,6 +1431,7 @@ mod tests {
             context: vec!["{\"role\":\"user\",\"content\":\"hi\"}".into()],
             events: vec![Event { id: 1, kind: EventKind::Wire, data: "{}".into() }],
             meta: Some("{damaged".into()),
+            agents: None,
         };
         let s = Session::open(stored, SessionLimits::default(), 0.0);
         assert_eq!(s.poll_write(), None, "no take-back write");
@@ -1308,6 +1462,7 @@ mod tests {
                 Event { id: 2, kind: EventKind::Wire, data: wire("StepBegin") },
             ],
             meta: Some(meta.to_json()),
+            agents: None,
         };
         let s = Session::open(stored, SessionLimits::default(), 0.0);
         assert!(!s.has_resume(), "nothing is resumed");
@@ -1341,6 +1496,7 @@ mod tests {
                 Event { id: 2, kind: EventKind::Wire, data: "{}".into() },
             ],
             meta: Some(meta.to_json()),
+            agents: None,
         };
         let limits = SessionLimits { max_message_bytes: 4, max_turns: 2, ..SessionLimits::default() };
         let s = Session::open(stored, limits, 0.0);

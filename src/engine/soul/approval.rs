@@ -133,6 +133,10 @@ impl Approvals {
     /// client may answer it before the tool asks again); when the tool of `a.tool_call_id` asks,
     /// it gets this request's answer. An answer that was recorded is the answer.
     pub fn resume(&self, a: &RecordedApproval) {
+        // A sub-agent's, waiting again: closed with its run as the ones it asks.
+        if self.subagent.is_some() && a.answer.is_none() {
+            self.asked.borrow_mut().push(a.request_id.clone());
+        }
         let answer = match &a.answer {
             Some((response, feedback)) => {
                 futures::future::ready(ApprovalAnswer { response: *response, feedback: feedback.clone() }).boxed_local()

@@ -99,9 +99,12 @@ pub struct RecordedTurn {
     pub results: HashMap<String, ToolResult>,
     /// The approvals asked in the last step whose call has no result.
     pub approvals: Vec<RecordedApproval>,
-    /// Sub-agents' requests (`agent_id` set) not answered: the sub-agent's call is closed by the
-    /// broken-round rule, so these are answered "reject" on resume rather than waited on.
+    /// Sub-agents' requests (`agent_id` set) not answered: each waits again when its sub-agent's
+    /// call goes on (the call runs again and the sub-agent is resumed), and is answered "reject"
+    /// on resume otherwise.
     pub subagent_asked: Vec<String>,
+    /// What the turn recorded of each sub-agent call (`SubagentEvent`s, unwrapped), in order.
+    pub subagents: Vec<RecordedSubagent>,
     /// The step failed (`StepInterrupted`) and the turn was ending.
     pub failing: bool,
     /// Resumes since the last progress that were not waiting on a person.
@@ -118,6 +121,44 @@ pub struct RecordedTurn {
     /// session keeps them with its commit record): a call of a tool that asks before it starts
     /// with no question recorded can then be known not to have started.
     pub knows_session_approvals: bool,
+}
+
+/// What a turn recorded of one sub-agent call: its `SubagentEvent`s unwrapped, and the questions
+/// it (or a sub-agent of its) asked on the turn's wire, in order — the sub-agent's own recording,
+/// as [`RecordedTurn::read`] reads it when the call goes on after a death.
+#[derive(Clone, Debug)]
+pub struct RecordedSubagent {
+    pub call_id: String,
+    pub agent_id: String,
+    pub subagent_type: String,
+    /// The agent ids of its own sub-agents, nested ones too.
+    pub within: Vec<String>,
+    /// The requests it (or one within it) asked.
+    pub asked: Vec<String>,
+    pub messages: Vec<WireMessage>,
+}
+
+impl RecordedSubagent {
+    /// A request of `agent` is this call's: its sub-agent's, or one within it.
+    pub fn owns(&self, agent: &str) -> bool {
+        self.agent_id == agent || self.within.iter().any(|a| a == agent)
+    }
+}
+
+/// The agent ids of the sub-agents an event of a sub-agent's carries, nested ones too.
+fn nested_agents(event: &Value, out: &mut Vec<String>) {
+    if event.get("type").and_then(Value::as_str) != Some("SubagentEvent") {
+        return;
+    }
+    let Some(p) = event.get("payload") else { return };
+    if let Some(id) = p.get("agent_id").and_then(Value::as_str) {
+        if !out.iter().any(|a| a == id) {
+            out.push(id.to_owned());
+        }
+    }
+    if let Some(e) = p.get("event") {
+        nested_agents(e, out);
+    }
 }
 
 /// The planted [`crate::engine::session::planted::Bug::SubagentQuestionWaited`] (never in a shipped build).
@@ -239,6 +280,7 @@ impl RecordedTurn {
             results: HashMap::new(),
             approvals: Vec::new(),
             subagent_asked: Vec::new(),
+            subagents: Vec::new(),
             failing: false,
             resumes_without_progress: 0,
             resumes: 0,
@@ -300,8 +342,46 @@ impl RecordedTurn {
                         t.resumes_in_a_row = 0;
                     }
                 }
+                "SubagentEvent" => {
+                    let (call, agent) = (text(payload, "parent_tool_call_id"), text(payload, "agent_id"));
+                    let Some(event) = payload.get("event") else { continue };
+                    let i = match t.subagents.iter().position(|s| s.call_id == call && s.agent_id == agent) {
+                        Some(i) => i,
+                        None => {
+                            t.subagents.push(RecordedSubagent {
+                                call_id: call,
+                                agent_id: agent,
+                                subagent_type: text(payload, "subagent_type"),
+                                within: Vec::new(),
+                                asked: Vec::new(),
+                                messages: Vec::new(),
+                            });
+                            t.subagents.len() - 1
+                        }
+                    };
+                    let s = &mut t.subagents[i];
+                    nested_agents(event, &mut s.within);
+                    if let Ok(m) = serde_json::from_str(&event.to_string()) {
+                        s.messages.push(m);
+                    }
+                }
                 "ApprovalRequest" if payload.get("agent_id").is_some_and(|a| !a.is_null()) && !planted_waited() => {
-                    t.subagent_asked.push(text(payload, "id"));
+                    let id = text(payload, "id");
+                    let agent = text(payload, "agent_id");
+                    if let Some(s) = t.subagents.iter_mut().rev().find(|s| s.owns(&agent)) {
+                        // The sub-agent's own question is its own to it; a nested one's stays its
+                        // sub-agent's.
+                        let mut payload = payload.clone();
+                        if s.agent_id == agent {
+                            payload["agent_id"] = Value::Null;
+                            payload["subagent_type"] = Value::Null;
+                        }
+                        if let Ok(m) = serde_json::from_str(&json!({"type": kind, "payload": payload}).to_string()) {
+                            s.messages.push(m);
+                        }
+                        s.asked.push(id.clone());
+                    }
+                    t.subagent_asked.push(id);
                 }
                 // A request recorded twice is one request (its second line would wait forever).
                 "ApprovalRequest" if t.approvals.iter().any(|a| a.request_id == text(payload, "id")) => {}
@@ -315,6 +395,11 @@ impl RecordedTurn {
                 "ApprovalResponse" => {
                     let id = text(payload, "request_id");
                     t.subagent_asked.retain(|a| *a != id);
+                    if let Some(s) = t.subagents.iter_mut().find(|s| s.asked.contains(&id)) {
+                        if let Ok(m) = serde_json::from_str(&json!({"type": kind, "payload": payload}).to_string()) {
+                            s.messages.push(m);
+                        }
+                    }
                     let response =
                         ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);
                     if let Some(a) = t.approvals.iter_mut().find(|a| a.request_id == id) {
@@ -338,7 +423,7 @@ impl RecordedTurn {
 
     /// The turn waits on a person: an approval is asked and not answered.
     pub fn waiting_on_person(&self) -> bool {
-        self.approvals.iter().any(|a| a.answer.is_none())
+        self.approvals.iter().any(|a| a.answer.is_none()) || !self.subagent_asked.is_empty()
     }
 
     /// The `Notification` that says the turn was resumed.

@@ -47,5 +47,5 @@ pub use config::{status, AgentConfig, StatusSnapshot, UserInput};
 pub use dispatch::{aborted_result, close_interrupted_turn, interrupted_result};
 pub use error::TurnError;
 pub use seams::{Env, TurnTools};
-pub use subagent::{add_usage, run_subagent, SubagentRun, SUMMARY_MIN_CHARS, SUMMARY_PROMPT};
+pub use subagent::{add_usage, not_resumable, run_subagent, Begin, SubagentRun, SUMMARY_MIN_CHARS, SUMMARY_PROMPT};
 pub use turn::Turn;

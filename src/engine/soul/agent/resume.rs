@@ -87,16 +87,6 @@ where
             st.earlier_ids.extend(recorded.results.keys().cloned());
             st.turn_id = recorded.turn_id.clone();
         }
-        // A sub-agent's question is closed with its call (a sub-agent does not go on after a
-        // death: its call is closed by the broken-round rule): the recording says it was refused,
-        // and nobody is left waiting on it.
-        for id in &recorded.subagent_asked {
-            self.send(WireMessage::ApprovalResponse {
-                request_id: id.clone(),
-                response: ApprovalResponse::Reject,
-                feedback: String::new(),
-            });
-        }
         let cancelled = recorded.stop == Some(RecoveryStop::Cancelled);
         let give_up_why = if let Some(RecoveryStop::GiveUp(why)) = &recorded.stop {
             Some(why.clone())
@@ -111,6 +101,32 @@ where
         } else {
             None
         };
+        // A sub-agent's question waits again when its call goes on (its tool runs again and the
+        // sub-agent is resumed from its recording): otherwise it is closed with its call, refused
+        // on the record, and nobody is left waiting on it.
+        let goes_on = |agent: &str| {
+            give_up_why.is_none()
+                && recorded.subagents.iter().any(|s| {
+                    s.owns(agent)
+                        && !recorded.results.contains_key(&s.call_id)
+                        && recorded
+                            .round
+                            .calls()
+                            .iter()
+                            .any(|c| c.id == s.call_id && self.tools.is_idempotent(&c.function.name))
+                })
+        };
+        let owner = |id: &String| recorded.subagents.iter().find(|s| s.asked.contains(id)).map(|s| s.agent_id.clone());
+        for id in &recorded.subagent_asked {
+            if owner(id).is_some_and(|a| goes_on(&a)) {
+                continue;
+            }
+            self.send(WireMessage::ApprovalResponse {
+                request_id: id.clone(),
+                response: ApprovalResponse::Reject,
+                feedback: String::new(),
+            });
+        }
         // A cancel stored before the runtime stopped: what ran is closed, nothing runs again.
         let give_up = |why: String| if cancelled { TurnError::Cancelled } else { TurnError::NotRecovered(why) };
         if recorded.step == 0 {

@@ -16,7 +16,8 @@ use super::turn::{ErrOf, Turn};
 use crate::engine::error::ChatProviderError;
 use crate::engine::message::{Role, TokenUsage};
 use crate::engine::model::{Model, ModelError};
-use crate::engine::soul::wire::{Wire, WireMessage};
+use crate::engine::soul::recovery::{RecordedSubagent, RecordedTurn, RecoveryBudget, RecoveryError};
+use crate::engine::soul::wire::{ApprovalResponse, Wire, WireMessage};
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 
 /// An answer shorter than this (in characters) is asked to be fuller, once.
@@ -89,14 +90,78 @@ impl SubagentRun {
     }
 }
 
-/// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on `prompt`, then once
-/// more on [`SUMMARY_PROMPT`] when its answer is under [`SUMMARY_MIN_CHARS`] (not for structured
-/// output: its answer is the value). `cancel` makes, for each turn, what resolves when the call is
-/// given up (the parent's cancel, the tool's time limit). `unexpected` words a seam's error that is not the provider's.
+/// How a sub-agent call begins: anew, or where a runtime that died left it.
+pub enum Begin {
+    /// Its first turn, on the call's prompt.
+    Run(UserInput),
+    /// Goes on with its unfinished turn (`bool`: the turn is the summary's continuation).
+    Resume(Box<RecordedTurn>, RecoveryBudget, bool),
+    /// Its last turn ended: its answer is in its context.
+    Ended(bool),
+    /// Its recording cannot be read as a turn: it is closed as interrupted.
+    Closed(Box<RecordedSubagent>),
+}
+
+impl Begin {
+    /// The call `record` was recorded by a runtime that died, and goes on with `budget` (its
+    /// caller's); `knows_session_approvals` as its caller's turn (a session's: true). Also gives
+    /// what its own unfinished turn recorded of its sub-agents' calls (for its tools' run).
+    pub fn from_record(
+        record: RecordedSubagent,
+        budget: RecoveryBudget,
+        knows_session_approvals: bool,
+    ) -> (Begin, Vec<RecordedSubagent>) {
+        let again = record.messages.iter().filter(|m| m.kind() == "TurnBegin").count() > 1;
+        match RecordedTurn::read(&record.messages) {
+            Ok(mut r) => {
+                r.knows_session_approvals = knows_session_approvals;
+                let nested = std::mem::take(&mut r.subagents);
+                (Begin::Resume(Box::new(r), budget, again), nested)
+            }
+            Err(RecoveryError::Finished) => (Begin::Ended(again), Vec::new()),
+            Err(_) => (Begin::Closed(Box::new(record)), Vec::new()),
+        }
+    }
+}
+
+/// A sub-agent call recorded by a runtime that died, which cannot go on here (its context was
+/// not kept: no session, or a store that lost it): its waiting questions are answered refused on
+/// `wire` (the caller's) and the call is interrupted, as any call that may have taken effect.
+pub fn not_resumable(record: &RecordedSubagent, wire: &Wire) -> ToolReturnValue {
+    close_questions(record, wire);
+    super::dispatch::interrupted_result(&record.call_id).return_value
+}
+
+fn close_questions(record: &RecordedSubagent, wire: &Wire) {
+    let answered: Vec<&str> = record
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            WireMessage::ApprovalResponse { request_id, .. } => Some(request_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    for id in record.asked.iter().filter(|id| !answered.contains(&id.as_str())) {
+        wire.send(WireMessage::ApprovalResponse {
+            request_id: id.clone(),
+            response: ApprovalResponse::Reject,
+            feedback: String::new(),
+        });
+    }
+}
+
+/// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on
+/// the prompt, then once more on [`SUMMARY_PROMPT`] when its answer is under
+/// [`SUMMARY_MIN_CHARS`] (not for structured output: its answer is the value). A call that a dead
+/// runtime recorded ([`Begin::Recorded`]) goes on where its recording stopped, on the context its
+/// turns wrote: a turn it ended is not run again, an unfinished one is resumed by the recovery
+/// rules (no tool of it runs twice; a question it asked waits again under its id). `cancel`
+/// makes, for each turn, what resolves when the call is given up (the parent's cancel, the tool's
+/// time limit). `unexpected` words a seam's error that is not the provider's.
 pub async fn run_subagent<'c, M, T>(
     turn: &Turn<'_, M, T>,
     run: &SubagentRun,
-    prompt: UserInput,
+    begin: Begin,
     cancel: impl Fn() -> LocalBoxFuture<'c, ()>,
     unexpected: impl Fn(&ErrOf<M>) -> String,
 ) -> ToolReturnValue
@@ -105,11 +170,17 @@ where
     ErrOf<M>: ModelError,
     T: TurnTools,
 {
-    let mut phase = "running agent";
-    let mut input = prompt;
-    let mut asked_again = false;
+    let mut asked_again = matches!(begin, Begin::Resume(_, _, true) | Begin::Ended(true));
+    let mut first = Some(begin);
+    let mut phase = if asked_again { "continuing the agent summary" } else { "running agent" };
     loop {
-        if let Err(e) = turn.run(input, cancel()).await {
+        let ran = match first.take() {
+            Some(Begin::Run(input)) => turn.run(input, cancel()).await,
+            Some(Begin::Resume(r, budget, _)) => turn.resume(*r, budget, cancel()).await,
+            Some(Begin::Closed(record)) => return not_resumable(&record, turn.approvals.wire()),
+            Some(Begin::Ended(_)) | None => Ok(()),
+        };
+        if let Err(e) = ran {
             return failure(&e, phase, &unexpected);
         }
         let last = turn.context.read(|c| c.history().last().filter(|m| m.role == Role::Assistant).cloned());
@@ -133,7 +204,7 @@ where
         }
         asked_again = true;
         phase = "continuing the agent summary";
-        input = UserInput::Text(SUMMARY_PROMPT.into());
+        first = Some(Begin::Run(UserInput::Text(SUMMARY_PROMPT.into())));
     }
 }
 
