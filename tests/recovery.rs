@@ -895,7 +895,8 @@ fn a_kept_answer_is_read_again_by_the_next_life_instead_of_asked_again() {
 }
 
 #[test]
-fn a_sub_agents_question_left_by_a_death_is_closed_refused_and_the_recovered_turn_does_not_wait_on_it() {
+fn a_sub_agents_question_whose_call_cannot_go_on_is_closed_refused_and_the_recovered_turn_does_not_wait_on_it() {
+    // (A call whose tool is not idempotent, and no record of its sub-agent: nothing resumes it.)
     use kosong_wasm::engine::soul::wire::ApprovalRequest;
     let store = Store::default();
     let desk = Desk::default();
@@ -929,7 +930,8 @@ fn a_sub_agents_question_left_by_a_death_is_closed_refused_and_the_recovered_tur
     .unwrap();
     assert!(ended.is_none());
     let recorded = RecordedTurn::read(&store.recording()).unwrap();
-    assert!(!recorded.waiting_on_person(), "a sub-agent's question is not the turn's own");
+    assert!(recorded.approvals.is_empty(), "a sub-agent's question is not the turn's own");
+    assert!(recorded.subagents.is_empty(), "no sub-agent call was recorded");
     assert_eq!(recorded.subagent_asked, ["sub-req"]);
     desk.hold.set(false);
     let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();

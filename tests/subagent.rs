@@ -14,7 +14,7 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 
 use kosong_wasm::engine::soul::agent::{
-    add_usage, run_subagent, AgentConfig, SubagentRun, Turn, UserInput, SUMMARY_PROMPT,
+    add_usage, run_subagent, AgentConfig, Begin, SubagentRun, Turn, UserInput, SUMMARY_PROMPT,
 };
 use kosong_wasm::engine::soul::context::SharedContext;
 use kosong_wasm::engine::soul::wire::{ApprovalResponse, SubagentOf, Wire, WireMessage};
@@ -62,7 +62,7 @@ impl Child<'_> {
             env,
         };
         let cancel = || -> LocalBoxFuture<'static, ()> { never().boxed_local() };
-        run_subagent(&turn, run, UserInput::Text(prompt.into()), cancel, |e| e.to_string()).await
+        run_subagent(&turn, run, Begin::Run(UserInput::Text(prompt.into())), cancel, |e| e.to_string()).await
     }
 }
 

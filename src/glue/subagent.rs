@@ -19,9 +19,9 @@ use super::wire::WireCore;
 use crate::engine::message::TokenUsage;
 use crate::engine::session::Session;
 use crate::engine::soul::agent::{add_usage, not_resumable, Begin, SubagentRun, UserInput};
-use crate::engine::soul::recovery::{RecordedSubagent, RecoveryBudget};
 use crate::engine::soul::approval::Approvals;
 use crate::engine::soul::context::SharedContext;
+use crate::engine::soul::recovery::{RecordedSubagent, RecoveryBudget};
 use crate::engine::soul::wire::{SubagentOf, Wire};
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 
@@ -180,7 +180,12 @@ impl AgentCore {
                         match instances.iter_mut().find(|i| i.id == id) {
                             Some(i) if !i.running => i.context = SharedContext::new(ctx),
                             Some(_) => {}
-                            None => instances.push(Instance { id: id.clone(), kind: k, context: SharedContext::new(ctx), running: false }),
+                            None => instances.push(Instance {
+                                id: id.clone(),
+                                kind: k,
+                                context: SharedContext::new(ctx),
+                                running: false,
+                            }),
                         }
                     } else if run.session.is_some() {
                         instances.retain(|i| i.id != id || i.running);

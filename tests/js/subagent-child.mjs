@@ -3,8 +3,10 @@
 // - `approval`: the sub-agent's `rm` asks first (needsApproval); this life SIGKILLs itself once
 //   the question is stored (told through `session.events()`), nobody answering;
 // - `tool`: the sub-agent's `rm` logs its start and this life SIGKILLs itself inside it;
-// - `none`: opens the session (the turn the last life left goes on by itself) and reports.
-// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none>
+// - `none`: opens the session (the turn the last life left goes on by itself) and reports;
+// - `answer`: as `none`, approving every question it is told of (one the last life left waiting
+//   too: it waits again under its id).
+// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none|answer>
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
@@ -31,9 +33,13 @@ const helper = new k.Agent({
 const agent = { provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([helper.asTool()]) };
 const session = await k.Session.open(new k.FileSessionStore(dir), agent);
 say({ opened: true, running: session.running });
-if (mode === "approval") {
+if (mode === "approval" || mode === "answer") {
   (async () => {
-    for await (const e of session.events()) if (e.message?.type === "ApprovalRequest") process.kill(process.pid, "SIGKILL");
+    for await (const e of session.events()) {
+      if (e.message?.type !== "ApprovalRequest") continue;
+      if (mode === "approval") process.kill(process.pid, "SIGKILL");
+      await session.respond(e.message.payload.id, "approve");
+    }
   })();
 }
 const recovered = await session.recovered;

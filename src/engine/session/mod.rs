@@ -965,12 +965,19 @@ impl Session {
         // A sub-agent's question waits again with its call (or is closed at once, which the
         // recording then says).
         for m in r.subagents.iter().flat_map(|s| &s.messages) {
-            if let WireMessage::ApprovalRequest(q) = m {
-                st.asked.push((q.id.clone(), q.action.clone()));
-                if r.subagent_asked.contains(&q.id) {
-                    st.waiting.push((q.id.clone(), q.action.clone()));
+            // Read back, a request is the runtime's own message (`Other`); made here, typed.
+            let (id, action) = match m {
+                WireMessage::ApprovalRequest(q) => (q.id.clone(), q.action.clone()),
+                WireMessage::Other { kind, payload } if kind == "ApprovalRequest" => {
+                    let text = |k: &str| payload.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                    (text("id"), text("action"))
                 }
+                _ => continue,
+            };
+            if r.subagent_asked.contains(&id) {
+                st.waiting.push((id.clone(), action.clone()));
             }
+            st.asked.push((id, action));
         }
         Some((r, RecoveryBudget { max_resumes: st.limits.max_resumes }))
     }

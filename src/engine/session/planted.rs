@@ -30,9 +30,12 @@ pub enum Bug {
     /// A recovered turn takes a dead sub-agent's question for its own: it waits on it again
     /// (anyone may still approve it) instead of closing it refused.
     SubagentQuestionWaited,
+    /// A recovered turn does not read what it recorded of its sub-agent calls: a call run again
+    /// begins its sub-agent anew instead of going on with it.
+    SubagentBegunAgain,
 }
 
-pub const ALL: [Bug; 9] = [
+pub const ALL: [Bug; 10] = [
     Bug::ToolBeforeStored,
     Bug::CancelAckedBeforeStored,
     Bug::IdFromEventCount,
@@ -42,6 +45,7 @@ pub const ALL: [Bug; 9] = [
     Bug::KeptAnswerAskedAgain,
     Bug::ReplayNotDropped,
     Bug::SubagentQuestionWaited,
+    Bug::SubagentBegunAgain,
 ];
 
 thread_local! {
@@ -75,6 +79,11 @@ pub fn replay_not_dropped() -> bool {
 /// [`Bug::SubagentQuestionWaited`].
 pub fn subagent_question_waited() -> bool {
     planted(Bug::SubagentQuestionWaited)
+}
+
+/// [`Bug::SubagentBegunAgain`].
+pub fn subagent_begun_again() -> bool {
+    planted(Bug::SubagentBegunAgain)
 }
 
 pub(super) fn close_again(st: &mut State, messages: &[WireMessage]) {

@@ -169,6 +169,14 @@ fn planted_waited() -> bool {
     false
 }
 
+/// The planted [`crate::engine::session::planted::Bug::SubagentBegunAgain`].
+fn planted_begun_again() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    return crate::engine::session::planted::subagent_begun_again();
+    #[cfg(not(feature = "planted-bugs"))]
+    false
+}
+
 /// A recovered turn that is closed from its recording instead of going on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecoveryStop {
@@ -342,7 +350,7 @@ impl RecordedTurn {
                         t.resumes_in_a_row = 0;
                     }
                 }
-                "SubagentEvent" => {
+                "SubagentEvent" if !planted_begun_again() => {
                     let (call, agent) = (text(payload, "parent_tool_call_id"), text(payload, "agent_id"));
                     let Some(event) = payload.get("event") else { continue };
                     let i = match t.subagents.iter().position(|s| s.call_id == call && s.agent_id == agent) {

@@ -116,12 +116,14 @@ where
                             .any(|c| c.id == s.call_id && self.tools.is_idempotent(&c.function.name))
                 })
         };
+        let _ = self.tools.definitions(); // (a toolset says which tools are idempotent once read)
         let owner = |id: &String| recorded.subagents.iter().find(|s| s.asked.contains(id)).map(|s| s.agent_id.clone());
         for id in &recorded.subagent_asked {
             if owner(id).is_some_and(|a| goes_on(&a)) {
                 continue;
             }
-            self.send(WireMessage::ApprovalResponse {
+            // On the wire the questions are asked on (a sub-agent's: its caller's).
+            self.approvals.wire().send(WireMessage::ApprovalResponse {
                 request_id: id.clone(),
                 response: ApprovalResponse::Reject,
                 feedback: String::new(),

@@ -115,7 +115,19 @@ impl Begin {
         match RecordedTurn::read(&record.messages) {
             Ok(mut r) => {
                 r.knows_session_approvals = knows_session_approvals;
-                let nested = std::mem::take(&mut r.subagents);
+                // Its own questions of a step before the last, never answered (their calls were
+                // closed when it resumed before): closed refused when it resumes now, with the
+                // questions of its sub-agents that do not go on.
+                let answered = answered(&record);
+                for id in &record.asked {
+                    let open = !answered.contains(&id.as_str())
+                        && !r.approvals.iter().any(|a| a.request_id == *id)
+                        && !r.subagent_asked.contains(id);
+                    if open {
+                        r.subagent_asked.push(id.clone());
+                    }
+                }
+                let nested = r.subagents.clone();
                 (Begin::Resume(Box::new(r), budget, again), nested)
             }
             Err(RecoveryError::Finished) => (Begin::Ended(again), Vec::new()),
@@ -132,15 +144,20 @@ pub fn not_resumable(record: &RecordedSubagent, wire: &Wire) -> ToolReturnValue 
     super::dispatch::interrupted_result(&record.call_id).return_value
 }
 
-fn close_questions(record: &RecordedSubagent, wire: &Wire) {
-    let answered: Vec<&str> = record
+/// The requests the record holds an answer to.
+fn answered(record: &RecordedSubagent) -> Vec<&str> {
+    record
         .messages
         .iter()
         .filter_map(|m| match m {
             WireMessage::ApprovalResponse { request_id, .. } => Some(request_id.as_str()),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+fn close_questions(record: &RecordedSubagent, wire: &Wire) {
+    let answered = answered(record);
     for id in record.asked.iter().filter(|id| !answered.contains(&id.as_str())) {
         wire.send(WireMessage::ApprovalResponse {
             request_id: id.clone(),
