@@ -874,7 +874,10 @@ export class Agent implements Soul {
    * words (max steps, an API error with its status, a provider error, an unexpected error). Cancel
    * the caller and every sub-agent and its tools stop. Calls in one round run at once.
    * Only inside an agent run (runSoul, a Session, AgentSession): in a plain `step` the call is an
-   * error result.
+   * error result. In a session the instance's context is kept in the session's store by agent id:
+   * a turn recovered after a death goes on with the sub-agent where it stopped (the tool is
+   * `idempotent`: its call runs again with its id and resumes the sub-agent; no tool of it runs
+   * twice, a question it asked waits again), and `resume` works in any later turn or process.
    */
   asTool(opts?: {
     /** The tool's name; default the agent's. */
@@ -1083,12 +1086,21 @@ export type SessionOp =
   | { op: "truncateEvents"; after: number }
   | { op: "context"; line: string }
   | { op: "truncateContext"; keep: number }
+  /** A line of sub-agent `agent`'s context (`Agent.asTool`: its agent id). */
+  | { op: "agentContext"; agent: string; line: string }
+  /** Keep the first `keep` lines of sub-agent `agent`'s context. */
+  | { op: "truncateAgentContext"; agent: string; keep: number }
   | { op: "meta"; value: string };
-/** What a store holds: context lines (kimi-cli's `context.jsonl`), events in id order, the last commit record. */
+/**
+ * What a store holds: context lines (kimi-cli's `context.jsonl`), events in id order, the last
+ * commit record, and each sub-agent's context lines by agent id (a store that gives no `agents`
+ * keeps no sub-agents: a sub-agent call in its session is an error result saying so).
+ */
 export interface StoredSession {
   context: string[];
   events: Array<{ id: number; kind: "wire" | "end"; data: string }>;
   meta: string | null;
+  agents?: Record<string, string[]>;
 }
 /**
  * Where a session is kept. The rules are the session's; a store only performs: `open` takes the
@@ -1190,7 +1202,8 @@ export class IndexedDBSessionStore implements SessionStore {
  * Node: a session in a directory as kimi-cli keeps one — `context.jsonl` and `wire.jsonl` (which
  * kimi-cli 1.52 reads; each record carries its event id) — plus `session.jsonl` (turn ends and
  * commit records) and a lock: a second process is refused with `SessionLockedError`; a lock left
- * by a dead process is taken over. Every write is made durable (fsync) before it is reported.
+ * by a dead process is taken over. A sub-agent's context is kimi-cli's
+ * `subagents/<agent id>/context.jsonl`. Every write is made durable (fsync) before it is reported.
  * Node only: the browser entry's throws a `TypeError` naming `IndexedDBSessionStore`.
  */
 export class FileSessionStore implements SessionStore {

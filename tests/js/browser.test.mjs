@@ -198,7 +198,7 @@ test("two researcher sub-agents run at once: each its own box in its call's card
   await context.close();
 });
 
-test("reloaded while two researcher sub-agents run: their boxes are drawn again from the stored events, their calls closed interrupted (a sub-agent does not go on after a death yet), the turn goes on", opts, async () => {
+test("reloaded while two researcher sub-agents run: their boxes are drawn again from the stored events, and both go on where they were (their contexts from IndexedDB, their turns resumed, not begun again) to their reports", opts, async () => {
   const { page, context, errors } = await openDemo();
   await ask(page, "Research Paris and Tokyo");
   // Both sub-agents' searches are running (listed, no result yet).
@@ -209,8 +209,12 @@ test("reloaded while two researcher sub-agents run: their boxes are drawn again 
   const subs = await page.$$eval(".card .subagent .sub-head", (h) => h.map((x) => x.textContent));
   assert.equal(subs.length, 2, "each sub-agent's box, drawn from what was stored before the reload");
   const cs = (await cards(page)).filter((c) => c.name === "researcher");
-  assert.deepEqual(cs.map((c) => c.status), ["failed", "failed"]);
-  assert.ok(cs.every((c) => /interrupted/.test(c.result)), JSON.stringify(cs));
+  assert.deepEqual(cs.map((c) => c.status), ["done", "done"], JSON.stringify(cs));
+  assert.ok(cs.every((c) => /^→ researcher a[0-9a-f]{8} gave its report/.test(c.result)), JSON.stringify(cs));
+  // Each sub-agent's turn began once (before the reload) and was resumed after it.
+  const log = await page.innerText("#wirelog");
+  assert.equal((log.match(/SubagentEvent[^\n]*TurnBegin/g) ?? []).length, 2, log.slice(-3000));
+  assert.match(await page.innerText(".step[data-step='2'] .text"), /Report on Paris[\s\S]*Report on Tokyo/);
   assert.match(await page.innerText("#wirelog"), /turn_resumed/);
   assert.equal(await page.$$eval("#chat .msg.user", (l) => l.length), 1);
   assert.deepEqual(errors, []);

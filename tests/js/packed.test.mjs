@@ -790,7 +790,7 @@ test("worker: killed while an approval waits — twice — the request still wai
   await assertTurnConsistent(token, all);
 });
 
-test("worker: killed while its mailer sub-agent's question waits, the recovered turn closes the sub-agent's call interrupted and its question refused, never sends the email, and ends done", async () => {
+test("worker: killed while its mailer sub-agent's question waits, the recovered turn goes on with the mailer: its context from the object's SQLite, its question waiting again under its id; the answer given after the restart sends the email once, and the turn ends done", async () => {
   await ensureWorker();
   const token = await newSession();
   // The session's model hands the errand to the mailer; the mailer's model calls send_email.
@@ -802,20 +802,36 @@ test("worker: killed while its mailer sub-agent's question waits, the recovered 
   assert.equal(asked.data.payload.sender, "mailer");
   assert.match(asked.data.payload.agent_id, /^a[0-9a-f]{8}$/);
   assert.ok(first.some((e) => e.data.type === "SubagentEvent" && e.data.payload.parent_tool_call_id === "call_mailer"), "the sub-agent's turn is on the session's stream");
+  const asksBefore = llm.requests.length;
   await restartWorker();
-  llm.respond({ steps: [text("The mailer was interrupted; I did not send anything."), finish("stop"), done()] });
-  // Any request resumes the session (the alarm would, too).
+  const report = `Sent the email to Ada. ${"It said hi and nothing more. ".repeat(8)}`;
+  llm.respond({ steps: [text(report), finish("stop"), done()] }); // the mailer's next step
+  llm.respond({ steps: [text("The mailer sent it."), finish("stop"), done()] });
+  // Any request resumes the session (the alarm would, too); the question waits again, and the
+  // user answers it in the new runtime.
   await history(token);
-  await until(() => llm.requests.at(-1).ended && llm.requests.at(-1).body?.messages?.some((m) => m.role === "tool"), "the recovered turn's model call");
+  const res = await call("/approve", { token, method: "POST", body: { requestId: asked.data.payload.id, response: "approve" } });
+  assert.equal(res.status, 200, await res.clone().text());
+  await until(() => llm.requests.length >= asksBefore + 2 && llm.requests.at(-1).ended, "the mailer's and the session's model calls");
   const all = await readEvents(await resume(token, 0));
   const ks = all.map((e) => e.data.type ?? `end:${e.data.outcome}`);
   assert.equal(ks.at(-1), "end:done", ks.join());
   const closed = all.filter((e) => e.data.type === "ApprovalResponse").map((e) => [e.data.payload.request_id, e.data.payload.response]);
-  assert.deepEqual(closed, [[asked.data.payload.id, "reject"]]);
+  assert.deepEqual(closed, [[asked.data.payload.id, "approve"]], "one question, answered once, after the restart");
+  const sub = all.filter((e) => e.data.type === "SubagentEvent" && e.data.payload.parent_tool_call_id === "call_mailer").map((e) => e.data.payload);
+  assert.ok(sub.every((p) => p.agent_id === asked.data.payload.agent_id), "one instance, gone on with");
+  assert.equal(sub.filter((p) => p.event.type === "TurnBegin").length, 1, "the mailer's turn was not begun again");
+  const sent = sub.filter((p) => p.event.type === "ToolResult" && p.event.payload.return_value.output === "sent to ada@example.com");
+  assert.equal(sent.length, 1, "the email was sent once");
   const result = all.find((e) => e.data.type === "ToolResult" && e.data.payload.tool_call_id === "call_mailer").data.payload.return_value;
-  assert.equal(result.display[0].text, "Interrupted");
-  const h = await assertTurnConsistent(token, all);
-  assert.ok(!JSON.stringify(h).includes("sent to ada"), "the email was never sent");
+  assert.equal(result.is_error, false, JSON.stringify(result));
+  assert.match(result.output, /^agent_id: a[0-9a-f]{8}\nresumed: false\nactual_subagent_type: mailer\nstatus: completed\n\n\[summary\]\nSent the email to Ada/);
+  // The mailer's model was asked for its second step only: its first step's answer (the call) was not asked again.
+  const task = (q) => JSON.stringify(q.body?.messages?.find((m) => m.role === "user")?.content ?? "");
+  const mailerAsks = llm.requests.slice(asksBefore).filter((q) => task(q).includes("Email Ada: hi"));
+  assert.equal(mailerAsks.length, 1);
+  assert.ok(mailerAsks[0].body.messages.some((m) => m.role === "tool" && /sent to ada/.test(JSON.stringify(m.content))), "it asked with the email's result");
+  await assertTurnConsistent(token, all);
 });
 
 test("worker: killed again during the recovery itself, the turn still ends done with one result a call", async () => {

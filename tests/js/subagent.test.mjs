@@ -374,6 +374,50 @@ test("failures are kimi-cli's error results: an API error with its status, max s
   assert.throws(() => flaky.asTool({ maxDepth: 0 }), /maxDepth must be a positive integer/);
 });
 
+test("a session's sub-agent is resumed by its agent id in a later turn opened by another Session (the first let go): its context comes from the FileSessionStore; a store of one's own that keeps no sub-agents answers the call with an error that says so", async () => {
+  let id = null;
+  const server = await router(async function* (body) {
+    if (system(body) === "You lead.") {
+      const turn = body.messages.slice(body.messages.findLastIndex((m) => m.role === "user"));
+      if (turn.some((m) => m.role === "assistant")) return yield* answer("Noted.");
+      if (lastUser(body) === "remember") yield* calls([["c1", "keeper", { prompt: "Remember the number 42." }]]);
+      else yield* calls([["c2", "keeper", { prompt: "Which number did I give you?", resume: id }]]);
+      return;
+    }
+    yield* answer(long(lastUser(body) === "Which number did I give you?" ? "the number is 42" : "remembered"));
+  });
+  const provider = new k.OpenAIChatProvider({ model: "m", baseUrl: server.baseUrl, apiKey: "sk-x" });
+  const agent = () => {
+    const keeper = new k.Agent({ name: "keeper", provider: null, systemPrompt: "You keep numbers." });
+    return { provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([keeper.asTool()]) };
+  };
+  const dir = mkdtempSync(join(tmpdir(), "kosong-subagent-resume-"));
+  const one = await k.Session.open(new k.FileSessionStore(dir), agent());
+  assert.deepEqual(await one.send("remember"), { outcome: "done" });
+  const first = one.history.find((m) => m.role === "tool").content;
+  id = /agent_id: (a[0-9a-f]{8})/.exec(JSON.stringify(first))[1];
+  await one.close();
+  // Another Session, other Agent objects: nothing of the first is in memory.
+  const two = await k.Session.open(new k.FileSessionStore(dir), agent());
+  assert.deepEqual(await two.send("recall"), { outcome: "done" });
+  const second = JSON.stringify(two.history.filter((m) => m.role === "tool").at(-1).content);
+  assert.match(second, new RegExp(`agent_id: ${id}\\\\nresumed: true\\\\nactual_subagent_type: keeper`));
+  await two.close();
+  const asked = server.requests.filter((q) => system(q.json) === "You keep numbers.").at(-1).json.messages;
+  assert.deepEqual(asked.filter((m) => m.role === "user").map((m) => m.content), ["Remember the number 42.", "Which number did I give you?"], "the instance's stored conversation, then the new prompt");
+  const lines = readFileSync(join(dir, "subagents", id, "context.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  assert.deepEqual(lines.filter((m) => m.role === "user").map((m) => m.content), ["Remember the number 42.", "Which number did I give you?"]);
+
+  // A store of one's own written before stores kept sub-agents: loud, not lossy.
+  const inner = new k.MemorySessionStore();
+  const plain = { open: async () => { const { agents, ...rest } = await inner.open(); return rest; }, write: (ops) => inner.write(ops), close: () => inner.close() };
+  const three = await k.Session.open(plain, agent());
+  assert.deepEqual(await three.send("remember"), { outcome: "done" });
+  const refused = three.history.find((m) => m.role === "tool").content;
+  assert.match(JSON.stringify(refused), /`keeper` cannot run in this session: its store keeps no sub-agent contexts/);
+  await three.close();
+});
+
 // ---- a session's runtime killed mid-sub-agent ---------------------------------------------------
 
 const CHILD = new URL("./subagent-child.mjs", import.meta.url).pathname;
