@@ -5,13 +5,16 @@
 // - `tool`: the sub-agent's `rm` logs its start and this life SIGKILLs itself inside it;
 // - `none`: opens the session (the turn the last life left goes on by itself) and reports;
 // - `answer`: as `none`, approving every question it is told of (one the last life left waiting
-//   too: it waits again under its id).
-// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none|answer>
-import { appendFileSync } from "node:fs";
+//   too: it waits again under its id);
+// - `pair`: two sub-agent calls run at once — one's `rm` asks first, the other's `ls` logs its
+//   start and runs on — and this life SIGKILLs itself once the question is stored and `ls` runs.
+// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none|answer|pair>
+import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
 
-const [dir, baseUrl, mode] = process.argv.slice(2);
+const [dir, baseUrl, mode, pair] = process.argv.slice(2);
+const pairs = mode === "pair" || pair === "pair";
 const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl });
 const helper = new k.Agent({
@@ -22,22 +25,36 @@ const helper = new k.Agent({
     name: "rm",
     description: "Removes a file",
     parameters: { type: "object", properties: { path: { type: "string" } } },
-    needsApproval: mode === "approval",
+    needsApproval: mode === "approval" || pairs,
     handler: ({ path }, ctx) => {
       appendFileSync(join(dir, "ran.log"), `${ctx.toolCallId} ${path}\n`);
       if (mode === "tool") process.kill(process.pid, "SIGKILL");
       return `removed ${path}`;
+    },
+  }, {
+    name: "ls",
+    description: "Lists a directory",
+    parameters: { type: "object", properties: { path: { type: "string" } } },
+    handler: async ({ path }, ctx) => {
+      appendFileSync(join(dir, "ran.log"), `${ctx.toolCallId} ${path}\n`);
+      if (mode === "pair") await new Promise(() => {}); // runs until the runtime dies
+      return `x y z in ${path}`;
     },
   }]),
 });
 const agent = { provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([helper.asTool()]) };
 const session = await k.Session.open(new k.FileSessionStore(dir), agent);
 say({ opened: true, running: session.running });
-if (mode === "approval" || mode === "answer") {
+const ran = () => { try { return readFileSync(join(dir, "ran.log"), "utf8"); } catch { return ""; } };
+if (mode === "approval" || mode === "answer" || mode === "pair") {
   (async () => {
     for await (const e of session.events()) {
       if (e.message?.type !== "ApprovalRequest") continue;
       if (mode === "approval") process.kill(process.pid, "SIGKILL");
+      if (mode === "pair") {
+        while (!ran().includes(" /tmp\n")) await new Promise((r) => setTimeout(r, 5));
+        process.kill(process.pid, "SIGKILL");
+      }
       await session.respond(e.message.payload.id, "approve");
     }
   })();

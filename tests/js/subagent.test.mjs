@@ -422,9 +422,9 @@ test("a session's sub-agent is resumed by its agent id in a later turn opened by
 
 const CHILD = new URL("./subagent-child.mjs", import.meta.url).pathname;
 
-function life(dir, baseUrl, mode) {
+function life(dir, baseUrl, mode, ...more) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, dir, baseUrl, mode], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CHILD, dir, baseUrl, mode, ...more], { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => (out += d));
@@ -497,3 +497,66 @@ for (const mode of ["approval", "tool"]) {
     assert.equal(msgs.filter((m) => m.role === "tool" && m.tool_call_id === "k1").length, 1);
   });
 }
+
+/** What a session directory holds, in brief: the wire's events (a sub-agent's as `agent:type`), each context's roles, the tools' ledger. */
+function snapshot(dir) {
+  const read = (f) => (existsSync(f) ? readFileSync(f, "utf8").trim().split("\n").filter(Boolean) : []);
+  const wire = read(join(dir, "wire.jsonl")).slice(1).map((l) => JSON.parse(l).message).map((m) => {
+    if (m.type !== "SubagentEvent") return m.type + (m.type === "ApprovalResponse" ? `(${m.payload.response})` : "");
+    const e = m.payload.event;
+    return `${m.payload.agent_id}:${e.type}${e.type === "Notification" ? `(${e.payload.type})` : ""}`;
+  });
+  const roles = (f) => read(f).map((l) => JSON.parse(l)).map((m) => m.role + (m.tool_call_id ? `(${m.tool_call_id})` : ""));
+  const agents = existsSync(join(dir, "subagents")) ? readdirSync(join(dir, "subagents")) : [];
+  return {
+    wire,
+    context: roles(join(dir, "context.jsonl")),
+    subagents: Object.fromEntries(agents.map((a) => [a, roles(join(dir, "subagents", a, "context.jsonl"))])),
+    ledger: read(join(dir, "ran.log")),
+  };
+}
+
+test("a recorded turn with two sub-agents running at once — one waiting on its question, the other inside its tool — killed while both run: the next process goes on with both, the question answered there runs its tool once, the cut-off tool is answered interrupted and not run again; the store, the wire and the tools' ledger agree", { timeout: 60_000 }, async () => {
+  const server = await router(async function* (body) {
+    const task = body.messages.find((m) => m.role === "user")?.content;
+    if (system(body) === "You lead.") {
+      if (assistants(body) === 0) yield* calls([["c1", "helper", { prompt: "clean /tmp/x" }], ["c2", "helper", { prompt: "list /tmp" }]]);
+      else yield* answer("Both helpers reported back.");
+      return;
+    }
+    if (assistants(body) === 0) yield* calls([task === "clean /tmp/x" ? ["k1", "rm", { path: "/tmp/x" }] : ["k2", "ls", { path: "/tmp" }]]);
+    else yield* answer(long(task === "clean /tmp/x" ? "removed" : "listed"));
+  });
+  const dir = mkdtempSync(join(tmpdir(), "kosong-subagent-pair-"));
+  const first = await life(dir, server.baseUrl, "pair");
+  assert.equal(first.signal, "SIGKILL", first.err + JSON.stringify(first.said));
+  const before = snapshot(dir);
+  assert.deepEqual(before.ledger, ["k2 /tmp"], "ls started; rm waits on its question");
+  const ids = Object.keys(before.subagents);
+  assert.equal(ids.length, 2, "both sub-agents' contexts are in the store");
+  assert.ok(before.wire.includes("ApprovalRequest") && !before.wire.some((w) => w.startsWith("ApprovalResponse")));
+
+  const second = await life(dir, server.baseUrl, "answer", "pair");
+  assert.equal(second.code, 0, second.err);
+  assert.deepEqual(second.said.find((s) => "recovered" in s).recovered, { outcome: "done" });
+  const after = snapshot(dir);
+  if (process.env.KOSONG_NOTE) console.log(JSON.stringify({ before, after }, null, 1));
+  assert.deepEqual(after.ledger, ["k2 /tmp", "k1 /tmp/x"], "ls ran once (before the death), rm once (approved after it)");
+  const { events } = second.said.at(-1);
+  assert.deepEqual(events.filter((m) => m.type === "ApprovalResponse").map((m) => m.payload.response), ["approve"], "the one question, answered once, after the death");
+  for (const [call, out] of [["c1", /^removed \/tmp\/x$/], ["c2", null]]) {
+    const sub = events.filter((m) => m.type === "SubagentEvent" && m.payload.parent_tool_call_id === call);
+    assert.equal(sub.filter((m) => m.payload.event.type === "TurnBegin").length, 1, `${call}'s sub-agent began once`);
+    assert.equal(sub.filter((m) => m.payload.event.payload?.type === "turn_resumed").length, 1, `${call}'s sub-agent was resumed`);
+    const rv = sub.find((m) => m.payload.event.type === "ToolResult").payload.event.payload.return_value;
+    if (out) assert.match(rv.output, out);
+    else assert.equal(rv.display[0].text, "Interrupted");
+    const result = events.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === call).payload.return_value;
+    assert.match(result.output, /^agent_id: a[0-9a-f]{8}\nresumed: false\nactual_subagent_type: helper\nstatus: completed/);
+  }
+  // Each sub-agent's stored context is its whole conversation, every call answered once.
+  for (const roles of Object.values(after.subagents)) {
+    assert.deepEqual(roles.filter((r) => !r.startsWith("_")), ["user", "assistant", roles.find((r) => r.startsWith("tool(")), "assistant"]);
+  }
+  assert.deepEqual(after.context.filter((r) => !r.startsWith("_")), ["user", "assistant", "tool(c1)", "tool(c2)", "assistant"]);
+});
