@@ -567,7 +567,10 @@ impl Session {
                 }
                 true
             }
-            _ => {
+            // Lost committed lines: left as they are, and not resumed.
+            Some(_) => false,
+            // Never committed (a torn write made it): taken back.
+            None => {
                 if !lines.is_empty() {
                     repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: 0 });
                 }
@@ -1488,6 +1491,45 @@ mod tests {
         s.write_done(w.seq, true, 0.0);
         assert!(!s.running());
         assert_eq!(s.context().history().len(), 1);
+    }
+
+    #[test]
+    fn a_sub_agents_lines_past_its_commit_are_taken_back_and_one_that_lost_lines_is_not_resumed() {
+        let line = |t: &str| format!("{{\"role\":\"user\",\"content\":\"{t}\"}}");
+        let agents = vec![
+            AgentMeta { id: "a1".into(), kind: "helper".into(), lines: 1 },
+            AgentMeta { id: "a2".into(), kind: "helper".into(), lines: 2 },
+        ];
+        let meta = Meta { v: 1, agents, ..Meta::default() };
+        let stored = Stored {
+            meta: Some(meta.to_json()),
+            agents: Some(vec![
+                ("a1".into(), vec![line("kept"), line("torn")]),
+                ("a2".into(), vec![line("only one of two")]),
+                ("a3".into(), vec![line("never committed")]),
+            ]),
+            ..Stored::default()
+        };
+        let s = Session::open(stored, SessionLimits::default(), 0.0);
+        let w = s.poll_write().expect("the take-back");
+        assert_eq!(
+            w.ops[..2],
+            [
+                Op::TruncateAgentContext { agent: "a1".into(), keep: 1 },
+                Op::TruncateAgentContext { agent: "a3".into(), keep: 0 },
+            ]
+        );
+        s.write_done(w.seq, true, 0.0);
+        let (kind, ctx) = s.agent("a1").expect("a1 goes on");
+        assert_eq!(kind, "helper");
+        assert_eq!(ctx.history().len(), 1, "its committed line only");
+        assert!(s.agent("a2").is_none(), "a context shorter than its commit is not resumed");
+        assert!(s.agent("a3").is_none());
+        assert!(s.keeps_agents());
+        // A store that gives no `agents` keeps none: nothing is attached.
+        let none = Session::open(Stored::default(), SessionLimits::default(), 0.0);
+        assert!(!none.keeps_agents());
+        assert!(!none.attach_agent("a9", "helper", &SharedContext::default()));
     }
 
     #[test]
