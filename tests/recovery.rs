@@ -932,7 +932,7 @@ fn a_sub_agents_question_whose_call_cannot_go_on_is_closed_refused_and_the_recov
     let recorded = RecordedTurn::read(&store.recording()).unwrap();
     assert!(recorded.approvals.is_empty(), "a sub-agent's question is not the turn's own");
     assert!(recorded.subagents.is_empty(), "no sub-agent call was recorded");
-    assert_eq!(recorded.subagent_asked, ["sub-req"]);
+    assert_eq!(recorded.subagent_asked, [("sub-req".to_owned(), String::new())]);
     desk.hold.set(false);
     let ended = life(&store, &model, &desk, Start::Resume, never_kill, no_ui).unwrap();
     assert!(matches!(ended, Some(Ok(()))), "{ended:?}");

@@ -957,7 +957,7 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
     let context = SharedContext::new(s.context());
     let wire = Wire::new();
     let n_turn: u32;
-    let resume = match start {
+    let mut resume = match start {
         Start::New(n) => {
             n_turn = n;
             let input = UserInput::Text(format!("turn {n}"));
@@ -1001,7 +1001,9 @@ fn run_turn(w: &mut World, s: &Session, start: Start) -> Option<TurnEnd> {
         seed: w.seed,
         session: Some(s.clone()),
         env: Some(env.clone()),
-        recorded: Rc::new(RefCell::new(resume.as_ref().map(|(r, _)| r.subagents.clone()).unwrap_or_default())),
+        recorded: Rc::new(RefCell::new(
+            resume.as_mut().map(|(r, _)| std::mem::take(&mut r.subagents)).unwrap_or_default(),
+        )),
         life: w.lives,
         faults: w.plan.model_faults,
     };

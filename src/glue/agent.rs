@@ -354,8 +354,8 @@ impl AgentCore {
                 (Job::Subagent(run, begin, running), approvals, handle, used)
             }
             Start::Run(input) => root(Job::Run(input), (Vec::new(), RecoveryBudget::default())),
-            Start::Resume(turn, budget) => {
-                let recorded = turn.subagents.clone();
+            Start::Resume(mut turn, budget) => {
+                let recorded = std::mem::take(&mut turn.subagents);
                 root(Job::Resume(turn, budget), (recorded, budget))
             }
         };

@@ -558,25 +558,23 @@ impl Session {
         // resumed on a shorter context).
         let keeps_agents = agents.is_some();
         let mut meta = meta;
-        let mut agent_lines = agents.unwrap_or_default();
-        agent_lines.retain_mut(|(id, lines)| match meta.agents.iter().find(|a| a.id == *id).map(|a| a.lines) {
-            Some(n) if lines.len() >= n => {
-                if lines.len() > n {
-                    lines.truncate(n);
-                    repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: n });
+        let mut agent_lines = Vec::new();
+        for (id, mut lines) in agents.unwrap_or_default() {
+            match meta.agents.iter().find(|a| a.id == id).map(|a| a.lines) {
+                Some(n) if lines.len() >= n => {
+                    if lines.len() > n {
+                        lines.truncate(n);
+                        repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: n });
+                    }
+                    agent_lines.push((id, lines));
                 }
-                true
+                // Lost committed lines: left as they are, and not resumed.
+                Some(_) => {}
+                // Never committed (a torn write made it): taken back.
+                None if !lines.is_empty() => repair.push(Op::TruncateAgentContext { agent: id, keep: 0 }),
+                None => {}
             }
-            // Lost committed lines: left as they are, and not resumed.
-            Some(_) => false,
-            // Never committed (a torn write made it): taken back.
-            None => {
-                if !lines.is_empty() {
-                    repair.push(Op::TruncateAgentContext { agent: id.clone(), keep: 0 });
-                }
-                false
-            }
-        });
+        }
         meta.agents.retain(|a| a.lines == 0 || agent_lines.iter().any(|(id, _)| *id == a.id));
         let line_bytes = context.iter().map(|l| l.len() + 1).sum();
         let mut st = State {
@@ -968,16 +966,15 @@ impl Session {
         // A sub-agent's question waits again with its call (or is closed at once, which the
         // recording then says).
         for m in r.subagents.iter().flat_map(|s| &s.messages) {
-            // Read back, a request is the runtime's own message (`Other`); made here, typed.
+            // (A record holds the caller's requests as a recording read back does: `Other`.)
             let (id, action) = match m {
-                WireMessage::ApprovalRequest(q) => (q.id.clone(), q.action.clone()),
                 WireMessage::Other { kind, payload } if kind == "ApprovalRequest" => {
                     let text = |k: &str| payload.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
                     (text("id"), text("action"))
                 }
                 _ => continue,
             };
-            if r.subagent_asked.contains(&id) {
+            if r.subagent_asked.iter().any(|(a, _)| *a == id) {
                 st.waiting.push((id.clone(), action.clone()));
             }
             st.asked.push((id, action));

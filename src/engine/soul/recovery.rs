@@ -99,10 +99,10 @@ pub struct RecordedTurn {
     pub results: HashMap<String, ToolResult>,
     /// The approvals asked in the last step whose call has no result.
     pub approvals: Vec<RecordedApproval>,
-    /// Sub-agents' requests (`agent_id` set) not answered: each waits again when its sub-agent's
-    /// call goes on (the call runs again and the sub-agent is resumed), and is answered "reject"
-    /// on resume otherwise.
-    pub subagent_asked: Vec<String>,
+    /// Sub-agents' requests (`agent_id` set) not answered, with the call whose sub-agent asked
+    /// (empty: none recorded): each waits again when that call goes on (it runs again and its
+    /// sub-agent is resumed), and is answered "reject" on resume otherwise.
+    pub subagent_asked: Vec<(String, String)>,
     /// What the turn recorded of each sub-agent call (`SubagentEvent`s, unwrapped), in order.
     pub subagents: Vec<RecordedSubagent>,
     /// The step failed (`StepInterrupted`) and the turn was ending.
@@ -376,7 +376,9 @@ impl RecordedTurn {
                 "ApprovalRequest" if payload.get("agent_id").is_some_and(|a| !a.is_null()) && !planted_waited() => {
                     let id = text(payload, "id");
                     let agent = text(payload, "agent_id");
+                    let mut call = String::new();
                     if let Some(s) = t.subagents.iter_mut().rev().find(|s| s.owns(&agent)) {
+                        call.clone_from(&s.call_id);
                         // The sub-agent's own question is its own to it; a nested one's stays its
                         // sub-agent's.
                         let mut payload = payload.clone();
@@ -384,12 +386,11 @@ impl RecordedTurn {
                             payload["agent_id"] = Value::Null;
                             payload["subagent_type"] = Value::Null;
                         }
-                        if let Ok(m) = serde_json::from_str(&json!({"type": kind, "payload": payload}).to_string()) {
-                            s.messages.push(m);
-                        }
+                        // As a recording read back holds it: the runtime's own message.
+                        s.messages.push(WireMessage::Other { kind: kind.clone(), payload });
                         s.asked.push(id.clone());
                     }
-                    t.subagent_asked.push(id);
+                    t.subagent_asked.push((id, call));
                 }
                 // A request recorded twice is one request (its second line would wait forever).
                 "ApprovalRequest" if t.approvals.iter().any(|a| a.request_id == text(payload, "id")) => {}
@@ -402,11 +403,9 @@ impl RecordedTurn {
                 }),
                 "ApprovalResponse" => {
                     let id = text(payload, "request_id");
-                    t.subagent_asked.retain(|a| *a != id);
+                    t.subagent_asked.retain(|(a, _)| *a != id);
                     if let Some(s) = t.subagents.iter_mut().find(|s| s.asked.contains(&id)) {
-                        if let Ok(m) = serde_json::from_str(&json!({"type": kind, "payload": payload}).to_string()) {
-                            s.messages.push(m);
-                        }
+                        s.messages.push(WireMessage::Other { kind: kind.clone(), payload: payload.clone() });
                     }
                     let response =
                         ApprovalResponse::parse(&text(payload, "response")).unwrap_or(ApprovalResponse::Reject);

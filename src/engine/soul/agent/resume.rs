@@ -104,22 +104,12 @@ where
         // A sub-agent's question waits again when its call goes on (its tool runs again and the
         // sub-agent is resumed from its recording): otherwise it is closed with its call, refused
         // on the record, and nobody is left waiting on it.
-        let goes_on = |agent: &str| {
-            give_up_why.is_none()
-                && recorded.subagents.iter().any(|s| {
-                    s.owns(agent)
-                        && !recorded.results.contains_key(&s.call_id)
-                        && recorded
-                            .round
-                            .calls()
-                            .iter()
-                            .any(|c| c.id == s.call_id && self.tools.is_idempotent(&c.function.name))
-                })
-        };
         let _ = self.tools.definitions(); // (a toolset says which tools are idempotent once read)
-        let owner = |id: &String| recorded.subagents.iter().find(|s| s.asked.contains(id)).map(|s| s.agent_id.clone());
-        for id in &recorded.subagent_asked {
-            if owner(id).is_some_and(|a| goes_on(&a)) {
+        for (id, call) in &recorded.subagent_asked {
+            let goes_on = give_up_why.is_none()
+                && !recorded.results.contains_key(call)
+                && recorded.round.calls().iter().any(|c| c.id == *call && self.tools.is_idempotent(&c.function.name));
+            if goes_on {
                 continue;
             }
             // On the wire the questions are asked on (a sub-agent's: its caller's).

@@ -122,12 +122,12 @@ impl Begin {
                 for id in &record.asked {
                     let open = !answered.contains(&id.as_str())
                         && !r.approvals.iter().any(|a| a.request_id == *id)
-                        && !r.subagent_asked.contains(id);
+                        && !r.subagent_asked.iter().any(|(a, _)| a == id);
                     if open {
-                        r.subagent_asked.push(id.clone());
+                        r.subagent_asked.push((id.clone(), String::new()));
                     }
                 }
-                let nested = r.subagents.clone();
+                let nested = std::mem::take(&mut r.subagents);
                 (Begin::Resume(Box::new(r), budget, again), nested)
             }
             Err(RecoveryError::Finished) => (Begin::Ended(again), Vec::new()),
@@ -150,7 +150,10 @@ fn answered(record: &RecordedSubagent) -> Vec<&str> {
         .messages
         .iter()
         .filter_map(|m| match m {
-            WireMessage::ApprovalResponse { request_id, .. } => Some(request_id.as_str()),
+            // (The record holds the caller's answers as a recording read back does.)
+            WireMessage::Other { kind, payload } if kind == "ApprovalResponse" => {
+                payload.get("request_id").and_then(serde_json::Value::as_str)
+            }
             _ => None,
         })
         .collect()
