@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
@@ -197,4 +197,25 @@ test("kimi-cli reads a recording with two sub-agents' SubagentEvents (one asked 
   assert.deepEqual(theirs.map((row) => row.map(name)), ours);
   assert.ok(ours.filter((r) => r.length === 4).length >= 8, "both sub-agents' turns are in it");
   assert.ok(ours.some((r) => r[0] === "ApprovalRequest"), "the child's approval is the parent's, unwrapped");
+});
+
+test("kimi-cli reads a session's sub-agent context (FileSessionStore's subagents/<agent id>/context.jsonl, kimi-cli's own layout) as it reads here", { skip: python ? false : "KIMI_PYTHON is not set" }, async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), "kimi-subagent-session-")), "s");
+  const long = Array(40).fill("found").join(" ");
+  const child = new k.Agent({
+    name: "explore",
+    systemPrompt: "You explore.",
+    provider: new k.ScriptedProvider([`tool_call: {"id":"k1","name":"ls","arguments":"{}"}`, `text: ${long}`]),
+    toolset: new k.SimpleToolset([{ name: "ls", description: "", parameters: {}, handler: () => "a b c" }]),
+  });
+  const provider = new k.ScriptedProvider([`tool_call: {"id":"c1","name":"explore","arguments":"{\\"prompt\\":\\"look around\\"}"}`, "text: done"]);
+  const s = await k.Session.open(new k.FileSessionStore(dir), { provider, systemPrompt: "You lead.", toolset: new k.SimpleToolset([child.asTool()]) });
+  assert.deepEqual(await s.send("go"), { outcome: "done" });
+  await s.close();
+  const [id] = readdirSync(join(dir, "subagents"));
+  const file = join(dir, "subagents", id, "context.jsonl");
+  const here = k.Context.fromJSONL(readFileSync(file, "utf8")).history.map((m) => m.role);
+  const there = JSON.parse(execFileSync(python, ["-c", READ, file], { encoding: "utf8" })).history.map((m) => m.role);
+  assert.deepEqual(there, here);
+  assert.deepEqual(here, ["user", "assistant", "tool", "assistant"]);
 });
