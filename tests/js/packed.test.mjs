@@ -124,7 +124,18 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // `Value` serializer (which compiles every message's writer again: −4 KB), instances a list
   // and totals a chain (no hash map, no iterator chain), the cancel made anew per turn (no
   // `Shared`), one raw-forwarding path — from +13.3 KB to +7.3 KB.
-  const BUDGET = 307 * 1024;
+  // 307 KiB → 313 KiB: sub-agents durable with the session (46, point 5) — +6.3 KB gzip (the
+  // browser JS +0.3 KB: the stores' two ops). Twiggy, raw (+15 KB): each call's record read from
+  // the recording (`RecordedTurn::read`: its SubagentEvents unwrapped, its questions and answers
+  // kept, the nested agents' ids) +1.3 KB, the call's glue going on from a record or a stored
+  // instance +1.1 KB, the recovered turn deciding which sub-agent questions wait again +1 KB, the
+  // session's sub-agent contexts (attach, lines, the commit record's counts, the torn-write
+  // take-back, the stored instance read back) +2.5 KB, `Begin` and the closing of a record that
+  // cannot go on +0.9 KB, the store's `agents` read and the two ops written +0.6 KB, iterator and
+  // Vec code the rest. Tried to pay for it: the records taken, not cloned (the recovered turn's
+  // check reads the calls its questions carry), approvals kept as read back (no `json!` round
+  // trip), plain loops for the take-back — −0.5 KB.
+  const BUDGET = 313 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
