@@ -418,6 +418,41 @@ test("a session's sub-agent is resumed by its agent id in a later turn opened by
   await three.close();
 });
 
+test("resumeSoul (no session: a sub-agent's context is in memory only) of a turn whose runtime died mid-sub-agent: the call is answered interrupted by a new process's agent and the sub-agent's waiting question closed refused; nothing of it runs", async () => {
+  const ran = [];
+  const helper = () => new k.Agent({
+    name: "helper",
+    provider: new k.ScriptedProvider([`tool_call: {"id":"k1","name":"rm","arguments":"{}"}`, `text: ${long("done")}`]),
+    toolset: new k.SimpleToolset([{ name: "rm", description: "", parameters: {}, needsApproval: true, handler: (_a, ctx) => (ran.push(ctx.toolCallId), "removed") }]),
+  });
+  const call = `tool_call: {"id":"c1","name":"helper","arguments":"{\\"prompt\\":\\"x\\"}"}`;
+  const ctx = new k.Context();
+  const first = new k.Agent({ provider: new k.ScriptedProvider([call]), toolset: new k.SimpleToolset([helper().asTool()]), context: ctx });
+  const lines = [];
+  const ac = new AbortController();
+  let recording, snapshot, asked;
+  await k.runSoul(first, "go", async (w) => {
+    for await (const m of w.uiSide()) {
+      if (m.type !== "ApprovalRequest" || recording) continue;
+      // The runtime dies here: what it leaves is the recording so far and the context.
+      asked = m.payload.id;
+      recording = lines.join("\n");
+      snapshot = ctx.toJSONL();
+      ac.abort();
+    }
+  }, ac.signal, { recorder: new k.WireRecorder((l) => void lines.push(l)) }).catch(() => {});
+  assert.ok(recording.includes('"SubagentEvent"') && recording.includes(asked));
+  const second = new k.Agent({ provider: new k.ScriptedProvider(["text: checked"]), toolset: new k.SimpleToolset([helper().asTool()]), context: k.Context.fromJSONL(snapshot) });
+  const seen = [];
+  await within(k.resumeSoul(second, recording, async (w) => { for await (const m of w.uiSide()) seen.push(m); }, new AbortController().signal), 10_000);
+  assert.deepEqual(seen.filter((m) => m.type === "ApprovalResponse").map((m) => [m.payload.request_id, m.payload.response]), [[asked, "reject"]]);
+  const result = seen.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === "c1").payload.return_value;
+  assert.equal(result.display[0].text, "Interrupted");
+  assert.ok(!seen.some((m) => m.type === "SubagentEvent"), "the sub-agent did not run again");
+  assert.deepEqual(ran, []);
+  assert.deepEqual(second.context.history.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+});
+
 // ---- a session's runtime killed mid-sub-agent ---------------------------------------------------
 
 const CHILD = new URL("./subagent-child.mjs", import.meta.url).pathname;
