@@ -96,8 +96,9 @@ pub enum Begin {
     Run(UserInput),
     /// Goes on with its unfinished turn (`bool`: the turn is the summary's continuation).
     Resume(Box<RecordedTurn>, RecoveryBudget, bool),
-    /// Its last turn ended: its answer is in its context.
-    Ended(bool),
+    /// Its last turn ended: its answer is in its context (a question of it left open by an
+    /// earlier death is closed).
+    Ended(bool, Box<RecordedSubagent>),
     /// Its recording cannot be read as a turn: it is closed as interrupted.
     Closed(Box<RecordedSubagent>),
 }
@@ -130,7 +131,7 @@ impl Begin {
                 let nested = std::mem::take(&mut r.subagents);
                 (Begin::Resume(Box::new(r), budget, again), nested)
             }
-            Err(RecoveryError::Finished) => (Begin::Ended(again), Vec::new()),
+            Err(RecoveryError::Finished) => (Begin::Ended(again, Box::new(record)), Vec::new()),
             Err(_) => (Begin::Closed(Box::new(record)), Vec::new()),
         }
     }
@@ -173,7 +174,7 @@ fn close_questions(record: &RecordedSubagent, wire: &Wire) {
 /// The call's result: `turn` (the child's, on a wire [`SubagentRun::forward`] made its) run on
 /// the prompt, then once more on [`SUMMARY_PROMPT`] when its answer is under
 /// [`SUMMARY_MIN_CHARS`] (not for structured output: its answer is the value). A call that a dead
-/// runtime recorded ([`Begin::Recorded`]) goes on where its recording stopped, on the context its
+/// runtime recorded ([`Begin::from_record`]) goes on where its recording stopped, on the context its
 /// turns wrote: a turn it ended is not run again, an unfinished one is resumed by the recovery
 /// rules (no tool of it runs twice; a question it asked waits again under its id). `cancel`
 /// makes, for each turn, what resolves when the call is given up (the parent's cancel, the tool's
@@ -190,7 +191,7 @@ where
     ErrOf<M>: ModelError,
     T: TurnTools,
 {
-    let mut asked_again = matches!(begin, Begin::Resume(_, _, true) | Begin::Ended(true));
+    let mut asked_again = matches!(begin, Begin::Resume(_, _, true) | Begin::Ended(true, _));
     let mut first = Some(begin);
     let mut phase = if asked_again { "continuing the agent summary" } else { "running agent" };
     loop {
@@ -198,7 +199,11 @@ where
             Some(Begin::Run(input)) => turn.run(input, cancel()).await,
             Some(Begin::Resume(r, budget, _)) => turn.resume(*r, budget, cancel()).await,
             Some(Begin::Closed(record)) => return not_resumable(&record, turn.approvals.wire()),
-            Some(Begin::Ended(_)) | None => Ok(()),
+            Some(Begin::Ended(_, record)) => {
+                close_questions(&record, turn.approvals.wire());
+                Ok(())
+            }
+            None => Ok(()),
         };
         if let Err(e) = ran {
             return failure(&e, phase, &unexpected);
