@@ -198,7 +198,7 @@ impl AgentCore {
                         None => {
                             if let Some(r) = &record {
                                 // Its context was not kept (no session): closed as interrupted.
-                                let rv = not_resumable(r, &run.wire);
+                                let rv = not_resumable(r, run.approvals.wire());
                                 return Ok(Promise::resolve(&to_js(&rv)));
                             }
                             return Ok(refused(

@@ -8,30 +8,34 @@
 //   too: it waits again under its id);
 // - `pair`: two sub-agent calls run at once — one's `rm` asks first, the other's `ls` logs its
 //   start and runs on — and this life SIGKILLs itself once the question is stored and `ls` runs.
-// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none|answer|pair>
+// A fourth argument, `pair` or `nested`, keeps `rm` asking first in a later life; `helper` also has
+// a sub-agent of its own, `deep` (its own `rm`), for a nested run.
+// Usage: node subagent-child.mjs <dir> <baseUrl> <approval|tool|none|answer|pair> [pair|nested]
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as k from "kosong-wasm";
 
 const [dir, baseUrl, mode, pair] = process.argv.slice(2);
-const pairs = mode === "pair" || pair === "pair";
+const pairs = mode === "pair" || pair === "pair" || pair === "nested";
 const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 const provider = new k.OpenAIChatProvider({ model: "m", apiKey: "sk-test", baseUrl });
+const rm = {
+  name: "rm",
+  description: "Removes a file",
+  parameters: { type: "object", properties: { path: { type: "string" } } },
+  needsApproval: mode === "approval" || pairs,
+  handler: ({ path }, ctx) => {
+    appendFileSync(join(dir, "ran.log"), `${ctx.toolCallId} ${path}\n`);
+    if (mode === "tool") process.kill(process.pid, "SIGKILL");
+    return `removed ${path}`;
+  },
+};
+const deep = new k.Agent({ name: "deep", provider: null, systemPrompt: "You dig.", toolset: new k.SimpleToolset([rm]) });
 const helper = new k.Agent({
   name: "helper",
   provider: null,
   systemPrompt: "You clean up.",
-  toolset: new k.SimpleToolset([{
-    name: "rm",
-    description: "Removes a file",
-    parameters: { type: "object", properties: { path: { type: "string" } } },
-    needsApproval: mode === "approval" || pairs,
-    handler: ({ path }, ctx) => {
-      appendFileSync(join(dir, "ran.log"), `${ctx.toolCallId} ${path}\n`);
-      if (mode === "tool") process.kill(process.pid, "SIGKILL");
-      return `removed ${path}`;
-    },
-  }, {
+  toolset: new k.SimpleToolset([rm, deep.asTool(), {
     name: "ls",
     description: "Lists a directory",
     parameters: { type: "object", properties: { path: { type: "string" } } },

@@ -595,3 +595,42 @@ test("a recorded turn with two sub-agents running at once — one waiting on its
   }
   assert.deepEqual(after.context.filter((r) => !r.startsWith("_")), ["user", "assistant", "tool(c1)", "tool(c2)", "assistant"]);
 });
+
+test("a nested sub-agent (a sub-agent's own sub-agent) waiting on its question when the process is SIGKILLed: the next process goes on with both levels — each resumed, neither begun again — the question answered there runs its tool once", { timeout: 60_000 }, async () => {
+  const server = await router(async function* (body) {
+    const who = system(body);
+    if (who === "You lead.") {
+      if (assistants(body) === 0) yield* calls([["c1", "helper", { prompt: "get deep to clean /tmp/x" }]]);
+      else yield* answer("Done.");
+    } else if (who === "You clean up.") {
+      if (assistants(body) === 0) yield* calls([["h1", "deep", { prompt: "clean /tmp/x" }]]);
+      else yield* answer(long("delegated"));
+    } else {
+      if (assistants(body) === 0) yield* calls([["d1", "rm", { path: "/tmp/x" }]]);
+      else yield* answer(long("removed"));
+    }
+  });
+  const dir = mkdtempSync(join(tmpdir(), "kosong-subagent-nested-"));
+  const first = await life(dir, server.baseUrl, "approval", "nested");
+  assert.equal(first.signal, "SIGKILL", first.err + JSON.stringify(first.said));
+  assert.equal(readdirSync(join(dir, "subagents")).length, 2, "both levels' contexts are stored");
+  const second = await life(dir, server.baseUrl, "answer", "nested");
+  assert.equal(second.code, 0, second.err);
+  assert.deepEqual(second.said.find((s) => "recovered" in s).recovered, { outcome: "done" });
+  assert.deepEqual(readFileSync(join(dir, "ran.log"), "utf8").trim().split("\n"), ["d1 /tmp/x"], "rm ran once, after the death");
+  const { events } = second.said.at(-1);
+  const asked = events.filter((m) => m.type === "ApprovalRequest");
+  assert.equal(asked.length, 1);
+  assert.equal(asked[0].payload.subagent_type, "deep");
+  assert.deepEqual(events.filter((m) => m.type === "ApprovalResponse").map((m) => [m.payload.request_id, m.payload.response]), [[asked[0].payload.id, "approve"]]);
+  const outer = events.filter((m) => m.type === "SubagentEvent" && m.payload.parent_tool_call_id === "c1").map((m) => m.payload.event);
+  const inner = outer.filter((e) => e.type === "SubagentEvent").map((e) => e.payload.event);
+  for (const [level, evs] of [["helper", outer], ["deep", inner]]) {
+    assert.equal(evs.filter((e) => e.type === "TurnBegin").length, 1, `${level} began once`);
+    assert.equal(evs.filter((e) => e.type === "Notification" && e.payload.type === "turn_resumed").length, 1, `${level} was resumed`);
+  }
+  const result = events.find((m) => m.type === "ToolResult" && m.payload.tool_call_id === "c1").payload.return_value;
+  assert.match(result.output, /^agent_id: a[0-9a-f]{8}\nresumed: false\nactual_subagent_type: helper\nstatus: completed/);
+  const deepResult = outer.find((e) => e.type === "ToolResult" && e.payload.tool_call_id === "h1").payload.return_value;
+  assert.match(deepResult.output, /actual_subagent_type: deep\nstatus: completed\n\n\[summary\]\nremoved/);
+});
