@@ -1583,8 +1583,9 @@ fn seeds_4() {
 /// answered again while a recovered turn read its kept answer, before the request waited again).
 /// 8356 (a sub-agent's `approve_for_session` answered after a death, on a question a dead life
 /// asked: not kept with the session, so the next life asked its tool's next call again and ran it
-/// twice).
-const REGRESSIONS: [u64; 6] = [8356, 13484, 79437, 112174, 152439, 443019];
+/// twice), 207184 and 223599 (a cancel right after a recovery, before the sub-agent whose call
+/// goes on waited on its question again: the question was left open).
+const REGRESSIONS: [u64; 8] = [8356, 13484, 79437, 112174, 152439, 207184, 223599, 443019];
 
 #[test]
 fn regressions() {

@@ -110,6 +110,9 @@ where
                 && !recorded.results.contains_key(call)
                 && recorded.round.calls().iter().any(|c| c.id == *call && self.tools.is_idempotent(&c.function.name));
             if goes_on {
+                // Waiting from now on (answered before its sub-agent waits on it again, the
+                // answer is kept for that wait; a cancel first refuses it).
+                self.approvals.wire().expect_approval(id);
                 continue;
             }
             // On the wire the questions are asked on (a sub-agent's: its caller's).

@@ -392,9 +392,13 @@ impl Wire {
         Ok(())
     }
 
-    /// Rejects every waiting approval request (the run was cancelled), each with its response.
+    /// Rejects every waiting approval request (the run was cancelled), each with its response —
+    /// an expected one too (a recovered turn's, not waited on again yet).
     pub fn reject_pending(&self) {
-        let ids: Vec<String> = self.0.borrow().pending.iter().map(|(id, _)| id.clone()).collect();
+        let ids: Vec<String> = {
+            let st = self.0.borrow();
+            st.pending.iter().map(|(id, _)| id.clone()).chain(st.expected.iter().cloned()).collect()
+        };
         for id in ids {
             let _ = self.respond(&id, ApprovalResponse::Reject, "");
         }
