@@ -116,11 +116,7 @@ where
                 continue;
             }
             // On the wire the questions are asked on (a sub-agent's: its caller's).
-            self.approvals.wire().send(WireMessage::ApprovalResponse {
-                request_id: id.clone(),
-                response: ApprovalResponse::Reject,
-                feedback: String::new(),
-            });
+            self.approvals.wire().close_request(id);
         }
         // A cancel stored before the runtime stopped: what ran is closed, nothing runs again.
         let give_up = |why: String| if cancelled { TurnError::Cancelled } else { TurnError::NotRecovered(why) };

@@ -17,7 +17,7 @@ use crate::engine::error::ChatProviderError;
 use crate::engine::message::{Role, TokenUsage};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::soul::recovery::{RecordedSubagent, RecordedTurn, RecoveryBudget, RecoveryError};
-use crate::engine::soul::wire::{ApprovalResponse, Wire, WireMessage};
+use crate::engine::soul::wire::{Wire, WireMessage};
 use crate::engine::toolset::{ToolOutput, ToolReturnValue};
 
 /// An answer shorter than this (in characters) is asked to be fuller, once.
@@ -163,11 +163,7 @@ fn answered(record: &RecordedSubagent) -> Vec<&str> {
 fn close_questions(record: &RecordedSubagent, wire: &Wire) {
     let answered = answered(record);
     for id in record.asked.iter().filter(|id| !answered.contains(&id.as_str())) {
-        wire.send(WireMessage::ApprovalResponse {
-            request_id: id.clone(),
-            response: ApprovalResponse::Reject,
-            feedback: String::new(),
-        });
+        wire.close_request(id);
     }
 }
 

@@ -392,6 +392,18 @@ impl Wire {
         Ok(())
     }
 
+    /// Closes request `request_id` refused, on the record: answered so if it is waiting (or
+    /// expected), else its refusal recorded (a request a dead runtime left that nobody waits on).
+    pub fn close_request(&self, request_id: &str) {
+        if self.respond(request_id, ApprovalResponse::Reject, "").is_err() {
+            self.send(WireMessage::ApprovalResponse {
+                request_id: request_id.to_owned(),
+                response: ApprovalResponse::Reject,
+                feedback: String::new(),
+            });
+        }
+    }
+
     /// Rejects every waiting approval request (the run was cancelled), each with its response —
     /// an expected one too (a recovered turn's, not waited on again yet).
     pub fn reject_pending(&self) {
