@@ -124,7 +124,7 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // `Value` serializer (which compiles every message's writer again: −4 KB), instances a list
   // and totals a chain (no hash map, no iterator chain), the cancel made anew per turn (no
   // `Shared`), one raw-forwarding path — from +13.3 KB to +7.3 KB.
-  // 307 KiB → 313 KiB: sub-agents durable with the session (46, point 5) — +6.3 KB gzip (the
+  // 307 KiB → 314 KiB: sub-agents durable with the session (46, point 5) — +6.5 KB gzip (the
   // browser JS +0.3 KB: the stores' two ops). Twiggy, raw (+15 KB): each call's record read from
   // the recording (`RecordedTurn::read`: its SubagentEvents unwrapped, its questions and answers
   // kept, the nested agents' ids) +1.3 KB, the call's glue going on from a record or a stored
@@ -134,8 +134,10 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // cannot go on +0.9 KB, the store's `agents` read and the two ops written +0.6 KB, iterator and
   // Vec code the rest. Tried to pay for it: the records taken, not cloned (the recovered turn's
   // check reads the calls its questions carry), approvals kept as read back (no `json!` round
-  // trip), plain loops for the take-back — −0.5 KB.
-  const BUDGET = 313 * 1024;
+  // trip), plain loops for the take-back — −0.5 KB. Then +0.25 KB for what a 440,000-seed
+  // simulation found: a question of a sub-agent that goes on waits from the recovery's start (a
+  // cancel before its sub-agent waits on it again refuses it), closed once (`Wire::close_request`).
+  const BUDGET = 314 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
