@@ -130,7 +130,6 @@ pub struct RecordedTurn {
 pub struct RecordedSubagent {
     pub call_id: String,
     pub agent_id: String,
-    pub subagent_type: String,
     /// The agent ids of its own sub-agents, nested ones too.
     pub within: Vec<String>,
     /// The requests it (or one within it) asked.
@@ -359,7 +358,6 @@ impl RecordedTurn {
                             t.subagents.push(RecordedSubagent {
                                 call_id: call,
                                 agent_id: agent,
-                                subagent_type: text(payload, "subagent_type"),
                                 within: Vec::new(),
                                 asked: Vec::new(),
                                 messages: Vec::new(),
