@@ -61,15 +61,18 @@ async function nextBatch(reader, st, max) {
     size += r.value.byteLength;
   }
   // One chunk as is; several joined here, so the engine copies one array into its memory (three
-  // crossings a batch, where a list cost five a chunk).
+  // crossings a batch, where a list cost five a chunk). They are joined in one buffer the body
+  // keeps (a new ArrayBuffer a batch cost more than the rest of this function): the engine has
+  // copied a batch out before it asks for the next one, so the next batch may overwrite it.
   if (chunks.length === 1) return chunks[0];
-  const all = new Uint8Array(size);
+  if (!st.buf || st.buf.byteLength < size) st.buf = new Uint8Array(Math.max(size, 2 * max));
+  const all = st.buf;
   let at = 0;
   for (const c of chunks) {
     all.set(c, at);
     at += c.byteLength;
   }
-  return all;
+  return all.subarray(0, size);
 }
 
 /** Marks the module ready once a runtime entry (or `init`) instantiated it. */

@@ -450,6 +450,9 @@ pub struct MessageAssembler {
     /// Each id's latest call: a fragment or a completion finds its call in O(1), however
     /// many calls the message has.
     by_id: std::collections::HashMap<String, usize>,
+    /// The call a fragment named last (always the latest call with its id: a new call resets
+    /// it): fragments mostly name the call before them, found by one comparison, not a hash.
+    last_named: std::cell::Cell<usize>,
     pending: Pending,
     limits: Limits,
     bytes: usize,
@@ -500,6 +503,7 @@ impl MessageAssembler {
             calls: Vec::new(),
             completed: Vec::new(),
             by_id: std::collections::HashMap::new(),
+            last_named: std::cell::Cell::new(0),
             pending: Pending::None,
             limits,
             bytes: 0,
@@ -592,12 +596,23 @@ impl MessageAssembler {
     /// The call a fragment belongs to: the one it names, else the call right before it.
     fn target_of(&self, p: &ToolCallPart) -> Option<usize> {
         match &p.tool_call_id {
-            Some(id) => self.by_id.get(id).copied(),
+            Some(id) => self.index_of(id),
             None => match self.pending {
                 Pending::Call(i) => Some(i),
                 _ => None,
             },
         }
+    }
+
+    /// The latest call with id `id`.
+    fn index_of(&self, id: &str) -> Option<usize> {
+        let last = self.last_named.get();
+        if self.calls.get(last).is_some_and(|c| c.id == id) {
+            return Some(last);
+        }
+        let i = self.by_id.get(id).copied()?;
+        self.last_named.set(i);
+        Some(i)
     }
 
     /// A fragment for a call that is already complete (its arguments were handed on): it is not
@@ -672,6 +687,7 @@ impl MessageAssembler {
             }
             StreamedMessagePart::ToolCall(c) => {
                 self.by_id.insert(c.id.clone(), self.calls.len());
+                self.last_named.set(self.calls.len());
                 self.calls.push(c);
                 self.completed.push(false);
                 self.pending = Pending::Call(self.calls.len() - 1);
@@ -695,7 +711,7 @@ impl MessageAssembler {
     /// Marks the call complete; its index the first time only (the call stays in the assembler,
     /// so a caller holding the assembler in a `RefCell` can lend it out without copying it).
     pub fn complete(&mut self, id: &str) -> Option<usize> {
-        let i = *self.by_id.get(id)?;
+        let i = self.index_of(id)?;
         (!std::mem::replace(&mut self.completed[i], true)).then_some(i)
     }
 
@@ -906,4 +922,50 @@ where
         message: asm.into_message(),
         late_fragments,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frag(id: Option<&str>, s: &str) -> StreamedMessagePart {
+        StreamedMessagePart::ToolCallPart(ToolCallPart {
+            arguments_part: Some(s.into()),
+            tool_call_id: id.map(Into::into),
+        })
+    }
+
+    fn call(id: &str) -> StreamedMessagePart {
+        StreamedMessagePart::ToolCall(ToolCall::new(id, "f", None))
+    }
+
+    /// Fragments reach the call they name — interleaved, named after a later call began, a
+    /// repeated id's latest call — however the last-named shortcut was left.
+    #[test]
+    fn fragments_reach_the_call_they_name() {
+        let mut a = MessageAssembler::new();
+        for p in [
+            call("x"),
+            frag(Some("x"), "1"),
+            call("y"),
+            frag(Some("y"), "a"),
+            frag(Some("x"), "2"),
+            frag(Some("y"), "b"),
+            frag(None, "c"),
+            frag(Some("x"), "3"),
+            call("x"),
+            frag(Some("x"), "new"),
+            frag(Some("y"), "d"),
+            frag(Some("x"), "!"),
+            frag(Some("zz"), "lost"),
+        ] {
+            a.try_push(p).unwrap();
+        }
+        let args: Vec<_> = a.calls().iter().map(|c| c.function.arguments.clone().unwrap_or_default()).collect();
+        assert_eq!(args, ["123", "abcd", "new!"]);
+        assert_eq!(a.complete("x"), Some(2));
+        assert_eq!(a.complete("y"), Some(1));
+        assert!(a.is_late(&frag(Some("x"), "late")));
+        assert!(!a.is_late(&frag(Some("zz"), "none")));
+    }
 }
