@@ -657,7 +657,12 @@ impl AnthropicDecoder {
     }
 
     fn block(&mut self, index: Option<u64>) -> Option<&mut Block> {
-        let pos = *self.by_index.get(&index?)?;
+        let index = index?;
+        // The newest block is the latest at its index: most events are for it (no hashing).
+        let pos = match self.blocks.last() {
+            Some((i, _)) if *i == index => self.blocks.len() - 1,
+            _ => *self.by_index.get(&index)?,
+        };
         self.blocks.get_mut(pos).map(|(_, b)| b)
     }
 
