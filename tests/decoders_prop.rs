@@ -908,17 +908,26 @@ mod gemini_fast_path {
         })
     }
 
-    /// A text chunk the fast path reads, or a thinking one it leaves to the general path, with
-    /// one of two usages or none.
+    /// A text chunk the fast path reads (by its learned shape once one was read: other text, a
+    /// running usage), or a thinking one it leaves to the general path; a usage or none, one of
+    /// two response ids or none, sometimes a finish reason.
     fn plain_or_not() -> impl Strategy<Value = String> {
-        (any::<bool>(), 0..3u8).prop_map(|(thought, u)| {
-            let part = if thought { r#"{"text":"t","thought":true}"# } else { r#"{"text":"x"}"# };
+        (any::<bool>(), 0..4usize, 0..5u8, 0..3usize, 0..6u8).prop_map(|(thought, t, u, id, fin)| {
+            let text = ["x", r#"a \"q\""#, r"\u00e9", ""][t];
+            let part =
+                if thought { r#"{"text":"t","thought":true}"#.to_owned() } else { format!(r#"{{"text":"{text}"}}"#) };
             let usage = match u {
-                0 => r#","usageMetadata":{"promptTokenCount":1}"#,
-                1 => r#","usageMetadata":{"promptTokenCount":2}"#,
-                _ => "",
+                0 => format!(r#","usageMetadata":{{"promptTokenCount":1,"candidatesTokenCount":{}}}"#, t + 1),
+                1 => r#","usageMetadata":{"promptTokenCount":2}"#.to_owned(),
+                // Where a usage object may stand, what is not one.
+                2 => {
+                    [r#","usageMetadata":[1]"#, r#","usageMetadata":null"#, r#","usageMetadata":"u""#][t % 3].to_owned()
+                }
+                _ => String::new(),
             };
-            format!(r#"{{"candidates":[{{"content":{{"parts":[{part}]}}}}]{usage}}}"#)
+            let id = ["", r#","responseId":"r1""#, r#","responseId":"r2""#][id];
+            let fin = if fin == 0 { r#","finishReason":"STOP""# } else { "" };
+            format!(r#"{{"candidates":[{{"content":{{"parts":[{part}]}}{fin}}}]{usage}{id}}}"#)
         })
     }
 
@@ -935,7 +944,7 @@ mod gemini_fast_path {
         /// Several chunks: what one remembers from the last (the usage text it read) must not
         /// outlive a chunk the general path read.
         #[test]
-        fn a_stream_of_chunks_ends_in_the_same_state(chunks in prop::collection::vec(prop_oneof![3 => plain_or_not(), 1 => chunk()], 1..6)) {
+        fn a_stream_of_chunks_ends_in_the_same_state(chunks in prop::collection::vec(prop_oneof![3 => plain_or_not(), 1 => chunk()], 1..10)) {
             let (last, before) = chunks.split_last().expect("one chunk at least");
             let before: Vec<&str> = before.iter().map(String::as_str).collect();
             let make = |fast| {

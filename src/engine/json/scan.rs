@@ -50,7 +50,6 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 
 /// [`same_bytes`], eight bytes a step: for a shape's fixed bytes, which run to a hundred and more
 /// an event (not inlined, unlike `same_bytes`, which every key comparison inlines).
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 fn same_long_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -217,7 +216,6 @@ impl<'a> Scan<'a> {
     }
 
     /// A non-negative integer that fits a u64 comfortably (what `Option<u64>` accepts).
-    #[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
     pub(crate) fn uint(&mut self) -> R<()> {
         self.ws();
         self.int_part()?;
@@ -291,13 +289,8 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// An object whose one member is `key`, a string: `{"text": "…"}`.
-    #[cfg_attr(not(feature = "gemini"), allow(dead_code))]
-    pub(crate) fn sole_string(&mut self, key: &str) -> R<String> {
-        self.sole_string_at(key, &mut None)
-    }
-
-    /// [`Scan::sole_string`], and where the string lies (quotes included) in `span`.
+    /// An object whose one member is `key`, a string: `{"text": "…"}`; where the string lies
+    /// (quotes included) in `span`.
     #[cfg_attr(not(any(feature = "openai", feature = "gemini")), allow(dead_code))]
     pub(crate) fn sole_string_at(&mut self, key: &str, span: &mut Option<(usize, usize)>) -> R<String> {
         let mut value = None;
@@ -352,7 +345,6 @@ pub fn accepts_json(text: &str) -> bool {
 }
 
 /// What a hole of a learned [`Shape`] holds.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) enum Hole {
     /// The string the event carries (a text delta, a fragment of a call's arguments): read and
@@ -366,26 +358,28 @@ pub(crate) enum Hole {
     /// [`Scan::plain_str`] skips it. Its span includes the quotes.
     #[cfg_attr(not(any(feature = "openai", feature = "responses")), allow(dead_code))]
     Pad,
+    /// An object that may change from event to event (Gemini's running `usageMetadata`), skipped
+    /// as [`Scan::skip`] skips it; its span is handed back for its reader to compare or read.
+    #[cfg_attr(not(feature = "gemini"), allow(dead_code))]
+    Object,
 }
 
 /// Where an event's holes lie, in order: `(start, end, hole)` byte ranges.
-#[cfg_attr(not(any(feature = "anthropic", feature = "responses")), allow(dead_code))]
+#[cfg_attr(not(any(feature = "anthropic", feature = "responses", feature = "gemini")), allow(dead_code))]
 pub(crate) type HoleSpans = Vec<(usize, usize, Hole)>;
 
 /// At most this many holes in a shape, and this many of them [`Hole::Uint`]s.
-// Each wire format's fast path learns a shape; a build of Gemini alone (cargo features) has none.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const MAX_HOLES: usize = 4;
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const MAX_UINTS: usize = 2;
 
-/// What [`Shape::read`] found in an event's holes: the first [`Hole::Text`] and the
-/// [`Hole::Uint`]s, in the order they come.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
+/// What [`Shape::read`] found in an event's holes: the first [`Hole::Text`], the
+/// [`Hole::Uint`]s in the order they come, and where the first [`Hole::Object`] lies.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Filled {
     pub text: Option<String>,
     pub uints: [Option<u64>; MAX_UINTS],
+    #[cfg_attr(not(feature = "gemini"), allow(dead_code))]
+    pub object: Option<(usize, usize)>,
 }
 
 /// One event's bytes around its holes, learned from an event a wire format's own scanner read: a
@@ -394,7 +388,6 @@ pub(crate) struct Filled {
 /// that scanner, which decides nothing by what a hole holds. It is read by comparing bytes and
 /// reading the holes, not by a second scan; anything else is `None` (the format's scanner then
 /// reads it, and the shape may be learned again).
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 #[derive(Debug, Default)]
 pub(crate) struct Shape {
     /// Every fixed byte, in order.
@@ -409,10 +402,8 @@ pub(crate) struct Shape {
 }
 
 /// A shape is learned only while its fixed bytes stay this small.
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 const SHAPE_MAX: usize = 2048;
 
-#[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
@@ -439,6 +430,14 @@ impl Shape {
                     u += 1;
                 }
                 Hole::Pad => drop(s.plain_str()?),
+                Hole::Object => {
+                    let at = s.i;
+                    if s.b.get(at) != Some(&b'{') {
+                        return None;
+                    }
+                    s.skip(0)?;
+                    filled.object.get_or_insert((at, s.i));
+                }
             }
         }
         fixed(&mut s, f.get(at..)?)?;
@@ -660,7 +659,7 @@ mod tests {
         let read = |shape: &mut Shape, d: &str| shape.read(d);
         assert_eq!(
             read(&mut shape, r#"{"n":7,"t":"\"é\"","p":"","z":[]}"#),
-            Some(Filled { text: Some("\"é\"".into()), uints: [Some(7), None] })
+            Some(Filled { text: Some("\"é\"".into()), uints: [Some(7), None], object: None })
         );
         for other in [
             r#"{"n":7,"t":"a","p":"b","z":[1]}"#,

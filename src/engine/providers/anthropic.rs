@@ -815,7 +815,7 @@ impl StreamDecoder for AnthropicDecoder {
         }
         if self.fast {
             let delta = match self.shape.read(data) {
-                Some(Filled { text: Some(t), uints: [index, _] }) if self.shape_json => {
+                Some(Filled { text: Some(t), uints: [index, _], .. }) if self.shape_json => {
                     Some(AnthropicDelta::Json { index, partial_json: t })
                 }
                 Some(Filled { text: Some(t), .. }) => Some(AnthropicDelta::Text(t)),

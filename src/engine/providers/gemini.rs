@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
-use crate::engine::json::scan::{Is, Scan};
+use crate::engine::json::scan::{Hole, HoleSpans, Is, Scan, Shape};
 use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::sse::SseEvent;
 
@@ -339,6 +339,9 @@ pub struct GeminiDecoder {
     /// The `usageMetadata` text `usage` was last read from by the fast path: every chunk repeats
     /// it, mostly unchanged, and it is read again only when it changes.
     usage_text: String,
+    /// The shape of the last plain text chunk the fast path's scan read ([`Shape`]): the text a
+    /// hole, `usageMetadata` an object hole, the rest fixed bytes.
+    shape: Shape,
 }
 
 impl Default for GeminiDecoder {
@@ -349,6 +352,7 @@ impl Default for GeminiDecoder {
             ids: CallIds::default(),
             pending: None,
             usage_text: String::new(),
+            shape: Shape::default(),
         }
     }
 }
@@ -562,7 +566,7 @@ impl StreamDecoder for GeminiDecoder {
             return Ok(());
         }
         if self.fast {
-            if let Some(g) = gemini_text_chunk(data) {
+            if let Some(g) = self.text_chunk(data) {
                 if let Some(id) = g.response_id.filter(|s| !s.is_empty()) {
                     if !self.state.id.as_deref().is_some_and(|have| have.is(id)) {
                         self.state.id = Some(id.to_owned());
@@ -654,6 +658,35 @@ pub struct GeminiText<'a> {
 /// candidate whose content has exactly one part `{"text": …}`; `usageMetadata` an object,
 /// `responseId` and `finishReason` plain strings; `error` or `promptFeedback` → general path.
 pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
+    gemini_text_chunk_at(data, &mut Vec::new())
+}
+
+impl GeminiDecoder {
+    /// A plain text chunk, read by the learned shape when it has it, else by the scan (which
+    /// teaches the shape; a chunk with a `finishReason` teaches nothing: the last one mostly).
+    fn text_chunk<'a>(&mut self, data: &'a str) -> Option<GeminiText<'a>> {
+        if let Some(f) = self.shape.read(data) {
+            // The fixed bytes (`responseId` among them) are those of the chunk the shape was
+            // learned from, which the decoder took in then, and nothing came between.
+            return Some(GeminiText {
+                text: f.text?,
+                usage: f.object.and_then(|(a, z)| data.get(a..z)),
+                response_id: None,
+                finish_reason: None,
+            });
+        }
+        let mut spans = Vec::new();
+        let g = gemini_text_chunk_at(data, &mut spans);
+        match &g {
+            Some(g) if g.finish_reason.is_none() => self.shape.learn(data, &spans),
+            _ => self.shape.unlearn(),
+        }
+        g
+    }
+}
+
+/// [`gemini_text_chunk`], and its holes' spans in `spans` (the text, `usageMetadata`), in order.
+fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<GeminiText<'a>> {
     let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
     let (mut seen_candidates, mut seen_usage, mut seen_id) = (false, false, false);
     let mut out = GeminiText { text: String::new(), usage: None, response_id: None, finish_reason: None };
@@ -668,7 +701,10 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
                     s.object(|s, key| match () {
                         _ if key.is("parts") && !std::mem::replace(&mut seen_parts, true) => {
                             s.eat(b'[')?;
-                            text = Some(s.sole_string("text")?);
+                            let mut span = None;
+                            text = Some(s.sole_string_at("text", &mut span)?);
+                            let (a, z) = span?;
+                            spans.push((a, z, Hole::Text));
                             s.eat(b']')
                         }
                         _ if key.is("parts") => None,
@@ -692,6 +728,7 @@ pub fn gemini_text_chunk(data: &str) -> Option<GeminiText<'_>> {
             let start = s.i;
             s.skip(0)?;
             out.usage = Some(s.s.get(start..s.i)?);
+            spans.push((start, s.i, Hole::Object));
             Some(())
         }
         _ if key.is("responseId") && !std::mem::replace(&mut seen_id, true) => {
@@ -737,5 +774,38 @@ mod fast_tests {
         ] {
             assert_eq!(gemini_text_chunk(c), None, "{c}");
         }
+    }
+
+    /// Every chunk of a stream past the first is read by the learned shape — its text and its
+    /// running usage in holes — and leaves the decoder as the scan would.
+    #[test]
+    fn the_shape_reads_a_running_usage() {
+        let chunk = |text: &str, out: u32| {
+            format!(
+                r#"{{"candidates":[{{"content":{{"parts":[{{"text":"{text}"}}],"role":"model"}},"index":0}}],"usageMetadata":{{"promptTokenCount":12,"candidatesTokenCount":{out},"totalTokenCount":{}}},"modelVersion":"gemini-2.5-flash","responseId":"r1"}}"#,
+                12 + out
+            )
+        };
+        let mut d = GeminiDecoder::default();
+        let mut texts = String::new();
+        for (i, t) in ["The", r#" \"fox\""#, r" \u00e9", ""].iter().enumerate() {
+            let mut out = Vec::new();
+            let ev = SseEvent { event: None, data: chunk(t, i as u32 + 1), id: None };
+            d.on_event(&ev, &mut out).unwrap();
+            assert!(d.shape.known(), "chunk {i}");
+            for e in out {
+                if let StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text, .. })) = e {
+                    texts += &text;
+                }
+            }
+            assert_eq!(d.state.usage.map(|u| u.output), Some(i as u64 + 1));
+        }
+        assert_eq!(texts, "The \"fox\" é");
+        assert_eq!(d.state.id.as_deref(), Some("r1"));
+        // Another response id: not this shape (the scan reads it, and learns it).
+        let mut out = Vec::new();
+        let other = chunk("x", 9).replace("\"r1\"", "\"r2\"");
+        d.on_event(&SseEvent { event: None, data: other, id: None }, &mut out).unwrap();
+        assert_eq!(d.state.id.as_deref(), Some("r2"));
     }
 }
