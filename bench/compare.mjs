@@ -325,8 +325,31 @@ async function memoryComparison() {
   return { comparison: "memory", steps: 10_000, wasmMemoryBefore: before, wasmMemoryAfter: after, turns: 1_000, turnsBefore, turnsAfter: kosong.memoryBytes() };
 }
 
+/**
+ * Every wire format's text fixture handed over in 16 KB reads cut anywhere (as undici hands a
+ * real response over), where what a read costs is gone and each contender's own decoding is what
+ * is left: eventsource-parser + JSON.parse against this package, with and without the part hook.
+ */
+async function text16kComparison() {
+  const formats = [];
+  for (const format of ["openai", "anthropic", "responses", "gemini"]) {
+    const fixture = textFixture(format);
+    const setup = () => ({ fetch: fixtureFetch(fixture, followUp(format), { readBytes: 16384 }).fetch, baseUrl: "http://bench.invalid/v1" });
+    const contenders = Object.fromEntries(Object.entries(textContenders(format)).filter(([name]) => /^(read the body|eventsource-parser|kosong-wasm)/.test(name)));
+    const bytes = fixture.events.reduce((n, e) => n + Buffer.byteLength(e), 0);
+    for (const [name, fn] of Object.entries(contenders)) {
+      const got = await fn(setup());
+      if (!(name.includes("floor") ? got === bytes : got === fixture.text)) throw new Error(`${format} in 16 KB reads: ${name} did not assemble the whole text`);
+    }
+    const times = await roundRobin(contenders, setup);
+    formats.push({ format, events: fixture.events.length, bytes, rows: Object.entries(times).map(([name, ms]) => ({ name, ...stats(ms) })) });
+  }
+  return { comparison: "text-16k", formats };
+}
+
 const jobs = {
   "text-openai": () => textComparison("openai"),
+  "text-16k": text16kComparison,
   "text-anthropic": () => textComparison("anthropic"),
   "text-responses": () => textComparison("responses"),
   "text-gemini": () => textComparison("gemini"),

@@ -30,6 +30,18 @@ export function report(r) {
     for (const x of t.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${x.usPerEvent.toFixed(2)} µs | ${ratio(x.median, base.median)} |`);
     out.push("");
   }
+  if (c["text-16k"]) {
+    out.push("**Text in 16 KB reads** (each format's fixture above joined and handed over in 16 KB reads cut anywhere, as undici hands a real response over: what a read costs is gone, each contender's own decoding is left)");
+    out.push("");
+    out.push("| format | eventsource-parser + JSON.parse | kosong-wasm generate | vs eventsource-parser | + onMessagePart | vs eventsource-parser | read the body only |");
+    out.push("|---|---:|---:|---:|---:|---:|---:|");
+    for (const f of c["text-16k"].formats) {
+      const get = (p) => f.rows.find((x) => x.name.startsWith(p));
+      const [esp, k, cb, floor] = [get("eventsource-parser"), f.rows.find((x) => x.name === "kosong-wasm generate"), get("kosong-wasm generate + onMessagePart"), get("read the body")];
+      out.push(`| ${TEXT_TITLES[`text-${f.format}`]} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${ms(cb.median)} ms | ${ratio(cb.median, esp.median)} | ${ms(floor.median)} ms |`);
+    }
+    out.push("");
+  }
   if (c["agent-turn"]) {
     const a = c["agent-turn"];
     const base = a.rows[0];
@@ -133,30 +145,22 @@ function targets(r) {
   const rows = [];
   const row = (target, measured, met) => rows.push(`| ${target} | ${measured} | ${met === null ? "—" : met ? "met" : "**missed**"} |`);
   if (c.size) {
+    // Size is a ratchet (issue 44): the .wasm stays within the budget tests/js/packed.test.mjs
+    // enforces, which grows only with what the bytes bought said in a closing note.
     const k = c.size.rows[0];
-    row("size: ≤ 210,000 bytes gzip -9, .wasm + JS, every provider", `${k.gzip.toLocaleString("en")} bytes`, k.gzip <= 210_000);
-    const one = c.size.rows.filter((x) => x.name.includes(" only "));
-    if (one.length) {
-      const g = one.map((x) => x.gzip);
-      row("size with one provider (a build for it alone)", `${Math.min(...g).toLocaleString("en")}–${Math.max(...g).toLocaleString("en")} bytes`, Math.max(...g) <= 210_000);
-    }
+    row(`size: the .wasm within the ratchet's budget (${r.wasmBudget ? `${r.wasmBudget.toLocaleString("en")} bytes gzip -9` : "tests/js/packed.test.mjs"}); .wasm + JS, every provider`, `${k.wasmGzip.toLocaleString("en")} bytes (.wasm + JS ${k.gzip.toLocaleString("en")})`, r.wasmBudget ? k.wasmGzip <= r.wasmBudget : null);
   }
-  for (const key of TEXT_KEYS.filter((k) => !k.endsWith("http"))) {
-    const t = c[key];
-    if (!t) continue;
-    const get = (p) => t.rows.find((x) => x.name.startsWith(p));
-    const esp = get("eventsource-parser");
-    const plain = get("kosong-wasm generate");
-    const cb = t.rows.find((x) => x.name === "kosong-wasm generate + onMessagePart");
-    row(`${key}: ≤ 0.55× eventsource-parser + JSON.parse`, ratio(plain.median, esp.median), plain.median <= 0.55 * esp.median);
-    row(`${key}: with onMessagePart ≤ 0.75×`, ratio(cb.median, esp.median), cb.median <= 0.75 * esp.median);
+  for (const f of c["text-16k"]?.formats ?? []) {
+    const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
+    const plain = f.rows.find((x) => x.name === "kosong-wasm generate");
+    row(`text-${f.format} in 16 KB reads: ≤ 0.5× eventsource-parser + JSON.parse`, ratio(plain.median, esp.median), plain.median <= 0.5 * esp.median);
   }
   for (const k of TOOL_KEYS) {
     const x = c[k]?.rows.find((y) => y.name.startsWith("kosong"));
     const base = c[k]?.rows.find((y) => y.name.startsWith("eventsource-parser"));
     if (!x) continue;
-    if (base) row(`${k}: whole step ≤ 0.8× eventsource-parser + JSON.parse`, ratio(x.totalMs.median, base.totalMs.median), x.totalMs.median <= 0.8 * base.totalMs.median);
-    row(`${k}: tool start ≤ 0.2 ms after its call closes (median)`, `${ms(x.latencyMs.median)} ms`, x.latencyMs.median <= 0.2);
+    if (base) row(`${k}: whole step ≤ 0.7× eventsource-parser + JSON.parse`, ratio(x.totalMs.median, base.totalMs.median), x.totalMs.median <= 0.7 * base.totalMs.median);
+    row(`${k}: tool start < 0.1 ms after its call closes (median; the bare loop: ${base ? `${ms(base.latencyMs.median)} ms` : "—"})`, `${ms(x.latencyMs.median)} ms`, x.latencyMs.median < 0.1);
     row(`${k}: ≥ 7 of 8 started before the stream ends`, `${x.startedBeforeEnd} of ${x.of}`, x.startedBeforeEnd >= 7);
   }
   if (c.bigarg) {
@@ -185,5 +189,5 @@ function targets(r) {
     row("memory flat over 10,000 steps", `${kb(c.memory.wasmMemoryBefore)} → ${kb(c.memory.wasmMemoryAfter)}`, c.memory.wasmMemoryAfter <= c.memory.wasmMemoryBefore);
     if (c.memory.turns) row(`memory flat over ${c.memory.turns.toLocaleString("en")} agent turns`, `${kb(c.memory.turnsBefore)} → ${kb(c.memory.turnsAfter)}`, c.memory.turnsAfter <= c.memory.turnsBefore);
   }
-  return ["**Targets** (issue 30's for size, speed and cold start, issue 14's for the rest; ratios from this run)", "", "| target | measured | |", "|---|---|---|", ...rows, ""];
+  return ["**Targets** (issue 44's for size, text in 16 KB reads, tools and Worker startup; issue 30's for cold start; issue 14's for the rest; ratios from this run)", "", "| target | measured | |", "|---|---|---|", ...rows, ""];
 }

@@ -45,7 +45,7 @@ function compare(name) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1));
 }
 
-for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "structured", "memory"]) {
+for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-16k", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "structured", "memory"]) {
   if (want(c)) results.comparisons[c] = compare(c);
 }
 
@@ -95,6 +95,9 @@ if (want("size")) {
   }
   rmSync(dir, { recursive: true, force: true });
   results.comparisons.size = { comparison: "size", rows: sizes };
+  // The ratchet's budget for the .wasm, as tests/js/packed.test.mjs enforces it.
+  const budget = readFileSync(join(root, "tests", "js", "packed.test.mjs"), "utf8").match(/const BUDGET = (\d+) \* 1024;/);
+  results.wasmBudget = budget ? Number(budget[1]) * 1024 : null;
 }
 
 // ---- cold start: import + init + one provider in a fresh Node process ------------------------

@@ -4,7 +4,7 @@
 // Installs cargo-fuzz into .tools/ when missing. libFuzzer's -Z flags need nightly; on a
 // stable toolchain RUSTC_BOOTSTRAP=1 unlocks them.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -55,7 +55,55 @@ function runTarget(cmd, args, env) {
   });
 }
 
+/**
+ * Seeds `fuzz/corpus/<target>/` (git-ignored) from the real recorded provider streams beside the
+ * checkout (`../shared/recorded-streams`, or `KOSONG_RECORDED_STREAMS`), when they are there:
+ * `fast_delta` gets each stream's events' data, NUL-separated (the target reads them as events in
+ * turn, so the learned shapes see real streams' event sequences), `sse` the raw bytes, each cut
+ * into inputs of at most 4 KB at event boundaries. Nothing is copied into the repository.
+ */
+function seedFromRecordedStreams() {
+  const dir = process.env.KOSONG_RECORDED_STREAMS ?? join(root, "..", "shared", "recorded-streams");
+  const manifest = join(dir, "manifest.json");
+  if (!existsSync(manifest)) {
+    console.error(`fuzz: no recorded streams at ${dir}: the targets start from their own corpus only`);
+    return 0;
+  }
+  const MAX = 4096;
+  let seeds = 0;
+  const write = (target, name, text) => {
+    const out = join(root, "fuzz", "corpus", target);
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, `recorded-${name}`), text);
+    seeds++;
+  };
+  /** `parts` joined by `sep` into pieces of at most MAX bytes (a longer part is one piece, cut). */
+  const pack = (parts, sep) => {
+    const out = [];
+    let cur = "";
+    for (const p of parts) {
+      if (cur && Buffer.byteLength(cur) + Buffer.byteLength(p) + 1 > MAX) (out.push(cur), (cur = ""));
+      cur = cur ? cur + sep + p : p;
+    }
+    if (cur) out.push(cur);
+    return out.map((t) => Buffer.from(t).subarray(0, MAX));
+  };
+  for (const f of JSON.parse(readFileSync(manifest, "utf8")).fixtures ?? []) {
+    for (const file of f.files) {
+      const text = readFileSync(join(dir, file), "utf8");
+      const events = text.split(/\r\n\r\n|\n\n|\r\r/).filter((e) => e.trim());
+      const data = events.map((e) => e.split(/\r\n|\n|\r/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n"));
+      const name = file.replace(/[^A-Za-z0-9.-]+/g, "_");
+      pack(data.filter(Boolean), "\0").forEach((b, i) => write("fast_delta", `${name}-${i}`, b));
+      pack(events.map((e) => e + "\n\n"), "").forEach((b, i) => write("sse", `${name}-${i}`, b));
+    }
+  }
+  console.error(`fuzz: ${seeds} seeds from the recorded streams in ${dir}`);
+  return seeds;
+}
+
 export async function fuzz(secs = seconds, wantRuns = undefined) {
+  seedFromRecordedStreams();
   const bin = cargoFuzz();
   const cmd = bin ? [bin, ["fuzz"]] : ["cargo", ["fuzz"]];
   const env = { ...process.env, RUSTC_BOOTSTRAP: "1" };
