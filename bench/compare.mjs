@@ -298,22 +298,26 @@ async function memoryComparison() {
   const tools = new kosong.SimpleToolset([{ name: "add", description: "", parameters: {}, handler: ({ a, b }) => String(a + b) }]);
   const script = 'text: adding\ntool_call: {"id": "c1", "name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}';
   const oneStep = async () => (await (await kosong.step(new kosong.ScriptedProvider([script]), "", tools, [{ role: "user", content: "1+2" }])).toolResults()).length;
-  for (let i = 0; i < 100; i++) await oneStep();
+  // The wasm objects of a finished step or turn (here a ScriptedProvider a step) are freed by
+  // FinalizationRegistry callbacks, which run in a later task than the GC that found them: 10,000
+  // steps awaited back to back hold all of theirs until then, and the linear memory keeps the
+  // high-water mark that leaves. So the first 10,000 find that steady state and the callbacks run
+  // before each reading; the next 10,000 must not grow it.
+  const settle = async () => {
+    gc();
+    await new Promise((r) => setTimeout(r, 50));
+    gc();
+  };
+  for (let i = 0; i < 10_000; i++) await oneStep();
+  await settle();
   const before = kosong.memoryBytes();
   for (let i = 0; i < 10_000; i++) await oneStep();
-  gc();
+  await settle();
   const after = kosong.memoryBytes();
   // Agent turns, each on a fresh context: a scripted call and an answer, the UI reading a merged side.
   const oneTurn = async () => {
     const agent = new kosong.Agent({ provider: new kosong.ScriptedProvider([script, "text: 3"]), systemPrompt: "", toolset: tools });
     await kosong.runSoul(agent, "1+2", async (wire) => { for await (const _ of wire.uiSide({ merge: true })); }, new AbortController().signal);
-  };
-  // The wasm objects of a finished turn are freed by FinalizationRegistry callbacks, which run in
-  // a later task than the GC that found them: let them run before reading the memory.
-  const settle = async () => {
-    gc();
-    await new Promise((r) => setTimeout(r, 50));
-    gc();
   };
   // A fresh Agent (context, wire) per turn: the first thousand turns find the allocator's and
   // the GC's steady state; the next thousand must not grow it.
