@@ -291,7 +291,7 @@ pub fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
     if rest.len() <= PIECE {
         return rest;
     }
-    let end = match rest.get(PIECE..).and_then(|tail| memchr::memchr(b'\n', tail)) {
+    let end = match rest.get(PIECE..).and_then(|tail| crate::engine::bytes::find(b'\n', tail)) {
         Some(nl) => PIECE + nl + 1,
         None => rest.len(),
     };

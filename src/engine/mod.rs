@@ -2,6 +2,7 @@
 //! plain values in, events and (`!Send`) futures out, on whatever executor the caller runs.
 
 pub mod budget;
+pub mod bytes;
 pub mod error;
 pub mod generate;
 pub mod json;

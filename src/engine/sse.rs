@@ -116,7 +116,7 @@ impl SseDecoder {
                 chunk = &chunk[1..];
             }
         }
-        while let Some(pos) = memchr::memchr2(b'\n', b'\r', chunk) {
+        while let Some(pos) = crate::engine::bytes::find2(b'\n', b'\r', chunk) {
             if self.line.is_empty() {
                 self.process_line(&chunk[..pos], out)?;
             } else {

@@ -7,7 +7,7 @@
 //! held back and put in front of the low half that starts a string of the next event (the pair is
 //! then one character); any other lone half becomes `\ufffd` (U+FFFD), as a lone surrogate
 //! coming from JavaScript does. A held high half that the next event does not complete is dropped.
-//! Data with no surrogate escape is left as it is (one `memchr` scan).
+//! Data with no surrogate escape is left as it is (one scan for a backslash, `engine::bytes::find`).
 
 use std::borrow::Cow;
 
@@ -25,7 +25,7 @@ fn hex4(b: &[u8]) -> Option<u16> {
 /// Whether `bytes` has a `\u` escape whose first hex digit is `d`/`D` (a surrogate may be there).
 fn may_hold_surrogate(bytes: &[u8]) -> bool {
     let mut from = 0;
-    while let Some(j) = memchr::memchr(b'\\', bytes.get(from..).unwrap_or_default()) {
+    while let Some(j) = crate::engine::bytes::find(b'\\', bytes.get(from..).unwrap_or_default()) {
         let i = from + j;
         if bytes.get(i + 1) == Some(&b'u') && matches!(bytes.get(i + 2), Some(b'd' | b'D')) {
             return true;
@@ -48,7 +48,7 @@ impl SurrogateJoiner {
     pub fn fix<'a>(&mut self, data: &'a str) -> Cow<'a, str> {
         let pending = self.pending.take();
         let bytes = data.as_bytes();
-        // Fast path: no `\u` escape that could be a surrogate (`\uD…` / `\ud…`): one `memchr`
+        // Fast path: no `\u` escape that could be a surrogate (`\uD…` / `\ud…`): one search
         // for backslashes (a text delta usually has none), skipping each escape whole. (A `memmem`
         // iterator built a searcher for every event: measurable at 20,000 deltas.)
         if !may_hold_surrogate(bytes) {

@@ -538,7 +538,7 @@ pub(crate) fn unescape(inner: &str) -> Option<String> {
     let b = inner.as_bytes();
     let mut out = String::with_capacity(b.len());
     let (mut i, mut run) = (0, 0);
-    while let Some(at) = memchr::memchr(b'\\', b.get(i..)?) {
+    while let Some(at) = crate::engine::bytes::find(b'\\', b.get(i..)?) {
         i += at;
         out.push_str(inner.get(run..i)?);
         let e = *b.get(i + 1)?;
