@@ -228,7 +228,8 @@ impl<'a> Scan<'a> {
         self.ws();
         let start = self.i;
         self.uint()?;
-        self.s.get(start..self.i)?.parse().ok()
+        // At most 15 digits, checked by `uint`: the value fits, and is read without `str::parse`.
+        Some(self.b.get(start..self.i)?.iter().fold(0, |v, d| v * 10 + u64::from(d - b'0')))
     }
 
     /// Skips any value, strictly; strings with escapes are not decoded here (→ `None`).
