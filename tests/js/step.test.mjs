@@ -496,3 +496,49 @@ test("a loop of one's own: result.messages() appended to the history sends the m
   assert.match(JSON.stringify(byHand), /ERROR: .*no disk/);
   assert.match(JSON.stringify(byHand), /Tool output is empty/);
 });
+
+test("a body whose chunks are all there at once (joined into batches in one buffer the body keeps): any mix of chunk sizes, a part callback that makes the instance allocate — text, calls, arguments and the tools' inputs are the stream's, byte for byte", async () => {
+  // Two calls whose arguments stream in small pieces (batches of ~1 KiB while calls stream), then
+  // text (batches of 16 KiB), cut into chunks of 1 byte to 40 KB that a pull answers at once.
+  const argsOf = (i) => JSON.stringify({ i, items: Array.from({ length: 300 }, (_, n) => ({ n, s: `é${i}-${n}` })) });
+  const a0 = argsOf(0), a1 = argsOf(1);
+  const sse = (d) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: d === null ? [] : [d] })}\n\n`;
+  const events = [sse({ index: 0, delta: { role: "assistant", content: null }, finish_reason: null })];
+  for (const [i, a] of [a0, a1].entries()) {
+    events.push(sse({ index: 0, delta: { tool_calls: [{ index: i, id: `call_${i}`, type: "function", function: { name: "echo", arguments: "" } }] }, finish_reason: null }));
+    for (let at = 0; at < a.length; at += 7) events.push(sse({ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: a.slice(at, at + 7) } }] }, finish_reason: null }));
+  }
+  const words = Array.from({ length: 3000 }, (_, n) => ` w${n}ü`);
+  for (const w of words) events.push(sse({ index: 0, delta: { content: w }, finish_reason: null }));
+  events.push(sse({ index: 0, delta: {}, finish_reason: "tool_calls" }), "data: [DONE]\n\n");
+  const bytes = new TextEncoder().encode(events.join(""));
+  const sizes = [1, 3, 17, 200, 1500, 9000, 40000, 2, 64, 5000];
+  const body = () => {
+    let at = 0, k = 0;
+    return new ReadableStream({
+      pull(c) {
+        if (at >= bytes.length) return c.close();
+        const n = sizes[k++ % sizes.length];
+        c.enqueue(bytes.slice(at, at + n));
+        at += n;
+      },
+    }, { highWaterMark: 0 });
+  };
+  const fetch = async () => new Response(body(), { headers: { "content-type": "text/event-stream" } });
+  const got = [];
+  const tools = new k.SimpleToolset([{ name: "echo", description: "", parameters: { type: "object" }, handler: (args) => (got.push(JSON.stringify(args)), "ok") }]);
+  const kept = [];
+  let text = "";
+  const r = await k.step(new k.OpenAIChatProvider({ model: "m", apiKey: API_KEY, baseUrl: "http://127.0.0.1:1/v1", fetch }), "", tools, [user("go")], {
+    onMessagePart: (p) => {
+      if (p.type === "text") text += p.text;
+      // The instance allocates between batches (every view of its memory is renewed).
+      if (kept.length < 24) kept.push(k.Context.fromJSONL(JSON.stringify({ role: "user", content: "x".repeat(1 << 20) })));
+    },
+  });
+  await r.toolResults();
+  assert.equal(r.text, words.join(""));
+  assert.equal(text, words.join(""));
+  assert.deepEqual(r.toolCalls.map((c) => c.function.arguments), [a0, a1]);
+  assert.deepEqual(got.sort(), [a0, a1].map((a) => JSON.stringify(JSON.parse(a))).sort());
+});
