@@ -13,6 +13,9 @@ const TEXT_TITLES = {
 };
 const TOOL_KEYS = ["tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential"];
 
+/** A table of the report: its title, a blank line, its header and alignment lines, its rows, a blank line. */
+const table = (title, header, align, rows) => [title, "", header, align, ...rows, ""];
+
 export function report(r) {
   const c = r.comparisons;
   const out = [];
@@ -23,114 +26,81 @@ export function report(r) {
     if (!t) continue;
     const base = t.rows.find((x) => x.name.startsWith("eventsource-parser"));
     const title = TEXT_TITLES[key];
-    out.push(`**${title}: ${t.events.toLocaleString("en")} events, ${(t.bytes / 1e6).toFixed(2)} MB of text deltas**${key.endsWith("http") ? "" : " (custom `fetch`)"}`);
-    out.push("");
-    out.push("| contender | median | range | per event | vs eventsource-parser |");
-    out.push("|---|---:|---:|---:|---:|");
-    for (const x of t.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${x.usPerEvent.toFixed(2)} µs | ${ratio(x.median, base.median)} |`);
-    out.push("");
+    const rows = [];
+    for (const x of t.rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${x.usPerEvent.toFixed(2)} µs | ${ratio(x.median, base.median)} |`);
+    out.push(...table(`**${title}: ${t.events.toLocaleString("en")} events, ${(t.bytes / 1e6).toFixed(2)} MB of text deltas**${key.endsWith("http") ? "" : " (custom `fetch`)"}`, "| contender | median | range | per event | vs eventsource-parser |", "|---|---:|---:|---:|---:|", rows));
   }
   if (c["text-16k"]) {
-    out.push("**Text in 16 KB reads** (each format's fixture above joined and handed over in 16 KB reads cut anywhere, as undici hands a real response over: what a read costs is gone, each contender's own decoding is left)");
-    out.push("");
-    out.push("| format | eventsource-parser + JSON.parse | kosong-wasm generate | vs eventsource-parser | + onMessagePart | vs eventsource-parser | read the body only |");
-    out.push("|---|---:|---:|---:|---:|---:|---:|");
+    const rows = [];
     for (const f of c["text-16k"].formats) {
       const get = (p) => f.rows.find((x) => x.name.startsWith(p));
       const [esp, k, cb, floor] = [get("eventsource-parser"), f.rows.find((x) => x.name === "kosong-wasm generate"), get("kosong-wasm generate + onMessagePart"), get("read the body")];
-      out.push(`| ${TEXT_TITLES[`text-${f.format}`]} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${ms(cb.median)} ms | ${ratio(cb.median, esp.median)} | ${ms(floor.median)} ms |`);
+      rows.push(`| ${TEXT_TITLES[`text-${f.format}`]} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${ms(cb.median)} ms | ${ratio(cb.median, esp.median)} | ${ms(floor.median)} ms |`);
     }
-    out.push("");
+    out.push(...table("**Text in 16 KB reads** (each format's fixture above joined and handed over in 16 KB reads cut anywhere, as undici hands a real response over: what a read costs is gone, each contender's own decoding is left)", "| format | eventsource-parser + JSON.parse | kosong-wasm generate | vs eventsource-parser | + onMessagePart | vs eventsource-parser | read the body only |", "|---|---:|---:|---:|---:|---:|---:|", rows));
   }
   if (c["agent-turn"]) {
     const a = c["agent-turn"];
     const base = a.rows[0];
-    out.push(`**An agent turn of ${a.steps} steps** (9 steps each with a text and one tool call, then the answer), each runtime's own loop over a custom \`fetch\``);
-    out.push("");
-    out.push("| contender | median | range | vs kosong-wasm |");
-    out.push("|---|---:|---:|---:|");
-    for (const x of a.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${ratio(x.median, base.median)} |`);
-    out.push("");
+    const rows = [];
+    for (const x of a.rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${ratio(x.median, base.median)} |`);
+    out.push(...table(`**An agent turn of ${a.steps} steps** (9 steps each with a text and one tool call, then the answer), each runtime's own loop over a custom \`fetch\``, "| contender | median | range | vs kosong-wasm |", "|---|---:|---:|---:|", rows));
   }
   const toolKeys = TOOL_KEYS.filter((k) => c[k]);
   if (toolKeys.length) {
-    out.push("**Tool start: 8 parallel calls of ~4 KB arguments in ~10-character pieces** — latency from the moment a call's closing bytes are handed to the reader to the moment its handler runs; the whole step against the bare eventsource-parser client");
-    out.push("");
-    out.push("| fixture | contender | median latency | max | started before the stream ended | whole step | vs eventsource-parser |");
-    out.push("|---|---|---:|---:|---:|---:|---:|");
+    const rows = [];
     for (const k of toolKeys) {
       const base = c[k].rows.find((x) => x.name.startsWith("eventsource-parser"));
-      for (const x of c[k].rows) out.push(`| ${k.replace("tools-", "")} | ${x.name} | ${ms(x.latencyMs.median)} ms | ${ms(x.latencyMs.max)} ms | ${x.startedBeforeEnd} of ${x.of} | ${ms(x.totalMs.median)} ms | ${base ? ratio(x.totalMs.median, base.totalMs.median) : "—"} |`);
+      for (const x of c[k].rows) rows.push(`| ${k.replace("tools-", "")} | ${x.name} | ${ms(x.latencyMs.median)} ms | ${ms(x.latencyMs.max)} ms | ${x.startedBeforeEnd} of ${x.of} | ${ms(x.totalMs.median)} ms | ${base ? ratio(x.totalMs.median, base.totalMs.median) : "—"} |`);
     }
-    out.push("");
+    out.push(...table("**Tool start: 8 parallel calls of ~4 KB arguments in ~10-character pieces** — latency from the moment a call's closing bytes are handed to the reader to the moment its handler runs; the whole step against the bare eventsource-parser client", "| fixture | contender | median latency | max | started before the stream ended | whole step | vs eventsource-parser |", "|---|---|---:|---:|---:|---:|---:|", rows));
   }
   if (c.bigarg) {
-    out.push("**One tool call whose argument streams in 20-character pieces**, with argument previews (a `PartialJson` fed every piece; the AI SDK's UI message stream) on and off");
-    out.push("");
-    out.push("| argument | eventsource-parser + JSON.parse | kosong-wasm off | off / eventsource-parser | on | on / off | per KB (on) | AI SDK off | AI SDK on |");
-    out.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    const rows = [];
     for (const x of c.bigarg.rows) {
       const ai = x.aiSdkOff ? `${ms(x.aiSdkOff.median)} ms | ${ms(x.aiSdkOn.median)} ms` : "not run (a smaller size took > 10 s) | —";
       const bare = x.bare ? `${ms(x.bare.median)} ms | ${ms(x.kosongOff.median)} ms | ${ratio(x.kosongOff.median, x.bare.median)}` : `— | ${ms(x.kosongOff.median)} ms | —`;
-      out.push(`| ${kb(x.size)} | ${bare} | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${((x.kosongOn.median / x.size) * 1024 * 1000).toFixed(0)} µs | ${ai} |`);
+      rows.push(`| ${kb(x.size)} | ${bare} | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${((x.kosongOn.median / x.size) * 1024 * 1000).toFixed(0)} µs | ${ai} |`);
     }
-    out.push("");
+    out.push(...table("**One tool call whose argument streams in 20-character pieces**, with argument previews (a `PartialJson` fed every piece; the AI SDK's UI message stream) on and off", "| argument | eventsource-parser + JSON.parse | kosong-wasm off | off / eventsource-parser | on | on / off | per KB (on) | AI SDK off | AI SDK on |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|", rows));
   }
   if (c["bigarg-nested"]) {
-    out.push("**One tool call whose arguments nest `{\"a\":` thousands of levels deep, in 100-byte pieces**, previews on and off");
-    out.push("");
-    out.push("| argument | kosong-wasm off | on | on / off | per KB (on) |");
-    out.push("|---:|---:|---:|---:|---:|");
+    const rows = [];
     for (const x of c["bigarg-nested"].rows) {
-      out.push(`| ${kb(x.size)} | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${((x.kosongOn.median / x.size) * 1024 * 1000).toFixed(0)} µs |`);
+      rows.push(`| ${kb(x.size)} | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${((x.kosongOn.median / x.size) * 1024 * 1000).toFixed(0)} µs |`);
     }
-    out.push("");
+    out.push(...table("**One tool call whose arguments nest `{\"a\":` thousands of levels deep, in 100-byte pieces**, previews on and off", "| argument | kosong-wasm off | on | on / off | per KB (on) |", "|---:|---:|---:|---:|---:|", rows));
   }
   if (c.structured) {
-    out.push("**A structured answer (`output` with a JSON Schema) in 40-character text deltas**, partial objects off and on (kosong-wasm's `onPartialOutput`; the AI SDK's `partialOutputStream` with `Output.object`)");
-    out.push("");
-    out.push("| answer | eventsource-parser + JSON.parse at the end | kosong-wasm off | on | on / off | AI SDK partialOutputStream | AI SDK / kosong-wasm on |");
-    out.push("|---:|---:|---:|---:|---:|---:|---:|");
+    const rows = [];
     let lastAi = null;
     for (const x of c.structured.rows) {
       const projected = lastAi ? ` — about ${Math.round((lastAi.aiSdk.median * (x.size / lastAi.size) ** 2) / 1000)} s by the square of the size` : "";
       const ai = x.aiSdk ? `${ms(x.aiSdk.median)} ms | ${ratio(x.aiSdk.median, x.kosongOn.median)}` : `not run (${kb(lastAi?.size ?? 0)} took ${ms(lastAi?.aiSdk.median ?? 0)} ms${projected}) | —`;
       if (x.aiSdk) lastAi = x;
-      out.push(`| ${kb(x.size)} | ${ms(x.bare.median)} ms | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${ai} |`);
+      rows.push(`| ${kb(x.size)} | ${ms(x.bare.median)} ms | ${ms(x.kosongOff.median)} ms | ${ms(x.kosongOn.median)} ms | ${ratio(x.kosongOn.median, x.kosongOff.median)} | ${ai} |`);
     }
-    out.push("");
+    out.push(...table("**A structured answer (`output` with a JSON Schema) in 40-character text deltas**, partial objects off and on (kosong-wasm's `onPartialOutput`; the AI SDK's `partialOutputStream` with `Output.object`)", "| answer | eventsource-parser + JSON.parse at the end | kosong-wasm off | on | on / off | AI SDK partialOutputStream | AI SDK / kosong-wasm on |", "|---:|---:|---:|---:|---:|---:|---:|", rows));
   }
   if (c.size) {
-    out.push("**Size: minified bundle for streaming with one provider (esbuild, browser), gzip -9**");
-    out.push("");
-    out.push("| package | gzip | of which .wasm | raw |");
-    out.push("|---|---:|---:|---:|");
-    for (const x of c.size.rows) out.push(`| ${x.name} | ${kb(x.gzip)} | ${x.wasmGzip ? kb(x.wasmGzip) : "—"} | ${kb(x.raw)} |`);
-    out.push("");
+    const rows = [];
+    for (const x of c.size.rows) rows.push(`| ${x.name} | ${kb(x.gzip)} | ${x.wasmGzip ? kb(x.wasmGzip) : "—"} | ${kb(x.raw)} |`);
+    out.push(...table("**Size: minified bundle for streaming with one provider (esbuild, browser), gzip -9**", "| package | gzip | of which .wasm | raw |", "|---|---:|---:|---:|", rows));
   }
   if (c.coldstart) {
-    out.push("**Cold start: import + init + one provider in a fresh Node process** (each contender one bundled file, the processes taking turns)");
-    out.push("");
-    out.push("| package | median | range |");
-    out.push("|---|---:|---:|");
-    for (const x of c.coldstart.rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
-    out.push("");
+    const rows = [];
+    for (const x of c.coldstart.rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
+    out.push(...table("**Cold start: import + init + one provider in a fresh Node process** (each contender one bundled file, the processes taking turns)", "| package | median | range |", "|---|---:|---:|", rows));
   }
   if (c["browser-first-token"]) {
-    out.push("**In Chromium: page load to the first text delta** of a loopback stream (a fresh browser context each time, the pages taking turns)");
-    out.push("");
-    out.push("| page | median | range |");
-    out.push("|---|---:|---:|");
-    for (const x of c["browser-first-token"].rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
-    out.push("");
+    const rows = [];
+    for (const x of c["browser-first-token"].rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} |`);
+    out.push(...table("**In Chromium: page load to the first text delta** of a loopback stream (a fresh browser context each time, the pages taking turns)", "| page | median | range |", "|---|---:|---:|", rows));
   }
   if (c["worker-startup"]) {
-    out.push("**Worker startup: `wrangler check startup`** (the same chat session Worker on each; its CPU profile in workerd, the two taking turns)");
-    out.push("");
-    out.push("| Worker | profile span, median | range | busy, median |");
-    out.push("|---|---:|---:|---:|");
-    for (const x of c["worker-startup"].rows) out.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${ms(x.busy)} ms |`);
-    out.push("");
+    const rows = [];
+    for (const x of c["worker-startup"].rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${ms(x.busy)} ms |`);
+    out.push(...table("**Worker startup: `wrangler check startup`** (the same chat session Worker on each; its CPU profile in workerd, the two taking turns)", "| Worker | profile span, median | range | busy, median |", "|---|---:|---:|---:|", rows));
   }
   if (c.memory) {
     const turns = c.memory.turns ? `; ${kb(c.memory.turnsBefore)} before and ${kb(c.memory.turnsAfter)} after ${c.memory.turns.toLocaleString("en")} agent turns` : "";
@@ -189,5 +159,5 @@ function targets(r) {
     row("memory flat over 10,000 steps", `${kb(c.memory.wasmMemoryBefore)} → ${kb(c.memory.wasmMemoryAfter)}`, c.memory.wasmMemoryAfter <= c.memory.wasmMemoryBefore);
     if (c.memory.turns) row(`memory flat over ${c.memory.turns.toLocaleString("en")} agent turns`, `${kb(c.memory.turnsBefore)} → ${kb(c.memory.turnsAfter)}`, c.memory.turnsAfter <= c.memory.turnsBefore);
   }
-  return ["**Targets** (issue 44's for size, text in 16 KB reads, tools and Worker startup; issue 30's for cold start; issue 14's for the rest; ratios from this run)", "", "| target | measured | |", "|---|---|---|", ...rows, ""];
+  return table("**Targets** (issue 44's for size, text in 16 KB reads, tools and Worker startup; issue 30's for cold start; issue 14's for the rest; ratios from this run)", "| target | measured | |", "|---|---|---|", rows);
 }
