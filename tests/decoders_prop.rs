@@ -140,10 +140,20 @@ fn fast_and_general<D: StreamDecoder>(make: impl Fn(bool) -> D, preamble: &[&str
         for p in preamble {
             let _ = d.on_event(&SseEvent { event: None, data: (*p).to_owned(), id: None }, &mut out);
         }
-        let r = d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out);
+        let r = offer(&mut d, fast, data, &mut out);
         format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason())
     };
     (run(true), run(false))
+}
+
+/// An event as a stream source hands it over: with the fast paths on, its bytes are offered to
+/// the learned shape first ([`StreamDecoder::on_raw_data`]), and only an event not taken there is
+/// delivered.
+fn offer<D: StreamDecoder>(d: &mut D, fast: bool, data: &str, out: &mut Vec<StreamEvent>) -> Result<(), String> {
+    if fast && d.on_raw_data(data.as_bytes(), out) {
+        return Ok(());
+    }
+    d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, out).map_err(|e| e.to_string())
 }
 
 /// Like [`fast_and_general`], with the decoder's state after each of `events`.
@@ -153,7 +163,7 @@ fn fast_and_general_all<D: StreamDecoder>(make: impl Fn(bool) -> D, events: &[&s
         let mut states = Vec::new();
         for e in events {
             let mut out = Vec::new();
-            let r = d.on_event(&SseEvent { event: None, data: (*e).to_owned(), id: None }, &mut out);
+            let r = offer(&mut d, fast, e, &mut out);
             states.push(format!("{out:?} {:?} {:?} {:?} {:?}", r.is_ok(), d.id(), d.usage(), d.finish_reason()));
         }
         states.join("\n")

@@ -599,3 +599,130 @@ fn a_tools_own_time_limit_comes_before_the_default_and_must_be_a_positive_number
     assert_eq!(r.message, "Tool `slow` timed out after 5000 ms and was stopped.");
     assert_eq!(r.brief(), "Timed out");
 }
+
+/// The events a stream source reads by the decoder's learned shape from their bytes as sent
+/// ([`kosong_wasm::engine::providers::StreamDecoder::on_raw_data`]) give the answer the general
+/// path gives, for every cut of the body in two: a surrogate pair split across deltas, a half
+/// pair before a plain delta, bytes that are not UTF-8 in a delta (U+FFFD, as the general path
+/// reads them), CRLF events, `event:`/`id:` lines and comments between, a delta of two `data:`
+/// lines, text with escapes, and call fragments.
+#[test]
+fn events_read_from_their_bytes_give_the_general_paths_answer() {
+    use kosong_wasm::engine::generate::SseEventSource;
+    use kosong_wasm::engine::providers::anthropic::AnthropicDecoder;
+    use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
+    use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
+    use kosong_wasm::engine::providers::StreamDecoder;
+
+    fn answer<D: StreamDecoder>(body: &[u8], cut: usize, decoder: D) -> String {
+        let chunks = [body[..cut].to_vec(), body[cut..].to_vec()];
+        let mut src = SseEventSource::new(Chunks(chunks.into()), decoder);
+        let parts = RefCell::new(Vec::new());
+        let out = futures::executor::block_on(generate(
+            &mut src,
+            |p: &StreamedMessagePart| {
+                parts.borrow_mut().push(format!("{p:?}"));
+                Ok(None)
+            },
+            |c: &ToolCall| {
+                parts.borrow_mut().push(format!("complete {}", c.id));
+                Ok(None)
+            },
+        ));
+        format!("{:?}\n{:?}", parts.into_inner(), out.map(|o| (o.message, o.id, o.usage, o.finish_reason)))
+    }
+    fn check<D: StreamDecoder>(name: &str, body: &[u8], make: impl Fn(bool) -> D) {
+        let general = answer(body, body.len(), make(false));
+        assert!(!general.contains("Err"), "{name}: {general}");
+        for cut in 0..=body.len() {
+            assert_eq!(answer(body, cut, make(true)), general, "{name}, cut at {cut}");
+        }
+    }
+
+    let chat = |content: &str| {
+        format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\"finish_reason\":null}}]}}\n\n")
+    };
+    let frag = |args: &str| {
+        format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{args}\"}}}}]}},\"finish_reason\":null}}]}}\r\n\r\n")
+    };
+    let mut body = Vec::new();
+    for piece in [
+        "one ",
+        "two ",
+        "smile \\ud83d",
+        "\\ude00 three",
+        "half \\ud83d",
+        "plain",
+        "\\ude00 late",
+        "a \\\"quoted\\\"\\n line",
+    ] {
+        body.extend_from_slice(chat(piece).as_bytes());
+    }
+    body.extend_from_slice(b": a comment\nid: 7\nevent: x\n");
+    let mut bad = chat("bad ").into_bytes();
+    let at = bad.len() - 40;
+    bad.splice(at..at, [0xff, 0xfe]);
+    body.extend_from_slice(&bad);
+    body.extend_from_slice(chat("after").as_bytes());
+    body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":\ndata: {\"content\":\"two lines\"},\"finish_reason\":null}]}\n\n");
+    body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n");
+    for a in ["{\\\"a\\\":", " \\\"x\\u00e9", "\\\"}"] {
+        body.extend_from_slice(frag(a).as_bytes());
+    }
+    body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+    check("chat", &body, |fast| {
+        let mut d = OpenAIChatConfig::for_model("m").decoder();
+        d.fast = fast;
+        d
+    });
+
+    let an = |ty: &str, json: &str| format!("event: {ty}\ndata: {json}\n\n");
+    let text = |t: &str| {
+        an("content_block_delta", &format!("{{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{t}\"}}}}"))
+    };
+    let json = |t: &str| {
+        an("content_block_delta", &format!("{{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{t}\"}}}}"))
+    };
+    let mut body = an(
+        "message_start",
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[],\"usage\":{\"input_tokens\":3}}}",
+    );
+    body += &an(
+        "content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}",
+    );
+    for t in ["one ", "smile \\ud83d", "\\ude00 two", "half \\uD83D", "plain", "tab\\t"] {
+        body += &text(t);
+    }
+    body += &an("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}");
+    body += &an("content_block_start", "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{}}}");
+    for t in ["{\\\"a\\\"", ":\\\"b\\\"}"] {
+        body += &json(t);
+    }
+    body += &an("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":1}");
+    body += &an(
+        "message_delta",
+        "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":9}}",
+    );
+    body += &an("message_stop", "{\"type\":\"message_stop\"}");
+    check("anthropic", body.as_bytes(), |fast| {
+        let mut d = AnthropicDecoder::default();
+        d.fast = fast;
+        d
+    });
+
+    let rs = |seq: u32, t: &str| {
+        format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{seq},\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"{t}\"}}\r\n\r\n")
+    };
+    let mut body = String::from("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n");
+    body += "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n";
+    for (i, t) in ["one ", "smile \\ud83d", "\\ude00 two", "plain \\u00e9"].iter().enumerate() {
+        body += &rs(2 + i as u32, t);
+    }
+    body += "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"total_tokens\":3}}}\n\n";
+    check("responses", body.as_bytes(), |fast| {
+        let mut d = ResponsesDecoder::default();
+        d.fast = fast;
+        d
+    });
+}

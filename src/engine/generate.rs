@@ -160,6 +160,8 @@ pub struct SseEventSource<B, D: StreamDecoder> {
     /// piece completes (a tool call) is handed on before the rest is decoded.
     pos: usize,
     events: Vec<crate::engine::sse::SseEvent>,
+    /// The data buffers of a piece's delivered events, given back to the SSE decoder after it.
+    spent: Vec<String>,
     ended: bool,
     /// An error met after some events of the same chunk: those are delivered first.
     failed: Option<ChatProviderError>,
@@ -215,6 +217,7 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
             chunk: Vec::new(),
             pos: 0,
             events: Vec::new(),
+            spent: Vec::new(),
             ended: false,
             failed: None,
             limits: Limits::default(),
@@ -281,21 +284,48 @@ impl<B: ByteSource, D: StreamDecoder> SseEventSource<B, D> {
     }
 }
 
-/// About this many bytes are decoded per call (then the piece runs on to the end of its line).
+/// About this many bytes are decoded per call (then the piece runs on to the end of its line, and
+/// over a blank line right after it).
 const PIECE: usize = 1 << 10;
 
 /// The next piece of `chunk` from `pos`: up to [`PIECE`] bytes, ended at a line's end when
-/// one comes soon after. Public for the tests that place an event at a piece's start.
+/// one comes soon after (and after the blank line that follows it, so an event whose end is
+/// in this chunk is read in one piece). Public for the tests that place an event at a piece's start.
 pub fn next_piece(chunk: &[u8], pos: usize) -> &[u8] {
     let rest = chunk.get(pos..).unwrap_or_default();
     if rest.len() <= PIECE {
         return rest;
     }
     let end = match rest.get(PIECE..).and_then(|tail| crate::engine::bytes::find(b'\n', tail)) {
-        Some(nl) => PIECE + nl + 1,
+        // With the blank line after it, when one follows: an event's end in the same piece.
+        Some(nl) => {
+            let after = rest.get(PIECE + nl + 1..).unwrap_or_default();
+            PIECE + nl + 1 + [&b"\n"[..], b"\r\n"].iter().find(|b| after.starts_with(b)).map_or(0, |b| b.len())
+        }
         None => rest.len(),
     };
     rest.get(..end).unwrap_or(rest)
+}
+
+/// Hands `events` to `decoder` in order, their surrogate escapes joined first (none once
+/// `outcome` is an error: it is the first one's), keeping their data buffers in `spent`.
+fn deliver<D: StreamDecoder>(
+    decoder: &mut D,
+    surrogates: &mut crate::engine::surrogates::SurrogateJoiner,
+    events: &mut Vec<crate::engine::sse::SseEvent>,
+    out: &mut Vec<StreamEvent>,
+    outcome: &mut Result<(), ChatProviderError>,
+    spent: &mut Vec<String>,
+) {
+    for mut ev in events.drain(..) {
+        if outcome.is_ok() {
+            if let std::borrow::Cow::Owned(d) = surrogates.fix(&ev.data) {
+                ev.data = d;
+            }
+            *outcome = decoder.on_event(&ev, out);
+        }
+        spent.push(ev.data);
+    }
 }
 
 impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
@@ -314,28 +344,38 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             out.push(StreamEvent::Reconnected(after));
         }
         let sse_err = |e: crate::engine::sse::SseError| ChatProviderError::failed(FailureKind::Limit, e.to_string());
+        let from = out.len();
+        let mut outcome = Ok(());
+        let mut spent = std::mem::take(&mut self.spent);
+        let (decoder, surrogates) = (&mut self.decoder, &mut self.surrogates);
         let decoded = if more {
             let piece = next_piece(&self.chunk, self.pos);
             self.pos += piece.len();
-            self.sse.feed(piece, &mut self.events).map_err(sse_err)
+            // An event of the decoder's learned shape is read from the piece's bytes as they are
+            // (its holes checked), after the events decoded before it; an event read there has no
+            // surrogate escape to join, so the joiner forgets a half pair, as it does for any
+            // event without one.
+            let mut raw = |before: &mut Vec<crate::engine::sse::SseEvent>, data: &[u8]| {
+                deliver(decoder, surrogates, before, out, &mut outcome, &mut spent);
+                let took = outcome.is_ok() && decoder.on_raw_data(data, out);
+                if took {
+                    surrogates.forget();
+                }
+                took
+            };
+            self.sse.feed_with(piece, &mut self.events, &mut raw).map_err(sse_err)
         } else {
             self.sse.finish(&mut self.events).map_err(sse_err)
         };
-        let mut outcome = decoded;
-        let from = out.len();
-        for mut ev in self.events.drain(..) {
-            if outcome.is_ok() {
-                let fixed = match self.surrogates.fix(&ev.data) {
-                    std::borrow::Cow::Owned(d) => Some(d),
-                    std::borrow::Cow::Borrowed(_) => None,
-                };
-                if let Some(d) = fixed {
-                    ev.data = d;
-                }
-                outcome = self.decoder.on_event(&ev, out);
-            }
-            self.sse.give_back(ev.data);
+        // A piece the SSE decoder failed in delivers the events it read before the failure.
+        deliver(decoder, surrogates, &mut self.events, out, &mut outcome, &mut spent);
+        if outcome.is_ok() {
+            outcome = decoded;
         }
+        for data in spent.drain(..) {
+            self.sse.give_back(data);
+        }
+        self.spent = spent;
         for ev in out.get(from..).unwrap_or_default() {
             match ev {
                 StreamEvent::Part(StreamedMessagePart::ToolCall(_)) => self.open_calls += 1,

@@ -40,6 +40,10 @@ impl std::fmt::Display for SseError {
     }
 }
 
+/// What [`SseDecoder::feed_with`] offers an event's bytes to: the events decoded before it (to
+/// take first), and the bytes; `true` when it took the event.
+pub type RawEvents<'a> = dyn FnMut(&mut Vec<SseEvent>, &[u8]) -> bool + 'a;
+
 /// Default cap on one event's size (the `maxEventBytes` limit's default): far beyond any real
 /// model event, well short of an OOM.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
@@ -93,7 +97,22 @@ impl SseDecoder {
     }
 
     /// Feeds one chunk; complete events are appended to `out`.
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        self.feed_with(chunk, out, &mut |_, _| false)
+    }
+
+    /// [`SseDecoder::feed`], offering `raw` first the bytes of each event that is one `data:`
+    /// line followed at once by the blank line that ends it (`\n\n` or `\r\n\r\n`), both in
+    /// this chunk, with the events decoded before it in `out` (for `raw` to take them first, so
+    /// events keep their order): an event `raw` takes (`true`) is not decoded or delivered. Its
+    /// bytes are not checked as UTF-8; its `event:` name is dropped and the last event id stays,
+    /// as a delivered event would leave them.
+    pub fn feed_with(
+        &mut self,
+        mut chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+        raw: &mut RawEvents,
+    ) -> Result<(), SseError> {
         // A BOM may itself be split across chunks: hold its bytes in `line` until decided.
         while self.bom_checked < 3 && !chunk.is_empty() {
             if chunk[0] == BOM[self.bom_checked] {
@@ -118,6 +137,10 @@ impl SseDecoder {
         }
         while let Some(pos) = crate::engine::bytes::find2(b'\n', b'\r', chunk) {
             if self.line.is_empty() {
+                if let Some(used) = self.raw_event(chunk, pos, out, raw) {
+                    chunk = chunk.get(used..).unwrap_or_default();
+                    continue;
+                }
                 self.process_line(&chunk[..pos], out)?;
             } else {
                 let mut line = std::mem::take(&mut self.line);
@@ -156,6 +179,29 @@ impl SseDecoder {
         }
         self.dispatch(out);
         Ok(())
+    }
+
+    /// How many bytes of `chunk` the event whose first line ends at `pos` took, when it is one
+    /// `data:` line and its blank line and `raw` took it (see [`SseDecoder::feed_with`]).
+    fn raw_event(&mut self, chunk: &[u8], pos: usize, out: &mut Vec<SseEvent>, raw: &mut RawEvents) -> Option<usize> {
+        if self.has_data {
+            return None;
+        }
+        let value = chunk.get(..pos)?.strip_prefix(b"data:")?;
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        let rest = chunk.get(pos..)?;
+        let end = if rest.starts_with(b"\n\n") {
+            2
+        } else if rest.starts_with(b"\r\n\r\n") {
+            4
+        } else {
+            return None;
+        };
+        if value.len() + 1 > self.max_event_bytes || !raw(out, value) {
+            return None;
+        }
+        self.event = None;
+        Some(pos + end)
     }
 
     fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {

@@ -23,7 +23,7 @@ fn hex4(b: &[u8]) -> Option<u16> {
 }
 
 /// Whether `bytes` has a `\u` escape whose first hex digit is `d`/`D` (a surrogate may be there).
-fn may_hold_surrogate(bytes: &[u8]) -> bool {
+pub(crate) fn may_hold_surrogate(bytes: &[u8]) -> bool {
     let mut from = 0;
     while let Some(j) = crate::engine::bytes::find(b'\\', bytes.get(from..).unwrap_or_default()) {
         let i = from + j;
@@ -44,6 +44,12 @@ fn is_low(u: u16) -> bool {
 }
 
 impl SurrogateJoiner {
+    /// An event without a surrogate escape came: a half pair waiting for its other half is
+    /// dropped, as [`SurrogateJoiner::fix`] drops it for such an event.
+    pub fn forget(&mut self) {
+        self.pending = None;
+    }
+
     /// The event's data with its surrogate escapes made readable (see the module's docs).
     pub fn fix<'a>(&mut self, data: &'a str) -> Cow<'a, str> {
         let pending = self.pending.take();

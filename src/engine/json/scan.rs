@@ -133,12 +133,39 @@ impl<'a> Scan<'a> {
 
     /// The content string: copied when plain; with escapes, decoded by [`unescape`].
     pub(crate) fn content(&mut self) -> R<String> {
+        let (a, z, escaped) = self.content_span()?;
+        let inner = self.s.get(a..z)?;
+        if escaped {
+            unescape(inner)
+        } else {
+            Some(inner.to_owned())
+        }
+    }
+
+    /// [`Scan::content`] over bytes not yet checked as UTF-8 (`s` unused): the string's own bytes
+    /// are checked. An escape that may be half of a surrogate pair is `None`: the stream's
+    /// surrogate joiner (which runs on the events delivered whole) reads those.
+    pub(crate) fn raw_content(&mut self) -> R<String> {
+        let (a, z, escaped) = self.content_span()?;
+        let inner = std::str::from_utf8(self.b.get(a..z)?).ok()?;
+        if !escaped {
+            return Some(inner.to_owned());
+        }
+        if crate::engine::surrogates::may_hold_surrogate(inner.as_bytes()) {
+            return None;
+        }
+        unescape(inner)
+    }
+
+    /// Where the content string's contents lie (between its quotes), and whether they hold an
+    /// escape; the scan goes on after its closing quote.
+    fn content_span(&mut self) -> R<(usize, usize, bool)> {
         self.ws();
         if !matches!(self.b.get(self.i), Some(b'"')) {
             return None;
         }
-        let start = self.i;
-        self.i += 1;
+        let start = self.i + 1;
+        self.i = start;
         let mut escaped = false;
         loop {
             self.i = stop_byte(self.b, self.i)?;
@@ -152,13 +179,7 @@ impl<'a> Scan<'a> {
             }
         }
         self.i += 1;
-        let raw = self.s.get(start..self.i)?;
-        let inner = raw.get(1..raw.len() - 1)?;
-        if escaped {
-            unescape(inner)
-        } else {
-            Some(inner.to_owned())
-        }
+        Some((start, self.i - 1, escaped))
     }
 
     #[inline(always)]
@@ -400,6 +421,8 @@ pub(crate) struct Shape {
     /// Shapes learned and never matched since the last match: a stream whose events differ
     /// elsewhere (a changing field the format's scanner does not name) stops the learning.
     misses: u8,
+    /// [`Shape::read_raw`] may read events: no backslash in the fixed bytes, no object hole.
+    raw_ok: bool,
 }
 
 /// A shape is learned only while its fixed bytes stay this small.
@@ -408,11 +431,29 @@ const SHAPE_MAX: usize = 2048;
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
+        self.read_in(data, data.as_bytes(), false)
+    }
+
+    /// [`Shape::read`] of an event's bytes as the stream sent them, before they were checked as
+    /// UTF-8 or had their surrogate escapes joined: the fixed bytes are the learned event's
+    /// (UTF-8 already), and each hole is checked as it is read. `None` (the event then goes the
+    /// way every event goes) also for a hole that is not UTF-8, an escape that may be half of a
+    /// surrogate pair, and a shape whose fixed bytes hold a backslash or that has an object hole.
+    #[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
+    pub(crate) fn read_raw(&mut self, data: &[u8]) -> Option<Filled> {
+        if !self.raw_ok {
+            return None;
+        }
+        self.read_in("", data, true)
+    }
+
+    /// [`Shape::read`]; `raw`: `b` is not known to be UTF-8 (`text` is unused).
+    fn read_in(&mut self, text: &str, b: &[u8], raw: bool) -> Option<Filled> {
         if !self.known {
             return None;
         }
-        let (f, b) = (self.fixed.as_bytes(), data.as_bytes());
-        let mut s = Scan { s: data, b, i: 0, escapes: false };
+        let f = self.fixed.as_bytes();
+        let mut s = Scan { s: text, b, i: 0, escapes: false };
         let (mut at, mut filled, mut u) = (0, Filled::default(), 0);
         // The fixed bytes before a hole, then the hole.
         let fixed = |s: &mut Scan, lit: &[u8]| {
@@ -424,11 +465,23 @@ impl Shape {
             fixed(&mut s, f.get(at..end)?)?;
             at = end;
             match hole {
-                Hole::Text if filled.text.is_none() => filled.text = Some(s.content()?),
-                Hole::Text => drop(s.content()?),
+                Hole::Text => {
+                    let t = if raw { s.raw_content()? } else { s.content()? };
+                    filled.text.get_or_insert(t);
+                }
                 Hole::Uint => {
                     *filled.uints.get_mut(u)? = Some(s.uint_value()?);
                     u += 1;
+                }
+                Hole::Pad if raw => {
+                    s.eat(b'"')?;
+                    let start = s.i;
+                    s.i = stop_byte(b, start)?;
+                    if b.get(s.i) != Some(&b'"') {
+                        return None;
+                    }
+                    std::str::from_utf8(b.get(start..s.i)?).ok()?;
+                    s.i += 1;
                 }
                 Hole::Pad => drop(s.plain_str()?),
                 Hole::Object => {
@@ -475,6 +528,7 @@ impl Shape {
         self.fixed.push_str(rest);
         self.n = spans.len();
         self.known = true;
+        self.raw_ok = !self.fixed.contains('\\') && spans.iter().all(|&(_, _, h)| h != Hole::Object);
     }
 
     /// Forgets the shape: an event the format's scanner read but that gives no shape to learn.

@@ -807,36 +807,57 @@ impl AnthropicDecoder {
     }
 }
 
+impl AnthropicDecoder {
+    /// The delta an event of the learned shape is.
+    fn shaped(&self, f: Filled) -> Option<AnthropicDelta> {
+        match f {
+            Filled { text: Some(t), uints: [index, _], .. } if self.shape_json => {
+                Some(AnthropicDelta::Json { index, partial_json: t })
+            }
+            Filled { text: Some(t), .. } => Some(AnthropicDelta::Text(t)),
+            _ => None,
+        }
+    }
+
+    fn on_fast_delta(&mut self, d: AnthropicDelta, out: &mut Vec<StreamEvent>) {
+        match d {
+            AnthropicDelta::Text(text) => {
+                if !text.is_empty() {
+                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+                }
+            }
+            AnthropicDelta::Json { index, partial_json } => self.on_input_json(index, partial_json, out),
+        }
+    }
+}
+
 impl StreamDecoder for AnthropicDecoder {
+    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+        if self.stopped || !self.fast {
+            return false;
+        }
+        let Some(d) = self.shape.read_raw(data.trim_ascii()).and_then(|f| self.shaped(f)) else { return false };
+        self.on_fast_delta(d, out);
+        true
+    }
+
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         let data = event.data.trim();
         if data.is_empty() || self.stopped {
             return Ok(());
         }
         if self.fast {
-            let delta = match self.shape.read(data) {
-                Some(Filled { text: Some(t), uints: [index, _], .. }) if self.shape_json => {
-                    Some(AnthropicDelta::Json { index, partial_json: t })
-                }
-                Some(Filled { text: Some(t), .. }) => Some(AnthropicDelta::Text(t)),
-                _ => delta_with_spans(data).map(|(d, spans)| {
+            let delta = match self.shape.read(data).and_then(|f| self.shaped(f)) {
+                Some(d) => Some(d),
+                None => delta_with_spans(data).map(|(d, spans)| {
                     self.shape.learn(data, &spans);
                     self.shape_json = matches!(d, AnthropicDelta::Json { .. });
                     d
                 }),
             };
-            match delta {
-                Some(AnthropicDelta::Text(text)) => {
-                    if !text.is_empty() {
-                        out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
-                    }
-                    return Ok(());
-                }
-                Some(AnthropicDelta::Json { index, partial_json }) => {
-                    self.on_input_json(index, partial_json, out);
-                    return Ok(());
-                }
-                None => {}
+            if let Some(d) = delta {
+                self.on_fast_delta(d, out);
+                return Ok(());
             }
         }
         let Some(ev) = super::typed_event(data, KNOWN_EVENTS, Event::read)? else { return Ok(()) };

@@ -60,6 +60,14 @@ pub fn truncated(missing: &str) -> ChatProviderError {
 /// Decodes one provider's event stream.
 pub trait StreamDecoder {
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
+    /// An event whose data is one line, as the stream sent its bytes (not yet checked as UTF-8,
+    /// surrogate escapes not yet joined): taken (`true`) when the decoder reads it by the shape it
+    /// learned — as [`StreamDecoder::on_event`] would have read it, without the copy and the
+    /// whole event's UTF-8 check and escape search; `false` and untouched otherwise, and the event
+    /// comes to `on_event` as every event does.
+    fn on_raw_data(&mut self, _data: &[u8], _out: &mut Vec<StreamEvent>) -> bool {
+        false
+    }
     /// The byte stream ended. An answer that never said it was finished is an error.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
     fn state(&self) -> &StreamState;
@@ -84,6 +92,9 @@ pub trait StreamDecoder {
 impl StreamDecoder for Box<dyn StreamDecoder> {
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).on_event(event, out)
+    }
+    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+        (**self).on_raw_data(data, out)
     }
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).finish(out)

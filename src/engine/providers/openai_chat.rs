@@ -601,7 +601,33 @@ impl OpenAIChatDecoder {
     }
 }
 
+impl OpenAIChatDecoder {
+    /// A chunk of the learned shape, whose changing string is `value`.
+    fn on_shaped(&mut self, value: String, out: &mut Vec<StreamEvent>) {
+        if let Some(id) = &self.shape.id {
+            note_id(&mut self.state, id);
+        }
+        match self.shape.fragment {
+            Some(index) => {
+                let function = Some(FunctionDelta { name: None, arguments: Some(value) });
+                self.on_tool_call_delta(ToolCallDelta { index: Some(index), id: None, function }, out);
+            }
+            None if !value.is_empty() => self.push_content(ContentPart::text(value), out),
+            None => {}
+        }
+    }
+}
+
 impl StreamDecoder for OpenAIChatDecoder {
+    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+        if self.done || !self.fast {
+            return false;
+        }
+        let Some(value) = self.shape.shape.read_raw(data.trim_ascii()).and_then(|f| f.text) else { return false };
+        self.on_shaped(value, out);
+        true
+    }
+
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         if self.done {
             return Ok(());
@@ -617,17 +643,7 @@ impl StreamDecoder for OpenAIChatDecoder {
         }
         if self.fast {
             if let Some(value) = self.shape.read(data) {
-                if let Some(id) = &self.shape.id {
-                    note_id(&mut self.state, id);
-                }
-                match self.shape.fragment {
-                    Some(index) => {
-                        let function = Some(FunctionDelta { name: None, arguments: Some(value) });
-                        self.on_tool_call_delta(ToolCallDelta { index: Some(index), id: None, function }, out);
-                    }
-                    None if !value.is_empty() => self.push_content(ContentPart::text(value), out),
-                    None => {}
-                }
+                self.on_shaped(value, out);
                 return Ok(());
             }
             if let Some(delta) = chat_text_delta(data) {

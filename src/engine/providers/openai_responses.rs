@@ -574,7 +574,26 @@ impl ResponsesDecoder {
     }
 }
 
+impl ResponsesDecoder {
+    /// A text delta read by a fast path, with its sequence number.
+    fn on_text_delta(&mut self, d: String, seq: Option<u64>, out: &mut Vec<StreamEvent>) {
+        if !self.repeated(seq) && !d.is_empty() {
+            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
+        }
+    }
+}
+
 impl StreamDecoder for ResponsesDecoder {
+    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+        if self.ended || !self.fast {
+            return false;
+        }
+        let Some(f) = self.shape.read_raw(data.trim_ascii()) else { return false };
+        let Some(d) = f.text else { return false };
+        self.on_text_delta(d, f.uints[0], out);
+        true
+    }
+
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         let data = event.data.trim();
         if data.is_empty() || data == "[DONE]" || self.ended {
@@ -592,12 +611,7 @@ impl StreamDecoder for ResponsesDecoder {
                 }),
             };
             if let Some((d, seq)) = delta {
-                if self.repeated(seq) {
-                    return Ok(());
-                }
-                if !d.is_empty() {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
-                }
+                self.on_text_delta(d, seq, out);
                 return Ok(());
             }
         }
