@@ -8,7 +8,7 @@ use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
 use kosong_wasm::engine::providers::gemini::GeminiDecoder;
 use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
 use kosong_wasm::engine::providers::StreamDecoder;
-use kosong_wasm::engine::sse::SseEvent;
+use kosong_wasm::engine::sse::{RawEvent, SseEvent};
 use libfuzzer_sys::fuzz_target;
 
 /// Each event as a stream source hands it over: with the fast paths on, its bytes go to the
@@ -17,7 +17,9 @@ fn state(d: &mut dyn StreamDecoder, text: &str, fast: bool) -> String {
     let mut states = String::new();
     for data in text.split('\0') {
         let mut out = Vec::new();
-        let r = if fast && d.on_raw_data(data.as_bytes(), &mut out) {
+        let line = format!("{data}\n\n");
+        let one_line = !data.contains(['\n', '\r']); // an SSE line's data holds no line end
+        let r = if fast && one_line && d.on_raw_data(&RawEvent::new(line.as_bytes(), usize::MAX), &mut out).is_some() {
             Ok(())
         } else {
             d.on_event(&SseEvent { event: None, data: data.to_owned(), id: None }, &mut out)

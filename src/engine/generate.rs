@@ -355,10 +355,10 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             // (its holes checked), after the events decoded before it; an event read there has no
             // surrogate escape to join, so the joiner forgets a half pair, as it does for any
             // event without one.
-            let mut raw = |before: &mut Vec<crate::engine::sse::SseEvent>, data: &[u8]| {
+            let mut raw = |before: &mut Vec<crate::engine::sse::SseEvent>, ev: &crate::engine::sse::RawEvent| {
                 deliver(decoder, surrogates, before, out, &mut outcome, &mut spent);
-                let took = outcome.is_ok() && decoder.on_raw_data(data, out);
-                if took {
+                let took = if outcome.is_ok() { decoder.on_raw_data(ev, out) } else { None };
+                if took.is_some() {
                     surrogates.forget();
                 }
                 took

@@ -40,9 +40,40 @@ impl std::fmt::Display for SseError {
     }
 }
 
-/// What [`SseDecoder::feed_with`] offers an event's bytes to: the events decoded before it (to
-/// take first), and the bytes; `true` when it took the event.
-pub type RawEvents<'a> = dyn FnMut(&mut Vec<SseEvent>, &[u8]) -> bool + 'a;
+/// What [`SseDecoder::feed_with`] offers a `data:` line to: the events decoded before it (to
+/// take first), and the line; how many bytes of [`RawEvent::bytes`] it took, when it took them.
+pub type RawEvents<'a> = dyn FnMut(&mut Vec<SseEvent>, &RawEvent) -> Option<usize> + 'a;
+
+/// The bytes of a chunk from a `data:` line's value on, not yet searched for the line's end: a
+/// reader that reads a value from their start (by a learned shape, which meets no line end in a
+/// value it takes) asks [`RawEvent::ends_at`] whether the event ends right after it.
+pub struct RawEvent<'a> {
+    rest: &'a [u8],
+    max: usize,
+}
+
+impl<'a> RawEvent<'a> {
+    /// `rest`: the bytes from the value on; `max`: the limit on one event's data.
+    pub fn new(rest: &'a [u8], max: usize) -> Self {
+        RawEvent { rest, max }
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.rest
+    }
+
+    /// How many bytes the event takes when a value of `n` bytes is all its data: the value, its
+    /// line end and the blank line right after it (`\n\n` or `\r\n\r\n`), both in this chunk,
+    /// and the value within the limit. `None`: the event is to be decoded line by line.
+    pub fn ends_at(&self, n: usize) -> Option<usize> {
+        if n + 1 > self.max {
+            return None;
+        }
+        let after = self.rest.get(n..)?;
+        let end = [&b"\n\n"[..], b"\r\n\r\n"].into_iter().find(|e| after.starts_with(e))?;
+        Some(n + end.len())
+    }
+}
 
 /// Default cap on one event's size (the `maxEventBytes` limit's default): far beyond any real
 /// model event, well short of an OOM.
@@ -98,15 +129,14 @@ impl SseDecoder {
 
     /// Feeds one chunk; complete events are appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        self.feed_with(chunk, out, &mut |_, _| false)
+        self.feed_with(chunk, out, &mut |_, _| None)
     }
 
-    /// [`SseDecoder::feed`], offering `raw` first the bytes of each event that is one `data:`
-    /// line followed at once by the blank line that ends it (`\n\n` or `\r\n\r\n`), both in
-    /// this chunk, with the events decoded before it in `out` (for `raw` to take them first, so
-    /// events keep their order): an event `raw` takes (`true`) is not decoded or delivered. Its
-    /// bytes are not checked as UTF-8; its `event:` name is dropped and the last event id stays,
-    /// as a delivered event would leave them.
+    /// [`SseDecoder::feed`], offering `raw` first each `data:` line that starts an event in this
+    /// chunk (see [`RawEvent`]), with the events decoded before it in `out` (for `raw` to take
+    /// them first, so events keep their order). An event `raw` took is not decoded or delivered;
+    /// its `event:` name is dropped and the last event id stays, as a delivered event would leave
+    /// them.
     pub fn feed_with(
         &mut self,
         mut chunk: &[u8],
@@ -135,12 +165,21 @@ impl SseDecoder {
                 chunk = &chunk[1..];
             }
         }
-        while let Some(pos) = crate::engine::bytes::find2(b'\n', b'\r', chunk) {
-            if self.line.is_empty() {
-                if let Some(used) = self.raw_event(chunk, pos, out, raw) {
-                    chunk = chunk.get(used..).unwrap_or_default();
-                    continue;
+        loop {
+            // A `data:` line at the start of an event, whole in this chunk: offered as it is,
+            // before its end is searched for.
+            if self.line.is_empty() && !self.has_data {
+                if let Some(value) = chunk.strip_prefix(b"data:") {
+                    let value = value.strip_prefix(b" ").unwrap_or(value);
+                    if let Some(used) = raw(out, &RawEvent::new(value, self.max_event_bytes)) {
+                        self.event = None; // as the event's dispatch leaves it
+                        chunk = value.get(used..).unwrap_or_default();
+                        continue;
+                    }
                 }
+            }
+            let Some(pos) = crate::engine::bytes::find2(b'\n', b'\r', chunk) else { break };
+            if self.line.is_empty() {
                 self.process_line(&chunk[..pos], out)?;
             } else {
                 let mut line = std::mem::take(&mut self.line);
@@ -179,29 +218,6 @@ impl SseDecoder {
         }
         self.dispatch(out);
         Ok(())
-    }
-
-    /// How many bytes of `chunk` the event whose first line ends at `pos` took, when it is one
-    /// `data:` line and its blank line and `raw` took it (see [`SseDecoder::feed_with`]).
-    fn raw_event(&mut self, chunk: &[u8], pos: usize, out: &mut Vec<SseEvent>, raw: &mut RawEvents) -> Option<usize> {
-        if self.has_data {
-            return None;
-        }
-        let value = chunk.get(..pos)?.strip_prefix(b"data:")?;
-        let value = value.strip_prefix(b" ").unwrap_or(value);
-        let rest = chunk.get(pos..)?;
-        let end = if rest.starts_with(b"\n\n") {
-            2
-        } else if rest.starts_with(b"\r\n\r\n") {
-            4
-        } else {
-            return None;
-        };
-        if value.len() + 1 > self.max_event_bytes || !raw(out, value) {
-            return None;
-        }
-        self.event = None;
-        Some(pos + end)
     }
 
     fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {

@@ -431,24 +431,37 @@ const SHAPE_MAX: usize = 2048;
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
-        self.read_in(data, data.as_bytes(), false)
+        let (filled, end) = self.read_in(data, data.as_bytes(), false)?;
+        (end == data.len()).then(|| self.matched(filled))
     }
 
-    /// [`Shape::read`] of an event's bytes as the stream sent them, before they were checked as
-    /// UTF-8 or had their surrogate escapes joined: the fixed bytes are the learned event's
-    /// (UTF-8 already), and each hole is checked as it is read. `None` (the event then goes the
-    /// way every event goes) also for a hole that is not UTF-8, an escape that may be half of a
-    /// surrogate pair, and a shape whose fixed bytes hold a backslash or that has an object hole.
+    fn matched(&mut self, filled: Filled) -> Filled {
+        self.misses = 0;
+        filled
+    }
+
+    /// [`Shape::read`] of an event at the start of `data`, its bytes as the stream sent them
+    /// (before they were checked as UTF-8 or had their surrogate escapes joined, and before the
+    /// end of their line was looked for): the holes found and where the event ends, when it
+    /// has this shape up to there. The fixed bytes are the learned event's (UTF-8 already, on
+    /// one line) and each hole is checked as it is read (strings end at a control character),
+    /// so no line end lies inside. `None` (the event then goes the way every event goes) also
+    /// for a hole that is not UTF-8, an escape that may be half of a surrogate pair, and a
+    /// shape whose fixed bytes hold a backslash or that has an object hole. `ends(n)`: how many
+    /// bytes the event takes when its data ends after `n` (`None`: it does not end there).
     #[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
-    pub(crate) fn read_raw(&mut self, data: &[u8]) -> Option<Filled> {
+    pub(crate) fn read_raw(&mut self, data: &[u8], ends: impl Fn(usize) -> Option<usize>) -> Option<(Filled, usize)> {
         if !self.raw_ok {
             return None;
         }
-        self.read_in("", data, true)
+        let (filled, end) = self.read_in("", data, true)?;
+        let used = ends(end)?;
+        Some((self.matched(filled), used))
     }
 
-    /// [`Shape::read`]; `raw`: `b` is not known to be UTF-8 (`text` is unused).
-    fn read_in(&mut self, text: &str, b: &[u8], raw: bool) -> Option<Filled> {
+    /// The holes of the event at the start of `b` and where it ends; `raw`: `b` is not known to
+    /// be UTF-8 (`text` is unused).
+    fn read_in(&mut self, text: &str, b: &[u8], raw: bool) -> Option<(Filled, usize)> {
         if !self.known {
             return None;
         }
@@ -495,11 +508,7 @@ impl Shape {
             }
         }
         fixed(&mut s, f.get(at..)?)?;
-        if s.i != b.len() {
-            return None;
-        }
-        self.misses = 0;
-        Some(filled)
+        Some((filled, s.i))
     }
 
     /// Learns the shape of `data`, which a format's scanner read, from the spans of its holes

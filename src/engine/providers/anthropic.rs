@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::engine::sse::SseEvent;
+use crate::engine::sse::{RawEvent, SseEvent};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
 pub const API_VERSION: &str = "2023-06-01";
@@ -832,13 +832,14 @@ impl AnthropicDecoder {
 }
 
 impl StreamDecoder for AnthropicDecoder {
-    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+    fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.stopped || !self.fast {
-            return false;
+            return None;
         }
-        let Some(d) = self.shape.read_raw(data.trim_ascii()).and_then(|f| self.shaped(f)) else { return false };
+        let (f, used) = self.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        let d = self.shaped(f)?;
         self.on_fast_delta(d, out);
-        true
+        Some(used)
     }
 
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {

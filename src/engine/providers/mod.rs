@@ -25,7 +25,7 @@ pub(crate) use crate::engine::json::fields::{Fields, Spec};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::message::{Message, StreamedMessagePart, TokenUsage};
 use crate::engine::output::OutputFormat;
-use crate::engine::sse::SseEvent;
+use crate::engine::sse::{RawEvent, SseEvent};
 
 /// What a provider's stream yields, in order.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,13 +60,14 @@ pub fn truncated(missing: &str) -> ChatProviderError {
 /// Decodes one provider's event stream.
 pub trait StreamDecoder {
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
-    /// An event whose data is one line, as the stream sent its bytes (not yet checked as UTF-8,
-    /// surrogate escapes not yet joined): taken (`true`) when the decoder reads it by the shape it
-    /// learned — as [`StreamDecoder::on_event`] would have read it, without the copy and the
-    /// whole event's UTF-8 check and escape search; `false` and untouched otherwise, and the event
+    /// An event's `data:` line as the stream sent it (not yet checked as UTF-8, surrogate
+    /// escapes not yet joined, its end not yet found): taken when the decoder reads it by the
+    /// shape it learned and it is the event's only line — as [`StreamDecoder::on_event`] would
+    /// have read it, without the line search, the copy, and the whole event's UTF-8 check and
+    /// escape search. Gives how many bytes it took; `None` and untouched otherwise, and the event
     /// comes to `on_event` as every event does.
-    fn on_raw_data(&mut self, _data: &[u8], _out: &mut Vec<StreamEvent>) -> bool {
-        false
+    fn on_raw_data(&mut self, _ev: &RawEvent, _out: &mut Vec<StreamEvent>) -> Option<usize> {
+        None
     }
     /// The byte stream ended. An answer that never said it was finished is an error.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
@@ -93,8 +94,8 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).on_event(event, out)
     }
-    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
-        (**self).on_raw_data(data, out)
+    fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
+        (**self).on_raw_data(ev, out)
     }
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).finish(out)

@@ -22,7 +22,7 @@ use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
 use crate::engine::json::scan::{Hole, Is, Scan, Shape};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::engine::sse::SseEvent;
+use crate::engine::sse::{RawEvent, SseEvent};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_REASONING_KEY: &str = "reasoning_content";
@@ -619,13 +619,13 @@ impl OpenAIChatDecoder {
 }
 
 impl StreamDecoder for OpenAIChatDecoder {
-    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+    fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.done || !self.fast {
-            return false;
+            return None;
         }
-        let Some(value) = self.shape.shape.read_raw(data.trim_ascii()).and_then(|f| f.text) else { return false };
-        self.on_shaped(value, out);
-        true
+        let (f, used) = self.shape.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        self.on_shaped(f.text?, out);
+        Some(used)
     }
 
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {

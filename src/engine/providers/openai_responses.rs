@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::ChatProviderError;
 use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
-use crate::engine::sse::SseEvent;
+use crate::engine::sse::{RawEvent, SseEvent};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -584,14 +584,13 @@ impl ResponsesDecoder {
 }
 
 impl StreamDecoder for ResponsesDecoder {
-    fn on_raw_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) -> bool {
+    fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.ended || !self.fast {
-            return false;
+            return None;
         }
-        let Some(f) = self.shape.read_raw(data.trim_ascii()) else { return false };
-        let Some(d) = f.text else { return false };
-        self.on_text_delta(d, f.uints[0], out);
-        true
+        let (f, used) = self.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        self.on_text_delta(f.text?, f.uints[0], out);
+        Some(used)
     }
 
     fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
