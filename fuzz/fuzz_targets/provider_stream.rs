@@ -1,9 +1,15 @@
-//! SSE + every provider's stream decoder + message assembly never panic on any bytes, and the
-//! outcome does not depend on where the bytes are split. The first byte picks the provider.
+//! SSE + every provider's stream decoder + message assembly, as the engine runs them
+//! (`SseEventSource` under `generate`: events of a learned shape read from the bytes as sent,
+//! the rest decoded), never panic on any bytes, and the outcome does not depend on where the
+//! bytes are split. The first byte picks the provider.
 #![no_main]
-use kosong_wasm::engine::generate::MessageAssembler;
-use kosong_wasm::engine::providers::{HttpProvider, StreamDecoder, StreamEvent};
-use kosong_wasm::engine::sse::SseDecoder;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use kosong_wasm::engine::error::ChatProviderError;
+use kosong_wasm::engine::generate::{generate, ByteSource, SseEventSource};
+use kosong_wasm::engine::message::{StreamedMessagePart, ToolCall};
+use kosong_wasm::engine::providers::HttpProvider;
 use libfuzzer_sys::fuzz_target;
 
 fn provider(pick: u8) -> HttpProvider {
@@ -11,52 +17,38 @@ fn provider(pick: u8) -> HttpProvider {
     HttpProvider::from_json(&format!("{{\"kind\":\"{kind}\",\"model\":\"m\"}}")).unwrap()
 }
 
+/// A body that hands over its chunks one read each.
+struct Chunks(VecDeque<Vec<u8>>);
+
+impl ByteSource for Chunks {
+    type Error = ChatProviderError;
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+        match self.0.pop_front() {
+            Some(c) => {
+                *buf = c;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
 fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
-    let mut sse = SseDecoder::new();
-    let mut dec = p.decoder();
-    let mut asm = MessageAssembler::new();
-    let mut joiner = kosong_wasm::engine::surrogates::SurrogateJoiner::default();
-    let mut events = Vec::new();
-    let mut out = Vec::new();
-    let mut result = Ok(());
-    'outer: for (i, c) in chunks.iter().enumerate() {
-        let fed = sse.feed(c, &mut events).map_err(|e| e.to_string());
-        if let Err(e) = fed {
-            result = Err(e);
-            break;
-        }
-        if i + 1 == chunks.len() {
-            let _ = sse.finish(&mut events);
-        }
-        for mut e in events.drain(..) {
-            // As the engine does: surrogate pairs split across events joined first.
-            let fixed = joiner.fix(&e.data).into_owned();
-            e.data = fixed;
-            if let Err(e) = dec.on_event(&e, &mut out) {
-                result = Err(e.to_string());
-                break 'outer;
-            }
-        }
-    }
-    if result.is_ok() {
-        result = dec.finish(&mut out).map_err(|e| e.to_string());
-    }
-    let mut completed = Vec::new();
-    for ev in out {
-        match ev {
-            StreamEvent::Part(p) => {
-                if let Err(e) = asm.try_push(p) {
-                    result = Err(e.to_string());
-                    break;
-                }
-            }
-            StreamEvent::ToolCallComplete(id) => completed.push(id),
-            StreamEvent::Boundary => asm.boundary(),
-            StreamEvent::Reconnected(_) => {}
-        }
-    }
-    let empty = asm.check_not_empty().err().map(|e| e.to_string());
-    format!("{result:?} {completed:?} {empty:?} {:?}", asm.into_message())
+    let body = Chunks(chunks.iter().map(|c| c.to_vec()).collect());
+    let mut src = SseEventSource::new(body, p.decoder());
+    let seen = RefCell::new(Vec::new());
+    let out = futures::executor::block_on(generate(
+        &mut src,
+        |part: &StreamedMessagePart| {
+            seen.borrow_mut().push(format!("{part:?}"));
+            Ok(None)
+        },
+        |call: &ToolCall| {
+            seen.borrow_mut().push(format!("complete {}", call.id));
+            Ok(None)
+        },
+    ));
+    format!("{:?} {out:?}", seen.into_inner())
 }
 
 fuzz_target!(|data: &[u8]| {
