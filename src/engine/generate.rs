@@ -355,6 +355,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
             // (its holes checked), after the events decoded before it; an event read there has no
             // surrogate escape to join, so the joiner forgets a half pair, as it does for any
             // event without one.
+            let reads_raw = decoder.reads_raw();
             let mut raw = |before: &mut Vec<crate::engine::sse::SseEvent>, ev: &crate::engine::sse::RawEvent| {
                 deliver(decoder, surrogates, before, out, &mut outcome, &mut spent);
                 let took = if outcome.is_ok() { decoder.on_raw_data(ev, out) } else { None };
@@ -363,7 +364,12 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
                 }
                 took
             };
-            self.sse.feed_with(piece, &mut self.events, &mut raw).map_err(sse_err)
+            if reads_raw {
+                self.sse.feed_with(piece, &mut self.events, &mut raw)
+            } else {
+                self.sse.feed(piece, &mut self.events)
+            }
+            .map_err(sse_err)
         } else {
             self.sse.finish(&mut self.events).map_err(sse_err)
         };

@@ -142,16 +142,16 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// [`Scan::content`] over bytes not yet checked as UTF-8 (`s` unused): the string's own bytes
-    /// are checked. An escape that may be half of a surrogate pair is `None`: the stream's
-    /// surrogate joiner (which runs on the events delivered whole) reads those.
-    pub(crate) fn raw_content(&mut self) -> R<String> {
+    /// [`Scan::content`] read from the bytes (`s` unused), the string's own bytes checked as
+    /// UTF-8. `raw`: the bytes are as the stream sent them, and an escape that may be half of a
+    /// surrogate pair is `None` (the stream's surrogate joiner reads those events).
+    fn content_of(&mut self, raw: bool) -> R<String> {
         let (a, z, escaped) = self.content_span()?;
         let inner = std::str::from_utf8(self.b.get(a..z)?).ok()?;
         if !escaped {
             return Some(inner.to_owned());
         }
-        if crate::engine::surrogates::may_hold_surrogate(inner.as_bytes()) {
+        if raw && crate::engine::surrogates::may_hold_surrogate(inner.as_bytes()) {
             return None;
         }
         unescape(inner)
@@ -459,8 +459,8 @@ impl Shape {
         Some((self.matched(filled), used))
     }
 
-    /// The holes of the event at the start of `b` and where it ends; `raw`: `b` is not known to
-    /// be UTF-8 (`text` is unused).
+    /// The holes of the event at the start of `b` and where it ends; `raw`: `b` is as the stream
+    /// sent it, not known to be UTF-8 (`text`, the same as a `str`, only for an object hole).
     fn read_in(&mut self, text: &str, b: &[u8], raw: bool) -> Option<(Filled, usize)> {
         if !self.known {
             return None;
@@ -479,14 +479,15 @@ impl Shape {
             at = end;
             match hole {
                 Hole::Text => {
-                    let t = if raw { s.raw_content()? } else { s.content()? };
+                    let t = s.content_of(raw)?;
                     filled.text.get_or_insert(t);
                 }
                 Hole::Uint => {
                     *filled.uints.get_mut(u)? = Some(s.uint_value()?);
                     u += 1;
                 }
-                Hole::Pad if raw => {
+                // A string without escapes (as `plain_str`), checked as UTF-8.
+                Hole::Pad => {
                     s.eat(b'"')?;
                     let start = s.i;
                     s.i = stop_byte(b, start)?;
@@ -496,7 +497,6 @@ impl Shape {
                     std::str::from_utf8(b.get(start..s.i)?).ok()?;
                     s.i += 1;
                 }
-                Hole::Pad => drop(s.plain_str()?),
                 Hole::Object => {
                     let at = s.i;
                     if s.b.get(at) != Some(&b'{') {

@@ -832,6 +832,10 @@ impl AnthropicDecoder {
 }
 
 impl StreamDecoder for AnthropicDecoder {
+    fn reads_raw(&self) -> bool {
+        self.fast
+    }
+
     fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.stopped || !self.fast {
             return None;

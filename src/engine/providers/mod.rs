@@ -69,6 +69,10 @@ pub trait StreamDecoder {
     fn on_raw_data(&mut self, _ev: &RawEvent, _out: &mut Vec<StreamEvent>) -> Option<usize> {
         None
     }
+    /// Whether [`StreamDecoder::on_raw_data`] may take events (a source offers none otherwise).
+    fn reads_raw(&self) -> bool {
+        false
+    }
     /// The byte stream ended. An answer that never said it was finished is an error.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError>;
     fn state(&self) -> &StreamState;
@@ -96,6 +100,9 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     }
     fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         (**self).on_raw_data(ev, out)
+    }
+    fn reads_raw(&self) -> bool {
+        (**self).reads_raw()
     }
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ChatProviderError> {
         (**self).finish(out)

@@ -619,6 +619,10 @@ impl OpenAIChatDecoder {
 }
 
 impl StreamDecoder for OpenAIChatDecoder {
+    fn reads_raw(&self) -> bool {
+        self.fast
+    }
+
     fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.done || !self.fast {
             return None;

@@ -584,6 +584,10 @@ impl ResponsesDecoder {
 }
 
 impl StreamDecoder for ResponsesDecoder {
+    fn reads_raw(&self) -> bool {
+        self.fast
+    }
+
     fn on_raw_data(&mut self, ev: &RawEvent, out: &mut Vec<StreamEvent>) -> Option<usize> {
         if self.ended || !self.fast {
             return None;
