@@ -142,7 +142,19 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // +0.7 KB raw; Gemini's text in 16 KB reads 0.73–0.81× of its time before, same process, both
   // orders), the assembler's and Anthropic's last-named lookups (+0.2 KB raw), the byte searches
   // eight bytes a step (`engine::bytes`, +0.07 KB gzip).
-  const BUDGET = 314 * 1024;
+  // 314 KiB → 316 KiB: +1.8 KB (321,207 → 323,032) for speed (44): events of the learned shape
+  // read from the stream's bytes as sent (`StreamDecoder::on_raw_data`, `sse::RawEvent`): the SSE
+  // decoder offers each event's `data:` line before it searches for the line's end, the shape
+  // reads it from there (its holes checked as UTF-8 and for half surrogate pairs), and a piece's
+  // events reach the decoder in order through one `deliver`. Bought: text in 16 KB reads 0.85×
+  // (OpenAI), 0.94× (Anthropic), 0.87× (Responses: 0.53 → 0.46 of eventsource-parser +
+  // JSON.parse) of its time before, same process, both orders (bench/ab.json). Twiggy, raw: +3.1 KB
+  // of code (the shape's byte reader +0.75 KB net of the `str` one it replaced, `feed_with` +0.27 KB
+  // net, `unescape` and `may_hold_surrogate` out of line +0.7 KB, `deliver` and `ends_at` +0.5 KB,
+  // the three decoders' raw entries and the helpers they share with `on_event` +0.9 KB). Tried to
+  // pay: one hole reader for both ways (−0.1 KB), no lane offered to a decoder that reads none
+  // (Gemini); nothing else found cheap.
+  const BUDGET = 316 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
