@@ -631,12 +631,16 @@ fn events_read_from_their_bytes_give_the_general_paths_answer() {
         ));
         format!("{:?}\n{:?}", parts.into_inner(), out.map(|o| (o.message, o.id, o.usage, o.finish_reason)))
     }
-    fn check<D: StreamDecoder>(name: &str, body: &[u8], make: impl Fn(bool) -> D) {
+    fn same<D: StreamDecoder>(name: &str, body: &[u8], make: impl Fn(bool) -> D) -> String {
         let general = answer(body, body.len(), make(false));
-        assert!(!general.contains("Err"), "{name}: {general}");
         for cut in 0..=body.len() {
             assert_eq!(answer(body, cut, make(true)), general, "{name}, cut at {cut}");
         }
+        general
+    }
+    fn check<D: StreamDecoder>(name: &str, body: &[u8], make: impl Fn(bool) -> D) {
+        let general = same(name, body, make);
+        assert!(!general.contains("Err"), "{name}: {general}");
     }
 
     let chat = |content: &str| {
@@ -670,11 +674,25 @@ fn events_read_from_their_bytes_give_the_general_paths_answer() {
         body.extend_from_slice(frag(a).as_bytes());
     }
     body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
-    check("chat", &body, |fast| {
+    let chat_decoder = |fast| {
         let mut d = OpenAIChatConfig::for_model("m").decoder();
         d.fast = fast;
         d
-    });
+    };
+    check("chat", &body, chat_decoder);
+    // A line that ends where a hole begins (the next line is not the event's), after a delta that
+    // taught the shape; and an event of two `data:` lines, whose shape has a line end in its fixed
+    // bytes, then a line and a next line of that shape: the general path reads each first line as
+    // the whole event (malformed), and so must the shape.
+    for (name, tail) in [
+        ("a line ending at a hole", "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\n\"sneaky\"},\"finish_reason\":null}]}\n\n"),
+        ("a line ending at a hole, after spaces", "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\": \r\n\"sneaky\"},\"finish_reason\":null}]}\r\n\r\n"),
+        ("two data lines, then two lines", "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":\ndata: {\"content\":\"two\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":\n{\"content\":\"evil\"},\"finish_reason\":null}]}\n\n"),
+    ] {
+        let body = chat("one ") + tail + &chat("two") + "data: [DONE]\n\n";
+        let general = same(name, body.as_bytes(), chat_decoder);
+        assert!(!general.contains("sneaky") && !general.contains("evil"), "{name}: {general}");
+    }
 
     let an = |ty: &str, json: &str| format!("event: {ty}\ndata: {json}\n\n");
     let text = |t: &str| {

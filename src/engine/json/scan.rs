@@ -421,7 +421,8 @@ pub(crate) struct Shape {
     /// Shapes learned and never matched since the last match: a stream whose events differ
     /// elsewhere (a changing field the format's scanner does not name) stops the learning.
     misses: u8,
-    /// [`Shape::read_raw`] may read events: no backslash in the fixed bytes, no object hole.
+    /// [`Shape::read_raw`] may read events: no backslash or line end in the fixed bytes, no
+    /// object hole.
     raw_ok: bool,
 }
 
@@ -477,6 +478,11 @@ impl Shape {
         for &(end, hole) in &self.holes[..self.n] {
             fixed(&mut s, f.get(at..end)?)?;
             at = end;
+            // The whitespace a hole's reader skips must not run over a line's end: the bytes
+            // after it are not this line's.
+            if raw && b.get(s.i..)?.iter().take_while(|c| c.is_ascii_whitespace()).any(|&c| c == b'\n' || c == b'\r') {
+                return None;
+            }
             match hole {
                 Hole::Text => {
                     let t = s.content_of(raw)?;
@@ -537,7 +543,8 @@ impl Shape {
         self.fixed.push_str(rest);
         self.n = spans.len();
         self.known = true;
-        self.raw_ok = !self.fixed.contains('\\') && spans.iter().all(|&(_, _, h)| h != Hole::Object);
+        // (Fixed bytes with a line end were learned from an event of several `data:` lines.)
+        self.raw_ok = !self.fixed.contains(['\\', '\n', '\r']) && spans.iter().all(|&(_, _, h)| h != Hole::Object);
     }
 
     /// Forgets the shape: an event the format's scanner read but that gives no shape to learn.
