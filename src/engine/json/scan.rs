@@ -142,12 +142,12 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// [`Scan::content`] read from the bytes (`s` unused), the string's own bytes checked as
-    /// UTF-8. `raw`: the bytes are as the stream sent them, and an escape that may be half of a
-    /// surrogate pair is `None` (the stream's surrogate joiner reads those events).
+    /// [`Scan::content`]; `raw`: read from the bytes as the stream sent them (`s` unused), the
+    /// string's own bytes checked as UTF-8, and an escape that may be half of a surrogate pair is
+    /// `None` (the stream's surrogate joiner reads those events).
     fn content_of(&mut self, raw: bool) -> R<String> {
         let (a, z, escaped) = self.content_span()?;
-        let inner = std::str::from_utf8(self.b.get(a..z)?).ok()?;
+        let inner = if raw { std::str::from_utf8(self.b.get(a..z)?).ok()? } else { self.s.get(a..z)? };
         if !escaped {
             return Some(inner.to_owned());
         }
