@@ -364,12 +364,8 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
                 }
                 took
             };
-            if reads_raw {
-                self.sse.feed_with(piece, &mut self.events, &mut raw)
-            } else {
-                self.sse.feed(piece, &mut self.events)
-            }
-            .map_err(sse_err)
+            let raw: Option<&mut crate::engine::sse::RawEvents> = if reads_raw { Some(&mut raw) } else { None };
+            self.sse.feed_with(piece, &mut self.events, raw).map_err(sse_err)
         } else {
             self.sse.finish(&mut self.events).map_err(sse_err)
         };

@@ -129,10 +129,10 @@ impl SseDecoder {
 
     /// Feeds one chunk; complete events are appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        self.feed_with(chunk, out, &mut |_, _| None)
+        self.feed_with(chunk, out, None)
     }
 
-    /// [`SseDecoder::feed`], offering `raw` first each `data:` line that starts an event in this
+    /// [`SseDecoder::feed`], offering `raw` (when given) first each `data:` line that starts an event in this
     /// chunk (see [`RawEvent`]), with the events decoded before it in `out` (for `raw` to take
     /// them first, so events keep their order). An event `raw` took is not decoded or delivered;
     /// its `event:` name is dropped and the last event id stays, as a delivered event would leave
@@ -141,7 +141,7 @@ impl SseDecoder {
         &mut self,
         mut chunk: &[u8],
         out: &mut Vec<SseEvent>,
-        raw: &mut RawEvents,
+        mut raw: Option<&mut RawEvents>,
     ) -> Result<(), SseError> {
         // A BOM may itself be split across chunks: hold its bytes in `line` until decided.
         while self.bom_checked < 3 && !chunk.is_empty() {
@@ -168,7 +168,7 @@ impl SseDecoder {
         loop {
             // A `data:` line at the start of an event, whole in this chunk: offered as it is,
             // before its end is searched for.
-            if self.line.is_empty() && !self.has_data {
+            if let (Some(raw), true) = (raw.as_deref_mut(), self.line.is_empty() && !self.has_data) {
                 if let Some(value) = chunk.strip_prefix(b"data:") {
                     let value = value.strip_prefix(b" ").unwrap_or(value);
                     if let Some(used) = raw(out, &RawEvent::new(value, self.max_event_bytes)) {

@@ -133,13 +133,7 @@ impl<'a> Scan<'a> {
 
     /// The content string: copied when plain; with escapes, decoded by [`unescape`].
     pub(crate) fn content(&mut self) -> R<String> {
-        let (a, z, escaped) = self.content_span()?;
-        let inner = self.s.get(a..z)?;
-        if escaped {
-            unescape(inner)
-        } else {
-            Some(inner.to_owned())
-        }
+        self.content_of(false)
     }
 
     /// [`Scan::content`]; `raw`: read from the bytes as the stream sent them (`s` unused), the
@@ -432,37 +426,38 @@ const SHAPE_MAX: usize = 2048;
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
-        let (filled, end) = self.read_in(data, data.as_bytes(), false)?;
-        (end == data.len()).then(|| self.matched(filled))
+        let (filled, _) = self.read_in(data, data.as_bytes(), false, |n| (n == data.len()).then_some(n))?;
+        Some(filled)
     }
 
-    fn matched(&mut self, filled: Filled) -> Filled {
-        self.misses = 0;
-        filled
-    }
-
-    /// [`Shape::read`] of an event at the start of `data`, its bytes as the stream sent them
+    /// [`Shape::read`] of the event a `data:` line starts, its bytes as the stream sent them
     /// (before they were checked as UTF-8 or had their surrogate escapes joined, and before the
-    /// end of their line was looked for): the holes found and where the event ends, when it
-    /// has this shape up to there. The fixed bytes are the learned event's (UTF-8 already, on
-    /// one line) and each hole is checked as it is read (strings end at a control character),
-    /// so no line end lies inside. `None` (the event then goes the way every event goes) also
-    /// for a hole that is not UTF-8, an escape that may be half of a surrogate pair, and a
-    /// shape whose fixed bytes hold a backslash or that has an object hole. `ends(n)`: how many
-    /// bytes the event takes when its data ends after `n` (`None`: it does not end there).
+    /// end of their line was looked for): the holes found and how many bytes the event takes,
+    /// when it has this shape and ends right after ([`crate::engine::sse::RawEvent::ends_at`]). The fixed bytes are
+    /// the learned event's (UTF-8 already, on one line) and each hole is checked as it is read
+    /// (strings end at a control character), so no line end lies inside. `None` (the event then
+    /// goes the way every event goes) also for a hole that is not UTF-8, an escape that may be
+    /// half of a surrogate pair, and a shape whose fixed bytes hold a backslash or that has an
+    /// object hole.
     #[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
-    pub(crate) fn read_raw(&mut self, data: &[u8], ends: impl Fn(usize) -> Option<usize>) -> Option<(Filled, usize)> {
+    pub(crate) fn read_raw(&mut self, ev: &crate::engine::sse::RawEvent) -> Option<(Filled, usize)> {
         if !self.raw_ok {
             return None;
         }
-        let (filled, end) = self.read_in("", data, true)?;
-        let used = ends(end)?;
-        Some((self.matched(filled), used))
+        self.read_in("", ev.bytes(), true, |n| ev.ends_at(n))
     }
 
-    /// The holes of the event at the start of `b` and where it ends; `raw`: `b` is as the stream
-    /// sent it, not known to be UTF-8 (`text`, the same as a `str`, only for an object hole).
-    fn read_in(&mut self, text: &str, b: &[u8], raw: bool) -> Option<(Filled, usize)> {
+    /// The holes of the event at the start of `b` and `ends(n)`, how many bytes the event takes
+    /// when its data ends after `n` bytes (`None`: it does not end there); `raw`: `b` is as the
+    /// stream sent it, not known to be UTF-8 (`text`, the same as a `str`, only for an object
+    /// hole).
+    fn read_in(
+        &mut self,
+        text: &str,
+        b: &[u8],
+        raw: bool,
+        ends: impl Fn(usize) -> Option<usize>,
+    ) -> Option<(Filled, usize)> {
         if !self.known {
             return None;
         }
@@ -514,7 +509,9 @@ impl Shape {
             }
         }
         fixed(&mut s, f.get(at..)?)?;
-        Some((filled, s.i))
+        let used = ends(s.i)?;
+        self.misses = 0;
+        Some((filled, used))
     }
 
     /// Learns the shape of `data`, which a format's scanner read, from the spans of its holes

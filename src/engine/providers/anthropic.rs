@@ -840,7 +840,7 @@ impl StreamDecoder for AnthropicDecoder {
         if self.stopped || !self.fast {
             return None;
         }
-        let (f, used) = self.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        let (f, used) = self.shape.read_raw(ev)?;
         let d = self.shaped(f)?;
         self.on_fast_delta(d, out);
         Some(used)

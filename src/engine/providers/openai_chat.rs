@@ -627,7 +627,7 @@ impl StreamDecoder for OpenAIChatDecoder {
         if self.done || !self.fast {
             return None;
         }
-        let (f, used) = self.shape.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        let (f, used) = self.shape.shape.read_raw(ev)?;
         self.on_shaped(f.text?, out);
         Some(used)
     }

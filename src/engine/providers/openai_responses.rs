@@ -592,7 +592,7 @@ impl StreamDecoder for ResponsesDecoder {
         if self.ended || !self.fast {
             return None;
         }
-        let (f, used) = self.shape.read_raw(ev.bytes(), |n| ev.ends_at(n))?;
+        let (f, used) = self.shape.read_raw(ev)?;
         self.on_text_delta(f.text?, f.uints[0], out);
         Some(used)
     }
