@@ -467,21 +467,21 @@ mod chat_fast_path {
     }
 
     /// Two chunks of one shape: the same members (in any order, with or without whitespace)
-    /// around a content or a fragment's arguments and an `obfuscation` padding, which differ
-    /// between the two; and one time in four the second with a byte deleted or inserted anywhere
+    /// around a content or a fragment's arguments (and its call's index) and an `obfuscation`
+    /// padding, which differ between the two; and one time in four the second with a byte deleted or inserted anywhere
     /// (in the members the shape compares as bytes, too).
     fn same_shape() -> impl Strategy<Value = (String, String)> {
         const VALUE: &str = "\u{e000}";
         const PAD: &str = "\u{e001}";
+        const INDEX: &str = "\u{e002}";
         let delta = prop_oneof![
             Just(format!("{{\"content\":\"{VALUE}\"}}")),
             Just(format!("{{\"role\":\"assistant\",\"content\":\"{VALUE}\"}}")),
             Just(format!("{{\"content\":\"{VALUE}\",\"content\":\"x\"}}")),
             Just(format!("{{\"content\":\"{VALUE}\",\"reasoning_content\":\"x\"}}")),
             Just(format!("{{\"content\":\"{VALUE}\",\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{VALUE}\"}}}}]}}")),
-            prop_oneof![Just("0"), Just("1"), Just("2")].prop_map(|i| format!(
-                "{{\"tool_calls\":[{{\"index\":{i},\"function\":{{\"arguments\":\"{VALUE}\"}}}}]}}"
-            )),
+            Just(format!("{{\"tool_calls\":[{{\"index\":{INDEX},\"function\":{{\"arguments\":\"{VALUE}\"}}}}]}}")),
+            Just(format!("{{\"tool_calls\":[{{\"function\":{{\"arguments\":\"{VALUE}\"}},\"index\":{INDEX}}}]}}")),
         ];
         let finish = prop_oneof![Just("null"), Just("\"stop\""), Just("\"tool_calls\"")];
         let choice = (delta, finish, any::<bool>()).prop_map(|(d, f, logprobs)| {
@@ -507,18 +507,32 @@ mod chat_fast_path {
             text(),
             prop_oneof![Just("\"p\""), Just("null"), Just("1")],
             prop_oneof![Just("\"q\""), Just("\"\\n\""), Just("[]")],
+            (
+                prop_oneof![Just("0"), Just("1"), Just("2")],
+                prop_oneof![
+                    Just("0"),
+                    Just("1"),
+                    Just("2"),
+                    Just("12"),
+                    Just("-1"),
+                    Just("1.0"),
+                    Just("01"),
+                    Just("null"),
+                    Just("\"1\"")
+                ],
+            ),
         );
         (choice, others, prop_oneof![Just(""), Just(" ")], fill, any::<u16>(), any::<u8>(), 0..6u8)
             .prop_flat_map(|(c, mut o, ws, fill, at, byte, mutate)| {
                 o.push(c);
                 (Just(o).prop_shuffle(), Just(ws), Just(fill), Just(at), Just(byte), Just(mutate))
             })
-            .prop_map(|(members, ws, (v1, v2, v3, p1, p2), at, byte, mutate)| {
+            .prop_map(|(members, ws, (v1, v2, v3, p1, p2, (i1, i2)), at, byte, mutate)| {
                 let skeleton = format!("{{{ws}{}}}", members.join(&format!(",{ws}")));
                 // A padding outside quotes is a whole value: a string or not.
                 let pad = |p: &str, quoted: &str| skeleton.replace(&format!("\"{PAD}\""), quoted).replace(PAD, p);
-                let first = pad(p1, "\"a1\"").replace(VALUE, &v1);
-                let mut second = pad(p2, if v3.is_empty() { "\"b2c3\"" } else { "\"\"" });
+                let first = pad(p1, "\"a1\"").replace(VALUE, &v1).replace(INDEX, i1);
+                let mut second = pad(p2, if v3.is_empty() { "\"b2c3\"" } else { "\"\"" }).replace(INDEX, i2);
                 second = second.replacen(VALUE, &v2, 1).replace(VALUE, &v3);
                 change_a_byte(&mut second, mutate, at, byte);
                 (first, second)

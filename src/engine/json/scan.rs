@@ -426,7 +426,7 @@ const SHAPE_MAX: usize = 2048;
 impl Shape {
     /// The holes of `data` when `data` has this shape.
     pub(crate) fn read(&mut self, data: &str) -> Option<Filled> {
-        let (filled, _) = self.read_in(data, data.as_bytes(), false, |n| (n == data.len()).then_some(n))?;
+        let (filled, _) = self.read_in(data, data.as_bytes(), false, &|n| (n == data.len()).then_some(n))?;
         Some(filled)
     }
 
@@ -444,7 +444,7 @@ impl Shape {
         if !self.raw_ok {
             return None;
         }
-        self.read_in("", ev.bytes(), true, |n| ev.ends_at(n))
+        self.read_in("", ev.bytes(), true, &|n| ev.ends_at(n))
     }
 
     /// The holes of the event at the start of `b` and `ends(n)`, how many bytes the event takes

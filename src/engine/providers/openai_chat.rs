@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
-use crate::engine::json::scan::{Hole, Is, Scan, Shape};
+use crate::engine::json::scan::{Filled, Hole, Is, Scan, Shape};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::engine::sse::{RawEvent, SseEvent};
 
@@ -603,11 +603,11 @@ impl OpenAIChatDecoder {
 
 impl OpenAIChatDecoder {
     /// A chunk of the learned shape, whose changing string is `value`.
-    fn on_shaped(&mut self, value: String, out: &mut Vec<StreamEvent>) {
+    fn on_shaped(&mut self, (value, fragment): (String, Option<u64>), out: &mut Vec<StreamEvent>) {
         if let Some(id) = &self.shape.id {
             note_id(&mut self.state, id);
         }
-        match self.shape.fragment {
+        match fragment {
             Some(index) => {
                 let function = Some(FunctionDelta { name: None, arguments: Some(value) });
                 self.on_tool_call_delta(ToolCallDelta { index: Some(index), id: None, function }, out);
@@ -628,7 +628,8 @@ impl StreamDecoder for OpenAIChatDecoder {
             return None;
         }
         let (f, used) = self.shape.shape.read_raw(ev)?;
-        self.on_shaped(f.text?, out);
+        let read = self.shape.filled(f)?;
+        self.on_shaped(read, out);
         Some(used)
     }
 
@@ -804,6 +805,8 @@ pub struct TextDelta<'a> {
 pub struct Spans {
     pub value: Option<(usize, usize)>,
     pub pad: Option<(usize, usize)>,
+    /// The fragment's call index.
+    pub index: Option<(usize, usize)>,
 }
 
 /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
@@ -814,32 +817,53 @@ fn note_id(state: &mut StreamState, id: &str) {
 }
 
 /// The shape of the last chunk [`chat_text_delta`] read ([`Shape`]): its one string that changes
-/// (the text or the arguments fragment) and its `obfuscation` padding are the holes; the id, the
-/// model, the fingerprint, the call's index and the nulls are fixed bytes. What a chunk of this
-/// shape means besides its string: the call it is a fragment of, and the chunk's id.
+/// (the text or the arguments fragment), a fragment's call index (calls streamed side by side
+/// alternate) and its `obfuscation` padding are the holes; the id, the model, the fingerprint and
+/// the nulls are fixed bytes. What a chunk of this shape means besides its string: whether it is a
+/// fragment of a call's arguments, and the chunk's id.
 #[derive(Debug, Default)]
 pub struct ChunkShape {
     shape: Shape,
-    /// `Some(index)` when the changing string is a fragment of that call's arguments.
-    fragment: Option<u64>,
+    /// The changing string is a fragment of the arguments of the call its integer hole names.
+    fragment: bool,
     /// The chunk's id.
     id: Option<String>,
 }
 
 impl ChunkShape {
-    /// The changing string of `data` when `data` has this shape.
-    fn read(&mut self, data: &str) -> Option<String> {
-        self.shape.read(data)?.text
+    /// The changing string of `data` and the call it is a fragment of, when `data` has this
+    /// shape.
+    fn read(&mut self, data: &str) -> Option<(String, Option<u64>)> {
+        let f = self.shape.read(data)?;
+        self.filled(f)
+    }
+
+    /// What a chunk of this shape says, from its holes.
+    fn filled(&self, f: Filled) -> Option<(String, Option<u64>)> {
+        let index = if self.fragment { Some(f.uints[0]?) } else { None };
+        Some((f.text?, index))
     }
 
     /// Learns the shape of a chunk [`chat_text_delta`] read as `d`.
     fn learn(&mut self, data: &str, d: &TextDelta) {
-        match (d.spans.value, d.spans.pad) {
-            (Some((a, z)), Some((p, q))) => self.shape.learn(data, &[(a, z, Hole::Text), (p, q, Hole::Pad)]),
-            (Some((a, z)), None) => self.shape.learn(data, &[(a, z, Hole::Text)]),
-            (None, _) => self.shape.unlearn(),
+        let Some((a, z)) = d.spans.value else { return self.shape.unlearn() };
+        // The holes in the chunk's order (each put in its place as it comes: at most three).
+        let mut holes = [(a, z, Hole::Text); 3];
+        let mut n = 1;
+        let index = d.spans.index.filter(|_| d.fragment.is_some());
+        for (p, q, hole) in
+            [d.spans.pad.map(|(p, q)| (p, q, Hole::Pad)), index.map(|(p, q)| (p, q, Hole::Uint))].into_iter().flatten()
+        {
+            let mut k = n;
+            while k > 0 && holes[k - 1].0 > p {
+                holes[k] = holes[k - 1];
+                k -= 1;
+            }
+            holes[k] = (p, q, hole);
+            n += 1;
         }
-        self.fragment = d.fragment.as_ref().map(|f| f.0);
+        self.shape.learn(data, &holes[..n]);
+        self.fragment = d.fragment.is_some();
         self.id = d.id.map(str::to_owned);
     }
 }
@@ -888,7 +912,10 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
                             let (mut index, mut arguments) = (None, None);
                             s.object(|s, key| match () {
                                 _ if key.is("index") && index.is_none() => {
+                                    s.ws();
+                                    let at = s.i;
                                     index = Some(s.uint_value()?);
+                                    spans.index = Some((at, s.i));
                                     Some(())
                                 }
                                 _ if key.is("function") && arguments.is_none() => {
@@ -979,11 +1006,11 @@ mod fast_tests {
     #[test]
     fn a_chunk_of_the_last_ones_shape_is_read_by_comparing_bytes() {
         let mut shape = learned(&openai(" the", "a1b2"));
-        assert!(shape.shape.known() && shape.fragment.is_none());
+        assert!(shape.shape.known() && !shape.fragment);
         assert_eq!(shape.id.as_deref(), Some("chatcmpl-1"));
         // Another text and another padding, of other lengths, escapes decoded.
-        assert_eq!(shape.read(&openai(r#" quick \"brown\"\u00e9"#, "")).as_deref(), Some(" quick \"brown\"é"));
-        assert_eq!(shape.read(&openai("", "x9y8z7w6")).as_deref(), Some(""));
+        assert_eq!(shape.read(&openai(r#" quick \"brown\"\u00e9"#, "")), Some((" quick \"brown\"é".into(), None)));
+        assert_eq!(shape.read(&openai("", "x9y8z7w6")), Some(("".into(), None)));
         // Not this shape: a byte of the metadata differs, a member is added, the padding is not
         // a string the scan takes, the text is not one.
         for other in [
@@ -996,28 +1023,41 @@ mod fast_tests {
         ] {
             assert_eq!(shape.read(&other), None, "{other}");
         }
-        // A fragment of a call's arguments has its own shape.
-        let call = |args: &str| {
+        // A fragment of a call's arguments has its own shape, the call's index a hole (calls
+        // streamed side by side alternate).
+        let call = |index: &str, args: &str| {
             format!(
-                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":3,"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{index},"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
             )
         };
-        let mut shape = learned(&call(r#"{\"a\":"#));
-        assert_eq!((shape.shape.known(), shape.fragment), (true, Some(3)));
-        assert_eq!(shape.read(&call("1}")).as_deref(), Some("1}"));
-        assert_eq!(shape.read(&openai("x", "y")), None);
+        let mut shape = learned(&call("3", r#"{\"a\":"#));
+        assert_eq!((shape.shape.known(), shape.fragment), (true, true));
+        assert_eq!(shape.read(&call("3", "1}")), Some(("1}".into(), Some(3))));
+        assert_eq!(shape.read(&call("12", "x")), Some(("x".into(), Some(12))));
+        for other in [call("-1", "x"), call("1.5", "x"), call("\"1\"", "x"), call("null", "x"), openai("x", "y")] {
+            assert_eq!(shape.read(&other), None, "{other}");
+        }
     }
 
     #[test]
     fn a_shape_is_learned_from_one_changing_string_only() {
-        // Content and a fragment in one chunk; no content; padding before the content.
+        // Content and a fragment in one chunk; no content.
         for data in [
             r#"{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0,"function":{"arguments":"x"}}]}}]}"#,
             r#"{"choices":[{"delta":{"content":null}}]}"#,
-            r#"{"obfuscation":"ab","choices":[{"delta":{"content":"a"}}]}"#,
         ] {
             assert!(!learned(data).shape.known(), "{data}");
         }
+        // The holes in the chunk's order, whatever it is: padding before the content, the index
+        // after the fragment.
+        let mut shape = learned(r#"{"obfuscation":"ab","choices":[{"delta":{"content":"a"}}]}"#);
+        assert_eq!(
+            shape.read(r#"{"obfuscation":"abcd","choices":[{"delta":{"content":"xy"}}]}"#),
+            Some(("xy".into(), None))
+        );
+        let mut shape = learned(r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"a"},"index":1}]}}]}"#);
+        let other = r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"bc"},"index":20}]}}]}"#;
+        assert_eq!(shape.read(other), Some(("bc".into(), Some(20))));
         // A stream whose chunks keep differing elsewhere stops learning after eight misses.
         let mut shape = ChunkShape::default();
         for i in 0..20 {
