@@ -456,7 +456,7 @@ impl Shape {
         text: &str,
         b: &[u8],
         raw: bool,
-        ends: impl Fn(usize) -> Option<usize>,
+        ends: &dyn Fn(usize) -> Option<usize>,
     ) -> Option<(Filled, usize)> {
         if !self.known {
             return None;
