@@ -646,8 +646,8 @@ fn events_read_from_their_bytes_give_the_general_paths_answer() {
     let chat = |content: &str| {
         format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\"finish_reason\":null}}]}}\n\n")
     };
-    let frag = |args: &str| {
-        format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{args}\"}}}}]}},\"finish_reason\":null}}]}}\r\n\r\n")
+    let frag = |index: usize, args: &str| {
+        format!("data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"function\":{{\"arguments\":\"{args}\"}}}}]}},\"finish_reason\":null}}]}}\r\n\r\n")
     };
     let mut body = Vec::new();
     for piece in [
@@ -670,8 +670,10 @@ fn events_read_from_their_bytes_give_the_general_paths_answer() {
     body.extend_from_slice(chat("after").as_bytes());
     body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":\ndata: {\"content\":\"two lines\"},\"finish_reason\":null}]}\n\n");
     body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n");
-    for a in ["{\\\"a\\\":", " \\\"x\\u00e9", "\\\"}"] {
-        body.extend_from_slice(frag(a).as_bytes());
+    body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n");
+    // The two calls' fragments alternate (the index is a hole of the shape).
+    for (i, a) in [(0, "{\\\"a\\\":"), (1, "{\\\"b\\\":"), (0, " \\\"x\\u00e9"), (1, "2}"), (0, "\\\"}")] {
+        body.extend_from_slice(frag(i, a).as_bytes());
     }
     body.extend_from_slice(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
     let chat_decoder = |fast| {
