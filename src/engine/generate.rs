@@ -602,31 +602,25 @@ impl MessageAssembler {
         self.renamer = renamer;
     }
 
-    /// The part with the ids its call has: a call the renamer renames gets its new id, and so do
-    /// the fragments that name it.
-    fn renamed(&mut self, part: StreamedMessagePart) -> StreamedMessagePart {
-        if self.renamer.is_none() {
-            return part;
-        }
+    /// Gives the part the ids its call has: a call the renamer renames gets its new id, and so do
+    /// the fragments that name it. (In place: a part is moved as little as it can be.)
+    fn rename(&mut self, part: &mut StreamedMessagePart) {
+        let Some(renamer) = &self.renamer else { return };
         match part {
-            StreamedMessagePart::ToolCall(mut c) => {
-                match self.renamer.as_ref().and_then(|r| (r.0)(&c.id)) {
-                    Some(new) => {
-                        self.renames.insert(std::mem::replace(&mut c.id, new.clone()), new);
-                    }
-                    None => {
-                        self.renames.remove(&c.id);
-                    }
+            StreamedMessagePart::ToolCall(c) => match (renamer.0)(&c.id) {
+                Some(new) => {
+                    self.renames.insert(std::mem::replace(&mut c.id, new.clone()), new);
                 }
-                StreamedMessagePart::ToolCall(c)
-            }
-            StreamedMessagePart::ToolCallPart(mut p) => {
+                None => {
+                    self.renames.remove(&c.id);
+                }
+            },
+            StreamedMessagePart::ToolCallPart(p) => {
                 if let Some(new) = p.tool_call_id.as_ref().and_then(|id| self.renames.get(id)) {
                     p.tool_call_id = Some(new.clone());
                 }
-                StreamedMessagePart::ToolCallPart(p)
             }
-            other => other,
+            StreamedMessagePart::Content(_) => {}
         }
     }
 
@@ -885,7 +879,7 @@ where
         for ev in batch.drain(..) {
             match ev {
                 StreamEvent::Part(p) => {
-                    let p = if asm.borrow().replay.is_none() {
+                    let mut p = if asm.borrow().replay.is_none() {
                         p
                     } else {
                         match asm.borrow_mut().replayed(p)? {
@@ -893,7 +887,7 @@ where
                             None => continue,
                         }
                     };
-                    let p = asm.borrow_mut().renamed(p);
+                    asm.borrow_mut().rename(&mut p);
                     // Neither the message nor the part hook (the wire) gets what a call that
                     // was handed on did not run with.
                     if matches!(p, StreamedMessagePart::ToolCallPart(_)) && asm.borrow_mut().is_late(&p) {

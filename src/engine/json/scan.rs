@@ -145,10 +145,7 @@ impl<'a> Scan<'a> {
         if !escaped {
             return Some(inner.to_owned());
         }
-        if raw && crate::engine::surrogates::may_hold_surrogate(inner.as_bytes()) {
-            return None;
-        }
-        unescape(inner)
+        unescape(inner, raw)
     }
 
     /// Where the content string's contents lie (between its quotes), and whether they hold an
@@ -602,7 +599,10 @@ pub(crate) fn hex4(b: &[u8], i: usize) -> Option<u32> {
 /// A JSON string's contents (between the quotes) with its escapes decoded. Anything serde_json
 /// might read differently (an unknown escape, a lone surrogate) is `None`: the general path
 /// decides those.
-pub(crate) fn unescape(inner: &str) -> Option<String> {
+/// `raw`: also `None` for a `\u` escape whose first digit is `d`/`D` (it may be half of a
+/// surrogate pair, which the stream's surrogate joiner reads: see
+/// [`crate::engine::surrogates::may_hold_surrogate`]).
+pub(crate) fn unescape(inner: &str, raw: bool) -> Option<String> {
     let b = inner.as_bytes();
     let mut out = String::with_capacity(b.len());
     let (mut i, mut run) = (0, 0);
@@ -622,6 +622,9 @@ pub(crate) fn unescape(inner: &str) -> Option<String> {
             b't' => '\t',
             b'u' => {
                 let hi = hex4(b, i)?;
+                if raw && hi >> 12 == 0xD {
+                    return None;
+                }
                 i += 4;
                 let code = match hi {
                     0xD800..=0xDBFF => {
@@ -774,12 +777,17 @@ mod tests {
         for c in well_formed {
             let serde = serde_json::from_str::<String>(&format!("\"{c}\"")).ok();
             assert!(serde.is_some(), "{c}");
-            assert_eq!(unescape(c), serde, "{c}");
+            assert_eq!(unescape(c, false), serde, "{c}");
         }
         // What serde_json refuses (or might read its own way) is left to the general path.
         for c in [r#"\ud800"#, r#"\ude00"#, r#"\ud800\u0041"#, r#"\ud800x"#, r#"\u12"#, r#"\x"#, r#"\"#, r#"\u12g4"#] {
-            assert_eq!(unescape(c), None, "{c}");
+            assert_eq!(unescape(c, false), None, "{c}");
         }
-        assert_eq!(unescape(r#"\ud83d\ude00"#).as_deref(), Some("😀"));
+        assert_eq!(unescape(r#"\ud83d\ude00"#, false).as_deref(), Some("😀"));
+        // Read from the stream's bytes, an escape that may be half of a pair is the joiner's.
+        for c in [r#"\ud83d\ude00"#, r#"a\uD800"#, r#"\ud000"#, r#"\uDfff"#] {
+            assert_eq!(unescape(c, true), None, "{c}");
+        }
+        assert_eq!(unescape(r#"\\ud83d \u00e9\uc000"#, true).as_deref(), Some("\\ud83d é\u{c000}"));
     }
 }
