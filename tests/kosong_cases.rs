@@ -253,7 +253,7 @@ fn scripted_echo_round_trip_through_generate() {
     )
     .unwrap();
     let events = script.events();
-    assert_eq!(events.last(), Some(&StreamEvent::ToolCallComplete("c1".into())));
+    assert_eq!(events.last(), Some(&StreamEvent::ToolCallComplete("c1".into(), None)));
     let mut src: VecEventSource<ChatProviderError> = VecEventSource::new(events, script.id.clone(), script.usage);
     let out =
         futures::executor::block_on(generate(&mut src, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)))

@@ -36,14 +36,14 @@ impl Outcome {
         self.events
             .iter()
             .filter_map(|e| match e {
-                StreamEvent::ToolCallComplete(id) => Some(id.clone()),
+                StreamEvent::ToolCallComplete(id, _) => Some(id.clone()),
                 _ => None,
             })
             .collect()
     }
     /// Where in the event list the call `id` completed.
     fn completed_at(&self, id: &str) -> usize {
-        self.events.iter().position(|e| matches!(e, StreamEvent::ToolCallComplete(c) if c == id)).unwrap()
+        self.events.iter().position(|e| matches!(e, StreamEvent::ToolCallComplete(c, _) if c == id)).unwrap()
     }
 }
 
@@ -74,7 +74,7 @@ fn decode(p: &HttpProvider, chunks: &[&[u8]]) -> Outcome {
             StreamEvent::Part(p) => asm.try_push(p.clone()).unwrap(),
             StreamEvent::Boundary => asm.boundary(),
             StreamEvent::Reconnected(_) => {}
-            StreamEvent::ToolCallComplete(_) => {}
+            StreamEvent::ToolCallComplete(..) => {}
         }
     }
     Outcome {

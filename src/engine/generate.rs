@@ -381,7 +381,7 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
         for ev in out.get(from..).unwrap_or_default() {
             match ev {
                 StreamEvent::Part(StreamedMessagePart::ToolCall(_)) => self.open_calls += 1,
-                StreamEvent::ToolCallComplete(_) => self.open_calls = self.open_calls.saturating_sub(1),
+                StreamEvent::ToolCallComplete(..) => self.open_calls = self.open_calls.saturating_sub(1),
                 _ => {}
             }
         }
@@ -489,6 +489,9 @@ pub struct MessageAssembler {
     content: Vec<ContentPart>,
     calls: Vec<ToolCall>,
     completed: Vec<bool>,
+    /// Per call: the stream's decoder found its arguments, as they are here, to parse as JSON
+    /// when it completed (see [`StreamEvent::ToolCallComplete`]).
+    parsed: Vec<bool>,
     /// Each id's latest call: a fragment or a completion finds its call in O(1), however
     /// many calls the message has.
     by_id: std::collections::HashMap<String, usize>,
@@ -544,6 +547,7 @@ impl MessageAssembler {
             content: Vec::new(),
             calls: Vec::new(),
             completed: Vec::new(),
+            parsed: Vec::new(),
             by_id: std::collections::HashMap::new(),
             last_named: std::cell::Cell::new(0),
             pending: Pending::None,
@@ -726,6 +730,7 @@ impl MessageAssembler {
                 self.last_named.set(self.calls.len());
                 self.calls.push(c);
                 self.completed.push(false);
+                self.parsed.push(false);
                 self.pending = Pending::Call(self.calls.len() - 1);
             }
             StreamedMessagePart::ToolCallPart(p) => match target {
@@ -749,6 +754,21 @@ impl MessageAssembler {
     pub fn complete(&mut self, id: &str) -> Option<usize> {
         let i = self.index_of(id)?;
         (!std::mem::replace(&mut self.completed[i], true)).then_some(i)
+    }
+
+    /// [`Self::complete`], noting that the decoder parsed the call's arguments when they are
+    /// `parsed` bytes long and the call's are that long (a message read again is not trusted so:
+    /// part of it came from the recording).
+    pub fn complete_parsed(&mut self, id: &str, parsed: Option<usize>) -> Option<usize> {
+        let i = self.complete(id)?;
+        let len = self.calls[i].function.arguments.as_deref().map_or(0, str::len);
+        self.parsed[i] = self.replay.is_none() && len > 0 && parsed == Some(len);
+        Some(i)
+    }
+
+    /// Whether the decoder parsed the arguments of the latest call with id `id` as they are.
+    pub fn arguments_parsed(&self, id: &str) -> bool {
+        self.index_of(id).is_some_and(|i| self.parsed.get(i).copied().unwrap_or(false))
     }
 
     /// Indices of calls not yet reported complete.
@@ -898,13 +918,13 @@ where
                     }
                     asm.borrow_mut().try_push(p)?;
                 }
-                StreamEvent::ToolCallComplete(id) => {
+                StreamEvent::ToolCallComplete(id, parsed) => {
                     let id = {
                         let a = asm.borrow();
                         let id = if a.replay.is_none() { id } else { a.replayed_id(id) };
                         a.renamed_id(id)
                     };
-                    let done = asm.borrow_mut().complete(&id);
+                    let done = asm.borrow_mut().complete_parsed(&id, parsed);
                     if let Some(i) = done {
                         if let Some(f) = parts.flush()? {
                             f.await?;
@@ -1003,5 +1023,28 @@ mod tests {
         assert_eq!(a.complete("y"), Some(1));
         assert!(a.is_late(&frag(Some("x"), "late")));
         assert!(!a.is_late(&frag(Some("zz"), "none")));
+    }
+
+    /// A decoder's parse of a call's arguments is trusted only for the arguments it parsed: as
+    /// long as the call's, not empty, and not in a message read again.
+    #[test]
+    fn a_decoders_parse_is_trusted_only_for_the_arguments_it_parsed() {
+        let mut a = MessageAssembler::new();
+        for p in
+            [call("x"), frag(Some("x"), "{\"a\":"), frag(Some("x"), "1}"), call("y"), frag(Some("y"), "{}"), call("z")]
+        {
+            a.try_push(p).unwrap();
+        }
+        assert_eq!(a.complete_parsed("x", Some(7)), Some(0));
+        assert_eq!(a.complete_parsed("y", Some(3)), Some(1));
+        assert_eq!(a.complete_parsed("z", Some(0)), Some(2));
+        let parsed: Vec<_> = ["x", "y", "z"].iter().map(|id| a.arguments_parsed(id)).collect();
+        assert_eq!(parsed, [true, false, false]);
+        let mut again = MessageAssembler::new();
+        again.read_again(crate::engine::replay::Replay::default());
+        again.try_push(call("w")).unwrap();
+        again.try_push(frag(Some("w"), "{}")).unwrap();
+        assert_eq!(again.complete_parsed("w", Some(2)), Some(0));
+        assert!(!again.arguments_parsed("w"));
     }
 }

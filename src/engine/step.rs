@@ -183,15 +183,22 @@ struct CallCap {
     limit: usize,
 }
 
+/// `parsed`: the stream's decoder parsed the call's arguments as they are (they are not checked
+/// again: on a tool's way to its handler, a check of 4 KB of arguments is a good part of the time).
 fn start(
     dispatch: &impl ToolDispatch,
     call: &ToolCall,
+    parsed: bool,
     spawn: Spawner<'_>,
     on_tool_result: &Option<ToolResultCallback>,
     drivers: &mut Drivers,
     cap: &mut CallCap,
 ) -> ToolFuture {
-    let fut = match Arguments::check(call.function.arguments.as_deref()) {
+    let checked = match call.function.arguments.as_deref() {
+        Some(text) if parsed => Ok(Arguments::parsed(text)),
+        raw => Arguments::check(raw),
+    };
+    let fut = match checked {
         Err(e) => {
             dispatch.on_malformed_arguments(call);
             futures::future::ready(malformed_arguments_result(call, &e)).boxed_local()
@@ -263,13 +270,15 @@ where
     // first, as they would have been when they came.
     let whole = asm.borrow().whole_before_reading_again();
     for call in whole {
-        let future = start(dispatch, &call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
+        let future =
+            start(dispatch, &call, false, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
         started.borrow_mut().push(Started { id: call.id, future });
     }
     let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
+            let parsed = asm.borrow().arguments_parsed(&call.id);
             let future =
-                start(dispatch, call, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
+                start(dispatch, call, parsed, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
             started.borrow_mut().push(Started { id: call.id.clone(), future });
         }
         Ok(None)
@@ -299,7 +308,7 @@ where
     for call in generated.message.tool_calls.as_deref().unwrap_or(&[]) {
         let future = match early.get_mut(&call.id).and_then(Vec::pop) {
             Some(f) => f,
-            None => start(dispatch, call, spawn, &on_tool_result, &mut drivers, &mut cap.borrow_mut()),
+            None => start(dispatch, call, false, spawn, &on_tool_result, &mut drivers, &mut cap.borrow_mut()),
         };
         results.push(future);
     }
@@ -366,4 +375,85 @@ async fn salvage<S: EventSource, D: ToolDispatch>(
         late_fragments,
     };
     Salvaged { generated, results }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::error::ChatProviderError;
+    use crate::engine::generate::{ByteSource, SseEventSource};
+    use crate::engine::json::scan::ACCEPTS_JSON_CALLS;
+    use crate::engine::message::StreamedMessagePart;
+    use crate::engine::providers::openai_chat::OpenAIChatConfig;
+    use crate::engine::toolset::{ToolOutput, ToolReturnValue};
+    use std::rc::Rc;
+
+    struct Body(Option<Vec<u8>>);
+    impl ByteSource for Body {
+        type Error = ChatProviderError;
+        async fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, ChatProviderError> {
+            match self.0.take() {
+                Some(b) => {
+                    *buf = b;
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
+    }
+
+    /// Records the arguments each call was started with.
+    struct Seen(Rc<RefCell<Vec<String>>>);
+    impl ToolDispatch for Seen {
+        fn is_eager(&self, _name: &str) -> bool {
+            true
+        }
+        fn dispatch(&self, call: &ToolCall, args: &Arguments<'_>) -> LocalBoxFuture<'static, ToolResult> {
+            self.0.borrow_mut().push(args.text().to_owned());
+            let r = ToolResult {
+                tool_call_id: call.id.clone(),
+                return_value: ToolReturnValue::ok(ToolOutput::Text("ok".into()), "", ""),
+            };
+            futures::future::ready(r).boxed_local()
+        }
+    }
+
+    /// A Chat Completions call whose arguments the decoder parsed to find it complete (a later
+    /// call began) starts without a second check; a call completed by the stream's end, or whose
+    /// arguments did not parse, is checked by the step — each call's arguments are checked once.
+    #[test]
+    fn arguments_the_decoder_parsed_are_not_checked_again() {
+        let chunk = |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+        let begin = |i: usize, id: &str| {
+            chunk(&format!("{{\"tool_calls\":[{{\"index\":{i},\"id\":\"{id}\",\"function\":{{\"name\":\"f\",\"arguments\":\"\"}}}}]}}"))
+        };
+        let frag = |i: usize, a: &str| {
+            chunk(&format!("{{\"tool_calls\":[{{\"index\":{i},\"function\":{{\"arguments\":\"{a}\"}}}}]}}"))
+        };
+        let mut body = String::new();
+        body += &begin(0, "a");
+        body += &frag(0, "{\\\"x\\\": [1, ");
+        body += &frag(0, "2]}");
+        body += &begin(1, "b");
+        body += &frag(1, "{\\\"x\\\": tru}");
+        body += &begin(2, "c");
+        body += &frag(2, "{\\\"y\\\": 3}");
+        body += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let dispatch = Seen(seen.clone());
+        let mut src = SseEventSource::new(Body(Some(body.into_bytes())), OpenAIChatConfig::for_model("m").decoder());
+        let spawn = |_: LocalBoxFuture<'static, ()>| panic!("every tool here finishes at once");
+        ACCEPTS_JSON_CALLS.with(|n| n.set(0));
+        let out =
+            futures::executor::block_on(step(&mut src, &dispatch, &spawn, |_: &StreamedMessagePart| Ok(None), None));
+        let out = out.unwrap_or_else(|f| panic!("{:?}", f.error));
+        let results = futures::executor::block_on(futures::future::join_all(out.results));
+        let errors: Vec<_> = results.iter().map(|r| r.return_value.is_error).collect();
+        assert_eq!(errors, [false, true, false]);
+        assert_eq!(*seen.borrow(), ["{\"x\": [1, 2]}", "{\"y\": 3}"]);
+        // a: parsed by the decoder as b began; b: tried by the decoder as c began (it does not
+        // parse), then checked by the step (malformed); c: completed by the stream's end, checked
+        // by the step.
+        assert_eq!(ACCEPTS_JSON_CALLS.with(|n| n.get()), 4);
+    }
 }

@@ -27,6 +27,11 @@ impl<'a> Arguments<'a> {
         Ok(Arguments { text })
     }
 
+    /// Arguments the stream's decoder already parsed as JSON (a non-empty text).
+    pub(crate) fn parsed(text: &'a str) -> Arguments<'a> {
+        Arguments { text }
+    }
+
     pub fn text(&self) -> &'a str {
         self.text
     }

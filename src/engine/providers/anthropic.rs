@@ -689,7 +689,7 @@ impl AnthropicDecoder {
             Some(Block::Tool { id, done }) if !*done => {
                 *done = true;
                 let id = id.clone();
-                out.push(StreamEvent::ToolCallComplete(id));
+                out.push(StreamEvent::ToolCallComplete(id, None));
             }
             Some(Block::Server { block, input, sent }) if !*sent => {
                 *sent = true;
@@ -717,7 +717,7 @@ impl AnthropicDecoder {
             if let Block::Tool { id, done } = b {
                 if !*done {
                     *done = true;
-                    out.push(StreamEvent::ToolCallComplete(id.clone()));
+                    out.push(StreamEvent::ToolCallComplete(id.clone(), None));
                 }
             }
         }

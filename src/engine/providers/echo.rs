@@ -29,7 +29,7 @@ impl EchoScript {
         for p in &self.parts {
             if !matches!(p, StreamedMessagePart::ToolCallPart(_)) {
                 if let Some(id) = open.take() {
-                    out.push(StreamEvent::ToolCallComplete(id));
+                    out.push(StreamEvent::ToolCallComplete(id, None));
                 }
             }
             if let StreamedMessagePart::ToolCall(c) = p {
@@ -38,7 +38,7 @@ impl EchoScript {
             out.push(StreamEvent::Part(p.clone()));
         }
         if let Some(id) = open {
-            out.push(StreamEvent::ToolCallComplete(id));
+            out.push(StreamEvent::ToolCallComplete(id, None));
         }
         out
     }
@@ -306,7 +306,7 @@ tool_call_part: {"arguments_part": " it?\"}"}
         assert_eq!(s.parts.len(), 7);
         assert_eq!(s.parts[2], StreamedMessagePart::Content(ContentPart::text(" world!")));
         let ev = s.events();
-        assert_eq!(ev.last(), Some(&StreamEvent::ToolCallComplete("call-1".into())));
+        assert_eq!(ev.last(), Some(&StreamEvent::ToolCallComplete("call-1".into(), None)));
     }
 
     #[test]
@@ -316,7 +316,7 @@ tool_call_part: {"arguments_part": " it?\"}"}
         assert!(
             matches!(&s.parts[0], StreamedMessagePart::ToolCall(c) if c.function.arguments.as_deref() == Some("{\"a\":1}"))
         );
-        assert_eq!(s.events()[1], StreamEvent::ToolCallComplete("c1".into()));
+        assert_eq!(s.events()[1], StreamEvent::ToolCallComplete("c1".into(), None));
         assert!(parse_echo_script("nonsense line").is_err());
         assert!(parse_echo_script("sparkle: x").is_err());
         assert!(parse_echo_script("tool_call: {\"id\": 1}").is_err());

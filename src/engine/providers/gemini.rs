@@ -513,7 +513,7 @@ impl GeminiDecoder {
             tc.extras = Some(extras);
         }
         out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
-        out.push(StreamEvent::ToolCallComplete(id));
+        out.push(StreamEvent::ToolCallComplete(id, None));
         Ok(())
     }
 
@@ -537,7 +537,7 @@ impl GeminiDecoder {
             }
             out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(tc)));
             // A call arrives whole in one part: it is complete as it stands.
-            out.push(StreamEvent::ToolCallComplete(id));
+            out.push(StreamEvent::ToolCallComplete(id, None));
             return Ok(());
         }
         // The code-execution tool's code and its result: Gemini's own tool, kept in the answer in

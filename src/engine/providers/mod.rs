@@ -31,8 +31,10 @@ use crate::engine::sse::{RawEvent, SseEvent};
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamEvent {
     Part(StreamedMessagePart),
-    /// The stream shows the tool call with this id complete: it may be dispatched now.
-    ToolCallComplete(String),
+    /// The stream shows the tool call with this id complete: it may be dispatched now. With the
+    /// length of its arguments when the decoder found them, as they stand, to parse as JSON (it
+    /// parsed them to decide the call was complete): they are not checked a second time.
+    ToolCallComplete(String, Option<usize>),
     /// What follows is a part of its own, not merged into the one before (a second output
     /// message of a Responses answer).
     Boundary,

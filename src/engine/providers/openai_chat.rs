@@ -504,7 +504,7 @@ impl OpenAIChatDecoder {
     fn complete_all(&mut self, out: &mut Vec<StreamEvent>) {
         for c in self.calls.iter_mut().skip(self.completed_upto).filter(|c| !c.completed) {
             c.completed = true;
-            out.push(StreamEvent::ToolCallComplete(c.id.clone()));
+            out.push(StreamEvent::ToolCallComplete(c.id.clone(), None));
         }
         self.completed_upto = self.calls.len();
     }
@@ -515,7 +515,7 @@ impl OpenAIChatDecoder {
         }
         if parses_as_container(&call.arguments) {
             call.completed = true;
-            out.push(StreamEvent::ToolCallComplete(call.id.clone()));
+            out.push(StreamEvent::ToolCallComplete(call.id.clone(), Some(call.arguments.len())));
         } else {
             call.parse_failed = true;
         }
@@ -1142,7 +1142,7 @@ mod tests {
         out.iter()
             .enumerate()
             .filter_map(|(i, e)| match e {
-                StreamEvent::ToolCallComplete(id) => Some((i, id.clone())),
+                StreamEvent::ToolCallComplete(id, _) => Some((i, id.clone())),
                 _ => None,
             })
             .collect()

@@ -523,7 +523,7 @@ impl ResponsesDecoder {
                     }
                 }
                 *done = true;
-                out.push(StreamEvent::ToolCallComplete(id.clone()));
+                out.push(StreamEvent::ToolCallComplete(id.clone(), None));
             }
             ItemKind::Reasoning { .. } => {
                 if let Some(enc) = item.get("encrypted_content").and_then(Value::as_str).filter(|e| !e.is_empty()) {
@@ -549,7 +549,7 @@ impl ResponsesDecoder {
             if let ItemKind::Call { id, done, .. } = &mut item.kind {
                 if !*done {
                     *done = true;
-                    out.push(StreamEvent::ToolCallComplete(id.clone()));
+                    out.push(StreamEvent::ToolCallComplete(id.clone(), None));
                 }
             }
         }
