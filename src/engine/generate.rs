@@ -489,9 +489,9 @@ pub struct MessageAssembler {
     content: Vec<ContentPart>,
     calls: Vec<ToolCall>,
     completed: Vec<bool>,
-    /// Per call: the stream's decoder found its arguments, as they are here, to parse as JSON
-    /// when it completed (see [`StreamEvent::ToolCallComplete`]).
-    parsed: Vec<bool>,
+    /// The call completed last, when the stream's decoder found its arguments, as they are here,
+    /// to parse as JSON (see [`StreamEvent::ToolCallComplete`]): it is handed on right after.
+    parsed: Option<usize>,
     /// Each id's latest call: a fragment or a completion finds its call in O(1), however
     /// many calls the message has.
     by_id: std::collections::HashMap<String, usize>,
@@ -547,7 +547,7 @@ impl MessageAssembler {
             content: Vec::new(),
             calls: Vec::new(),
             completed: Vec::new(),
-            parsed: Vec::new(),
+            parsed: None,
             by_id: std::collections::HashMap::new(),
             last_named: std::cell::Cell::new(0),
             pending: Pending::None,
@@ -730,7 +730,6 @@ impl MessageAssembler {
                 self.last_named.set(self.calls.len());
                 self.calls.push(c);
                 self.completed.push(false);
-                self.parsed.push(false);
                 self.pending = Pending::Call(self.calls.len() - 1);
             }
             StreamedMessagePart::ToolCallPart(p) => match target {
@@ -751,24 +750,23 @@ impl MessageAssembler {
 
     /// Marks the call complete; its index the first time only (the call stays in the assembler,
     /// so a caller holding the assembler in a `RefCell` can lend it out without copying it).
-    pub fn complete(&mut self, id: &str) -> Option<usize> {
+    /// `parsed`: the decoder parsed the call's arguments when they were this many bytes long —
+    /// noted when the call's are that long (a message read again is not trusted so: part of it
+    /// came from the recording).
+    pub fn complete(&mut self, id: &str, parsed: Option<usize>) -> Option<usize> {
         let i = self.index_of(id)?;
-        (!std::mem::replace(&mut self.completed[i], true)).then_some(i)
-    }
-
-    /// [`Self::complete`], noting that the decoder parsed the call's arguments when they are
-    /// `parsed` bytes long and the call's are that long (a message read again is not trusted so:
-    /// part of it came from the recording).
-    pub fn complete_parsed(&mut self, id: &str, parsed: Option<usize>) -> Option<usize> {
-        let i = self.complete(id)?;
+        if std::mem::replace(&mut self.completed[i], true) {
+            return None;
+        }
         let len = self.calls[i].function.arguments.as_deref().map_or(0, str::len);
-        self.parsed[i] = self.replay.is_none() && len > 0 && parsed == Some(len);
+        self.parsed = (self.replay.is_none() && len > 0 && parsed == Some(len)).then_some(i);
         Some(i)
     }
 
-    /// Whether the decoder parsed the arguments of the latest call with id `id` as they are.
-    pub fn arguments_parsed(&self, id: &str) -> bool {
-        self.index_of(id).is_some_and(|i| self.parsed.get(i).copied().unwrap_or(false))
+    /// Whether `call` (as this assembler lends it) is the call completed last, and the decoder
+    /// parsed its arguments as they are.
+    pub fn arguments_parsed(&self, call: &ToolCall) -> bool {
+        self.parsed.and_then(|i| self.calls.get(i)).is_some_and(|c| std::ptr::eq(c, call))
     }
 
     /// Indices of calls not yet reported complete.
@@ -924,7 +922,7 @@ where
                         let id = if a.replay.is_none() { id } else { a.replayed_id(id) };
                         a.renamed_id(id)
                     };
-                    let done = asm.borrow_mut().complete_parsed(&id, parsed);
+                    let done = asm.borrow_mut().complete(&id, parsed);
                     if let Some(i) = done {
                         if let Some(f) = parts.flush()? {
                             f.await?;
@@ -959,7 +957,7 @@ where
         let newly = {
             let mut a = asm.borrow_mut();
             let id = a.call(i).id.clone();
-            a.complete(&id).is_some()
+            a.complete(&id, None).is_some()
         };
         if newly {
             let waiting = on_tool_call(asm.borrow().call(i))?;
@@ -1019,8 +1017,8 @@ mod tests {
         }
         let args: Vec<_> = a.calls().iter().map(|c| c.function.arguments.clone().unwrap_or_default()).collect();
         assert_eq!(args, ["123", "abcd", "new!"]);
-        assert_eq!(a.complete("x"), Some(2));
-        assert_eq!(a.complete("y"), Some(1));
+        assert_eq!(a.complete("x", None), Some(2));
+        assert_eq!(a.complete("y", None), Some(1));
         assert!(a.is_late(&frag(Some("x"), "late")));
         assert!(!a.is_late(&frag(Some("zz"), "none")));
     }
@@ -1035,16 +1033,24 @@ mod tests {
         {
             a.try_push(p).unwrap();
         }
-        assert_eq!(a.complete_parsed("x", Some(7)), Some(0));
-        assert_eq!(a.complete_parsed("y", Some(3)), Some(1));
-        assert_eq!(a.complete_parsed("z", Some(0)), Some(2));
-        let parsed: Vec<_> = ["x", "y", "z"].iter().map(|id| a.arguments_parsed(id)).collect();
-        assert_eq!(parsed, [true, false, false]);
+        let mut parsed = Vec::new();
+        for (id, len) in [("x", 7), ("y", 3), ("z", 0)] {
+            a.complete(id, Some(len));
+            parsed.push([0, 1, 2].map(|i| a.arguments_parsed(a.call(i))));
+        }
+        // Only the call completed last, and only when its arguments are as long as parsed.
+        assert_eq!(parsed, [[true, false, false], [false; 3], [false; 3]]);
         let mut again = MessageAssembler::new();
         again.read_again(crate::engine::replay::Replay::default());
         again.try_push(call("w")).unwrap();
         again.try_push(frag(Some("w"), "{}")).unwrap();
-        assert_eq!(again.complete_parsed("w", Some(2)), Some(0));
-        assert!(!again.arguments_parsed("w"));
+        assert_eq!(again.complete("w", Some(2)), Some(0));
+        assert!(!again.arguments_parsed(again.call(0)));
+        // A copy of the call is not the call the assembler lends.
+        let mut b = MessageAssembler::new();
+        b.try_push(call("v")).unwrap();
+        b.try_push(frag(Some("v"), "{}")).unwrap();
+        b.complete("v", Some(2));
+        assert!(b.arguments_parsed(b.call(0)) && !b.arguments_parsed(&b.call(0).clone()));
     }
 }

@@ -276,7 +276,7 @@ where
     }
     let outcome = generate_in(source, asm, on_part, |call: &ToolCall| -> CallbackResult<S::Error> {
         if dispatch.is_eager(&call.function.name) {
-            let parsed = asm.borrow().arguments_parsed(&call.id);
+            let parsed = asm.borrow().arguments_parsed(call);
             let future =
                 start(dispatch, call, parsed, spawn, &on_tool_result, &mut drivers.borrow_mut(), &mut cap.borrow_mut());
             started.borrow_mut().push(Started { id: call.id.clone(), future });

@@ -161,7 +161,13 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // the SSE decoder's lane an Option (not a no-op closure for Gemini's events), one hole reader
   // for `read` and `read_raw` through a `&dyn` end check (a generic one compiled it twice:
   // −0.25 KB), one pass for a raw hole's escapes (net 0).
-  const BUDGET = 316 * 1024;
+  // 316 KiB → 317 KiB: +0.2 KB (323,453 → 323,632) for speed (44): a Chat Completions call whose
+  // arguments its decoder parsed to find it complete is not checked again on its way to the
+  // handler (the completion event carries the length parsed, the assembler notes it for the call
+  // handed on next, the step's start takes it): the tool starts ~8 µs sooner (one 4 KB check of
+  // two). Tried to pay: a per-call list of flags → one slot, `complete` and the noting one
+  // function, the call known by the pointer the assembler lends rather than by its id (−0.05 KB).
+  const BUDGET = 317 * 1024;
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -435,7 +435,7 @@ where
             let parsed = Arguments::check(c.function.arguments.as_deref()).is_ok();
             let empty = c.function.arguments.as_deref().is_none_or(|a| a.trim().is_empty());
             if i + 1 < calls.len() || (parsed && !empty) {
-                asm.complete(&c.id);
+                asm.complete(&c.id, None);
             }
             let had = match recorded.results.get(&c.id) {
                 Some(r) => Some(r.clone()),
