@@ -132,9 +132,9 @@ impl SseDecoder {
         self.feed_with(chunk, out, None)
     }
 
-    /// [`SseDecoder::feed`], offering `raw` (when given) first each `data:` line that starts an event in this
-    /// chunk (see [`RawEvent`]), with the events decoded before it in `out` (for `raw` to take
-    /// them first, so events keep their order). An event `raw` took is not decoded or delivered;
+    /// [`SseDecoder::feed`], offering `raw` (when given) first each `data:` line that starts an
+    /// event in this chunk (see [`RawEvent`]), with the events decoded before it in `out` (for
+    /// `raw` to take them first, so events keep their order). An event `raw` took is not decoded or delivered;
     /// its `event:` name is dropped and the last event id stays, as a delivered event would leave
     /// them.
     pub fn feed_with(

@@ -438,12 +438,12 @@ impl Shape {
     /// [`Shape::read`] of the event a `data:` line starts, its bytes as the stream sent them
     /// (before they were checked as UTF-8 or had their surrogate escapes joined, and before the
     /// end of their line was looked for): the holes found and how many bytes the event takes,
-    /// when it has this shape and ends right after ([`crate::engine::sse::RawEvent::ends_at`]). The fixed bytes are
-    /// the learned event's (UTF-8 already, on one line) and each hole is checked as it is read
-    /// (strings end at a control character), so no line end lies inside. `None` (the event then
-    /// goes the way every event goes) also for a hole that is not UTF-8, an escape that may be
-    /// half of a surrogate pair, and a shape whose fixed bytes hold a backslash or that has an
-    /// object hole.
+    /// when it has this shape and ends right after
+    /// ([`crate::engine::sse::RawEvent::ends_at`]). The fixed bytes are the learned event's
+    /// (UTF-8 already, on one line) and each hole is checked as it is read (strings end at a
+    /// control character), so no line end lies inside. `None` (the event then goes the way every
+    /// event goes) also for a hole that is not UTF-8, an escape that may be half of a surrogate
+    /// pair, and a shape whose fixed bytes hold a backslash or that has an object hole.
     #[cfg_attr(not(any(feature = "openai", feature = "anthropic", feature = "responses")), allow(dead_code))]
     pub(crate) fn read_raw(&mut self, ev: &crate::engine::sse::RawEvent) -> Option<(Filled, usize)> {
         if !self.raw_ok {
