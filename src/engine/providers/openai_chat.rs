@@ -850,10 +850,9 @@ impl ChunkShape {
         // The holes in the chunk's order (each put in its place as it comes: at most three).
         let mut holes = [(a, z, Hole::Text); 3];
         let mut n = 1;
-        let index = d.spans.index.filter(|_| d.fragment.is_some());
-        for (p, q, hole) in
-            [d.spans.pad.map(|(p, q)| (p, q, Hole::Pad)), index.map(|(p, q)| (p, q, Hole::Uint))].into_iter().flatten()
-        {
+        // (An index span is read only with a fragment: `chat_text_delta` gives none otherwise.)
+        let index = d.spans.index.map(|(p, q)| (p, q, Hole::Uint));
+        for (p, q, hole) in [d.spans.pad.map(|(p, q)| (p, q, Hole::Pad)), index].into_iter().flatten() {
             let mut k = n;
             while k > 0 && holes[k - 1].0 > p {
                 holes[k] = holes[k - 1];
