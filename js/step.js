@@ -213,11 +213,21 @@ export async function generate(provider, systemPrompt, tools, history, options =
     throw e;
   }
   watch?.end(raw.output);
-  const message = JSON.parse(raw.message);
+  const message = messageOf(raw);
   const out = { id: raw.id, message, text: textOf(message), usage: raw.usage, finishReason: raw.finishReason, provider: answeredBy(provider, raw) };
   span.call?.end(out);
   if (hooks.output) out.output = raw.output;
   return out;
+}
+
+/**
+ * The engine's message (JSON text); an answer of one plain text has its text beside it
+ * (`raw.content`, a string of its own: neither escaped into the JSON nor parsed out of it).
+ */
+function messageOf(raw) {
+  const message = JSON.parse(raw.message);
+  if (typeof raw.content === "string") message.content = raw.content;
+  return message;
 }
 
 /** The answer's text: its text parts joined (thinking left out), as the AI SDK's `result.text`. */
@@ -238,7 +248,7 @@ export class StepResult {
     this.id = raw.id;
     /** The provider that answered (a `FallbackProvider`'s member). */
     this.provider = provider;
-    this.message = JSON.parse(raw.message);
+    this.message = messageOf(raw);
     this.text = textOf(this.message);
     this.usage = raw.usage;
     this.finishReason = raw.finishReason;
@@ -285,7 +295,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
     throw withSalvaged(e);
   }
   const answered = answeredBy(provider, raw);
-  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: JSON.parse(raw.message), provider: answered });
+  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: messageOf(raw), provider: answered });
   watch?.end(raw.output);
   const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
@@ -301,7 +311,7 @@ export async function step(provider, systemPrompt, toolset, history, options = {
 function withSalvaged(e) {
   const raw = e !== null && typeof e === "object" ? e.salvaged : undefined;
   if (!raw || typeof raw.message !== "string") return e;
-  const message = JSON.parse(raw.message);
+  const message = messageOf(raw);
   const results = Promise.resolve(JSON.parse(raw.results));
   e.salvaged = Object.freeze({
     id: raw.id,
