@@ -133,10 +133,10 @@ impl SseDecoder {
     }
 
     /// [`SseDecoder::feed`], offering `raw` (when given) first each `data:` line that starts an
-    /// event in this chunk (see [`RawEvent`]), with the events decoded before it in `out` (for
-    /// `raw` to take them first, so events keep their order). An event `raw` took is not decoded or delivered;
-    /// its `event:` name is dropped and the last event id stays, as a delivered event would leave
-    /// them.
+    /// event in this chunk, or follows the `event:` line that starts it (see [`RawEvent`]), with
+    /// the events decoded before it in `out` (for `raw` to take them first, so events keep their
+    /// order). An event `raw` took is not decoded or delivered; its `event:` name is dropped (its
+    /// line not even read) and the last event id stays, as a delivered event would leave them.
     pub fn feed_with(
         &mut self,
         mut chunk: &[u8],
@@ -169,7 +169,16 @@ impl SseDecoder {
             // A `data:` line at the start of an event, whole in this chunk: offered as it is,
             // before its end is searched for.
             if let (Some(raw), true) = (raw.as_deref_mut(), self.line.is_empty() && !self.has_data) {
-                if let Some(value) = chunk.strip_prefix(b"data:") {
+                // An `event:` line (LF-ended) right before it goes with it: a taken event's name
+                // is dropped anyway, so the line is not read unless the data is not taken.
+                let data = match chunk.strip_prefix(b"event:") {
+                    Some(rest) => match crate::engine::bytes::find2(b'\n', b'\r', rest) {
+                        Some(end) if rest.get(end) == Some(&b'\n') => rest.get(end + 1..).unwrap_or_default(),
+                        _ => chunk,
+                    },
+                    None => chunk,
+                };
+                if let Some(value) = data.strip_prefix(b"data:") {
                     let value = value.strip_prefix(b" ").unwrap_or(value);
                     if let Some(used) = raw(out, &RawEvent::new(value, self.max_event_bytes)) {
                         self.event = None; // as the event's dispatch leaves it
@@ -386,5 +395,46 @@ mod tests {
         assert!(d.feed(b"data: 0123456789\n\n", &mut out).is_err());
         let mut d = SseDecoder::with_limit(8);
         assert!(d.feed(b"data: 0123456789012345678901234567890", &mut out).is_err());
+    }
+
+    /// What the raw lane takes is gone; every other event comes out as `feed` gives it, its
+    /// `event:` name kept, in order, for every cut of the stream in two: data after an LF-ended
+    /// `event:` line (the line goes with a taken event, unread), after a CR-ended one and after
+    /// an `id:` line between (those lines are read first), and events the lane declines.
+    #[test]
+    fn the_raw_lane_takes_its_events_and_their_event_lines_and_leaves_the_rest_named() {
+        let input = b"event: a\ndata: take 1\n\nevent: b\ndata: keep 2\n\nevent: c\r\ndata: take 3\n\nevent: d\nid: 4\ndata: take 4\n\ndata: take 5\n\nevent: e\ndata: keep 6\n\nevent: f\n\ndata: keep 7\n\n";
+        let mut all = Vec::new();
+        SseDecoder::new().feed(input, &mut all).unwrap();
+        for cut in 0..=input.len() {
+            let mut d = SseDecoder::new();
+            let (mut out, mut taken) = (Vec::new(), Vec::new());
+            let mut raw = |out: &mut Vec<SseEvent>, ev: &RawEvent| {
+                let b = ev.bytes();
+                let n = b.iter().position(|&c| c == b'\n')?;
+                let used = b.starts_with(b"take").then(|| ev.ends_at(n)).flatten()?;
+                taken.push((out.len(), String::from_utf8_lossy(&b[..n]).into_owned()));
+                Some(used)
+            };
+            d.feed_with(&input[..cut], &mut out, Some(&mut raw)).unwrap();
+            d.feed_with(&input[cut..], &mut out, Some(&mut raw)).unwrap();
+            d.finish(&mut out).unwrap();
+            // The lane sees only events whole in one chunk; what it did not take is decoded.
+            let names: Vec<&str> = taken.iter().map(|(_, t)| t.as_str()).collect();
+            let expected: Vec<SseEvent> = all.iter().filter(|e| !names.contains(&e.data.as_str())).cloned().collect();
+            assert_eq!(out, expected, "cut at {cut}");
+            assert!(taken.iter().all(|(_, t)| t.starts_with("take")), "cut at {cut}");
+            if cut == 0 || cut == input.len() {
+                // Whole in one chunk: every event it would take (after a CR-ended `event:` line
+                // or an `id:` line, once the decoder read those lines).
+                assert_eq!(names, ["take 1", "take 3", "take 4", "take 5"], "cut at {cut}");
+            }
+            // Order: each taken event came after the events delivered before it.
+            for (before, t) in &taken {
+                let at = all.iter().position(|e| e.data == *t).unwrap();
+                let delivered_before = all[..at].iter().filter(|e| !names.contains(&e.data.as_str())).count();
+                assert_eq!(*before, delivered_before, "cut at {cut}: {t}");
+            }
+        }
     }
 }
