@@ -49,8 +49,9 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// [`same_bytes`], eight bytes a step: for a shape's fixed bytes, which run to a hundred and more
-/// an event (not inlined, unlike `same_bytes`, which every key comparison inlines).
-fn same_long_bytes(a: &[u8], b: &[u8]) -> bool {
+/// an event, and a chunk's id (not inlined, unlike `same_bytes`, which every key comparison
+/// inlines).
+pub(crate) fn same_long_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
-use crate::engine::json::scan::{Filled, Hole, Is, Scan, Shape};
+use crate::engine::json::scan::{same_long_bytes, Filled, Hole, Is, Scan, Shape};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
 use crate::engine::sse::{RawEvent, SseEvent};
 
@@ -474,6 +474,9 @@ pub struct OpenAIChatDecoder {
     shape: ChunkShape,
     /// Each index's call, and the server ids seen: O(1) lookups however many calls come.
     by_index: std::collections::HashMap<u64, usize>,
+    /// The last index looked up and its call (a call's fragments mostly come one after another:
+    /// no hash of the index for each of them).
+    last_index: Option<(u64, usize)>,
     server_ids: std::collections::HashSet<String>,
     /// Calls before this one are superseded already (a new call supersedes only the newer).
     superseded_upto: usize,
@@ -495,6 +498,7 @@ impl OpenAIChatDecoder {
             calls: Vec::new(),
             shape: ChunkShape::default(),
             by_index: std::collections::HashMap::new(),
+            last_index: None,
             server_ids: std::collections::HashSet::new(),
             superseded_upto: 0,
             completed_upto: 0,
@@ -547,7 +551,14 @@ impl OpenAIChatDecoder {
             None => (None, None),
         };
         let known = match d.index {
-            Some(i) => self.by_index.get(&i).copied(),
+            Some(i) => match self.last_index {
+                Some((last, pos)) if last == i => Some(pos),
+                _ => {
+                    let pos = self.by_index.get(&i).copied();
+                    self.last_index = pos.map(|p| (i, p));
+                    pos
+                }
+            },
             // No index (some servers): a new id starts a call, otherwise the last one goes on.
             None => match &d.id {
                 Some(id) if !self.server_ids.contains(id) => None,
@@ -587,6 +598,7 @@ impl OpenAIChatDecoder {
                 }
                 self.superseded_upto = self.calls.len();
                 self.by_index.insert(index, self.calls.len());
+                self.last_index = Some((index, self.calls.len()));
                 self.server_ids.insert(server_id);
                 self.calls.push(OpenCall {
                     id,
@@ -811,7 +823,7 @@ pub struct Spans {
 
 /// The chunk's id: every chunk repeats it, so it is copied only when it changes.
 fn note_id(state: &mut StreamState, id: &str) {
-    if !id.is_empty() && !state.id.as_deref().is_some_and(|have| have.is(id)) {
+    if !id.is_empty() && !state.id.as_deref().is_some_and(|have| same_long_bytes(have.as_bytes(), id.as_bytes())) {
         state.id = Some(id.to_owned());
     }
 }
