@@ -3,9 +3,11 @@
 // machines move 2-3x between runs, so separate-process numbers cannot say).
 //   npm run bench -- --base <ref> [--runs 11] [--only text-anthropic,tools-openai-sequential]
 // Builds <ref>'s package in a temporary worktree (its own scripts/build.mjs, with this checkout's
-// toolchain; its target dir kept in target/ab-base), loads both packages into this one process (two module
-// graphs, two wasm instances), and prints new/base per fixture: the ratio of medians in each
-// order (base first, new first) and their spread, and each package's ratio to the bare JS
+// toolchain; its target dir kept in target/ab-base), then measures in two processes, each loading
+// both packages (two module graphs, two wasm instances): one imports the base first, the other
+// the new (the package imported second runs a few percent faster, whichever it is). Each runs
+// every fixture's rounds in both orders (base first, new first). Prints new/base per fixture: the
+// geometric mean of the four ratios of medians, and the four; each package's ratio to the bare JS
 // reference (eventsource-parser + JSON.parse) timed in the same rounds. Also writes bench/ab.json.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -152,43 +154,86 @@ async function rounds(fx, order, runs) {
   return medians;
 }
 
+/**
+ * One process's A/B: imports the two packages (`newFirst`: the working tree's first), then
+ * times each fixture in rounds of both run orders. Rows of ratios; the lines go to stderr.
+ */
+async function measure(baseEntry, newEntry, newFirst) {
+  const entries = newFirst ? [newEntry, baseEntry] : [baseEntry, newEntry];
+  const loaded = [];
+  for (const e of entries) loaded.push(await import(pathToFileURL(e).href));
+  const [baseK, newK] = newFirst ? [loaded[1], loaded[0]] : loaded;
+  const rows = [];
+  for (const [name, fx] of Object.entries(fixtures())) {
+    if (ONLY && !ONLY.some((o) => name.startsWith(o))) continue;
+    for (const [who, k] of [["base", baseK], ["new", newK]]) {
+      const got = await fx.run(k, fx.setup());
+      if (!fx.check(got)) throw new Error(`${name}: the ${who} package did not do the whole job (${got})`);
+    }
+    if (!fx.check(await fx.ref(fx.setup()))) throw new Error(`${name}: the reference did not do the whole job`);
+    const half = Math.ceil(RUNS / 2);
+    const [pBase, pNew, pRef] = [["base", (io) => fx.run(baseK, io)], ["new", (io) => fx.run(newK, io)], ["ref", fx.ref]];
+    // The reference goes between the two packages, so neither always follows it.
+    const baseFirst = await rounds(fx, [pBase, pRef, pNew], half);
+    const newRunFirst = await rounds(fx, [pNew, pRef, pBase], half);
+    const ratios = [baseFirst.new / baseFirst.base, newRunFirst.new / newRunFirst.base];
+    const mean = (k) => (baseFirst[k] + newRunFirst[k]) / 2;
+    const row = { fixture: name, baseMs: mean("base"), newMs: mean("new"), refMs: mean("ref"), ratios, newToRef: mean("new") / mean("ref"), baseToRef: mean("base") / mean("ref") };
+    if (baseFirst.start) {
+      // The median tool start (ms after the call's closing bytes were handed over) in each order.
+      const st = (k) => [baseFirst.start[k], newRunFirst.start[k]];
+      row.startMs = { base: st("base"), new: st("new"), ref: st("ref") };
+    }
+    rows.push(row);
+    console.error(`bench ab: ${newFirst ? "new" : "base"} imported first: ${name} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")}`);
+  }
+  return rows;
+}
+
+const geomean = (xs) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
+const f3 = (xs) => xs.map((x) => x.toFixed(3)).join(" / ");
+
+/**
+ * The A/B. The package imported second into a process runs a few percent faster (an A/A of one
+ * package against itself read 0.87–0.91 on a tools row), whichever it is; running the rounds in
+ * both orders does not cancel that. So two processes measure, one importing the base first and
+ * one the new, and each fixture's verdict is the geometric mean of the four ratios (two run
+ * orders in each process).
+ */
 export async function ab() {
   if (!base) throw new Error("bench ab: --base <git ref> is required");
   ensureNpmPackages();
   build();
   const b = buildBase(base);
   try {
-    const baseK = await import(pathToFileURL(b.entry).href);
-    const newK = await import(pathToFileURL(join(root, "pkg", "node.js")).href);
-    const rows = [];
-    for (const [name, fx] of Object.entries(fixtures())) {
-      if (ONLY && !ONLY.some((o) => name.startsWith(o))) continue;
-      for (const [who, k] of [["base", baseK], ["new", newK]]) {
-        const got = await fx.run(k, fx.setup());
-        if (!fx.check(got)) throw new Error(`${name}: the ${who} package did not do the whole job (${got})`);
-      }
-      if (!fx.check(await fx.ref(fx.setup()))) throw new Error(`${name}: the reference did not do the whole job`);
-      const half = Math.ceil(RUNS / 2);
-      const [pBase, pNew, pRef] = [["base", (io) => fx.run(baseK, io)], ["new", (io) => fx.run(newK, io)], ["ref", fx.ref]];
-      // The reference goes between the two packages, so neither always follows it.
-      const baseFirst = await rounds(fx, [pBase, pRef, pNew], half);
-      const newFirst = await rounds(fx, [pNew, pRef, pBase], half);
-      const ratios = [baseFirst.new / baseFirst.base, newFirst.new / newFirst.base];
-      const mean = (k) => (baseFirst[k] + newFirst[k]) / 2;
-      const row = { fixture: name, baseMs: mean("base"), newMs: mean("new"), refMs: mean("ref"), ratios, newToRef: mean("new") / mean("ref"), baseToRef: mean("base") / mean("ref") };
-      rows.push(row);
+    const newEntry = join(root, "pkg", "node.js");
+    const child = (newFirst) => {
+      const out = execFileSync(process.execPath, ["--expose-gc", fileURLToPath(import.meta.url), "--measure", b.entry, newEntry, newFirst ? "new" : "base", ...process.argv.slice(2)], {
+        cwd: root,
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"],
+        maxBuffer: 16 << 20,
+      });
+      return JSON.parse(out);
+    };
+    const [baseImportedFirst, newImportedFirst] = [child(false), child(true)];
+    const rows = baseImportedFirst.map((a, i) => {
+      const z = newImportedFirst[i];
+      const all = [...a.ratios, ...z.ratios];
+      const row = { fixture: a.fixture, newToBase: geomean(all), ratios: { baseImportedFirst: a.ratios, newImportedFirst: z.ratios }, baseMs: (a.baseMs + z.baseMs) / 2, newMs: (a.newMs + z.newMs) / 2, refMs: (a.refMs + z.refMs) / 2 };
+      row.newToRef = row.newMs / row.refMs;
+      row.baseToRef = row.baseMs / row.refMs;
       console.log(
-        `${name.padEnd(48)} new/base ${ratios.map((r) => r.toFixed(3)).join(" / ")} (base first / new first)` +
+        `${a.fixture.padEnd(48)} new/base ${row.newToBase.toFixed(3)} (geometric mean of ${f3(a.ratios)} with base imported first, ${f3(z.ratios)} with new imported first; base run first / new run first)` +
           `  base ${row.baseMs.toFixed(1)} ms, new ${row.newMs.toFixed(1)} ms; ×ref: base ${row.baseToRef.toFixed(2)}, new ${row.newToRef.toFixed(2)}`,
       );
-      if (baseFirst.start) {
-        // The median tool start (ms after the call's closing bytes were handed over) in each order.
-        const st = (k) => [baseFirst.start[k], newFirst.start[k]];
+      if (a.startMs) {
+        const st = (k) => [...a.startMs[k], ...z.startMs[k]];
         row.startMs = { base: st("base"), new: st("new"), ref: st("ref") };
-        const f = (xs) => xs.map((x) => x.toFixed(3)).join(" / ");
-        console.log(`${"".padEnd(48)} tool start ms (base first / new first): base ${f(st("base"))}, new ${f(st("new"))}, bare loop ${f(st("ref"))}`);
+        console.log(`${"".padEnd(48)} tool start ms (base imported first: base run first / new run first; then new imported first): base ${f3(st("base"))}, new ${f3(st("new"))}, bare loop ${f3(st("ref"))}`);
       }
-    }
+      return row;
+    });
     writeFileSync(join(here, "ab.json"), JSON.stringify({ date: new Date().toISOString(), node: process.version, base: { ref: base, sha: b.sha }, runs: RUNS, rows }, null, 2) + "\n");
     return rows;
   } finally {
@@ -196,4 +241,8 @@ export async function ab() {
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) await ab();
+if (process.argv[2] === "--measure") {
+  // A measuring child: its JSON rows on stdout.
+  const [baseEntry, newEntry, first] = process.argv.slice(3, 6);
+  process.stdout.write(JSON.stringify(await measure(baseEntry, newEntry, first === "new")));
+} else if (import.meta.url === pathToFileURL(process.argv[1]).href) await ab();
