@@ -566,6 +566,78 @@ mod chat_fast_path {
             );
             prop_assert_eq!(fast, general, "{}\n{}", first, second);
         }
+
+        /// Calls begun and streamed (a call's first chunk with its id, type and name in any order
+        /// and of any kind, now and then a key twice), their fragments and text between, in
+        /// OpenAI's chunk: the decoder is in the same state after each chunk either way.
+        #[test]
+        fn calls_begun_and_streamed_read_as_the_general_path_reads_them(
+            chunks in proptest::collection::vec(stream_chunk(), 1..8),
+        ) {
+            let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            let (fast, general) = super::fast_and_general_all(
+                |fast| {
+                    let mut d = OpenAIChatConfig::for_model("m").decoder();
+                    d.fast = fast;
+                    d
+                },
+                &refs,
+            );
+            prop_assert_eq!(fast, general, "{:#?}", chunks);
+        }
+    }
+
+    /// A call's entry in `tool_calls`: its index, and now and then an id, a type, a name (each
+    /// usually a string, sometimes any value) and arguments, the members in any order.
+    fn call_entry() -> impl Strategy<Value = String> {
+        let string_or_any =
+            |prefix: &'static str| prop_oneof![4 => text().prop_map(move |t| format!("\"{prefix}{t}\"")), 1 => value()];
+        (
+            prop_oneof![Just("0"), Just("1"), Just("2"), Just("-1")],
+            prop::option::of(string_or_any("call_")),
+            prop::option::of(prop_oneof![3 => Just("\"function\"".to_owned()), 1 => value()]),
+            prop::option::of(string_or_any("f")),
+            prop::option::of(string_or_any("")),
+            (any::<bool>(), 0..6u8),
+        )
+            .prop_flat_map(|(index, id, ty, name, args, (reverse, twice))| {
+                let mut function: Vec<String> =
+                    [name.map(|n| format!("\"name\":{n}")), args.map(|a| format!("\"arguments\":{a}"))]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                if reverse {
+                    function.reverse();
+                }
+                let mut members = vec![format!("\"index\":{index}")];
+                members.extend(id.map(|v| format!("\"id\":{v}")));
+                members.extend(ty.map(|v| format!("\"type\":{v}")));
+                members.push(format!("\"function\":{{{}}}", function.join(",")));
+                // Now and then one member twice (the general path keeps the last).
+                if twice == 0 {
+                    let again = members[members.len() - 1].clone();
+                    members.push(again);
+                } else if twice == 1 && members.len() > 1 {
+                    let again = members[1].clone();
+                    members.push(again);
+                }
+                Just(members).prop_shuffle()
+            })
+            .prop_map(|members| format!("{{{}}}", members.join(",")))
+    }
+
+    /// A chunk as OpenAI sends it: a call's first chunk or fragment, or text.
+    fn stream_chunk() -> impl Strategy<Value = String> {
+        let delta = prop_oneof![
+            2 => call_entry().prop_map(|e| format!("{{\"tool_calls\":[{e}]}}")),
+            2 => (prop_oneof![Just("0"), Just("1")], text()).prop_map(|(i, a)| format!("{{\"tool_calls\":[{{\"index\":{i},\"function\":{{\"arguments\":\"{a}\"}}}}]}}")),
+            1 => text().prop_map(|t| format!("{{\"content\":\"{t}\"}}")),
+            1 => call_entry().prop_map(|e| format!("{{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{e}]}}")),
+        ];
+        (delta, prop_oneof![Just("null"), Just("\"tool_calls\"")], 0..8u8).prop_map(|(delta, finish, n)| {
+            let finish = if n == 0 { finish } else { "null" };
+            format!("{{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1764000000,\"model\":\"gpt-4.1\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"logprobs\":null,\"finish_reason\":{finish}}}],\"usage\":null,\"obfuscation\":\"ab{n}\"}}")
+        })
     }
 }
 
