@@ -305,7 +305,7 @@ impl<'a> Scan<'a> {
 
     /// An object whose one member is `key`, a string: `{"text": "…"}`; where the string lies
     /// (quotes included) in `span`.
-    #[cfg_attr(not(any(feature = "openai", feature = "gemini")), allow(dead_code))]
+    #[cfg_attr(not(feature = "gemini"), allow(dead_code))]
     pub(crate) fn sole_string_at(&mut self, key: &str, span: &mut Option<(usize, usize)>) -> R<String> {
         let mut value = None;
         self.object(|s, k| match () {
