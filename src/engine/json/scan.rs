@@ -132,46 +132,49 @@ impl<'a> Scan<'a> {
         Some(s)
     }
 
-    /// The content string: copied when plain; with escapes, decoded by [`unescape`].
+    /// The content string: copied when plain; with escapes, decoded as it is read
+    /// ([`unescape_at`]).
     pub(crate) fn content(&mut self) -> R<String> {
         self.content_of(false)
     }
 
     /// [`Scan::content`]; `raw`: read from the bytes as the stream sent them (`s` unused), the
     /// string's own bytes checked as UTF-8, and an escape that may be half of a surrogate pair is
-    /// `None` (the stream's surrogate joiner reads those events).
+    /// `None` (the stream's surrogate joiner reads those events). One pass: the runs between
+    /// escapes are found eight bytes a step and copied, each escape decoded where it is met.
     fn content_of(&mut self, raw: bool) -> R<String> {
-        let (a, z, escaped) = self.content_span()?;
-        let inner = if raw { std::str::from_utf8(self.b.get(a..z)?).ok()? } else { self.s.get(a..z)? };
-        if !escaped {
-            return Some(inner.to_owned());
-        }
-        unescape(inner, raw)
-    }
-
-    /// Where the content string's contents lie (between its quotes), and whether they hold an
-    /// escape; the scan goes on after its closing quote.
-    fn content_span(&mut self) -> R<(usize, usize, bool)> {
         self.ws();
         if !matches!(self.b.get(self.i), Some(b'"')) {
             return None;
         }
+        let b = self.b;
         let start = self.i + 1;
-        self.i = start;
-        let mut escaped = false;
+        let mut i = stop_byte(b, start)?;
+        // A plain string (most text deltas): copied as it is.
+        if b.get(i) == Some(&b'"') {
+            let text = if raw { std::str::from_utf8(b.get(start..i)?).ok()? } else { self.s.get(start..i)? };
+            self.i = i + 1;
+            return Some(text.to_owned());
+        }
+        let mut out = Vec::with_capacity(i - start + 16);
+        let mut run = start;
         loop {
-            self.i = stop_byte(self.b, self.i)?;
-            match self.b.get(self.i)? {
+            match b.get(i)? {
                 b'"' => break,
                 b'\\' => {
-                    escaped = true;
-                    self.i += 2;
+                    out.extend_from_slice(b.get(run..i)?);
+                    i = unescape_at(b, i, raw, &mut out)?;
+                    run = i;
                 }
                 _ => return None,
             }
+            i = stop_byte(b, i)?;
         }
-        self.i += 1;
-        Some((start, self.i - 1, escaped))
+        out.extend_from_slice(b.get(run..i)?);
+        self.i = i + 1;
+        // An escape gives whole characters: the text is UTF-8 when its own bytes are (they always
+        // are unless `raw`: they came from a `str`).
+        String::from_utf8(out).ok()
     }
 
     #[inline(always)]
@@ -605,60 +608,46 @@ pub(crate) fn hex4(b: &[u8], i: usize) -> Option<u32> {
     Some(v)
 }
 
-/// A JSON string's contents (between the quotes) with its escapes decoded. Anything serde_json
-/// might read differently (an unknown escape, a lone surrogate) is `None`: the general path
-/// decides those.
+/// The escape at `b[i]` (a backslash) decoded onto `out`; where the bytes after it begin.
+/// Anything serde_json might read differently (an unknown escape, a lone surrogate) is `None`:
+/// the general path decides those.
 /// `raw`: also `None` for a `\u` escape whose first digit is `d`/`D` (it may be half of a
 /// surrogate pair, which the stream's surrogate joiner reads: see
 /// [`crate::engine::surrogates::may_hold_surrogate`]).
-pub(crate) fn unescape(inner: &str, raw: bool) -> Option<String> {
-    let b = inner.as_bytes();
-    let mut out = String::with_capacity(b.len());
-    let (mut i, mut run) = (0, 0);
-    while let Some(at) = crate::engine::bytes::find(b'\\', b.get(i..)?) {
-        i += at;
-        out.push_str(inner.get(run..i)?);
-        let e = *b.get(i + 1)?;
-        i += 2;
-        let c = match e {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let hi = hex4(b, i)?;
-                if raw && hi >> 12 == 0xD {
-                    return None;
-                }
-                i += 4;
-                let code = match hi {
-                    0xD800..=0xDBFF => {
-                        if b.get(i..i + 2)? != b"\\u" {
-                            return None;
-                        }
-                        let lo = hex4(b, i + 2)?;
-                        if !(0xDC00..=0xDFFF).contains(&lo) {
-                            return None;
-                        }
-                        i += 6;
-                        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                    }
-                    0xDC00..=0xDFFF => return None,
-                    _ => hi,
-                };
-                char::from_u32(code)?
+fn unescape_at(b: &[u8], i: usize, raw: bool, out: &mut Vec<u8>) -> Option<usize> {
+    let (c, len) = match *b.get(i + 1)? {
+        b'"' => ('"', 2),
+        b'\\' => ('\\', 2),
+        b'/' => ('/', 2),
+        b'b' => ('\u{8}', 2),
+        b'f' => ('\u{c}', 2),
+        b'n' => ('\n', 2),
+        b'r' => ('\r', 2),
+        b't' => ('\t', 2),
+        b'u' => {
+            let hi = hex4(b, i + 2)?;
+            if raw && hi >> 12 == 0xD {
+                return None;
             }
-            _ => return None,
-        };
-        out.push(c);
-        run = i;
-    }
-    out.push_str(inner.get(run..)?);
-    Some(out)
+            match hi {
+                0xD800..=0xDBFF => {
+                    if b.get(i + 6..i + 8)? != b"\\u" {
+                        return None;
+                    }
+                    let lo = hex4(b, i + 8)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return None;
+                    }
+                    (char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?, 12)
+                }
+                0xDC00..=0xDFFF => return None,
+                _ => (char::from_u32(hi)?, 6),
+            }
+        }
+        _ => return None,
+    };
+    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    Some(i + len)
 }
 
 #[cfg(test)]
@@ -771,6 +760,15 @@ mod tests {
 
     #[test]
     fn unescape_reads_what_serde_json_reads() {
+        // The contents of a quoted string, as the scan reads them (and the scan must end after
+        // the string's closing quote).
+        fn unescape(inner: &str, raw: bool) -> Option<String> {
+            let text = format!("\"{inner}\" ");
+            let mut s = Scan { s: &text, b: text.as_bytes(), i: 0, escapes: false };
+            let out = s.content_of(raw);
+            assert!(out.is_none() || s.i == text.len() - 1, "{inner}");
+            out
+        }
         let well_formed = [
             r#"plain"#,
             r#"a\"b\\c\/d\b\f\n\r\t"#,
