@@ -694,12 +694,55 @@ mod anthropic_fast_path {
             Just("\"extra\":[1,{\"a\":null}]".to_owned()),
             Just("\"index\":0".to_owned())
         ]);
-        (kind, prop::option::of(index), delta, extra).prop_flat_map(|(k, i, d, x)| {
-            let mut v = vec![k, d];
-            v.extend(i);
-            v.extend(x);
-            Just(v).prop_shuffle()
-        })
+        let delta_event =
+            (kind, prop::option::of(index.clone()), delta, extra.clone()).prop_flat_map(|(k, i, d, x)| {
+                let mut v = vec![k, d];
+                v.extend(i);
+                v.extend(x);
+                Just(v).prop_shuffle()
+            });
+        // A block's end, and a block's start (mostly a call's), members of any kind now and then.
+        let string_or_any = || prop_oneof![4 => "[a-z_0-9é]{0,6}".prop_map(|t| format!("\"{t}\"")), 1 => Just("\"a\\\"b\\u00e9\"".to_owned()), 1 => Just("null".to_owned()), 1 => Just("3".to_owned())];
+        let block = (
+            prop_oneof![4 => Just("\"tool_use\""), 1 => Just("\"text\""), 1 => Just("\"server_tool_use\"")],
+            prop::option::of(string_or_any()),
+            prop::option::of(string_or_any()),
+            prop::option::of(prop_oneof![4 => Just("{}"), 1 => Just("{ }"), 1 => Just("{\"a\":1}"), 1 => Just("null")]),
+            prop::option::of(Just("\"text\":\"\"")),
+        )
+            .prop_flat_map(|(ty, id, name, input, text)| {
+                let mut v = vec![format!("\"type\":{ty}")];
+                v.extend(id.map(|x| format!("\"id\":{x}")));
+                v.extend(name.map(|x| format!("\"name\":{x}")));
+                v.extend(input.map(|x| format!("\"input\":{x}")));
+                v.extend(text.map(str::to_owned));
+                Just(v).prop_shuffle()
+            })
+            .prop_map(|v| format!("\"content_block\":{{{}}}", v.join(",")));
+        let block_event = (
+            prop_oneof![Just("\"type\":\"content_block_start\""), Just("\"type\":\"content_block_stop\"")],
+            prop::option::of(index),
+            prop::option::of(block),
+            extra,
+        )
+            .prop_flat_map(|(k, i, b, x)| {
+                let mut v = vec![k.to_owned()];
+                v.extend(i);
+                v.extend(b);
+                v.extend(x);
+                Just(v).prop_shuffle()
+            });
+        // As Anthropic's API writes them (the scan reads only that order), values of any kind.
+        let index_value = prop_oneof![Just("0"), Just("3"), Just("5"), Just("-1"), Just("1.5"), Just("01"), Just("12345678901234567890")];
+        let as_sent = prop_oneof![
+            index_value.clone().prop_map(|i| vec!["\"type\":\"content_block_stop\"".to_owned(), format!("\"index\":{i}")]),
+            (index_value, string_or_any(), string_or_any(), prop_oneof![4 => Just("{}"), 1 => Just("{\"a\":1}")]).prop_map(|(i, id, name, input)| vec![
+                "\"type\":\"content_block_start\"".to_owned(),
+                format!("\"index\":{i}"),
+                format!("\"content_block\":{{\"type\":\"tool_use\",\"id\":{id},\"name\":{name},\"input\":{input}}}"),
+            ]),
+        ];
+        prop_oneof![3 => delta_event, 2 => block_event, 2 => as_sent]
     }
 
     proptest! {
@@ -710,6 +753,24 @@ mod anthropic_fast_path {
             let data = super::sometimes_broken(format!("{{{}}}", members.join(",")), cut, mutate);
             let (fast, general) = both(&data);
             prop_assert_eq!(fast, general, "{}", data);
+        }
+
+        /// Runs of such events (calls begun, streamed and ended, blocks of other kinds): the
+        /// decoder is in the same state after each, either way.
+        #[test]
+        fn a_run_of_events_leaves_the_decoder_as_the_general_path_does(runs in proptest::collection::vec(event(), 1..8)) {
+            let mut events = vec![r#"{"type":"message_start","message":{"id":"m","content":[],"usage":{"input_tokens":1}}}"#.to_owned()];
+            events.extend(runs.iter().map(|members| format!("{{{}}}", members.join(","))));
+            let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+            let (fast, general) = super::fast_and_general_all(
+                |fast| {
+                    let mut d = AnthropicDecoder::default();
+                    d.fast = fast;
+                    d
+                },
+                &refs,
+            );
+            prop_assert_eq!(fast, general, "{:#?}", events);
         }
 
         /// A delta read by the shape the one before taught (when it has that shape) leaves the

@@ -12,7 +12,7 @@
 //! `error` events. A tool call is complete at its `content_block_stop`.
 
 use super::{truncated, Prompt, StreamState, WireFormat};
-use crate::engine::json::scan::{Filled, Hole, HoleSpans, Is, Scan, Shape};
+use crate::engine::json::scan::{stop_byte, Filled, Hole, HoleSpans, Is, Scan, Shape};
 use crate::engine::json::Arguments;
 use serde_json::{json, Map, Value};
 
@@ -398,9 +398,86 @@ fn delta_with_spans(data: &str) -> Option<(AnthropicDelta, HoleSpans)> {
     Some((delta, spans))
 }
 
+/// A block's start or end, as [`block_event`] reads it.
+#[derive(Debug, PartialEq)]
+enum BlockEvent {
+    /// `content_block_stop`: the block at this index ends (a call's arguments are complete).
+    Stop(u64),
+    /// `content_block_start` of a `tool_use` block whose input is `{}` (every call's start, as
+    /// Anthropic's API sends it).
+    ToolStart { index: u64, id: String, name: String },
+}
+
+/// A call's start and a block's end as Anthropic's API writes them (these members in this order,
+/// no whitespace; an id and a name without escapes): what the general path reads of them, without
+/// a `serde_json::Value` of the event (the end of a call's block is on its tool's way to its
+/// handler). Anything else is `None`, for the general path.
+fn block_event(data: &str) -> Option<BlockEvent> {
+    let b = data.as_bytes();
+    let mut s = Scan { s: data, b, i: 0, escapes: false };
+    // After `prefix`, the index: what follows it.
+    let mut index_after = |prefix: &[u8]| {
+        s.i = prefix.len();
+        let index = b.starts_with(prefix).then(|| s.uint_value())??;
+        Some((index, b.get(s.i..)?))
+    };
+    if let Some((index, rest)) = index_after(br#"{"type":"content_block_stop","index":"#) {
+        return (rest == b"}").then_some(BlockEvent::Stop(index));
+    }
+    let (index, rest) = index_after(br#"{"type":"content_block_start","index":"#)?;
+    /// A string without escapes or control characters, and what follows its closing quote.
+    fn plain(rest: &[u8]) -> Option<(String, &[u8])> {
+        let end = stop_byte(rest, 0)?;
+        (rest.get(end) == Some(&b'"')).then_some(())?;
+        Some((std::str::from_utf8(rest.get(..end)?).ok()?.to_owned(), rest.get(end + 1..)?))
+    }
+    let (id, rest) = plain(rest.strip_prefix(br#","content_block":{"type":"tool_use","id":""#)?)?;
+    let (name, rest) = plain(rest.strip_prefix(br#","name":""#)?)?;
+    (rest == br#","input":{}}}"#).then_some(BlockEvent::ToolStart { index, id, name })
+}
+
 #[cfg(test)]
 mod fast_tests {
     use super::*;
+
+    #[test]
+    fn a_calls_start_and_a_blocks_end_are_read_by_the_scan() {
+        let start = r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}}"#;
+        let tool = |index, id: &str, name: &str| BlockEvent::ToolStart { index, id: id.into(), name: name.into() };
+        assert_eq!(block_event(start), Some(tool(1, "toolu_01", "get_weather")));
+        assert_eq!(block_event(&start.replace("get_weather", "é")), Some(tool(1, "toolu_01", "é")));
+        assert_eq!(block_event(r#"{"type":"content_block_stop","index":12}"#), Some(BlockEvent::Stop(12)));
+        for other in [
+            // Members in another order, whitespace, escapes: the general path's.
+            r#"{"index":0,"type":"content_block_stop"}"#,
+            r#"{"type":"content_block_stop", "index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t\"1","name":"f","input":{}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f\u00e9","input":{}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","name":"f","id":"t","input":{}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{ }}}"#,
+            r#"{"type":"content_block_stop","index":01}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{"a":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":null,"name":"f","input":{}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{},"caller":{}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","id":"u","name":"f","input":{}}}"#,
+            r#"{"type":"content_block_start","content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            r#"{"type":"content_block_stop","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            r#"{"type":"content_block_start","index":0}"#,
+            r#"{"type":"content_block_stop"}"#,
+            r#"{"type":"content_block_stop","index":-1}"#,
+            r#"{"type":"content_block_stop","index":1.0}"#,
+            r#"{"type":"content_block_stop","index":"1"}"#,
+            r#"{"type":"content_block_stop","index":0,"index":1}"#,
+            r#"{"type":"content_block_stop","index":0,"extra":null}"#,
+            r#"{"type":"content_block_stop","index":0} x"#,
+            r#"{"type":"message_stop"}"#,
+        ] {
+            assert_eq!(block_event(other), None, "{other}");
+        }
+    }
 
     /// A delta as Anthropic's API writes one, learned as a shape, reads every other of that shape
     /// as the scan does; what it refuses is the scan's to read (or to refuse).
@@ -724,6 +801,23 @@ impl AnthropicDecoder {
         self.completed_upto = self.blocks.len();
     }
 
+    /// A `tool_use` block begins: its call, with `args` so far.
+    fn tool_use(&mut self, id: Option<&str>, name: &str, args: String, out: &mut Vec<StreamEvent>) -> Block {
+        let id = self.ids.assign(id, "toolu_");
+        out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(
+            id.clone(),
+            name.to_owned(),
+            Some(args),
+        ))));
+        Block::Tool { id, done: false }
+    }
+
+    /// A block begun at `index`, kept (the last one at that index is the one its events go to).
+    fn add_block(&mut self, index: u64, b: Block) {
+        self.by_index.insert(index, self.blocks.len());
+        self.blocks.push((index, b));
+    }
+
     fn on_block_start(&mut self, index: u64, block: &Value, out: &mut Vec<StreamEvent>) {
         let content = |p: ContentPart| StreamEvent::Part(StreamedMessagePart::Content(p));
         let b = match text_of(block, "type").unwrap_or("") {
@@ -751,26 +845,20 @@ impl AnthropicDecoder {
                 Block::Other
             }
             "tool_use" => {
-                let id = self.ids.assign(text_of(block, "id"), "toolu_");
-                let name = text_of(block, "name").unwrap_or("").to_owned();
                 // Some compatible servers send the whole input at the start; otherwise the input
                 // starts empty (`""`, as kosong keeps it when no input delta follows).
-                let args = Some(
-                    block
-                        .get("input")
-                        .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
-                        .map_or_else(String::new, |i| i.to_string()),
-                );
-                out.push(StreamEvent::Part(StreamedMessagePart::ToolCall(ToolCall::new(id.clone(), name, args))));
-                Block::Tool { id, done: false }
+                let args = block
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                    .map_or_else(String::new, |i| i.to_string());
+                self.tool_use(text_of(block, "id"), text_of(block, "name").unwrap_or(""), args, out)
             }
             // A block type with no `type` is nothing anyone can send back.
             "" => Block::Other,
             // server_tool_use, web_search_tool_result, code execution, mcp, …
             _ => Block::Server { block: block.clone(), input: String::new(), sent: false },
         };
-        self.by_index.insert(index, self.blocks.len());
-        self.blocks.push((index, b));
+        self.add_block(index, b);
     }
 
     fn on_delta(&mut self, index: Option<u64>, delta: &Value, out: &mut Vec<StreamEvent>) {
@@ -863,6 +951,15 @@ impl StreamDecoder for AnthropicDecoder {
             if let Some(d) = delta {
                 self.on_fast_delta(d, out);
                 return Ok(());
+            }
+            match block_event(data) {
+                Some(BlockEvent::Stop(index)) => return self.on_block_stop(Some(index), out),
+                Some(BlockEvent::ToolStart { index, id, name }) => {
+                    let b = self.tool_use(Some(&id), &name, String::new(), out);
+                    self.add_block(index, b);
+                    return Ok(());
+                }
+                None => {}
             }
         }
         let Some(ev) = super::typed_event(data, KNOWN_EVENTS, Event::read)? else { return Ok(()) };
