@@ -733,14 +733,27 @@ mod anthropic_fast_path {
                 Just(v).prop_shuffle()
             });
         // As Anthropic's API writes them (the scan reads only that order), values of any kind.
-        let index_value = prop_oneof![Just("0"), Just("3"), Just("5"), Just("-1"), Just("1.5"), Just("01"), Just("12345678901234567890")];
+        let index_value = prop_oneof![
+            Just("0"),
+            Just("3"),
+            Just("5"),
+            Just("-1"),
+            Just("1.5"),
+            Just("01"),
+            Just("12345678901234567890")
+        ];
         let as_sent = prop_oneof![
-            index_value.clone().prop_map(|i| vec!["\"type\":\"content_block_stop\"".to_owned(), format!("\"index\":{i}")]),
-            (index_value, string_or_any(), string_or_any(), prop_oneof![4 => Just("{}"), 1 => Just("{\"a\":1}")]).prop_map(|(i, id, name, input)| vec![
-                "\"type\":\"content_block_start\"".to_owned(),
-                format!("\"index\":{i}"),
-                format!("\"content_block\":{{\"type\":\"tool_use\",\"id\":{id},\"name\":{name},\"input\":{input}}}"),
-            ]),
+            index_value
+                .clone()
+                .prop_map(|i| vec!["\"type\":\"content_block_stop\"".to_owned(), format!("\"index\":{i}")]),
+            (index_value, string_or_any(), string_or_any(), prop_oneof![4 => Just("{}"), 1 => Just("{\"a\":1}")])
+                .prop_map(|(i, id, name, input)| vec![
+                    "\"type\":\"content_block_start\"".to_owned(),
+                    format!("\"index\":{i}"),
+                    format!(
+                        "\"content_block\":{{\"type\":\"tool_use\",\"id\":{id},\"name\":{name},\"input\":{input}}}"
+                    ),
+                ]),
         ];
         prop_oneof![3 => delta_event, 2 => block_event, 2 => as_sent]
     }

@@ -802,9 +802,10 @@ impl StreamDecoder for OpenAIChatDecoder {
 //
 // The commonest events of this stream (a text delta, a fragment of a call's arguments, a call's
 // first chunk), read by one strict scan ([`crate::engine::json::scan`]) instead of a
-// `serde_json::Value` of the chunk (most of the decode time: a call's first chunk read that way cost
-// 65k native instructions, about 20 µs in wasm on its tool's way to its handler, where the scan
-// costs 10k); anything else is `None` and takes the general path. The property tests and the `fast_delta` fuzz target check that both paths leave
+// `serde_json::Value` of the chunk (most of the decode time: a call's first chunk read that way
+// cost 65k native instructions, about 20 µs in wasm on its tool's way to its handler, where the
+// scan costs 10k); anything else is `None` and takes the general path. The property tests and
+// the `fast_delta` fuzz target check that both paths leave
 // the decoder in the same state.
 /// A text delta: the chunk's id and the delta's content (`None` when null or absent).
 #[derive(Debug, PartialEq)]
