@@ -174,7 +174,7 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // (+0.5 KB; the block's end is on its tool's way to its handler: −29k native instructions a
   // call); the SSE decoder's lane taking an event's `event:` line unread (+0.1 KB; Anthropic and
   // Responses text 8–10% faster); a one-text answer's text crossing as a string of its own (+0.07
-  // KB; text 4–9% faster); a string's escapes decoded in the pass that finds its end (+0.06 KB).
+  // KB; text 1–9% faster); a string's escapes decoded in the pass that finds its end (+0.06 KB).
   // Tried to pay: the Chat start's id and name read as plain strings (+0.07 KB more, not less:
   // `plain_str` is inlined where `content` is a call); Anthropic's scan written as a literal
   // match of the API's own member order instead of a member-by-member scan (1.25 → 0.54 KB).
