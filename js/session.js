@@ -74,7 +74,6 @@ export class Session {
   #pumping = false;
   #again = false;
   #timer = null;
-  #wakeAt = null; // the wake-up the store was last told
   #closed = false;
   /** The unfinished turn found at open, resumed and ended; null when there was none. */
   recovered;
@@ -294,6 +293,7 @@ export class Session {
         let asked = JSON.parse(callWasm(() => this.#core.poll()));
         for (;;) {
           for (const e of asked.events) this.#tell(e);
+          if (asked.wake !== undefined) this.#wake(asked.wake);
           if (asked.flush) this.#turn?.wire.flush();
           if (asked.cancelStored) for (const r of this.#cancels.splice(0)) r();
           if (asked.unstoredEnd) this.#unstored(asked.unstoredEnd);
@@ -314,7 +314,6 @@ export class Session {
         }
         if (!this.#turn && asked.resume) this.#run(undefined);
         this.#arm(asked.timeout);
-        this.#watch(asked.watch);
       } while (this.#again);
     } finally {
       this.#pumping = false;
@@ -336,15 +335,12 @@ export class Session {
 
   /**
    * A store that can wake its host (a Durable Object's alarm) is told when to look again, or
-   * `null` (not needed); told again each half of the lead, so a live host's wake-up never comes.
+   * `null` (not needed), when the core says it is news.
    */
-  #watch(at) {
+  #wake(at) {
     if (typeof this.#store.wake !== "function") return;
-    if (at === undefined ? this.#wakeAt === null : this.#wakeAt !== null && at - this.#wakeAt < (at - Date.now()) / 2) return;
-    const next = at === undefined ? null : Math.max(at, Date.now() + 1);
-    this.#wakeAt = next;
     Promise.resolve()
-      .then(() => this.#store.wake(next))
+      .then(() => this.#store.wake(at === null ? null : Math.max(at, Date.now() + 1)))
       .catch((e) => this.#logger?.warn?.("kosong-wasm: the session's store could not set its wake-up", { error: e }));
   }
 

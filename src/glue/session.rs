@@ -155,8 +155,9 @@ impl SessionCore {
 
     /// Everything the session asks of its host now, in one crossing, as JSON text:
     /// `{write?: {seq, ops}, events: [{id, kind, data}], stop?: "cancel" | "drop", flush?: true
-    /// (flush the turn's wire), cancelStored?: true, resume?: true, timeout?: ms, watch?: ms (a
-    /// host that can die unnoticed looks again by then)}` — a write only when no events wait (they come after it
+    /// (flush the turn's wire), cancelStored?: true, resume?: true, timeout?: ms, wake?: ms | null (a
+    /// host that can die unnoticed is to look again by then, or need not: only when that is news,
+    /// [`crate::engine::session::Session::poll_wake`])}` — a write only when no events wait (they come after it
     /// commits). `ops`: `{op: "event", id, kind, data}`, `{op: "trimEvents", before}`, `{op:
     /// "truncateEvents", after}`, `{op: "context", line}`, `{op: "truncateContext", keep}`, `{op:
     /// "agentContext", agent, line}`, `{op: "truncateAgentContext", agent, keep}`, `{op: "meta",
@@ -215,8 +216,10 @@ impl SessionCore {
         if let Some(at) = s.poll_timeout() {
             out.push_str(&format!(",\"timeout\":{}", crate::engine::json::number_text(at)));
         }
-        if let Some(at) = s.watch() {
-            out.push_str(&format!(",\"watch\":{}", crate::engine::json::number_text(at)));
+        match s.poll_wake() {
+            Some(Some(at)) => out.push_str(&format!(",\"wake\":{}", crate::engine::json::number_text(at))),
+            Some(None) => out.push_str(",\"wake\":null"),
+            None => {}
         }
         out.push('}');
         out

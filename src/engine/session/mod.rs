@@ -500,6 +500,8 @@ struct State {
     /// it: the session holds no wire, so nothing of a dead turn is kept alive through it).
     flushed_at: f64,
     flush_due: bool,
+    /// The wake-up the host was last told ([`Session::poll_wake`]); `None`: none is needed.
+    wake_told: Option<f64>,
     /// Told (after the state is released) whenever an input may have made work to poll: a
     /// host that waits for work (a JS pump on the microtask queue) wakes on it.
     notify: Option<Rc<dyn Fn()>>,
@@ -615,6 +617,7 @@ impl Session {
             asked: Vec::new(),
             flushed_at: now_ms,
             flush_due: false,
+            wake_told: None,
             notify: None,
             notified: false,
             #[cfg(feature = "planted-bugs")]
@@ -995,12 +998,25 @@ impl Session {
         None
     }
 
-    /// How soon a host that can die without notice should look at the session again (a Durable
-    /// Object's alarm): while a turn runs that is not waiting on a person.
-    pub fn watch(&self) -> Option<f64> {
-        let st = self.0.borrow();
+    /// What a host that can die without notice (a Durable Object's alarm) is to be told of its
+    /// wake-up now, if anything: `Some(Some(at))` look at the session again by `at` (while a turn
+    /// runs that waits on no person), `Some(None)` no wake-up is needed, `None` nothing new. A
+    /// wake-up told is told again only once less than half of the lead is left before it (so a
+    /// live host's never comes, and a busy turn does not tell it at every poll); "none" is told
+    /// once after a wake-up was.
+    pub fn poll_wake(&self) -> Option<Option<f64>> {
+        let mut st = self.0.borrow_mut();
         let running = st.work.turn.as_ref().is_some_and(|t| t.running);
-        (running && st.waiting.is_empty()).then(|| st.now_ms + st.limits.watch_ms)
+        let now = st.now_ms;
+        let want = (running && st.waiting.is_empty()).then(|| now + st.limits.watch_ms.max(1.0));
+        match (want, st.wake_told) {
+            (None, None) => None,
+            (Some(at), Some(told)) if at - told < (at - now) / 2.0 => None,
+            (want, _) => {
+                st.wake_told = want;
+                Some(want)
+            }
+        }
     }
 
     pub fn handle_timeout(&self, now_ms: f64) {
@@ -1430,6 +1446,26 @@ mod tests {
             assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
             assert_eq!(TurnOutcome::from_json(&text), Some(o));
         }
+    }
+
+    /// The host's wake-up: told when a turn starts, not again at every poll, again once less than
+    /// half of the lead is left, "none" once when the turn ends, and nothing while idle.
+    #[test]
+    fn a_wake_up_is_told_when_it_is_news() {
+        let limits = SessionLimits { watch_ms: 1_000.0, ..SessionLimits::default() };
+        let s = Session::open(Stored::default(), limits, 0.0);
+        assert_eq!(s.poll_wake(), None, "idle: nothing to tell");
+        s.submit(&UserInput::Text("hi".into()), 0.0).expect("a turn");
+        assert_eq!(s.poll_wake(), Some(Some(1_000.0)), "a turn runs: look again by then");
+        assert_eq!(s.poll_wake(), None, "told already");
+        s.handle_timeout(400.0);
+        assert_eq!(s.poll_wake(), None, "1,000 is still more than half a lead (500) away from 400");
+        s.handle_timeout(500.0);
+        assert_eq!(s.poll_wake(), Some(Some(1_500.0)), "half the lead is left: told again");
+        assert_eq!(s.poll_wake(), None);
+        s.turn_ended(TurnOutcome::done());
+        assert_eq!(s.poll_wake(), Some(None), "the turn ended: no wake-up needed");
+        assert_eq!(s.poll_wake(), None, "told once");
     }
 
     #[test]
