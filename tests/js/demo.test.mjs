@@ -34,7 +34,12 @@ test("the page and everything it imports are served, with the right types", asyn
   };
   await walk(script);
   const paths = [...seen].map((u) => new URL(u).pathname);
-  for (const f of ["/pkg/index.js", "/pkg/mcp.js", "/pkg/ui-stream.js", "/pkg/wasm/kosong_wasm.js"]) assert.ok(paths.includes(f), `${f} is in the graph: ${paths.join(", ")}`);
+  // The browser entry is one bundled module (scripts/build.mjs): the graph reaches it and stops.
+  assert.ok(paths.includes("/pkg/browser.js"), `the browser entry is in the graph: ${paths.join(", ")}`);
+  assert.ok(!paths.some((p) => p.startsWith("/pkg/") && p !== "/pkg/browser.js"), `the browser entry imports nothing more: ${paths.join(", ")}`);
+  // …and names its .wasm beside itself, where the server has it.
+  const entry = await (await fetch(new URL("/pkg/browser.js", script))).text();
+  assert.match(entry, /new URL\("\.\/wasm\/kosong_wasm_bg\.wasm", import\.meta\.url\)/);
   const wasm = await fetch(new URL("/pkg/wasm/kosong_wasm_bg.wasm", script));
   assert.equal(wasm.status, 200);
   assert.equal(wasm.headers.get("content-type"), "application/wasm");
