@@ -353,7 +353,7 @@ pub fn anthropic_delta(data: &str) -> Option<AnthropicDelta> {
 /// [`anthropic_delta`], of any member order and whitespace, and where its holes lie for a
 /// [`Shape`]: the index (when there is one) and the string.
 fn delta_with_spans(data: &str) -> Option<(AnthropicDelta, HoleSpans)> {
-    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let (mut seen_type, mut seen_delta) = (false, false);
     let mut index = None;
     let (mut dtype, mut text, mut json) = (None, None, None);
@@ -414,7 +414,7 @@ enum BlockEvent {
 /// handler). Anything else is `None`, for the general path.
 fn block_event(data: &str) -> Option<BlockEvent> {
     let b = data.as_bytes();
-    let mut s = Scan { s: data, b, i: 0, escapes: false };
+    let mut s = Scan { s: data, b, i: 0 };
     // After `prefix`, the index: what follows it.
     let mut index_after = |prefix: &[u8]| {
         s.i = prefix.len();

@@ -687,7 +687,7 @@ impl GeminiDecoder {
 
 /// [`gemini_text_chunk`], and its holes' spans in `spans` (the text, `usageMetadata`), in order.
 fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<GeminiText<'a>> {
-    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let (mut seen_candidates, mut seen_usage, mut seen_id) = (false, false, false);
     let mut out = GeminiText { text: String::new(), usage: None, response_id: None, finish_reason: None };
     let mut text = None;
@@ -708,7 +708,7 @@ fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<Gemi
                             s.eat(b']')
                         }
                         _ if key.is("parts") => None,
-                        _ => s.skip(0),
+                        _ => s.skip(),
                     })?;
                     seen_parts.then_some(())
                 }
@@ -717,7 +717,7 @@ fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<Gemi
                     Some(())
                 }
                 _ if key.is_any(&["content", "finishReason"]) => None,
-                _ => s.skip(0),
+                _ => s.skip(),
             })?;
             s.eat(b']')
         }
@@ -726,7 +726,7 @@ fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<Gemi
                 return None;
             }
             let start = s.i;
-            s.skip(0)?;
+            s.skip()?;
             out.usage = Some(s.s.get(start..s.i)?);
             spans.push((start, s.i, Hole::Object));
             Some(())
@@ -736,7 +736,7 @@ fn gemini_text_chunk_at<'a>(data: &'a str, spans: &mut HoleSpans) -> Option<Gemi
             Some(())
         }
         _ if key.is_any(&["candidates", "usageMetadata", "responseId", "error", "promptFeedback"]) => None,
-        _ => s.skip(0),
+        _ => s.skip(),
     })?;
     s.ws();
     if s.i != s.b.len() {

@@ -899,7 +899,7 @@ impl ChunkShape {
 /// The Chat Completions chunk as a plain text delta, a call's fragment or a call's first chunk, or
 /// `None` for the general path.
 pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
-    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let mut id = None;
     let mut seen_id = false;
     let mut content = None;
@@ -1013,11 +1013,11 @@ pub fn chat_text_delta(data: &str) -> Option<TextDelta<'_>> {
         // A string that changes with every chunk (OpenAI pads chunks to hide their length).
         _ if key.is("obfuscation") && spans.pad.is_none() && s.peek()? == b'"' => {
             let at = s.i;
-            s.skip(0)?;
+            s.skip()?;
             spans.pad = Some((at, s.i));
             Some(())
         }
-        _ => s.skip(0),
+        _ => s.skip(),
     })?;
     s.ws();
     if s.i != s.b.len() || !seen_choices {

@@ -762,7 +762,7 @@ pub fn responses_text_delta(data: &str) -> Option<String> {
 /// [`responses_text_delta`], and where its holes lie for a [`Shape`]: the text, and the sequence
 /// number and the `obfuscation` padding when there are (the item's id and indices stay fixed).
 fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
-    let mut s = Scan { s: data, b: data.as_bytes(), i: 0, escapes: false };
+    let mut s = Scan { s: data, b: data.as_bytes(), i: 0 };
     let (mut seen_type, mut seen_item, mut seen_index, mut seen_delta) = (false, false, false, false);
     let (mut seen_seq, mut seen_pad) = (false, false);
     let mut text = None;
@@ -788,7 +788,7 @@ fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
         {
             s.ws();
             let at = s.i;
-            s.skip(0)?;
+            s.skip()?;
             let value = s.b.get(at..s.i)?;
             if !key.is("sequence_number") && value.first() == Some(&b'"') {
                 spans.push((at, s.i, Hole::Pad));
@@ -814,7 +814,7 @@ fn delta_with_spans(data: &str) -> Option<(String, HoleSpans)> {
         {
             None
         }
-        _ => s.skip(0),
+        _ => s.skip(),
     })?;
     s.ws();
     if s.i != s.b.len() || !seen_type {
