@@ -226,7 +226,8 @@ function kosongGuard(exports) {
  * module with esbuild (a devDependency; without it the entries stay as they are). Node: about 3 ms
  * of a cold start. A browser that imports `pkg/browser.js` as it is (an import map, a CDN that
  * serves the files as published) walks the module graph one request after another: in Chromium,
- * page load to the first text delta went from ~166 to ~102 ms (bench's `browser-first-token`).
+ * page load to the first text delta went from 235 to 118 ms (bench's `browser-first-token`; the
+ * AI SDK's bundled page: 167–171 ms).
  * Each still reads `./wasm/kosong_wasm_bg.wasm` next to itself; the browser's default URL is
  * written as `new URL("./wasm/…", import.meta.url)`, the form bundlers (Vite, webpack, esbuild's
  * users) take as an asset. Not minified: Node prints the source line an error was thrown from, and

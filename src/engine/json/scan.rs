@@ -282,7 +282,7 @@ impl<'a> Scan<'a> {
 /// objects with plain keys, numbers of at most 15 integer digits without an exponent, up to 32
 /// levels. False says only that the scanner could not tell (serde_json then decides): a call's
 /// arguments are checked this way at a few bytes a nanosecond, where serde_json's own check took
-/// tens of microseconds per 4 KB under opt-level "z". Read by [`value_end`], as [`Scan::skip`]
+/// tens of microseconds per 4 KB under opt-level "z". Read by `value_end`, as `Scan::skip`
 /// reads, string escapes besides.
 pub fn accepts_json(text: &str) -> bool {
     #[cfg(test)]
@@ -418,7 +418,8 @@ fn literal_end(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
     Some(end)
 }
 
-/// The end of a number at `b[i]` by [`Scan::number`]'s rules.
+/// The end of a number at `b[i]`: JSON's grammar without an exponent, at most 15 integer digits
+/// (longer ones could overflow or round differently: left to serde_json).
 fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
     if b.get(i) == Some(&b'-') {
         i += 1;
