@@ -28,7 +28,12 @@ function applyEdit(root, e) {
   const key = path[path.length - 1];
   if (typeof key !== "string" && typeof key !== "number") return root;
   if (e.op === "set") define(parent, key, e.value);
-  else if (typeof own(parent, key) === "string") define(parent, key, own(parent, key) + e.text);
+  else {
+    // An append lands on a string this preview set as an own data property: assigned in place
+    // (a `defineProperty` per piece was the preview's largest cost).
+    const text = own(parent, key);
+    if (typeof text === "string") parent[key] = text + e.text;
+  }
   return root;
 }
 

@@ -151,6 +151,10 @@ test("PartialJson.applyEdits never reaches a prototype: __proto__ and constructo
   const v = k.PartialJson.applyEdits({}, [{ op: "set", path: ["__proto__"], value: { isAdmin: true } }]);
   assert.equal(v.isAdmin, undefined, "an own __proto__ key, as JSON.parse makes it, not a prototype");
   assert.deepEqual(Object.keys(v), ["__proto__"]);
+  // Appends to it go on its own string (assigned in place), the prototype untouched.
+  const w = k.PartialJson.applyEdits({}, [{ op: "set", path: ["__proto__"], value: "a" }, { op: "append", path: ["__proto__"], text: "b" }, { op: "append", path: ["__proto__"], text: "c" }]);
+  assert.equal(Object.getOwnPropertyDescriptor(w, "__proto__")?.value, "abc");
+  assert.equal(Object.getPrototypeOf(w), Object.prototype);
 });
 
 test("a caller's schema goes out verbatim, in its key order, on every provider: tool parameters and output.schema", async () => {
