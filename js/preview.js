@@ -9,8 +9,24 @@ import { callWasm, wasm } from "./internal.js";
  * total, whatever the shape: what nests deeper than 64 levels is not previewed (`depthLimited`
  * says so). Text that is not JSON stops the preview (it never throws).
  */
-/** What a piece must not hold to be appended without the core: it could end or escape the string. */
+/** What a piece must not hold to be appended as it is: it could end or escape the string. */
 const STOPS = /["\\\u0000-\u001f]/;
+/**
+ * A piece of string content the preview decodes itself: plain characters and whole two-character
+ * escapes (a `\u` escape, a lone backslash at its end, a quote or a control character: the core's).
+ */
+const SIMPLE = /^(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt])*$/;
+const ESCAPED = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
+/** A SIMPLE piece decoded, backslash by backslash (`replace` with a callback was 13% of a preview's time). */
+function unescape(piece) {
+  let out = "";
+  let from = 0;
+  for (let i = piece.indexOf("\\"); i !== -1; i = piece.indexOf("\\", from)) {
+    out += piece.slice(from, i) + ESCAPED[piece[i + 1]];
+    from = i + 2;
+  }
+  return out + piece.slice(from);
+}
 
 /** `o[key]` when it is `o`'s own: an edit never reaches a prototype (`__proto__`, `constructor`). */
 const own = (o, key) => (o !== null && typeof o === "object" && Object.hasOwn(o, key) ? o[key] : undefined);
@@ -44,8 +60,10 @@ export class PartialJson {
   #lastAppend = null;
   /** The core's last answer was `+text`: the string at `#lastAppend` is open, past any escape. */
   #open = false;
-  /** Plain pieces appended here and not yet fed to the core (fed before anything else is). */
+  /** Pieces appended here and not yet fed to the core (fed before anything else is)… */
   #deferred = "";
+  /** …and how long their text is, decoded (what the core's next append starts with). */
+  #deferredText = 0;
 
   constructor() {
     this.#core = callWasm(() => new wasm.PartialJsonCore());
@@ -54,12 +72,15 @@ export class PartialJson {
   /** @returns {Array<{op: "set", path: (string|number)[], value: unknown} | {op: "append", path: (string|number)[], text: string}>} */
   feed(piece) {
     if (typeof piece !== "string") throw new TypeError("PartialJson.feed takes a string");
-    if (this.#open && piece !== "" && !STOPS.test(piece)) {
-      // Inside an open string, a piece without quotes, backslashes or control characters is
-      // appended as it is: the edit the core would give, made here. The core reads it later,
-      // with the next piece it must see (its result is the same for any split).
+    const text = this.#open && piece !== "" ? (!STOPS.test(piece) ? piece : SIMPLE.test(piece) ? unescape(piece) : null) : null;
+    if (text !== null) {
+      // Inside an open string, a piece without quotes or control characters, whose escapes are
+      // whole and not `\u`, is appended decoded: the edit the core would give, made here. The
+      // core reads it later, with the next piece it must see (its result is the same for any
+      // split).
       this.#deferred += piece;
-      const e = { op: "append", path: [...this.#lastAppend], text: piece };
+      this.#deferredText += text.length;
+      const e = { op: "append", path: [...this.#lastAppend], text };
       this.#apply(e);
       return [e];
     }
@@ -67,11 +88,13 @@ export class PartialJson {
     // edit is then the append to that string (nothing else can come before the string ends),
     // and its text starts with what was already appended: that much is cut off.
     const deferred = this.#deferred;
+    const done = this.#deferredText;
     this.#deferred = "";
+    this.#deferredText = 0;
     const out = callWasm(() => this.#core.feed(deferred + piece));
     this.#open = out.charCodeAt(0) === 43; /* "+" */
     if (this.#open) {
-      const text = out.slice(1 + deferred.length);
+      const text = out.slice(1 + done);
       if (text === "") return [];
       const e = { op: "append", path: [...this.#lastAppend], text };
       this.#apply(e);
@@ -79,7 +102,7 @@ export class PartialJson {
     }
     const edits = JSON.parse(out);
     if (deferred !== "" && edits.length > 0) {
-      edits[0].text = edits[0].text.slice(deferred.length);
+      edits[0].text = edits[0].text.slice(done);
       if (edits[0].text === "") edits.shift();
     }
     for (const e of edits) this.#apply(e);
@@ -93,6 +116,7 @@ export class PartialJson {
     if (this.#deferred === "") return;
     const text = this.#deferred;
     this.#deferred = "";
+    this.#deferredText = 0;
     callWasm(() => this.#core.feed(text));
   }
 

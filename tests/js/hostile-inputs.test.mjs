@@ -97,7 +97,7 @@ const KEYS = ["__proto__", "constructor", "prototype", "toString", "hasOwnProper
 function randomJson(r, depth = 0) {
   const pick = r();
   if (depth > 3 || pick < 0.3) {
-    const leaves = ['"x"', "0", "-1.5e3", "true", "null", '"\\u00e9\\ud83d\\ude00"', '"abc"', "{}", "[]"];
+    const leaves = ['"x"', "0", "-1.5e3", "true", "null", '"\\u00e9\\ud83d\\ude00"', '"abc"', "{}", "[]", '"a\\nb\\"c\\\\d\\/e\\tf\\b\\r\\f"', '"line\\n\\u00e9 \\\\\\"q\\""'];
     return leaves[Math.floor(r() * leaves.length)];
   }
   if (pick < 0.5) return `[${Array.from({ length: Math.floor(r() * 4) }, () => randomJson(r, depth + 1)).join(",")}]`;
@@ -132,6 +132,24 @@ test("PartialJson matches JSON.parse on 5,000 fuzzed documents with prototype ke
     }
   }
   assert.equal({}.polluted, undefined);
+});
+
+test("PartialJson: a string's escapes read in any split — each value so far a prefix of the whole, the whole as JSON.parse reads it", () => {
+  const content = 'ab\\n\\"\\\\\\/\\t€\\u00e9\\r\\b\\f x'.repeat(60);
+  const text = `{"c":"${content}","n":1}`;
+  const want = JSON.parse(text);
+  for (let size = 1; size <= 24; size++) {
+    const pj = new k.PartialJson();
+    let mirror;
+    for (let at = 0; at < text.length; at += size) {
+      mirror = k.PartialJson.applyEdits(mirror, structuredClone(pj.feed(text.slice(at, at + size))));
+      const c = pj.value?.c ?? "";
+      assert.ok(want.c.startsWith(c), `size ${size}, at ${at}: ${JSON.stringify(c.slice(-20))} is not a prefix`);
+      assert.deepEqual(mirror, pj.value, `size ${size}, at ${at}: the edits rebuild the value`);
+    }
+    assert.equal(pj.done, true);
+    assert.deepEqual(pj.value, want, `size ${size}`);
+  }
 });
 
 test("PartialJson.applyEdits never reaches a prototype: __proto__ and constructor.prototype paths, appends, odd edits", () => {
