@@ -88,13 +88,7 @@ pub(crate) type R<T> = Option<T>;
 impl<'a> Scan<'a> {
     #[inline(always)]
     pub(crate) fn ws(&mut self) {
-        while let Some(c) = self.b.get(self.i) {
-            if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
+        self.i = skip_ws(self.b, self.i);
     }
 
     #[inline(always)]
@@ -179,16 +173,8 @@ impl<'a> Scan<'a> {
     #[inline(always)]
     pub(crate) fn literal(&mut self, word: &[u8]) -> R<()> {
         self.ws();
-        if same_bytes(self.b.get(self.i..self.i + word.len())?, word) {
-            self.i += word.len();
-            // A literal must not run on into letters (`nullx`).
-            match self.b.get(self.i) {
-                Some(c) if c.is_ascii_alphanumeric() => None,
-                _ => Some(()),
-            }
-        } else {
-            None
-        }
+        self.i = literal_end(self.b, self.i, word)?;
+        Some(())
     }
 
     pub(crate) fn digits(&mut self) -> usize {
@@ -307,24 +293,18 @@ fn value_end(b: &[u8], mut i: usize, escapes: bool) -> Option<usize> {
             return None;
         }
         i = match b.get(i)? {
-            b'{' => {
+            &open @ (b'{' | b'[') => {
                 i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b'}') {
+                // `}` and `]` are two past `{` and `[`.
+                if b.get(i) == Some(&(open + 2)) {
                     i + 1
                 } else {
+                    let object = open == b'{';
                     depth += 1;
-                    objects = objects << 1 | 1;
-                    i = key_end(b, i)?;
-                    continue 'value;
-                }
-            }
-            b'[' => {
-                i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b']') {
-                    i + 1
-                } else {
-                    depth += 1;
-                    objects <<= 1;
+                    objects = objects << 1 | u64::from(object);
+                    if object {
+                        i = key_end(b, i)?;
+                    }
                     continue 'value;
                 }
             }
@@ -408,7 +388,7 @@ fn string_end(b: &[u8], mut i: usize, escapes: bool) -> Option<usize> {
     }
 }
 
-/// The end of `word` at `b[i]`, not run on into letters or digits (as [`Scan::literal`]).
+/// The end of `word` at `b[i]`, not run on into letters or digits (`nullx` is not `null`).
 #[inline(always)]
 fn literal_end(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
     let end = i + word.len();
