@@ -145,11 +145,26 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
   const bindgen = ensureToolchain();
   const opts = quiet ? { stdio: ["ignore", "ignore", "inherit"] } : {};
   run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--no-default-features", "--features", features.join(",")], opts);
+  vendoredPatchUsed();
   const wasmFile = join(root, "target", "wasm32-unknown-unknown", "release", "kosong_wasm.wasm");
   mkdirSync(outDir, { recursive: true });
   run(bindgen, ["--target", "web", "--weak-refs", ...(names ? [] : ["--remove-name-section"]), "--remove-producers-section", "--out-dir", outDir, "--out-name", outName, wasmFile], opts);
   guardGlue(join(outDir, `${outName}.js`));
   shrink(join(outDir, `${outName}_bg.wasm`), { names, opts });
+}
+
+/**
+ * Cargo builds vendor/serde_core (`[patch.crates-io]`) only while serde pins its version; past it,
+ * cargo warns and takes the registry's copy, and the .wasm carries core's float formatting again
+ * (+10 KB gzip). The build stops there instead (Cargo.lock's entry for a patched crate names no
+ * registry source).
+ */
+function vendoredPatchUsed() {
+  const lock = readFileSync(join(root, "Cargo.lock"), "utf8");
+  const entries = lock.split("[[package]]").filter((e) => /^\s*name = "serde_core"$/m.test(e));
+  if (entries.length !== 1 || /^source = /m.test(entries[0])) {
+    throw new Error("kosong-wasm build: vendor/serde_core is not the serde_core built (serde moved past its version?): scripts/vendor-serde-core.mjs says how to write it again");
+  }
 }
 
 /**

@@ -16,8 +16,8 @@ pub fn is_json(text: &str) -> bool {
 }
 
 /// A number as JavaScript prints it (`5`, `0.5`, `-1e21`, `NaN`, `Infinity`), without core's float
-/// formatting (its tables are 15 KB of .wasm): whole numbers by the integer formatter, others by
-/// serde_json's (ryu), which the package carries anyway.
+/// formatting (~23 KB of .wasm that nothing else brings in: vendor/serde_core): whole numbers by
+/// the integer formatter, others by serde_json's (ryu), which the package carries anyway.
 pub fn number_text(v: f64) -> String {
     if v.is_nan() {
         return "NaN".into();
@@ -83,6 +83,22 @@ mod tests {
         {
             assert_eq!(super::number_text(v), t);
         }
+    }
+
+    /// vendor/serde_core's edit (scripts/vendor-serde-core.mjs): serde's own Display of an
+    /// unexpected float no longer formats the number; serde_json's errors, which write a float
+    /// themselves (ryu), read as before — from text and from a `Value`, whole and fractional.
+    #[test]
+    fn an_unexpected_float_is_told_as_serde_json_tells_it() {
+        let text = |json: &str| serde_json::from_str::<String>(json).unwrap_err().to_string();
+        assert_eq!(text("0.1"), "invalid type: floating point `0.1`, expected a string at line 1 column 3");
+        assert_eq!(text("-1e300"), "invalid type: floating point `-1e+300`, expected a string at line 1 column 6");
+        let e = serde_json::from_value::<u32>(serde_json::json!(2.0)).unwrap_err().to_string();
+        assert_eq!(e, "invalid type: floating point `2.0`, expected u32");
+        let e = serde_json::from_str::<crate::engine::message::Message>(r#"{"role":"user","content":2.5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid type: floating point `2.5`, expected "), "{e}");
     }
 
     use super::lone_surrogates_replaced as fix;
