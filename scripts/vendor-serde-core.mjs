@@ -4,7 +4,7 @@
 //
 // Why: `serde_core::de::Unexpected`'s Display writes a float with core's float formatting
 // (Grisu and Dragon with their tables, and `{:.N}`'s exact mode beside the shortest: ~20 KB of
-// .wasm, −10.3 KB gzip measured). serde_json never reaches that arm — its own `JsonUnexpected`
+// .wasm, −10.4 KB gzip measured). serde_json never reaches that arm — its own `JsonUnexpected`
 // writes a float with ryu before it hands the other kinds to this Display — but the arm is code
 // in the same function, so every build carried it. The edit writes that (unreachable) arm
 // without formatting the number; what a user reads in an error is serde_json's, unchanged
