@@ -3,7 +3,7 @@
 // else. `[patch.crates-io]` in Cargo.toml builds it in place of the registry's copy.
 //
 // Why: `serde_core::de::Unexpected`'s Display writes a float with core's float formatting
-// (Grisu and Dragon with their tables, and `{:.N}`'s exact mode beside the shortest: ~20 KB of
+// (Grisu and Dragon with their tables, and `{:.N}`'s exact mode beside the shortest: ~23 KB of
 // .wasm, −10.4 KB gzip measured). serde_json never reaches that arm — its own `JsonUnexpected`
 // writes a float with ryu before it hands the other kinds to this Display — but the arm is code
 // in the same function, so every build carried it. The edit writes that (unreachable) arm
