@@ -161,7 +161,7 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
  */
 function vendoredPatchUsed() {
   const lock = readFileSync(join(root, "Cargo.lock"), "utf8");
-  const entries = lock.split("[[package]]").filter((e) => /^\s*name = "serde_core"$/m.test(e));
+  const entries = lock.split(/^\[\[/m).filter((e) => e.startsWith("package]]") && /^name = "serde_core"$/m.test(e));
   if (entries.length !== 1 || /^source = /m.test(entries[0])) {
     throw new Error("kosong-wasm build: vendor/serde_core is not the serde_core built (serde moved past its version?): scripts/vendor-serde-core.mjs says how to write it again");
   }
