@@ -19,7 +19,10 @@ const table = (title, header, align, rows) => [title, "", header, align, ...rows
 export function report(r) {
   const c = r.comparisons;
   const out = [];
-  out.push(`Measured ${r.date.slice(0, 10)} on ${r.cpus} × ${r.cpu ?? "CPU"}, Node ${r.node}; medians of ${r.runs} runs [min–max]. Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}.`);
+  // Comparisons kept from an earlier run (`npm run bench -- --only …` measured the others) are named.
+  const earlier = Object.entries(c).filter(([, x]) => x.at && x.at.slice(0, 10) !== r.date.slice(0, 10));
+  const kept = earlier.length ? ` Kept from earlier runs: ${earlier.map(([k, x]) => `${k} (${x.at.slice(0, 10)})`).join(", ")}.` : "";
+  out.push(`Measured ${r.date.slice(0, 10)} on ${r.cpus} × ${r.cpu ?? "CPU"}, Node ${r.node}; medians of ${r.runs} runs [min–max]. Peers: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(", ")}.${kept}`);
   out.push("");
   for (const key of TEXT_KEYS) {
     const t = c[key];

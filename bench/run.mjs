@@ -257,9 +257,12 @@ if (want("browser-first-token")) {
   results.comparisons["browser-first-token"] = { comparison: "browser-first-token", rows: Object.entries(ms).map(([name, xs]) => ({ name, ...stats(xs) })) };
 }
 
-// `--only a,b` measures those comparisons again and keeps the others of the last full run.
+// Each comparison carries when it was measured (`at`). `--only a,b` measures those again and keeps
+// the others of the last run, with their own dates (the report names them).
+for (const c of Object.values(results.comparisons)) c.at = results.date;
 if (ONLY && existsSync(join(here, "results.json"))) {
   const previous = JSON.parse(readFileSync(join(here, "results.json"), "utf8"));
+  for (const c of Object.values(previous.comparisons)) c.at ??= previous.date;
   results.comparisons = { ...previous.comparisons, ...results.comparisons };
 }
 writeFileSync(join(here, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
