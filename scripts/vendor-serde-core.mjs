@@ -17,7 +17,7 @@
 // edit's text is not found exactly once.
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -62,8 +62,8 @@ try {
   writeFileSync(join(tmp, "c.tar.gz"), crate);
   execFileSync("tar", ["-xzf", join(tmp, "c.tar.gz"), "-C", tmp]);
   rmSync(out, { recursive: true, force: true });
-  execFileSync("mkdir", ["-p", dirname(out)]);
-  execFileSync("mv", [join(tmp, `serde_core-${VERSION}`), out]);
+  // Copied, not renamed: the temporary directory may be on another filesystem.
+  cpSync(join(tmp, `serde_core-${VERSION}`), out, { recursive: true });
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }
