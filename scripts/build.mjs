@@ -157,10 +157,9 @@ export function compileWasm(features, outDir, outName, { names = false, quiet = 
  * Cargo builds vendor/serde_core (`[patch.crates-io]`) only while serde pins its version; past it,
  * cargo warns and takes the registry's copy, and the .wasm carries core's float formatting again
  * (+10 KB gzip). The build stops there instead (Cargo.lock's entry for a patched crate names no
- * registry source).
+ * registry source). `lock`: Cargo.lock's text (the test gives its own).
  */
-function vendoredPatchUsed() {
-  const lock = readFileSync(join(root, "Cargo.lock"), "utf8");
+export function vendoredPatchUsed(lock = readFileSync(join(root, "Cargo.lock"), "utf8")) {
   const entries = lock.split(/^\[\[/m).filter((e) => e.startsWith("package]]") && /^name = "serde_core"$/m.test(e));
   if (entries.length !== 1 || /^source = /m.test(entries[0])) {
     throw new Error("kosong-wasm build: vendor/serde_core is not the serde_core built (serde moved past its version?): scripts/vendor-serde-core.mjs says how to write it again");

@@ -201,6 +201,20 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 
+test("the build refuses to make a .wasm without vendor/serde_core (core's float formatting would come back)", async () => {
+  const { vendoredPatchUsed } = await import("../../scripts/build.mjs");
+  const lock = readFileSync(join(root, "Cargo.lock"), "utf8");
+  vendoredPatchUsed(lock); // this checkout builds the vendored copy
+  const entry = /\[\[package\]\]\nname = "serde_core"\nversion = "[^"]+"\n/;
+  assert.match(lock, entry);
+  const registry = 'source = "registry+https://github.com/rust-lang/crates.io-index"\n';
+  // serde moved past the vendored version: cargo takes the registry's copy and notes the patch unused.
+  const moved = `${lock.replace(entry, `[[package]]\nname = "serde_core"\nversion = "1.0.300"\n${registry}`)}\n[[patch.unused]]\nname = "serde_core"\nversion = "1.0.229"\n`;
+  assert.throws(() => vendoredPatchUsed(moved), /vendor\/serde_core is not the serde_core built/);
+  // The patch taken out of Cargo.toml: the same version, from the registry.
+  assert.throws(() => vendoredPatchUsed(lock.replace(entry, (m) => m + registry)), /vendor\/serde_core is not the serde_core built/);
+});
+
 test("a Node ESM script imports it by name and runs a step", () => {
   writeFileSync(
     join(dir, "node-script.mjs"),
