@@ -16,17 +16,8 @@ const STOPS = /["\\\u0000-\u001f]/;
  * escapes (a `\u` escape, a lone backslash at its end, a quote or a control character: the core's).
  */
 const SIMPLE = /^(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt])*$/;
-const ESCAPED = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
-/** A SIMPLE piece decoded, backslash by backslash (`replace` with a callback was 13% of a preview's time). */
-function decodeEscapes(piece) {
-  let out = "";
-  let from = 0;
-  for (let i = piece.indexOf("\\"); i !== -1; i = piece.indexOf("\\", from)) {
-    out += piece.slice(from, i) + ESCAPED[piece[i + 1]];
-    from = i + 2;
-  }
-  return out + piece.slice(from);
-}
+/** A SIMPLE piece decoded by the platform's own JSON string reader (it cannot throw on one). */
+const decodeEscapes = (piece) => JSON.parse(`"${piece}"`);
 
 /** `o[key]` when it is `o`'s own: an edit never reaches a prototype (`__proto__`, `constructor`). */
 const own = (o, key) => (o !== null && typeof o === "object" && Object.hasOwn(o, key) ? o[key] : undefined);
