@@ -136,6 +136,9 @@ for (const [name, provider, broken, answer, ids] of [
     assert.deepEqual(sent, ["a@b.c"], "settled before step() rejected");
     const s = r.error.salvaged;
     assert.deepEqual(s.toolCalls.map((c) => c.id), ids);
+    // The arguments as they came: the whole first call's, the cut-off call's 9 characters.
+    assert.deepEqual(s.toolCalls.map((c) => c.function.arguments), ['{"to":"a@b.c"}', '{"to":"x@']);
+    assert.deepEqual(s.message.tool_calls, s.toolCalls);
     assert.equal(textOf(s.message), "Sending.");
     const results = await s.toolResults();
     assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
