@@ -223,13 +223,13 @@ export async function generate(provider, systemPrompt, tools, history, options =
 /**
  * The engine's message (JSON text); an answer of one plain text has its text beside it
  * (`raw.content`, a string of its own: neither escaped into the JSON nor parsed out of it), and
- * so have its tool calls' arguments (`raw.callArguments`, call order; `null`: the call has none).
+ * so have its tool calls' arguments (`raw.callArguments`, call order; not a string: it has none).
  */
 function messageOf(raw) {
   const message = JSON.parse(raw.message);
   if (typeof raw.content === "string") message.content = raw.content;
   const args = raw.callArguments;
-  if (args) message.tool_calls.forEach((c, i) => typeof args[i] === "string" && (c.function.arguments = args[i]));
+  message.tool_calls?.forEach((c, i) => typeof args[i] === "string" && (c.function.arguments = args[i]));
   return message;
 }
 
