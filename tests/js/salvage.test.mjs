@@ -1,6 +1,8 @@
 // A round that breaks keeps what already happened, over loopback HTTP with a server that destroys
 // the socket: the tool ran once, its result is in the history and in the next request; a call cut
-// off mid-input gets an error result and never runs; an abort closes every call the wire showed;
+// off mid-input gets an error result and never runs; argument previews (a PartialJson fed from
+// onMessagePart or the wire) agree with the kept round when the socket dies inside an argument
+// string; an abort closes every call the wire showed;
 // one turn at a time per Agent; a hanging recorder cannot outlive the signal; a kept ctx cannot
 // reach a finished run.
 import { test, before, after } from "node:test";
@@ -74,12 +76,12 @@ const answerAnthropic = (t) => ({
   ],
 });
 
-async function runTurn(agent, input, signal = new AbortController().signal, options = {}) {
+async function runTurn(agent, input, signal = new AbortController().signal, options = {}, merge = true) {
   const seen = [];
   let error;
   try {
     await k.runSoul(agent, input, async (wire) => {
-      for await (const m of wire.uiSide({ merge: true })) seen.push(m);
+      for await (const m of wire.uiSide({ merge })) seen.push(m);
     }, signal, options);
   } catch (e) {
     error = e;
@@ -143,6 +145,119 @@ for (const [name, provider, broken, answer, ids] of [
     const results = await s.toolResults();
     assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
     assert.deepEqual(heard.sort(), [...ids].sort());
+  });
+}
+
+// The same break, each call's arguments streamed in pieces and the second cut off inside a string.
+const pieced = ['{"to":', '"a@b.c",', '"body":"he', 'llo"}'];
+const cut = ['{"to', '":"x@', "ex"];
+const piecedOpenAI = () => ({
+  steps: [
+    text("Sending."),
+    toolStart(0, "call_1", "send_email"),
+    ...pieced.map((a) => toolArgs(0, a)),
+    toolStart(1, "call_2", "send_email", cut[0]),
+    ...cut.slice(1).map((a) => toolArgs(1, a)),
+    { pause: 30 },
+    { destroy: true },
+  ],
+});
+const piecedAnthropic = () => ({
+  steps: [
+    messageStart("msg_1"),
+    ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+    ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Sending." } }),
+    ev("content_block_stop", { index: 0 }),
+    ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "send_email", input: {} } }),
+    ...pieced.map((a) => ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: a } })),
+    ev("content_block_stop", { index: 1 }),
+    ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "send_email", input: {} } }),
+    ...cut.map((a) => ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: a } })),
+    { pause: 30 },
+    { destroy: true },
+  ],
+});
+
+/**
+ * Argument previews as a UI keeps them: a PartialJson per call, fed every piece `onMessagePart`
+ * (or the wire) shows, and the text fed to it.
+ */
+function previewer() {
+  const calls = new Map();
+  let last;
+  const feed = (id, piece) => {
+    const c = calls.get(id);
+    c.text += piece;
+    c.preview.feed(piece);
+  };
+  return {
+    calls,
+    onPart(p) {
+      if (p.type === "function") {
+        calls.set((last = p.id), { preview: new k.PartialJson(), text: "" });
+        if (p.function.arguments) feed(p.id, p.function.arguments);
+      } else if (p.type === "tool_call_part" && p.arguments_part) feed(p.tool_call_id ?? last, p.arguments_part);
+    },
+  };
+}
+
+/** What a preview shows agrees with the call the round kept, and with what its tool was given. */
+function assertPreviewsAgree(calls, kept, given) {
+  assert.deepEqual([...calls.keys()], kept.map((c) => c.id));
+  const [whole, cutOff] = kept.map((c) => calls.get(c.id));
+  assert.equal(whole.text, kept[0].function.arguments);
+  assert.equal(whole.text, pieced.join(""));
+  assert.ok(whole.preview.done && !whole.preview.failed);
+  assert.deepEqual(whole.preview.value, { to: "a@b.c", body: "hello" });
+  assert.deepEqual(given, [whole.preview.value], "the tool got what the preview showed, once");
+  // The cut-off call: the preview holds what arrived — a prefix of nothing the tool ever saw.
+  assert.equal(cutOff.text, kept[1].function.arguments);
+  assert.equal(cutOff.text, cut.join(""));
+  assert.ok(!cutOff.preview.done && !cutOff.preview.failed);
+  assert.deepEqual(cutOff.preview.value, { to: "x@ex" });
+}
+
+for (const [name, provider, broken, answer, ids] of [
+  ["OpenAI", openai, piecedOpenAI, answerOpenAI, ["call_1", "call_2"]],
+  ["Anthropic", anthropic, piecedAnthropic, answerAnthropic, ["toolu_1", "toolu_2"]],
+]) {
+  const recording = () => {
+    const given = [];
+    const toolset = new k.SimpleToolset([{ name: "send_email", description: "", parameters: { type: "object" }, handler: async (args) => (given.push(args), "sent") }]);
+    return { given, toolset };
+  };
+
+  test(`${name}: a socket destroyed inside a cut-off call's argument string — previews fed from onMessagePart agree with the salvaged round and with what the tool got`, async () => {
+    server.respond(broken());
+    const { given, toolset } = recording();
+    const ui = previewer();
+    const r = await within(k.step(provider(), "", toolset, [user("mail them")], { onMessagePart: (p) => ui.onPart(p) }));
+    assert.ok(r.error instanceof k.APIConnectionError, String(r.error));
+    const s = r.error.salvaged;
+    assert.deepEqual(s.toolCalls.map((c) => c.id), ids);
+    assertPreviewsAgree(ui.calls, s.toolCalls, given);
+    const results = await s.toolResults();
+    assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
+  });
+
+  test(`${name}: the same break in a turn — previews fed from the wire agree with the history, and the turn goes on`, async () => {
+    server.respond(broken());
+    server.respond(answer("done"));
+    const { given, toolset } = recording();
+    const ui = previewer();
+    const agent = new k.Agent({ provider: provider(), systemPrompt: "", toolset, logger: { warn: () => {} }, retryBackoff: noRetryWait });
+    const r = await runTurn(agent, "mail them", new AbortController().signal, {}, false);
+    assert.equal(r.error, undefined, String(r.error));
+    // The wire, unmerged, as a UI reads it: the parts up to the break feed the previews.
+    const steps = r.seen.flatMap((m, i) => (m.type === "StepBegin" ? [i] : []));
+    assert.equal(steps.length, 2);
+    const upToBreak = r.seen.slice(steps[0], steps[1]);
+    for (const m of upToBreak) if (m.type === "ToolCall" || m.type === "ToolCallPart") ui.onPart(m.payload);
+    const h = agent.context.history;
+    assert.deepEqual(h.map((m) => m.role), ["user", "assistant", "tool", "tool", "assistant"]);
+    assertPreviewsAgree(ui.calls, h[1].tool_calls, given);
+    assert.match(JSON.stringify(h[3].content), new RegExp(`broke off .*${cut.join("").length} characters of it arrived`));
+    assertEveryCallClosed(r.seen);
   });
 }
 
