@@ -713,7 +713,12 @@ fn unescape_at(b: &[u8], i: usize, raw: bool, out: &mut Vec<u8>) -> Option<usize
         }
         _ => return None,
     };
-    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    // One byte as a byte (a tool's arguments have a `\"` every few characters).
+    if c.is_ascii() {
+        out.push(c as u8);
+    } else {
+        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    }
     Some(i + len)
 }
 
