@@ -54,6 +54,17 @@ async function roundRobin(contenders, setup, runs = RUNS) {
   return times;
 }
 
+/**
+ * Each contender's time over the bare reference's (`base`) in the same round, as `perRound`
+ * stats. A round runs every contender back to back, so they share the machine's state: on these
+ * VMs single runs of one step spread 2-3x from round to round, ours and the reference's alike, and
+ * the ratio of the two medians moves with it; the median of the per-round ratios does not.
+ */
+function withPerRound(rows, times, base) {
+  const b = times[base];
+  return rows.map((r) => ({ ...r, perRound: b ? stats(times[r.name].map((x, i) => x / b[i])) : undefined }));
+}
+
 async function textComparison(format, { http = false } = {}) {
   const fixture = textFixture(format);
   const bytes = fixture.events.reduce((n, e) => n + Buffer.byteLength(e), 0);
@@ -86,9 +97,10 @@ async function toolsComparison(format, interleaved) {
   const seen = Object.fromEntries(contenders.map(([name]) => [name, { latencies: [], before: [], totals: [] }]));
   // Round-robin, like the text comparisons: each round runs every contender once, so all of
   // them see the same machine state on average.
-  // At least 15 rounds: a step here takes 15–50 ms, and on this kind of shared 2-core machine
-  // single runs of the same step (ours and the bare client's alike) spread from 13 to 37 ms.
-  const runs = Math.max(RUNS, 15);
+  // At least 31 rounds: a step here takes 15–50 ms, and on this kind of shared 2-core machine
+  // single runs of the same step (ours and the bare client's alike) spread from 7 to 30 ms; with
+  // 15 rounds the Anthropic row's ratio of medians read anywhere from 0.71 to 0.96 run to run.
+  const runs = Math.max(RUNS, 31);
   for (let r = 0; r < runs + WARMUP; r++) {
     for (const [name, fn] of contenders) {
       const { fetch, state } = fixtureFetch(fixture, followUp(format));
@@ -114,7 +126,9 @@ async function toolsComparison(format, interleaved) {
     const m = seen[name];
     return { name, latencyMs: stats(m.latencies), startedBeforeEnd: stats(m.before).median, of: fixture.calls.length, totalMs: stats(m.totals) };
   });
-  return { comparison: fixture.name, events: fixture.events.length, rows };
+  const bare = contenders.find(([name]) => name.startsWith("eventsource-parser"))?.[0];
+  const totals = Object.fromEntries(Object.entries(seen).map(([name, m]) => [name, m.totals]));
+  return { comparison: fixture.name, events: fixture.events.length, rows: withPerRound(rows, totals, bare) };
 }
 
 /** The 1 MB-class argument: kosong with argument previews off and on, the AI SDK likewise (to 128 KB). */
@@ -346,7 +360,8 @@ async function text16kComparison() {
       if (!(name.includes("floor") ? got === bytes : got === fixture.text)) throw new Error(`${format} in 16 KB reads: ${name} did not assemble the whole text`);
     }
     const times = await roundRobin(contenders, setup);
-    formats.push({ format, events: fixture.events.length, bytes, rows: Object.entries(times).map(([name, ms]) => ({ name, ...stats(ms) })) });
+    const rows = Object.entries(times).map(([name, ms]) => ({ name, ...stats(ms) }));
+    formats.push({ format, events: fixture.events.length, bytes, rows: withPerRound(rows, times, Object.keys(times).find((n) => n.startsWith("eventsource-parser"))) });
   }
   return { comparison: "text-16k", formats };
 }
