@@ -661,8 +661,13 @@ impl MessageAssembler {
         let StreamedMessagePart::ToolCallPart(p) = part else { return false };
         match self.target_of(p) {
             Some(i) if self.completed.get(i).copied().unwrap_or(false) => {
-                let id = self.calls[i].id.clone();
-                self.late.push((id, p.arguments_part.as_deref().map_or(0, str::len)));
+                // One note for a call's late fragments that come one after another (one log line
+                // for a call, not one a fragment).
+                let bytes = p.arguments_part.as_deref().map_or(0, str::len);
+                match self.late.last_mut() {
+                    Some((id, n)) if *id == self.calls[i].id => *n += bytes,
+                    _ => self.late.push((self.calls[i].id.clone(), bytes)),
+                }
                 true
             }
             _ => false,
@@ -691,10 +696,13 @@ impl MessageAssembler {
         let len = |a: Option<&str>| a.map_or(0, str::len);
         let (args_len, target) = match &part {
             StreamedMessagePart::ToolCall(c) => (len(c.function.arguments.as_deref()), None),
+            // A fragment of no call is dropped: no call's arguments grow (its bytes still count
+            // toward the message's).
             StreamedMessagePart::ToolCallPart(p) => {
                 let target = self.target_of(p);
-                let before = target.map_or(0, |i| len(self.calls[i].function.arguments.as_deref()));
-                (before + len(p.arguments_part.as_deref()), target)
+                let grown =
+                    |i: usize| len(self.calls[i].function.arguments.as_deref()) + len(p.arguments_part.as_deref());
+                (target.map_or(0, grown), target)
             }
             StreamedMessagePart::Content(_) => (0, None),
         };
@@ -1021,6 +1029,39 @@ mod tests {
         assert_eq!(a.complete("y", None), Some(1));
         assert!(a.is_late(&frag(Some("x"), "late")));
         assert!(!a.is_late(&frag(Some("zz"), "none")));
+    }
+
+    /// A fragment of no call is dropped: it grows no call's arguments, so it is not held to the
+    /// arguments limit (its bytes count toward the message's); a call's own still are.
+    #[test]
+    fn a_fragment_of_no_call_is_not_held_to_the_arguments_limit() {
+        let limits = Limits { max_tool_arguments_bytes: 4, max_message_bytes: 12, ..Limits::default() };
+        let mut a = MessageAssembler::with_limits(limits);
+        a.try_push(frag(Some("nobody"), "123456")).unwrap();
+        a.try_push(frag(None, "abcdef")).unwrap();
+        assert!(a.calls().is_empty());
+        let e = a.try_push(frag(None, "x")).unwrap_err().to_string();
+        assert!(e.contains("message exceeded the limit of 12 bytes"), "{e}");
+        let mut b = MessageAssembler::with_limits(limits);
+        b.try_push(call("x")).unwrap();
+        b.try_push(frag(Some("x"), "1234")).unwrap();
+        let e = b.try_push(frag(None, "5")).unwrap_err().to_string();
+        assert!(e.contains("arguments exceeded the limit of 4 bytes"), "{e}");
+    }
+
+    /// A call's late fragments one after another make one note (one log line), with their bytes.
+    #[test]
+    fn late_fragments_one_after_another_make_one_note() {
+        let mut a = MessageAssembler::new();
+        for p in [call("x"), frag(Some("x"), "{}"), call("y")] {
+            a.try_push(p).unwrap();
+        }
+        a.complete("x", None);
+        a.complete("y", None);
+        for (id, piece) in [("x", "ab"), ("x", "c"), ("y", "d"), ("x", "ef")] {
+            assert!(a.is_late(&frag(Some(id), piece)));
+        }
+        assert_eq!(a.take_late(), [("x".into(), 3), ("y".into(), 1), ("x".into(), 2)]);
     }
 
     /// A decoder's parse of a call's arguments is trusted only for the arguments it parsed: as

@@ -407,6 +407,30 @@ test("a call whose arguments never became JSON is settled by the engine: the too
   assert.ok(!JSON.stringify(logged).includes(secret));
 });
 
+for (const hook of [false, true]) {
+  test(`fragments that come after their call was handed on are dropped: the tool ran with what it had, the message holds that, one log line tells the late bytes${hook ? " (with a part hook)" : ""}`, async () => {
+    const late = ["  ", '{"x"', ":1}"];
+    // c1 is complete (its arguments parse) once c2 begins: what comes for it after that is late.
+    server.respond({ steps: [toolStart(0, "c1", "write", '{"text": "fine"}'), toolStart(1, "c2", "write", '{"text": "next"}'), { pause: 5 }, ...late.flatMap((a) => [toolArgs(0, a), { pause: 2 }]), finish("tool_calls"), done()] });
+    const ran = [];
+    const logged = [];
+    const parts = [];
+    const toolset = new k.SimpleToolset([{ name: "write", description: "", parameters: {}, handler: ({ text }) => (ran.push(text), "written") }]);
+    const r = await k.step(provider(), "", toolset, [user("x")], {
+      logger: { warn: (message, fields) => logged.push({ message, fields }) },
+      onMessagePart: hook ? (p) => parts.push(p) : undefined,
+    });
+    await r.toolResults();
+    assert.deepEqual(ran, ["fine", "next"]);
+    assert.deepEqual(r.message.tool_calls.map((c) => c.function.arguments), ['{"text": "fine"}', '{"text": "next"}']);
+    assert.equal(logged.length, 1, JSON.stringify(logged));
+    assert.match(logged[0].message, new RegExp(`^kosong-wasm: ${late.join("").length} bytes of this tool call's arguments came after the call had started`));
+    assert.deepEqual(logged[0].fields, { tool: "write", id: "c1", bytes: '{"text": "fine"}'.length });
+    // The hook never hears what the call did not run with.
+    if (hook) assert.ok(!parts.some((p) => p.type === "tool_call_part" && late.includes(p.arguments_part)), JSON.stringify(parts));
+  });
+}
+
 test("limits: an oversized event, tool arguments or message is a clear error, and the request is dropped", async () => {
   server.respond({ steps: [text("x".repeat(5000)), finish(), done()] });
   let r = await within(k.generate(provider(), "", [], [user("x")], { limits: { maxEventBytes: 1024 } }));
