@@ -42,25 +42,33 @@ function mailer({ hold = false, onStart = () => {} } = {}) {
   return { sent, started, toolset: new k.SimpleToolset([tool]) };
 }
 
-// Text, one complete call, the start of a second call; then the socket is destroyed.
-const brokenOpenAI = (end = { destroy: true }) => ({
-  steps: [text("Sending."), toolStart(0, "call_1", "send_email", '{"to":"a@b.c"}'), toolStart(1, "call_2", "send_email", '{"to":"x@'), { pause: 30 }, end],
+// Text, one complete call, the start of a second call (each call's arguments in the pieces
+// given); then the socket is destroyed.
+const brokenOpenAI = (first = ['{"to":"a@b.c"}'], second = ['{"to":"x@']) => ({
+  steps: [
+    text("Sending."),
+    ...[first, second].flatMap((pieces, i) => [toolStart(i, `call_${i + 1}`, "send_email", pieces[0]), ...pieces.slice(1).map((a) => toolArgs(i, a))]),
+    { pause: 30 },
+    { destroy: true },
+  ],
 });
 const answerOpenAI = (t) => ({ steps: [text(t), finish("stop"), done()] });
 
 const ev = (type, obj) => `event: ${type}\ndata: ${JSON.stringify({ type, ...obj })}\n\n`;
 const messageStart = (id) => ev("message_start", { message: { id, type: "message", role: "assistant", content: [], model: "m", usage: { input_tokens: 5, output_tokens: 1 } } });
-const brokenAnthropic = () => ({
+const toolBlock = (index, pieces) => [
+  ev("content_block_start", { index, content_block: { type: "tool_use", id: `toolu_${index}`, name: "send_email", input: {} } }),
+  ...pieces.map((a) => ev("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: a } })),
+];
+const brokenAnthropic = (first = ['{"to":"a@b.c"}'], second = ['{"to":"x@']) => ({
   steps: [
     messageStart("msg_1"),
     ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
     ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Sending." } }),
     ev("content_block_stop", { index: 0 }),
-    ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "send_email", input: {} } }),
-    ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: '{"to":"a@b.c"}' } }),
+    ...toolBlock(1, first),
     ev("content_block_stop", { index: 1 }),
-    ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "send_email", input: {} } }),
-    ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: '{"to":"x@' } }),
+    ...toolBlock(2, second),
     { pause: 30 },
     { destroy: true },
   ],
@@ -151,32 +159,8 @@ for (const [name, provider, broken, answer, ids] of [
 // The same break, each call's arguments streamed in pieces and the second cut off inside a string.
 const pieced = ['{"to":', '"a@b.c",', '"body":"he', 'llo"}'];
 const cut = ['{"to', '":"x@', "ex"];
-const piecedOpenAI = () => ({
-  steps: [
-    text("Sending."),
-    toolStart(0, "call_1", "send_email"),
-    ...pieced.map((a) => toolArgs(0, a)),
-    toolStart(1, "call_2", "send_email", cut[0]),
-    ...cut.slice(1).map((a) => toolArgs(1, a)),
-    { pause: 30 },
-    { destroy: true },
-  ],
-});
-const piecedAnthropic = () => ({
-  steps: [
-    messageStart("msg_1"),
-    ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
-    ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Sending." } }),
-    ev("content_block_stop", { index: 0 }),
-    ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "send_email", input: {} } }),
-    ...pieced.map((a) => ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: a } })),
-    ev("content_block_stop", { index: 1 }),
-    ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "send_email", input: {} } }),
-    ...cut.map((a) => ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: a } })),
-    { pause: 30 },
-    { destroy: true },
-  ],
-});
+const piecedOpenAI = () => brokenOpenAI(pieced, cut);
+const piecedAnthropic = () => brokenAnthropic(pieced, cut);
 
 /**
  * Argument previews as a UI keeps them: a PartialJson per call, fed every piece `onMessagePart`
