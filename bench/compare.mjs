@@ -56,9 +56,9 @@ async function roundRobin(contenders, setup, runs = RUNS) {
 
 /**
  * Each contender's time over the bare reference's (`base`) in the same round, as `perRound`
- * stats. A round runs every contender back to back, so they share the machine's state: on these
- * VMs single runs of one step spread 2-3x from round to round, ours and the reference's alike, and
- * the ratio of the two medians moves with it; the median of the per-round ratios does not.
+ * stats. A round runs every contender back to back, so each ratio pairs two runs that shared the
+ * machine's state (on these VMs single runs of one step spread 2-3x from round to round, ours and
+ * the reference's alike).
  */
 function withPerRound(rows, times, base) {
   const b = times[base];
