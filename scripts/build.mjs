@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync,
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
+import { createHash } from "node:crypto";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WASM_BINDGEN_VERSION = "0.2.130";
@@ -41,11 +42,19 @@ function buildKind(list = providers()) {
   return list.join(",") + (process.env.KOSONG_WASM_NAMES === "1" ? "+names" : "");
 }
 
+/**
+ * The record of a build: its kind, then its .wasm's SHA-256 — a .wasm put into `pkg/` by hand (a
+ * profiling build copied in and back) has a fresh mtime but is not the build, and is built again.
+ */
+function buildRecord(list, wasmFile) {
+  return `${buildKind(list)}\n${createHash("sha256").update(readFileSync(wasmFile)).digest("hex")}\n`;
+}
+
 function upToDate(pkg, extra, list) {
   const stamp = join(pkg, "wasm", "kosong_wasm_bg.wasm");
   if (!existsSync(stamp) || !existsSync(join(pkg, "node.js"))) return false;
   const chosen = join(pkg, "wasm", "providers.txt");
-  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildKind(list)) return false;
+  if (!existsSync(chosen) || readFileSync(chosen, "utf8") !== buildRecord(list, stamp)) return false;
   const built = statSync(stamp).mtimeMs;
   const sources = ["src", "js", "Cargo.toml", "Cargo.lock", "scripts/build.mjs", ...extra].map((p) => join(root, p)).filter(existsSync);
   return sources.every((p) => newestMtime(p) <= built);
@@ -94,7 +103,7 @@ export function build({ testHooks = false, only = null } = {}) {
   compileWasm([...list, ...(testHooks ? ["test-hooks"] : [])], join(out, "wasm"), "kosong_wasm", {
     names: process.env.KOSONG_WASM_NAMES === "1",
   });
-  writeFileSync(join(out, "wasm", "providers.txt"), buildKind(list));
+  writeFileSync(join(out, "wasm", "providers.txt"), buildRecord(list, join(out, "wasm", "kosong_wasm_bg.wasm")));
   // Every module of the JS layer as it is, the entries under their runtime's name; the constants
   // the core owns written in from its source (one place for each).
   const entries = { "entry-node.js": "node.js", "entry-workerd.js": "workerd.js", "entry-browser.js": "browser.js" };
