@@ -1009,7 +1009,15 @@ mod tests {
             r#"{\"a\":[1,{\"b\":\"c\"}]}"#,
             "",
         ];
-        for c in well_formed {
+        // Runs after an escape around the length where the loop stops going a byte at a time,
+        // with an escape, a control character or a multi-byte character where the run ends.
+        let mut runs = Vec::new();
+        for n in [0, 1, 7, 8, 15, 16, 17, 24, 40, 300] {
+            for tail in [r#"\""#, r#"\u00e9"#, "é", ""] {
+                runs.push(format!(r#"a\n{}{tail}{}\t"#, "x".repeat(n), "y".repeat(n / 2)));
+            }
+        }
+        for c in well_formed.iter().copied().chain(runs.iter().map(String::as_str)) {
             let serde = serde_json::from_str::<String>(&format!("\"{c}\"")).ok();
             assert!(serde.is_some(), "{c}");
             assert_eq!(unescape(c, false), serde, "{c}");
@@ -1017,6 +1025,10 @@ mod tests {
         // What serde_json refuses (or might read its own way) is left to the general path.
         for c in [r#"\ud800"#, r#"\ude00"#, r#"\ud800\u0041"#, r#"\ud800x"#, r#"\u12"#, r#"\x"#, r#"\"#, r#"\u12g4"#] {
             assert_eq!(unescape(c, false), None, "{c}");
+        }
+        // A control character is refused wherever it comes after an escape.
+        for n in [0, 3, 15, 16, 17, 40] {
+            assert_eq!(unescape(&format!("a\\n{}\u{1}b", "x".repeat(n)), false), None, "{n}");
         }
         assert_eq!(unescape(r#"\ud83d\ude00"#, false).as_deref(), Some("😀"));
         // Read from the stream's bytes, an escape that may be half of a pair is the joiner's.
