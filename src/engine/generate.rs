@@ -82,6 +82,12 @@ pub trait PartSink<E> {
     const HEARS_KEPT: bool = false;
     /// What became of the answer besides its parts ([`Heard`]).
     fn heard(&mut self, _news: Heard<'_>) {}
+    /// Whether anyone hears each part as it came (a sink that drops them all says no, and its
+    /// source may join a call's fragments and text deltas before they are parts:
+    /// [`EventSource::join_parts`]).
+    fn hears_each(&self) -> bool {
+        true
+    }
 }
 
 /// What a generation hears of its answer besides its parts.
@@ -135,6 +141,9 @@ pub trait EventSource {
     fn resumable(&self) -> Option<&str> {
         None
     }
+    /// Nobody hears each part: a decoder may join what the message would join anyway
+    /// ([`crate::engine::providers::StreamDecoder::join_parts`]).
+    fn join_parts(&mut self, _join: bool) {}
 }
 
 /// Bytes of a response body, pulled as they arrive.
@@ -422,6 +431,9 @@ impl<B: ByteSource, D: StreamDecoder> EventSource for SseEventSource<B, D> {
     }
     fn resumable(&self) -> Option<&str> {
         self.reconnect.as_ref().and(self.decoder.resume_point()).map(|(id, _)| id)
+    }
+    fn join_parts(&mut self, join: bool) {
+        self.decoder.join_parts(join)
     }
 }
 
@@ -887,6 +899,8 @@ where
             *a = MessageAssembler::with_limits(source.limits());
             a.renamer = renamer;
         }
+        // A message read again matches its parts to those it had one by one.
+        source.join_parts(!parts.hears_each() && a.replay.is_none());
     }
     let mut told = !P::HEARS_KEPT;
     let mut batch = Vec::new();

@@ -100,6 +100,10 @@ impl crate::engine::generate::PartSink<GlueError> for PartBatch<'_> {
         Ok(None)
     }
 
+    fn hears_each(&self) -> bool {
+        self.hook.is_some()
+    }
+
     fn heard(&mut self, news: crate::engine::generate::Heard<'_>) {
         if let (crate::engine::generate::Heard::Reconnected(after), Some(_)) = (news, self.hook) {
             self.push(PART_RECONNECT, "", &after.to_string());

@@ -61,4 +61,9 @@ where
             ModelSource::Scripted(_) => None,
         }
     }
+    fn join_parts(&mut self, join: bool) {
+        if let ModelSource::Sse { source, .. } = self {
+            source.join_parts(join)
+        }
+    }
 }

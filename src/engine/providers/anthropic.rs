@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use super::{CallIds, Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
-use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::engine::message::{ContentPart, Message, Role, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::sse::{RawEvent, SseEvent};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -693,6 +693,8 @@ pub struct AnthropicDecoder {
     /// `input_json_delta` (else a `text_delta`).
     shape: Shape,
     shape_json: bool,
+    /// Fragments and deltas join the part before them ([`StreamDecoder::join_parts`]).
+    join: bool,
 }
 
 impl Default for AnthropicDecoder {
@@ -708,6 +710,7 @@ impl Default for AnthropicDecoder {
             ids: CallIds::default(),
             shape: Shape::default(),
             shape_json: false,
+            join: false,
         }
     }
 }
@@ -748,14 +751,9 @@ impl AnthropicDecoder {
         if piece.is_empty() {
             return;
         }
+        let join = self.join;
         match self.block(index) {
-            Some(Block::Tool { id, done: false }) => {
-                let id = id.clone();
-                out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
-                    arguments_part: Some(piece),
-                    tool_call_id: Some(id),
-                })));
-            }
+            Some(Block::Tool { id, done: false }) => super::push_fragment(out, join, id, piece),
             Some(Block::Server { input, sent: false, .. }) => input.push_str(&piece),
             _ => {}
         }
@@ -866,12 +864,12 @@ impl AnthropicDecoder {
         match text_of(delta, "type").unwrap_or("") {
             "text_delta" => {
                 if let Some(t) = text_of(delta, "text").filter(|t| !t.is_empty()) {
-                    out.push(content(ContentPart::text(t)));
+                    super::push_content(out, self.join, ContentPart::text(t));
                 }
             }
             "thinking_delta" => {
                 if let Some(t) = text_of(delta, "thinking").filter(|t| !t.is_empty()) {
-                    out.push(content(ContentPart::think(t)));
+                    super::push_content(out, self.join, ContentPart::think(t));
                 }
             }
             "signature_delta" => {
@@ -911,7 +909,7 @@ impl AnthropicDecoder {
         match d {
             AnthropicDelta::Text(text) => {
                 if !text.is_empty() {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(text))));
+                    super::push_content(out, self.join, ContentPart::text(text));
                 }
             }
             AnthropicDelta::Json { index, partial_json } => self.on_input_json(index, partial_json, out),
@@ -920,6 +918,10 @@ impl AnthropicDecoder {
 }
 
 impl StreamDecoder for AnthropicDecoder {
+    fn join_parts(&mut self, join: bool) {
+        self.join = join;
+    }
+
     fn reads_raw(&self) -> bool {
         self.fast
     }

@@ -94,6 +94,11 @@ pub trait StreamDecoder {
     }
     /// The decoder reads answer `id` again from its start (its first event may not be sent).
     fn read_again(&mut self, _id: &str) {}
+    /// Nobody hears each part (a step with no part hook and no wire): the decoder may join a
+    /// call's fragment, or a text delta, to the same kind of part right before it in the batch
+    /// ([`push_fragment`], [`push_content`]) — the message joins them anyway, and a part not made
+    /// is an event, an id copy and an assembling step saved. A decoder that never joins ignores it.
+    fn join_parts(&mut self, _join: bool) {}
 }
 
 impl StreamDecoder for Box<dyn StreamDecoder> {
@@ -127,6 +132,57 @@ impl StreamDecoder for Box<dyn StreamDecoder> {
     fn read_again(&mut self, id: &str) {
         (**self).read_again(id)
     }
+    fn join_parts(&mut self, join: bool) {
+        (**self).join_parts(join)
+    }
+}
+
+/// Hands on a fragment `piece` of call `id`'s arguments: with `join`
+/// ([`StreamDecoder::join_parts`]), appended to the part before it when that is a fragment of the
+/// same call.
+#[cfg(any(feature = "anthropic", feature = "openai", feature = "responses"))]
+pub(crate) fn push_fragment(out: &mut Vec<StreamEvent>, join: bool, id: &str, piece: String) {
+    use crate::engine::message::ToolCallPart;
+    if join {
+        if let Some(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+            arguments_part: Some(a),
+            tool_call_id: Some(last),
+        }))) = out.last_mut()
+        {
+            if last == id {
+                a.push_str(&piece);
+                return;
+            }
+        }
+    }
+    out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
+        arguments_part: Some(piece),
+        tool_call_id: Some(id.to_owned()),
+    })));
+}
+
+/// Hands on content `part`: with `join` ([`StreamDecoder::join_parts`]), a plain text (or
+/// thinking) delta is appended to a plain text (thinking) part right before it.
+#[cfg(any(feature = "anthropic", feature = "openai", feature = "responses"))]
+pub(crate) fn push_content(out: &mut Vec<StreamEvent>, join: bool, part: crate::engine::message::ContentPart) {
+    use crate::engine::message::ContentPart;
+    if join {
+        match (out.last_mut(), &part) {
+            (
+                Some(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: a, extras: None }))),
+                ContentPart::Text { text: b, extras: None },
+            )
+            | (
+                Some(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think { think: a, encrypted: None }))),
+                ContentPart::Think { think: b, encrypted: None },
+            ) => {
+                a.push_str(b);
+                return;
+            }
+            _ => {}
+        }
+    }
+    out.push(StreamEvent::Part(StreamedMessagePart::Content(part)));
 }
 
 /// The error a refusal ends a stream with: the model's own words when it gave some.

@@ -21,7 +21,7 @@ use super::{Fields, HttpOptions, HttpRequest, StreamDecoder, StreamEvent};
 use crate::engine::error::{ChatProviderError, FailureKind};
 use crate::engine::json::close::{parses_as_container, JsonCloseTracker};
 use crate::engine::json::scan::{same_long_bytes, Filled, Hole, Is, Scan, Shape};
-use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall, ToolCallPart};
+use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::sse::{RawEvent, SseEvent};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -482,6 +482,8 @@ pub struct OpenAIChatDecoder {
     superseded_upto: usize,
     /// Calls before this one are completed already.
     completed_upto: usize,
+    /// Fragments and deltas join the part before them ([`StreamDecoder::join_parts`]).
+    join: bool,
 }
 
 impl OpenAIChatDecoder {
@@ -502,6 +504,7 @@ impl OpenAIChatDecoder {
             server_ids: std::collections::HashSet::new(),
             superseded_upto: 0,
             completed_upto: 0,
+            join: false,
         }
     }
 
@@ -528,7 +531,7 @@ impl OpenAIChatDecoder {
     /// A text or think part, which ends the calls before it.
     fn push_content(&mut self, p: ContentPart, out: &mut Vec<StreamEvent>) {
         self.content_after_calls(out);
-        out.push(StreamEvent::Part(StreamedMessagePart::Content(p)));
+        super::push_content(out, self.join, p);
     }
 
     /// Text or thinking after the calls: as in kosong, a part that is not a fragment of a call
@@ -571,10 +574,7 @@ impl OpenAIChatDecoder {
                 let call = &mut self.calls[pos];
                 call.tracker.feed(&piece);
                 call.arguments.push_str(&piece);
-                out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
-                    arguments_part: Some(piece),
-                    tool_call_id: Some(call.id.clone()),
-                })));
+                super::push_fragment(out, self.join, &call.id, piece);
                 Self::try_complete(call, out);
             }
             None => {
@@ -631,6 +631,10 @@ impl OpenAIChatDecoder {
 }
 
 impl StreamDecoder for OpenAIChatDecoder {
+    fn join_parts(&mut self, join: bool) {
+        self.join = join;
+    }
+
     fn reads_raw(&self) -> bool {
         self.fast
     }

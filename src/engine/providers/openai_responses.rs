@@ -384,6 +384,8 @@ pub struct ResponsesDecoder {
     /// server that replays them after a reconnect), and a broken stream can be resumed.
     pub background: bool,
     last_seq: Option<u64>,
+    /// Fragments and deltas join the part before them ([`StreamDecoder::join_parts`]).
+    join: bool,
 }
 
 impl Default for ResponsesDecoder {
@@ -405,6 +407,7 @@ impl Default for ResponsesDecoder {
             ids: CallIds::default(),
             background: false,
             last_seq: None,
+            join: false,
         }
     }
 }
@@ -578,12 +581,16 @@ impl ResponsesDecoder {
     /// A text delta read by a fast path, with its sequence number.
     fn on_text_delta(&mut self, d: String, seq: Option<u64>, out: &mut Vec<StreamEvent>) {
         if !self.repeated(seq) && !d.is_empty() {
-            out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
+            super::push_content(out, self.join, ContentPart::text(d));
         }
     }
 }
 
 impl StreamDecoder for ResponsesDecoder {
+    fn join_parts(&mut self, join: bool) {
+        self.join = join;
+    }
+
     fn reads_raw(&self) -> bool {
         self.fast
     }
@@ -632,7 +639,7 @@ impl StreamDecoder for ResponsesDecoder {
             "response.output_item.done" => self.on_item_done(&ev, out),
             "response.output_text.delta" => {
                 if let Some(d) = ev.delta.filter(|d| !d.is_empty()) {
-                    out.push(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::text(d))));
+                    super::push_content(out, self.join, ContentPart::text(d));
                 }
             }
             "response.output_text.annotation.added" => {
@@ -644,15 +651,13 @@ impl StreamDecoder for ResponsesDecoder {
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
                 let is_delta = ev.kind.ends_with("delta");
                 let piece = if is_delta { ev.delta.clone() } else { ev.arguments.clone() };
+                let join = self.join;
                 let Some(item) = self.find(ev.item_id.as_deref(), ev.output_index) else { return Ok(()) };
                 if let ItemKind::Call { id, arguments_seen, done: false } = &mut item.kind {
                     // `.done` repeats the whole arguments: they are taken only if no delta came.
                     if let Some(p) = piece.filter(|p| !p.is_empty() && (is_delta || !*arguments_seen)) {
                         *arguments_seen = true;
-                        out.push(StreamEvent::Part(StreamedMessagePart::ToolCallPart(ToolCallPart {
-                            arguments_part: Some(p),
-                            tool_call_id: Some(id.clone()),
-                        })));
+                        super::push_fragment(out, join, id, p);
                     }
                 }
             }
