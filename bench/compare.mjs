@@ -366,6 +366,34 @@ async function text16kComparison() {
   return { comparison: "text-16k", formats };
 }
 
+/**
+ * Each tool fixture handed over in 16 KB reads cut anywhere, as `text16kComparison` does the text
+ * ones: the whole step, eventsource-parser + JSON.parse against this package (the tool start is
+ * not timed here: a read holds many events, a call's end among them).
+ */
+async function tools16kComparison() {
+  const fixtures = [];
+  for (const [format, interleaved] of [["openai", false], ["openai", true], ["anthropic", false]]) {
+    const fixture = toolsFixture(format, { interleaved });
+    const contenders = Object.fromEntries(Object.entries(toolContenders(format)).filter(([name]) => /^(eventsource-parser|kosong-wasm)/.test(name)));
+    const setup = () => ({ fetch: fixtureFetch(fixture, followUp(format), { readBytes: 16384 }).fetch, baseUrl: "http://bench.invalid/v1", calls: fixture.calls, onStart: () => {} });
+    const checked = Object.fromEntries(
+      Object.entries(contenders).map(([name, fn]) => [
+        name,
+        async (io) => {
+          const n = await fn(io);
+          if (n !== fixture.calls.length) throw new Error(`${fixture.name} in 16 KB reads: ${name}: ${n} of ${fixture.calls.length} tools gave results`);
+        },
+      ]),
+    );
+    // As many rounds as the tool comparisons (a step here is a few ms, its rounds spread wide).
+    const times = await roundRobin(checked, setup, Math.max(RUNS, 31));
+    const rows = Object.entries(times).map(([name, ms]) => ({ name, ...stats(ms) }));
+    fixtures.push({ key: `tools-${format}-${interleaved ? "interleaved" : "sequential"}`, events: fixture.events.length, rows: withPerRound(rows, times, Object.keys(times).find((n) => n.startsWith("eventsource-parser"))) });
+  }
+  return { comparison: "tools-16k", fixtures };
+}
+
 const jobs = {
   "text-openai": () => textComparison("openai"),
   "text-16k": text16kComparison,
@@ -377,6 +405,7 @@ const jobs = {
   "tools-openai-sequential": () => toolsComparison("openai", false),
   "tools-openai-interleaved": () => toolsComparison("openai", true),
   "tools-anthropic-sequential": () => toolsComparison("anthropic", false),
+  "tools-16k": tools16kComparison,
   bigarg: bigArgComparison,
   "bigarg-nested": nestedArgComparison,
   structured: structuredComparison,

@@ -50,6 +50,15 @@ export function report(r) {
     }
     out.push(...table("**Text in 16 KB reads** (each format's fixture above joined and handed over in 16 KB reads cut anywhere, as undici hands a real response over: what a read costs is gone, each contender's own decoding is left; *per round*: the median of each round's ratio, the two run back to back)", "| format | eventsource-parser + JSON.parse | kosong-wasm generate | vs eventsource-parser | per round | + onMessagePart | vs eventsource-parser | read the body only |", "|---|---:|---:|---:|---:|---:|---:|---:|", rows));
   }
+  if (c["tools-16k"]) {
+    const rows = [];
+    for (const f of c["tools-16k"].fixtures) {
+      const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
+      const k = f.rows.find((x) => x.name.startsWith("kosong-wasm"));
+      rows.push(`| ${f.key.replace(/^tools-/, "")} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${perRound(k)} |`);
+    }
+    out.push(...table("**Tools in 16 KB reads** (the tool fixtures above joined and handed over in 16 KB reads cut anywhere, as the text ones are: the whole step; a call's tool start is not timed here; *per round* as above)", "| fixture | eventsource-parser + JSON.parse | kosong-wasm step | vs eventsource-parser | per round |", "|---|---:|---:|---:|---:|", rows));
+  }
   if (c["agent-turn"]) {
     const a = c["agent-turn"];
     const base = a.rows[0];
@@ -143,6 +152,11 @@ function targets(r) {
     if (base) row(`${k}: whole step ≤ 0.7× eventsource-parser + JSON.parse (median per round; the ratio of medians)`, both(x, base, "totalMs"), judged(x, base, "totalMs") <= 0.7);
     row(`${k}: tool start < 0.1 ms after its call closes (median; the bare loop: ${base ? `${ms(base.latencyMs.median)} ms` : "—"})`, `${ms(x.latencyMs.median)} ms`, x.latencyMs.median < 0.1);
     row(`${k}: ≥ 7 of 8 started before the stream ends`, `${x.startedBeforeEnd} of ${x.of}`, x.startedBeforeEnd >= 7);
+  }
+  for (const f of c["tools-16k"]?.fixtures ?? []) {
+    const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
+    const k = f.rows.find((x) => x.name.startsWith("kosong-wasm"));
+    row(`${f.key} in 16 KB reads: whole step ≤ 0.7× eventsource-parser + JSON.parse (median per round; the ratio of medians)`, both(k, esp), judged(k, esp) <= 0.7);
   }
   if (c.bigarg) {
     const big = c.bigarg.rows.at(-1);

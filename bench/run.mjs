@@ -45,7 +45,7 @@ function compare(name) {
   return JSON.parse(r.stdout.trim().split("\n").at(-1));
 }
 
-for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-16k", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "bigarg", "bigarg-nested", "structured", "memory"]) {
+for (const c of ["text-openai", "text-anthropic", "text-responses", "text-gemini", "text-16k", "text-openai-http", "agent-turn", "tools-openai-sequential", "tools-openai-interleaved", "tools-anthropic-sequential", "tools-16k", "bigarg", "bigarg-nested", "structured", "memory"]) {
   if (want(c)) results.comparisons[c] = compare(c);
 }
 

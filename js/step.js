@@ -247,11 +247,11 @@ function answeredBy(provider, raw) {
 /** The outcome of `step`: the message, and its tools' results in call order. */
 export class StepResult {
   #results;
-  constructor(raw, results, provider) {
+  constructor(raw, results, provider, message = messageOf(raw)) {
     this.id = raw.id;
     /** The provider that answered (a `FallbackProvider`'s member). */
     this.provider = provider;
-    this.message = messageOf(raw);
+    this.message = message;
     this.text = textOf(this.message);
     this.usage = raw.usage;
     this.finishReason = raw.finishReason;
@@ -300,11 +300,13 @@ export async function step(provider, systemPrompt, toolset, history, options = {
     throw withSalvaged(e);
   }
   const answered = answeredBy(provider, raw);
-  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message: messageOf(raw), provider: answered });
+  // The message is read once, for the span (which writes it out at once) and the result.
+  const message = messageOf(raw);
+  span.call?.end({ id: raw.id, usage: raw.usage, finishReason: raw.finishReason, message, provider: answered });
   watch?.end(raw.output);
   const results = guardPromise(raw.results).then((json) => JSON.parse(json));
   results.catch(() => {}); // a caller who never asks for the results must not see an unhandled rejection
-  return new StepResult(raw, results, answered);
+  return new StepResult(raw, results, answered, message);
 }
 
 /**
