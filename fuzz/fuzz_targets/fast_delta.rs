@@ -4,8 +4,8 @@
 //! chunk shape) is fuzzed too.
 #![no_main]
 use kosong_wasm::engine::providers::anthropic::AnthropicDecoder;
-use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
 use kosong_wasm::engine::providers::gemini::GeminiDecoder;
+use kosong_wasm::engine::providers::openai_chat::OpenAIChatConfig;
 use kosong_wasm::engine::providers::openai_responses::ResponsesDecoder;
 use kosong_wasm::engine::providers::StreamDecoder;
 use kosong_wasm::engine::sse::{RawEvent, SseEvent};

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use kosong_wasm::engine::error::ChatProviderError;
-use kosong_wasm::engine::generate::{generate, ByteSource, SseEventSource};
+use kosong_wasm::engine::generate::{generate, ByteSource, CallbackResult, PartSink, SseEventSource};
 use kosong_wasm::engine::message::{StreamedMessagePart, ToolCall};
 use kosong_wasm::engine::providers::HttpProvider;
 use libfuzzer_sys::fuzz_target;
@@ -33,27 +33,48 @@ impl ByteSource for Chunks {
     }
 }
 
-fn outcome(p: &HttpProvider, chunks: &[&[u8]]) -> String {
+/// A part sink that hears no part one by one: its source's decoder may join a call's fragments
+/// and text deltas (`StreamDecoder::join_parts`).
+struct Deaf;
+
+impl PartSink<ChatProviderError> for Deaf {
+    fn part(&mut self, _: &StreamedMessagePart) -> CallbackResult<ChatProviderError> {
+        Ok(None)
+    }
+    fn hears_each(&self) -> bool {
+        false
+    }
+}
+
+/// The parts heard (none when `hear` is off), and the calls handed on with the outcome.
+fn outcome(p: &HttpProvider, chunks: &[&[u8]], hear: bool) -> (Vec<String>, String) {
     let body = Chunks(chunks.iter().map(|c| c.to_vec()).collect());
     let mut src = SseEventSource::new(body, p.decoder());
-    let seen = RefCell::new(Vec::new());
-    let out = futures::executor::block_on(generate(
-        &mut src,
-        |part: &StreamedMessagePart| {
-            seen.borrow_mut().push(format!("{part:?}"));
+    let parts = RefCell::new(Vec::new());
+    let calls = RefCell::new(Vec::new());
+    let on_call = |call: &ToolCall| {
+        calls.borrow_mut().push(format!("complete {} {:?}", call.id, call.function.arguments));
+        Ok(None)
+    };
+    let out = if hear {
+        let on_part = |part: &StreamedMessagePart| {
+            parts.borrow_mut().push(format!("{part:?} before {}", calls.borrow().len()));
             Ok(None)
-        },
-        |call: &ToolCall| {
-            seen.borrow_mut().push(format!("complete {}", call.id));
-            Ok(None)
-        },
-    ));
-    format!("{:?} {out:?}", seen.into_inner())
+        };
+        futures::executor::block_on(generate(&mut src, on_part, on_call))
+    } else {
+        futures::executor::block_on(generate(&mut src, Deaf, on_call))
+    };
+    (parts.into_inner(), format!("{:?} {out:?}", calls.into_inner()))
 }
 
 fuzz_target!(|data: &[u8]| {
     let [pick, cut, rest @ ..] = data else { return };
     let p = provider(*pick);
     let at = (*cut as usize) % (rest.len() + 1);
-    assert_eq!(outcome(&p, &[&rest[..at], &rest[at..]]), outcome(&p, &[rest]));
+    let whole = outcome(&p, &[rest], true);
+    assert_eq!(outcome(&p, &[&rest[..at], &rest[at..]], true), whole);
+    // Parts joined where nobody hears them: the same message, calls and outcome.
+    assert_eq!(outcome(&p, &[&rest[..at], &rest[at..]], false).1, whole.1);
+    assert_eq!(outcome(&p, &[rest], false).1, whole.1);
 });
