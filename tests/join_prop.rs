@@ -93,6 +93,9 @@ enum Act {
     Stop(usize),
     /// An event nobody reads (a ping, a type from the future).
     Noise,
+    /// A citation of the text (Anthropic's `citations_delta`, Responses' annotation; Chat
+    /// Completions has none): a text part with a list, which text before and after merges with.
+    Cite,
 }
 
 fn piece() -> impl Strategy<Value = String> {
@@ -120,6 +123,7 @@ fn acts() -> impl Strategy<Value = Vec<Act>> {
         6 => (0usize..4, piece()).prop_map(|(k, p)| Act::Frag(k, p)),
         1 => (0usize..4).prop_map(Act::Stop),
         1 => Just(Act::Noise),
+        1 => Just(Act::Cite),
     ];
     proptest::collection::vec(act, 0..40)
 }
@@ -191,6 +195,11 @@ fn anthropic(acts: &[Act]) -> String {
                 s.push_str(&ev(json!({"type": "content_block_stop", "index": i})));
             }
             Act::Noise => s.push_str(&ev(json!({"type": "ping"}))),
+            Act::Cite => {
+                let i = block(&mut s, "text", &mut current, &mut next);
+                s.push_str(&ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "citations_delta",
+                    "citation": {"type": "char_location", "cited_text": "x", "document_index": 0}}})));
+            }
         }
     }
     s.push_str(&ev(
@@ -222,7 +231,7 @@ fn chat(acts: &[Act]) -> String {
                 let i = if *k == 0 { calls - 1 } else { k % calls };
                 s.push_str(&chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]})));
             }
-            Act::Stop(_) => {}
+            Act::Stop(_) | Act::Cite => {}
             Act::Noise => s.push_str(": keep-alive\n\n"),
         }
     }
@@ -285,6 +294,14 @@ fn responses(acts: &[Act]) -> String {
                         "arguments": args}})));
             }
             Act::Noise => s.push_str(&ev(json!({"type": "response.future_thing.delta", "delta": {"x": 1}}))),
+            Act::Cite => {
+                if let Some(o) = message {
+                    s.push_str(&ev(
+                        json!({"type": "response.output_text.annotation.added", "item_id": format!("msg_{o}"),
+                        "output_index": o, "content_index": 0, "annotation": {"type": "url_citation", "url": "u"}}),
+                    ));
+                }
+            }
         }
     }
     s.push_str(&ev(json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",

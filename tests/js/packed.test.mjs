@@ -208,7 +208,14 @@ test("the tarball holds the package and nothing else; its .wasm is the one built
   // Tried and not kept: a generation no part hook hears joining a batch's runs of parts before
   // it assembles them (+0.29 KB; −11% native instructions of an Anthropic tool step, but no time
   // measured in the .wasm: the joining's moves and drops cost what the assembling saved).
-  const BUDGET = 306 * 1024;
+  // 306 KiB → 306.5 KiB: +0.43 KB (313,246 → 313,671) for speed (44): a decoder joins a call's
+  // fragments, and text and thinking deltas, that follow each other in a read when nobody hears
+  // each part (no part hook, no wire): an Anthropic step of 8 calls of 4 KB −11…15%, an OpenAI one
+  // −7%, text in 16 KB reads −7…12% (in-process A/Bs). Tried to pay: the content join by the
+  // message's own merge rule (`ContentPart::merge_in_place`, which covers thinking and cited text
+  // too) rather than a match of its own (+0.52 → +0.43 KB). Fragments alone, no content join,
+  // measured +0.36 KB: the text join is kept for its 7–12%.
+  const BUDGET = 313_856; // 306.5 KiB
   assert.ok(gzip <= BUDGET, `the .wasm is ${gzip} bytes gzip -9, over its budget of ${BUDGET}`);
 });
 

@@ -161,25 +161,17 @@ pub(crate) fn push_fragment(out: &mut Vec<StreamEvent>, join: bool, id: &str, pi
     })));
 }
 
-/// Hands on content `part`: with `join` ([`StreamDecoder::join_parts`]), a plain text (or
-/// thinking) delta is appended to a plain text (thinking) part right before it.
+/// Hands on content `part`: with `join` ([`StreamDecoder::join_parts`]), merged into the content
+/// part right before it when the message's rule merges them (`ContentPart::merge_in_place`: text
+/// into text, thinking into thinking not yet signed) — what the message would do with the two, in
+/// the same order.
 #[cfg(any(feature = "anthropic", feature = "openai", feature = "responses"))]
 pub(crate) fn push_content(out: &mut Vec<StreamEvent>, join: bool, part: crate::engine::message::ContentPart) {
-    use crate::engine::message::ContentPart;
     if join {
-        match (out.last_mut(), &part) {
-            (
-                Some(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Text { text: a, extras: None }))),
-                ContentPart::Text { text: b, extras: None },
-            )
-            | (
-                Some(StreamEvent::Part(StreamedMessagePart::Content(ContentPart::Think { think: a, encrypted: None }))),
-                ContentPart::Think { think: b, encrypted: None },
-            ) => {
-                a.push_str(b);
+        if let Some(StreamEvent::Part(StreamedMessagePart::Content(last))) = out.last_mut() {
+            if last.merge_in_place(&part) {
                 return;
             }
-            _ => {}
         }
     }
     out.push(StreamEvent::Part(StreamedMessagePart::Content(part)));
