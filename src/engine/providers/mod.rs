@@ -95,9 +95,10 @@ pub trait StreamDecoder {
     /// The decoder reads answer `id` again from its start (its first event may not be sent).
     fn read_again(&mut self, _id: &str) {}
     /// Nobody hears each part (a step with no part hook and no wire): the decoder may join a
-    /// call's fragment, or a text delta, to the same kind of part right before it in the batch
-    /// ([`push_fragment`], [`push_content`]) — the message joins them anyway, and a part not made
-    /// is an event, an id copy and an assembling step saved. A decoder that never joins ignores it.
+    /// call's fragment, or a text or thinking delta, to the part right before it in the batch
+    /// when the message would join the two ([`push_fragment`], [`push_content`]) — a part not
+    /// made is an event, an id copy and an assembling step saved. A decoder that never joins
+    /// ignores it.
     fn join_parts(&mut self, _join: bool) {}
 }
 
