@@ -10,9 +10,9 @@ use proptest::prelude::*;
 
 use kosong_wasm::engine::error::{ChatProviderError, FailureKind};
 use kosong_wasm::engine::generate::{
-    generate, ByteSource, CallbackResult, GenerateOutput, Limits, PartSink, SseEventSource,
+    generate_in, ByteSource, CallbackResult, GenerateOutput, Limits, MessageAssembler, PartSink, SseEventSource,
 };
-use kosong_wasm::engine::message::{StreamedMessagePart, ToolCall};
+use kosong_wasm::engine::message::{Message, StreamedMessagePart, ToolCall};
 use kosong_wasm::engine::providers::HttpProvider;
 
 /// The body, in the chunks it was cut into.
@@ -46,7 +46,8 @@ impl PartSink<ChatProviderError> for Deaf<'_> {
 
 /// What a run gave: its outcome (a limit's failure as just that: a joined run may trip the
 /// message's limit where the one-by-one run tripped the call's, in the same fragment run), the
-/// calls handed on with their arguments, and how many parts the sink got.
+/// calls handed on with their arguments, the message as far as it got (what a salvage of a
+/// failed round closes), and how many parts the sink got.
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Done(GenerateOutput),
@@ -54,7 +55,7 @@ enum Outcome {
     Failed(String),
 }
 
-fn run(kind: &str, chunks: &[Vec<u8>], limits: Limits, deaf: bool) -> (Outcome, Vec<(String, String)>, usize) {
+fn run(kind: &str, chunks: &[Vec<u8>], limits: Limits, deaf: bool) -> (Outcome, Vec<(String, String)>, Message, usize) {
     let provider = HttpProvider::from_json(&serde_json::json!({"kind": kind, "model": "m"}).to_string()).unwrap();
     let mut source = SseEventSource::new(Chunks(chunks.iter()), provider.decoder()).with_limits(limits);
     let calls = RefCell::new(Vec::new());
@@ -63,21 +64,23 @@ fn run(kind: &str, chunks: &[Vec<u8>], limits: Limits, deaf: bool) -> (Outcome, 
         calls.borrow_mut().push((c.id.clone(), c.function.arguments.clone().unwrap_or_default()));
         Ok(None)
     };
+    let asm = RefCell::new(MessageAssembler::new());
     let result = if deaf {
-        futures::executor::block_on(generate(&mut source, Deaf(&parts), on_call))
+        futures::executor::block_on(generate_in(&mut source, &asm, Deaf(&parts), on_call))
     } else {
         let hear = |_: &StreamedMessagePart| {
             *parts.borrow_mut() += 1;
             Ok(None)
         };
-        futures::executor::block_on(generate(&mut source, hear, on_call))
+        futures::executor::block_on(generate_in(&mut source, &asm, hear, on_call))
     };
     let outcome = match result {
         Ok(out) => Outcome::Done(out),
         Err(e) if e.kind() == FailureKind::Limit.as_str() => Outcome::Limit,
         Err(e) => Outcome::Failed(e.to_string()),
     };
-    (outcome, calls.into_inner(), parts.into_inner())
+    let so_far = asm.borrow().message_so_far();
+    (outcome, calls.into_inner(), so_far, parts.into_inner())
 }
 
 /// One thing a model's answer does.
@@ -340,17 +343,31 @@ proptest! {
         acts in acts(),
         cuts in proptest::collection::vec(any::<usize>(), 0..8),
         limits in proptest::option::of((1usize..200, 1usize..400)),
+        truncate in proptest::option::of(any::<usize>()),
     ) {
-        let (kind, body) = stream(format, &acts);
+        let (kind, mut body) = stream(format, &acts);
+        // A stream that breaks off anywhere (a char boundary: the bytes are cut, not the text).
+        if let Some(at) = truncate {
+            let mut at = at % (body.len() + 1);
+            while !body.is_char_boundary(at) {
+                at -= 1;
+            }
+            body.truncate(at);
+        }
         let chunks = cut(body.as_bytes(), &cuts);
         let limits = match limits {
             Some((args, message)) => Limits { max_tool_arguments_bytes: args, max_message_bytes: message, ..Limits::default() },
             None => Limits::default(),
         };
-        let (heard, heard_calls, heard_parts) = run(kind, &chunks, limits, false);
-        let (joined, joined_calls, joined_parts) = run(kind, &chunks, limits, true);
+        let (heard, heard_calls, heard_so_far, heard_parts) = run(kind, &chunks, limits, false);
+        let (joined, joined_calls, joined_so_far, joined_parts) = run(kind, &chunks, limits, true);
         prop_assert_eq!(&joined, &heard, "{} stream:\n{}", kind, body);
         prop_assert_eq!(joined_calls, heard_calls);
+        // A limit's failure may come a few bytes apart (see `Outcome`): what arrived is compared
+        // when the run did not stop on a limit.
+        if heard != Outcome::Limit {
+            prop_assert_eq!(joined_so_far, heard_so_far);
+        }
         prop_assert!(joined_parts <= heard_parts);
     }
 }
@@ -371,8 +388,8 @@ fn fragments_in_one_read_join_only_when_nobody_hears_each() {
     for format in 0..4 {
         let (kind, body) = stream(format, &acts);
         let body_len = body.len();
-        let (heard, _, heard_parts) = run(kind, &[body.clone().into_bytes()], Limits::default(), false);
-        let (joined, calls, joined_parts) = run(kind, &[body.into_bytes()], Limits::default(), true);
+        let (heard, _, _, heard_parts) = run(kind, &[body.clone().into_bytes()], Limits::default(), false);
+        let (joined, calls, _, joined_parts) = run(kind, &[body.into_bytes()], Limits::default(), true);
         assert_eq!(joined, heard, "{kind}");
         assert_eq!(calls, vec![(calls[0].0.clone(), "{\"x\":\"y\\\"z\"}".to_owned())], "{kind}");
         // Text "a", "b"; the call; its three fragments: 6 heard, 3 joined (text, call, fragments)
