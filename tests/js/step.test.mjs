@@ -566,3 +566,52 @@ test("a body whose chunks are all there at once (joined into batches in one buff
   assert.deepEqual(r.toolCalls.map((c) => c.function.arguments), [a0, a1]);
   assert.deepEqual(got.sort(), [a0, a1].map((a) => JSON.stringify(JSON.parse(a))).sort());
 });
+
+test("a step no part hook hears (its decoder joins fragments and deltas) gives what a step with onMessagePart gives: message, calls, tool inputs, for Chat Completions calls that interleave and for Anthropic thinking, text, citations and calls", async () => {
+  const chat = (d) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: d, finish_reason: null }] })}\n\n`;
+  const args = (i) => JSON.stringify({ i, s: `é"${i}\n`.repeat(40) });
+  const chatEvents = [chat({ role: "assistant", content: "" }), chat({ reasoning_content: "hm" }), chat({ reasoning_content: "m." }), chat({ content: "Two " }), chat({ content: "calls." })];
+  for (const i of [0, 1]) chatEvents.push(chat({ tool_calls: [{ index: i, id: `call_${i}`, type: "function", function: { name: "echo", arguments: "" } }] }));
+  // The two calls' fragments alternate: a join must never run one into the other.
+  const [a0, a1] = [args(0), args(1)];
+  for (let at = 0; at < a0.length; at += 5) for (const [i, a] of [a0, a1].entries()) if (at < a.length) chatEvents.push(chat({ tool_calls: [{ index: i, function: { arguments: a.slice(at, at + 5) } }] }));
+  chatEvents.push(`data: ${JSON.stringify({ id: "c", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] })}\n\n`, "data: [DONE]\n\n");
+  const an = (type, body) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+  const delta = (index, d) => an("content_block_delta", { index, delta: d });
+  const antEvents = [an("message_start", { message: { id: "msg_1", usage: { input_tokens: 3 } } })];
+  antEvents.push(an("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "" } }));
+  for (const t of ["Let ", "me ", "see."]) antEvents.push(delta(0, { type: "thinking_delta", thinking: t }));
+  antEvents.push(delta(0, { type: "signature_delta", signature: "sig" }), an("content_block_stop", { index: 0 }));
+  antEvents.push(an("content_block_start", { index: 1, content_block: { type: "text", text: "" } }));
+  antEvents.push(delta(1, { type: "text_delta", text: "It " }), delta(1, { type: "citations_delta", citation: { type: "char_location", cited_text: "x" } }), delta(1, { type: "text_delta", text: "says " }), delta(1, { type: "text_delta", text: "so." }), an("content_block_stop", { index: 1 }));
+  for (const i of [0, 1]) {
+    antEvents.push(an("content_block_start", { index: 2 + i, content_block: { type: "tool_use", id: `toolu_${i}`, name: "echo", input: {} } }));
+    const a = args(i);
+    for (let at = 0; at < a.length; at += 5) antEvents.push(delta(2 + i, { type: "input_json_delta", partial_json: a.slice(at, at + 5) }));
+    antEvents.push(an("content_block_stop", { index: 2 + i }));
+  }
+  antEvents.push(an("message_delta", { delta: { stop_reason: "tool_use" }, usage: { output_tokens: 9 } }), an("message_stop", {}));
+  for (const [make, events] of [[(fetch) => new k.KimiProvider({ model: "m", apiKey: API_KEY, baseUrl: "http://127.0.0.1:1/v1", fetch }), chatEvents], [(fetch) => new k.AnthropicProvider({ model: "m", apiKey: API_KEY, baseUrl: "http://127.0.0.1:1/v1", fetch }), antEvents]]) {
+    // All there at once, in 700-byte reads: a read holds many events (what the decoder joins).
+    const bytes = new TextEncoder().encode(events.join(""));
+    const fetch = async () => {
+      let at = 0;
+      const body = new ReadableStream({ pull: (c) => (at >= bytes.length ? c.close() : (c.enqueue(bytes.slice(at, at + 700)), (at += 700))) }, { highWaterMark: 0 });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    };
+    const run = async (hear) => {
+      const got = [];
+      const tools = new k.SimpleToolset([{ name: "echo", description: "", parameters: { type: "object" }, handler: (a) => (got.push(JSON.stringify(a)), "ok") }]);
+      let parts = 0;
+      const r = await k.step(make(fetch), "", tools, [user("go")], hear ? { onMessagePart: () => void parts++ } : {});
+      await r.toolResults();
+      return { message: r.message, got, parts };
+    };
+    const heard = await run(true);
+    const joined = await run(false);
+    assert.deepEqual(joined.message, heard.message);
+    assert.deepEqual(joined.got, heard.got);
+    assert.deepEqual(heard.message.tool_calls.map((c) => c.function.arguments), [a0, a1]);
+    assert.ok(heard.parts > 100, `${heard.parts} parts heard`);
+  }
+});
