@@ -224,6 +224,21 @@ for (const [name, provider, broken, answer, ids] of [
     assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
   });
 
+  test(`${name}: the same break in a step no part hook hears (its decoder joins the pieces that came in one read) — the salvaged round holds each piece once, the whole call's tool got it once, the cut-off call never ran`, async () => {
+    server.respond(broken());
+    const { given, toolset } = recording();
+    const r = await within(k.step(provider(), "", toolset, [user("mail them")]));
+    assert.ok(r.error instanceof k.APIConnectionError, String(r.error));
+    const s = r.error.salvaged;
+    assert.deepEqual(s.toolCalls.map((c) => c.id), ids);
+    assert.deepEqual(s.toolCalls.map((c) => c.function.arguments), [pieced.join(""), cut.join("")]);
+    assert.deepEqual(s.message.tool_calls, s.toolCalls);
+    assert.deepEqual(given, [{ to: "a@b.c", body: "hello" }]);
+    const results = await s.toolResults();
+    assert.deepEqual(results.map((x) => [x.tool_call_id, x.return_value.is_error]), [[ids[0], false], [ids[1], true]]);
+    assert.match(JSON.stringify(results[1].return_value), new RegExp(`${cut.join("").length} characters of it arrived`));
+  });
+
   test(`${name}: the same break in a turn — previews fed from the wire agree with the history, and the turn goes on`, async () => {
     server.respond(broken());
     server.respond(answer("done"));
