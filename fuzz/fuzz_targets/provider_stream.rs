@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use kosong_wasm::engine::error::ChatProviderError;
-use kosong_wasm::engine::generate::{generate, ByteSource, CallbackResult, PartSink, SseEventSource};
+use kosong_wasm::engine::generate::{generate, ByteSource, SseEventSource, Unheard};
 use kosong_wasm::engine::message::{StreamedMessagePart, ToolCall};
 use kosong_wasm::engine::providers::HttpProvider;
 use libfuzzer_sys::fuzz_target;
@@ -33,19 +33,6 @@ impl ByteSource for Chunks {
     }
 }
 
-/// A part sink that hears no part one by one: its source's decoder may join a call's fragments
-/// and text deltas (`StreamDecoder::join_parts`).
-struct Deaf;
-
-impl PartSink<ChatProviderError> for Deaf {
-    fn part(&mut self, _: &StreamedMessagePart) -> CallbackResult<ChatProviderError> {
-        Ok(None)
-    }
-    fn hears_each(&self) -> bool {
-        false
-    }
-}
-
 /// The parts heard (none when `hear` is off), and the calls handed on with the outcome.
 fn outcome(p: &HttpProvider, chunks: &[&[u8]], hear: bool) -> (Vec<String>, String) {
     let body = Chunks(chunks.iter().map(|c| c.to_vec()).collect());
@@ -63,7 +50,7 @@ fn outcome(p: &HttpProvider, chunks: &[&[u8]], hear: bool) -> (Vec<String>, Stri
         };
         futures::executor::block_on(generate(&mut src, on_part, on_call))
     } else {
-        futures::executor::block_on(generate(&mut src, Deaf, on_call))
+        futures::executor::block_on(generate(&mut src, Unheard, on_call))
     };
     (parts.into_inner(), format!("{:?} {out:?}", calls.into_inner()))
 }

@@ -112,6 +112,19 @@ impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>, R: FnMut(Heard<'_>)
     }
 }
 
+/// A sink nobody listens through: it drops every part, and its source may join a call's fragments
+/// and text deltas ([`PartSink::hears_each`]): a generation whose message alone is wanted.
+pub struct Unheard;
+
+impl<E> PartSink<E> for Unheard {
+    fn part(&mut self, _p: &StreamedMessagePart) -> CallbackResult<E> {
+        Ok(None)
+    }
+    fn hears_each(&self) -> bool {
+        false
+    }
+}
+
 /// A closure is a sink that holds nothing back.
 impl<E, F: FnMut(&StreamedMessagePart) -> CallbackResult<E>> PartSink<E> for F {
     fn part(&mut self, p: &StreamedMessagePart) -> CallbackResult<E> {

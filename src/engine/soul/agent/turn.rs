@@ -13,7 +13,9 @@ use super::error::TurnError;
 use super::resume::ReadAgain;
 use super::seams::{Env, TurnTools};
 use crate::engine::error::ChatProviderError;
-use crate::engine::generate::{generate, EventSource, GenerateOutput, Heard, Hearing, MessageAssembler, Renamer};
+use crate::engine::generate::{
+    generate, EventSource, GenerateOutput, Heard, Hearing, MessageAssembler, Renamer, Unheard,
+};
 use crate::engine::message::{ContentPart, Message, StreamedMessagePart, TokenUsage, ToolCall};
 use crate::engine::model::{Model, ModelError};
 use crate::engine::output::{answer_json, malformed};
@@ -318,7 +320,7 @@ where
                 .with_retries(model, None, 1, || async {
                     let req = model.prepare(&Prompt::new(compaction::COMPACTION_SYSTEM_PROMPT, &[], &ask))?;
                     let mut source = model.open(req).await?;
-                    Ok(generate(&mut source, |_: &StreamedMessagePart| Ok(None), |_: &ToolCall| Ok(None)).await?)
+                    Ok(generate(&mut source, Unheard, |_: &ToolCall| Ok(None)).await?)
                 })
                 .await;
             let summary: GenerateOutput = summary.map_err(|f| TurnError::Seam(f.error))?;
