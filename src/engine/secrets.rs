@@ -14,10 +14,13 @@ const MIN_SECRET: usize = 4;
 /// A tail this long that begins a secret is cut off a text that was shortened.
 const MIN_TAIL: usize = 4;
 
-/// The secrets of one request, every form of each, longest first.
+/// The secrets of one request, each as given (once, if it is long enough to be looked for). The
+/// forms of each are made when a text is cleaned, not when the request is made: most requests
+/// never fail, and the forms of a key (a `\u` escape a character, six base64 alignments) cost
+/// more than building the request's body did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Secrets {
-    forms: Vec<String>,
+    given: Vec<String>,
 }
 
 /// A header whose value is a credential: `authorization`, `x-api-key`, `x-goog-api-key`, a cookie,
@@ -70,43 +73,22 @@ impl Secrets {
         }
     }
 
-    /// One secret, in every form it is looked for in.
+    /// One secret, to be looked for in every form it may take.
     pub fn add(&mut self, secret: &str) {
-        if secret.chars().count() < MIN_SECRET {
+        if secret.chars().count() < MIN_SECRET || self.given.iter().any(|g| g == secret) {
             return;
         }
-        let mut push = |f: String| {
-            if f.len() >= MIN_SECRET && !self.forms.contains(&f) {
-                self.forms.push(f);
-            }
-        };
-        push(secret.to_owned());
-        push(crate::engine::providers::percent_encode(secret));
-        if let Ok(json) = serde_json::to_string(secret) {
-            push(json[1..json.len() - 1].to_owned());
-        }
-        push(secret.encode_utf16().map(|u| format!("\\u{u:04x}")).collect());
-        push(secret.encode_utf16().map(|u| format!("\\u{u:04X}")).collect());
-        // Base64 at each of the three alignments a secret can have inside a longer encoded text:
-        // the characters that depend on the secret's bytes alone.
-        if secret.len() >= 6 {
-            for pad in 0..3 {
-                for url_safe in [false, true] {
-                    push(base64_inner(secret.as_bytes(), pad, url_safe));
-                }
-            }
-        }
-        self.forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        self.given.push(secret.to_owned());
     }
 
     pub fn is_empty(&self) -> bool {
-        self.forms.is_empty()
+        self.given.is_empty()
     }
 
     /// `text` with every form of every secret replaced by `[redacted]`.
     pub fn clean(&self, text: String) -> String {
         let mut text = text;
-        for f in &self.forms {
+        for f in &forms_of(&self.given) {
             if text.contains(f.as_str()) {
                 text = text.replace(f.as_str(), REDACTED);
             }
@@ -118,7 +100,7 @@ impl Secrets {
     /// off too and marked, so no part of a secret cut in half survives.
     pub fn clean_cut(&self, text: String) -> String {
         let mut text = self.clean(text);
-        for f in &self.forms {
+        for f in &forms_of(&self.given) {
             let longest = (f.len() - 1).min(text.len());
             let tail = (MIN_TAIL..=longest)
                 .rev()
@@ -129,6 +111,41 @@ impl Secrets {
             }
         }
         text
+    }
+}
+
+/// Every form of each secret, once, longest first: as is, URL-encoded, JSON-escaped, `\u`-escaped,
+/// and base64 at each alignment.
+fn forms_of(secrets: &[String]) -> Vec<String> {
+    let mut forms = Vec::new();
+    for secret in secrets {
+        add_forms(&mut forms, secret);
+    }
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms
+}
+
+fn add_forms(forms: &mut Vec<String>, secret: &str) {
+    let mut push = |f: String| {
+        if f.len() >= MIN_SECRET && !forms.contains(&f) {
+            forms.push(f);
+        }
+    };
+    push(secret.to_owned());
+    push(crate::engine::providers::percent_encode(secret));
+    if let Ok(json) = serde_json::to_string(secret) {
+        push(json[1..json.len() - 1].to_owned());
+    }
+    push(secret.encode_utf16().map(|u| format!("\\u{u:04x}")).collect());
+    push(secret.encode_utf16().map(|u| format!("\\u{u:04X}")).collect());
+    // Base64 at each of the three alignments a secret can have inside a longer encoded text:
+    // the characters that depend on the secret's bytes alone.
+    if secret.len() >= 6 {
+        for pad in 0..3 {
+            for url_safe in [false, true] {
+                push(base64_inner(secret.as_bytes(), pad, url_safe));
+            }
+        }
     }
 }
 
