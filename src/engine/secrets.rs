@@ -17,7 +17,7 @@ const MIN_TAIL: usize = 4;
 /// The secrets of one request, each as given (once, if it is long enough to be looked for). The
 /// forms of each are made when a text is cleaned, not when the request is made: most requests
 /// never fail, and the forms of a key (a `\u` escape a character, six base64 alignments) cost
-/// more than building the request's body did.
+/// about what building the request's body does.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Secrets {
     given: Vec<String>,

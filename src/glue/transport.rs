@@ -367,7 +367,7 @@ pub struct BodySource {
 /// the steps are 0.67–0.79× the bare loop's and the tools start 0.07–0.09 ms after their end;
 /// at 4 KiB the OpenAI steps 0.60–0.65× but interleaved calls start 0.17 ms after; at 16 KiB
 /// 0.54–0.63× and 0.14–0.23 ms (2 of 8 interleaved calls start before the stream ends); the
-/// Anthropic step stays 0.67–0.79× at every size (its time is the platform's reads).
+/// Anthropic step stays 0.67–0.79× at every size (most of its time is the platform's reads).
 const SMALL_BATCH: f64 = 1024.0;
 const LARGE_BATCH: f64 = 16384.0;
 
