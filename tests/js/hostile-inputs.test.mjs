@@ -146,6 +146,9 @@ test("PartialJson: a string's escapes read in any split — each value so far a 
       const c = pj.value?.c ?? "";
       assert.ok(want.c.startsWith(c), `size ${size}, at ${at}: ${JSON.stringify(c.slice(-20))} is not a prefix`);
       assert.deepEqual(mirror, pj.value, `size ${size}, at ${at}: the edits rebuild the value`);
+      // Asking `done` hands the core what was read without it (an escape cut in half included):
+      // every few pieces for the odd sizes, so a cut escape is caught up and then completed.
+      if (size % 2 === 1 && (at / size) % 3 === 1 && at + size < text.length) assert.equal(pj.done, false, `size ${size}, at ${at}`);
     }
     assert.equal(pj.done, true);
     assert.deepEqual(pj.value, want, `size ${size}`);
