@@ -24,6 +24,9 @@ const TOOL_KEYS = ["tools-openai-sequential", "tools-openai-interleaved", "tools
 /** A table of the report: its title, a blank line, its header and alignment lines, its rows, a blank line. */
 const table = (title, header, align, rows) => [title, "", header, align, ...rows, ""];
 
+/** The row of `rows` whose contender's name starts with `prefix`. */
+const named = (rows, prefix) => rows.find((x) => x.name.startsWith(prefix));
+
 export function report(r) {
   const c = r.comparisons;
   const out = [];
@@ -35,7 +38,7 @@ export function report(r) {
   for (const key of TEXT_KEYS) {
     const t = c[key];
     if (!t) continue;
-    const base = t.rows.find((x) => x.name.startsWith("eventsource-parser"));
+    const base = named(t.rows, "eventsource-parser");
     const title = TEXT_TITLES[key];
     const rows = [];
     for (const x of t.rows) rows.push(`| ${x.name} | ${ms(x.median)} ms | ${ms(x.min)}–${ms(x.max)} | ${x.usPerEvent.toFixed(2)} µs | ${ratio(x.median, base.median)} |`);
@@ -44,8 +47,7 @@ export function report(r) {
   if (c["text-16k"]) {
     const rows = [];
     for (const f of c["text-16k"].formats) {
-      const get = (p) => f.rows.find((x) => x.name.startsWith(p));
-      const [esp, k, cb, floor] = [get("eventsource-parser"), f.rows.find((x) => x.name === "kosong-wasm generate"), get("kosong-wasm generate + onMessagePart"), get("read the body")];
+      const [esp, k, cb, floor] = [named(f.rows, "eventsource-parser"), f.rows.find((x) => x.name === "kosong-wasm generate"), named(f.rows, "kosong-wasm generate + onMessagePart"), named(f.rows, "read the body")];
       rows.push(`| ${TEXT_TITLES[`text-${f.format}`]} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${perRound(k)} | ${ms(cb.median)} ms | ${ratio(cb.median, esp.median)} | ${ms(floor.median)} ms |`);
     }
     out.push(...table("**Text in 16 KB reads** (each format's fixture above joined and handed over in 16 KB reads cut anywhere, as undici hands a real response over: what a read costs is gone, each contender's own decoding is left; *per round*: the median of each round's ratio, the two run back to back)", "| format | eventsource-parser + JSON.parse | kosong-wasm generate | vs eventsource-parser | per round | + onMessagePart | vs eventsource-parser | read the body only |", "|---|---:|---:|---:|---:|---:|---:|---:|", rows));
@@ -53,8 +55,7 @@ export function report(r) {
   if (c["tools-16k"]) {
     const rows = [];
     for (const f of c["tools-16k"].fixtures) {
-      const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
-      const k = f.rows.find((x) => x.name.startsWith("kosong-wasm"));
+      const [esp, k] = [named(f.rows, "eventsource-parser"), named(f.rows, "kosong-wasm")];
       rows.push(`| ${f.key.replace(/^tools-/, "")} | ${ms(esp.median)} ms | ${ms(k.median)} ms | ${ratio(k.median, esp.median)} | ${perRound(k)} |`);
     }
     out.push(...table("**Tools in 16 KB reads** (the tool fixtures above joined and handed over in 16 KB reads cut anywhere, as the text ones are: the whole step; a call's tool start is not timed here; *per round* as above)", "| fixture | eventsource-parser + JSON.parse | kosong-wasm step | vs eventsource-parser | per round |", "|---|---:|---:|---:|---:|", rows));
@@ -70,7 +71,7 @@ export function report(r) {
   if (toolKeys.length) {
     const rows = [];
     for (const k of toolKeys) {
-      const base = c[k].rows.find((x) => x.name.startsWith("eventsource-parser"));
+      const base = named(c[k].rows, "eventsource-parser");
       for (const x of c[k].rows) rows.push(`| ${k.replace("tools-", "")} | ${x.name} | ${ms(x.latencyMs.median)} ms | ${ms(x.latencyMs.max)} ms | ${x.startedBeforeEnd} of ${x.of} | ${ms(x.totalMs.median)} ms | ${base ? ratio(x.totalMs.median, base.totalMs.median) : "—"} | ${perRound(x)} |`);
     }
     out.push(...table("**Tool start: 8 parallel calls of ~4 KB arguments in ~10-character pieces** — latency from the moment a call's closing bytes are handed to the reader to the moment its handler runs; the whole step against the bare eventsource-parser client (*per round*: the median of each round's ratio, the contenders run back to back, and its range)", "| fixture | contender | median latency | max | started before the stream ended | whole step | vs eventsource-parser | per round |", "|---|---|---:|---:|---:|---:|---:|---:|", rows));
@@ -141,21 +142,20 @@ function targets(r) {
     row(`size: the .wasm within the ratchet's budget (${budget ? `${budget.toLocaleString("en")} bytes gzip -9` : "tests/js/packed.test.mjs"}); .wasm + JS, every provider`, `${k.wasmGzip.toLocaleString("en")} bytes (.wasm + JS ${k.gzip.toLocaleString("en")})`, budget ? k.wasmGzip <= budget : null);
   }
   for (const f of c["text-16k"]?.formats ?? []) {
-    const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
+    const esp = named(f.rows, "eventsource-parser");
     const plain = f.rows.find((x) => x.name === "kosong-wasm generate");
     row(`text-${f.format} in 16 KB reads: ≤ 0.5× eventsource-parser + JSON.parse (median per round; the ratio of medians)`, both(plain, esp), judged(plain, esp) <= 0.5);
   }
   for (const k of TOOL_KEYS) {
-    const x = c[k]?.rows.find((y) => y.name.startsWith("kosong"));
-    const base = c[k]?.rows.find((y) => y.name.startsWith("eventsource-parser"));
+    if (!c[k]) continue;
+    const [x, base] = [named(c[k].rows, "kosong"), named(c[k].rows, "eventsource-parser")];
     if (!x) continue;
     if (base) row(`${k}: whole step ≤ 0.7× eventsource-parser + JSON.parse (median per round; the ratio of medians)`, both(x, base, "totalMs"), judged(x, base, "totalMs") <= 0.7);
     row(`${k}: tool start < 0.1 ms after its call closes (median; the bare loop: ${base ? `${ms(base.latencyMs.median)} ms` : "—"})`, `${ms(x.latencyMs.median)} ms`, x.latencyMs.median < 0.1);
     row(`${k}: ≥ 7 of 8 started before the stream ends`, `${x.startedBeforeEnd} of ${x.of}`, x.startedBeforeEnd >= 7);
   }
   for (const f of c["tools-16k"]?.fixtures ?? []) {
-    const esp = f.rows.find((x) => x.name.startsWith("eventsource-parser"));
-    const k = f.rows.find((x) => x.name.startsWith("kosong-wasm"));
+    const [esp, k] = [named(f.rows, "eventsource-parser"), named(f.rows, "kosong-wasm")];
     row(`${f.key} in 16 KB reads: whole step ≤ 0.7× eventsource-parser + JSON.parse (median per round; the ratio of medians)`, both(k, esp), judged(k, esp) <= 0.7);
   }
   if (c.bigarg) {
